@@ -1,0 +1,1 @@
+//! keel-reactor (work in progress).

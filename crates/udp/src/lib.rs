@@ -1,0 +1,1 @@
+//! keel-udp (work in progress).
