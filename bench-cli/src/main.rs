@@ -1,1 +1,3 @@
+//! keel-bench binary (placeholder until the command line lands).
+
 fn main() {}

@@ -1,0 +1,304 @@
+//! Process and host counters read from `/proc`, without `unsafe` or libc.
+//!
+//! * CPU time: `utime + stime` of `/proc/self/stat` (whole process, all
+//!   threads). Those fields are in clock ticks of `USER_HZ`, which Linux
+//!   fixes at 100 for everything it exports to user space through `/proc`
+//!   (whatever the kernel's internal `HZ`), so [`USER_HZ`] is a constant here
+//!   rather than `sysconf(_SC_CLK_TCK)`. Resolution is therefore 10 ms:
+//!   fine for runs of a second or more, coarse for very short ones.
+//! * Peak RSS: `VmHWM` of `/proc/self/status`, in bytes.
+//! * Host UDP counters: the `Udp:` lines of `/proc/net/snmp` (IPv4) and the
+//!   `Udp6*` lines of `/proc/net/snmp6` (IPv6). Both are per network
+//!   namespace and host-wide within it, so concurrent traffic from other
+//!   processes shows up in the deltas; the JSON fields say "host" for that
+//!   reason.
+//!
+//! Every reader returns `None` when the file is missing or unparsable (not
+//! Linux, `/proc` not mounted, an unknown kernel format), and the report then
+//! carries `null`. The parsers are separate pure functions so they are tested
+//! on fixed sample text.
+
+use std::fs;
+use std::time::Duration;
+
+/// Clock ticks per second of the CPU times in `/proc/<pid>/stat` (Linux
+/// `USER_HZ`, 100 on every architecture Linux supports for user space).
+pub const USER_HZ: u64 = 100;
+
+/// Parses `utime + stime` from the text of `/proc/<pid>/stat`.
+///
+/// The command name (field 2) is in parentheses and may itself contain
+/// spaces or parentheses, so fields are counted after the last `)`.
+pub fn parse_stat_cpu(text: &str) -> Option<Duration> {
+    let rest = &text[text.rfind(')')? + 1..];
+    // After ")" come field 3 (state) onwards; utime is field 14, stime 15.
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    let ticks = utime.checked_add(stime)?;
+    let secs = ticks / USER_HZ;
+    let rem = ticks % USER_HZ;
+    Some(Duration::from_secs(secs) + Duration::from_nanos(rem * (1_000_000_000 / USER_HZ)))
+}
+
+/// User + system CPU time consumed so far by this whole process.
+pub fn process_cpu_time() -> Option<Duration> {
+    parse_stat_cpu(&fs::read_to_string("/proc/self/stat").ok()?)
+}
+
+/// Parses the `VmHWM` line of `/proc/<pid>/status` into bytes.
+pub fn parse_vm_hwm(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let mut parts = line["VmHWM:".len()..].split_whitespace();
+    let value: u64 = parts.next()?.parse().ok()?;
+    match parts.next()? {
+        "kB" => value.checked_mul(1024),
+        _ => None,
+    }
+}
+
+/// Peak resident set size of this process so far, in bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    parse_vm_hwm(&fs::read_to_string("/proc/self/status").ok()?)
+}
+
+/// CPU use over wall time, in percent of one core (100 = one core busy).
+/// Returns 0 for a zero or negative wall time.
+pub fn cpu_percent(cpu: Duration, wall: Duration) -> f64 {
+    let wall = wall.as_secs_f64();
+    if wall > 0.0 {
+        cpu.as_secs_f64() / wall * 100.0
+    } else {
+        0.0
+    }
+}
+
+/// UDP counters of one address family, from `/proc/net/snmp` (`Udp:`) or
+/// `/proc/net/snmp6` (`Udp6…`). Counters the kernel does not export are
+/// `None` (older kernels lack `InCsumErrors`, `IgnoredMulti`, `MemErrors`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UdpCounters {
+    /// `InDatagrams`: datagrams delivered to sockets.
+    pub in_datagrams: Option<u64>,
+    /// `NoPorts`: datagrams to a port with no socket.
+    pub no_ports: Option<u64>,
+    /// `InErrors`: datagrams dropped on receive for any reason except no port
+    /// (includes `RcvbufErrors` and `InCsumErrors`).
+    pub in_errors: Option<u64>,
+    /// `OutDatagrams`: datagrams sent.
+    pub out_datagrams: Option<u64>,
+    /// `RcvbufErrors`: dropped because a socket's receive buffer was full.
+    pub rcvbuf_errors: Option<u64>,
+    /// `SndbufErrors`: send failed for lack of send buffer (ENOBUFS/EAGAIN
+    /// at the IP layer).
+    pub sndbuf_errors: Option<u64>,
+    /// `InCsumErrors`: bad checksum.
+    pub in_csum_errors: Option<u64>,
+    /// `IgnoredMulti`: multicast/broadcast not delivered.
+    pub ignored_multi: Option<u64>,
+    /// `MemErrors`: dropped for lack of socket memory accounting.
+    pub mem_errors: Option<u64>,
+}
+
+impl UdpCounters {
+    fn set(&mut self, name: &str, value: u64) {
+        let slot = match name {
+            "InDatagrams" => &mut self.in_datagrams,
+            "NoPorts" => &mut self.no_ports,
+            "InErrors" => &mut self.in_errors,
+            "OutDatagrams" => &mut self.out_datagrams,
+            "RcvbufErrors" => &mut self.rcvbuf_errors,
+            "SndbufErrors" => &mut self.sndbuf_errors,
+            "InCsumErrors" => &mut self.in_csum_errors,
+            "IgnoredMulti" => &mut self.ignored_multi,
+            "MemErrors" => &mut self.mem_errors,
+            _ => return,
+        };
+        *slot = Some(value);
+    }
+
+    /// Parses the two `Udp:` lines (names, then values) of `/proc/net/snmp`.
+    /// `UdpLite:` lines are ignored. Returns `None` without a well-formed
+    /// `Udp:` pair.
+    pub fn parse_snmp(text: &str) -> Option<UdpCounters> {
+        let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
+        let names = lines.next()?;
+        let values = lines.next()?;
+        let names: Vec<&str> = names.split_whitespace().skip(1).collect();
+        let values: Vec<&str> = values.split_whitespace().skip(1).collect();
+        if names.is_empty() || names.len() != values.len() {
+            return None;
+        }
+        let mut c = UdpCounters::default();
+        for (name, value) in names.iter().zip(values) {
+            c.set(name, value.parse().ok()?);
+        }
+        Some(c)
+    }
+
+    /// Parses the `Udp6…` lines (`Udp6InErrors  5`, one per line) of
+    /// `/proc/net/snmp6`. `UdpLite6…` lines are ignored. Returns `None` if no
+    /// `Udp6` counter is present.
+    pub fn parse_snmp6(text: &str) -> Option<UdpCounters> {
+        let mut c = UdpCounters::default();
+        let mut any = false;
+        for line in text.lines() {
+            let mut parts = line.split_whitespace();
+            let (Some(name), Some(value)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            if let Some(name) = name.strip_prefix("Udp6") {
+                c.set(name, value.parse().ok()?);
+                any = true;
+            }
+        }
+        any.then_some(c)
+    }
+
+    /// Current IPv4 UDP counters of this network namespace.
+    pub fn read_ipv4() -> Option<UdpCounters> {
+        Self::parse_snmp(&fs::read_to_string("/proc/net/snmp").ok()?)
+    }
+
+    /// Current IPv6 UDP counters of this network namespace.
+    pub fn read_ipv6() -> Option<UdpCounters> {
+        Self::parse_snmp6(&fs::read_to_string("/proc/net/snmp6").ok()?)
+    }
+
+    /// Per-counter increase from `before` to `self` (`after`). A counter
+    /// missing on either side is `None`; a counter that went backwards (a
+    /// reset) gives 0 rather than a wrapped huge number.
+    pub fn delta_since(&self, before: &UdpCounters) -> UdpCounters {
+        let d = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
+        UdpCounters {
+            in_datagrams: d(self.in_datagrams, before.in_datagrams),
+            no_ports: d(self.no_ports, before.no_ports),
+            in_errors: d(self.in_errors, before.in_errors),
+            out_datagrams: d(self.out_datagrams, before.out_datagrams),
+            rcvbuf_errors: d(self.rcvbuf_errors, before.rcvbuf_errors),
+            sndbuf_errors: d(self.sndbuf_errors, before.sndbuf_errors),
+            in_csum_errors: d(self.in_csum_errors, before.in_csum_errors),
+            ignored_multi: d(self.ignored_multi, before.ignored_multi),
+            mem_errors: d(self.mem_errors, before.mem_errors),
+        }
+    }
+}
+
+/// Delta of optional snapshots: `None` unless both were readable.
+pub fn udp_delta(before: Option<&UdpCounters>, after: Option<&UdpCounters>) -> Option<UdpCounters> {
+    Some(after?.delta_since(before?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &str = "12345 (keel bench) (x) R 1 12345 12345 0 -1 4194304 \
+        500 0 0 0 250 75 0 0 20 0 9 0 1000 123456789 2048 18446744073709551615 \
+        1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n";
+
+    const STATUS: &str = "Name:\tkeel-bench\nUmask:\t0022\nState:\tR (running)\n\
+        VmPeak:\t  20000 kB\nVmSize:\t  19000 kB\nVmHWM:\t    6144 kB\nVmRSS:\t    6000 kB\n";
+
+    const SNMP: &str = "\
+Ip: Forwarding DefaultTTL InReceives
+Ip: 1 64 1000
+Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+Udp: 1000 2 30 990 25 4 1 0 0
+UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+UdpLite: 9 9 9 9 9 9 9 9 9
+";
+
+    const SNMP6: &str = "\
+Ip6InReceives                   \t500
+Udp6InDatagrams                 \t40
+Udp6NoPorts                     \t0
+Udp6InErrors                    \t7
+Udp6OutDatagrams                \t41
+Udp6RcvbufErrors                \t6
+Udp6SndbufErrors                \t0
+Udp6InCsumErrors                \t1
+Udp6IgnoredMulti                \t0
+UdpLite6InErrors                \t99
+";
+
+    #[test]
+    fn stat_cpu_counts_after_the_last_parenthesis() {
+        // utime 250 + stime 75 ticks = 3.25 s.
+        assert_eq!(parse_stat_cpu(STAT), Some(Duration::from_millis(3250)));
+        assert_eq!(parse_stat_cpu("1 (x) R 1 2"), None);
+        assert_eq!(parse_stat_cpu("no parenthesis"), None);
+    }
+
+    #[test]
+    fn vm_hwm_in_bytes() {
+        assert_eq!(parse_vm_hwm(STATUS), Some(6144 * 1024));
+        assert_eq!(parse_vm_hwm("VmRSS:\t 1 kB\n"), None);
+        assert_eq!(parse_vm_hwm("VmHWM:\t 1 MB\n"), None);
+    }
+
+    #[test]
+    fn snmp_udp_line_pair() {
+        let c = UdpCounters::parse_snmp(SNMP).unwrap();
+        assert_eq!(c.in_datagrams, Some(1000));
+        assert_eq!(c.no_ports, Some(2));
+        assert_eq!(c.in_errors, Some(30));
+        assert_eq!(c.out_datagrams, Some(990));
+        assert_eq!(c.rcvbuf_errors, Some(25));
+        assert_eq!(c.sndbuf_errors, Some(4));
+        assert_eq!(c.in_csum_errors, Some(1));
+        assert_eq!(c.mem_errors, Some(0));
+        // An old kernel without the later columns.
+        let old = "Udp: InDatagrams NoPorts InErrors OutDatagrams\nUdp: 1 2 3 4\n";
+        let c = UdpCounters::parse_snmp(old).unwrap();
+        assert_eq!(c.in_errors, Some(3));
+        assert_eq!(c.rcvbuf_errors, None);
+        assert_eq!(UdpCounters::parse_snmp("Ip: a\nIp: 1\n"), None);
+        assert_eq!(UdpCounters::parse_snmp("Udp: A B\nUdp: 1\n"), None);
+        assert_eq!(UdpCounters::parse_snmp("Udp: A\nUdp: x\n"), None);
+    }
+
+    #[test]
+    fn snmp6_udp_lines() {
+        let c = UdpCounters::parse_snmp6(SNMP6).unwrap();
+        assert_eq!(c.in_datagrams, Some(40));
+        assert_eq!(c.in_errors, Some(7));
+        assert_eq!(c.rcvbuf_errors, Some(6));
+        assert_eq!(c.sndbuf_errors, Some(0));
+        assert_eq!(c.mem_errors, None);
+        assert_eq!(UdpCounters::parse_snmp6("Ip6InReceives 5\n"), None);
+    }
+
+    #[test]
+    fn deltas_saturate_and_propagate_missing() {
+        let before = UdpCounters::parse_snmp(SNMP).unwrap();
+        let mut after = before;
+        after.rcvbuf_errors = Some(40);
+        after.in_errors = Some(45);
+        after.sndbuf_errors = Some(0); // went backwards
+        after.mem_errors = None;
+        let d = after.delta_since(&before);
+        assert_eq!(d.rcvbuf_errors, Some(15));
+        assert_eq!(d.in_errors, Some(15));
+        assert_eq!(d.sndbuf_errors, Some(0));
+        assert_eq!(d.in_datagrams, Some(0));
+        assert_eq!(d.mem_errors, None);
+        assert_eq!(udp_delta(None, Some(&after)), None);
+        assert_eq!(udp_delta(Some(&before), Some(&after)), Some(d));
+    }
+
+    #[test]
+    fn cpu_percent_of_one_core() {
+        let p = cpu_percent(Duration::from_millis(1500), Duration::from_secs(1));
+        assert!((p - 150.0).abs() < 1e-9);
+        assert_eq!(cpu_percent(Duration::from_secs(1), Duration::ZERO), 0.0);
+    }
+
+    #[test]
+    fn live_proc_reads_work_on_linux() {
+        if cfg!(target_os = "linux") && std::path::Path::new("/proc/self/stat").exists() {
+            assert!(process_cpu_time().is_some());
+            assert!(peak_rss_bytes().unwrap() > 0);
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! Round-trip-time recording with bounded memory.
+//!
+//! keel-bench keeps every RTT sample (not arknet's 8,192-sample reservoir) in
+//! an HDR histogram of nanoseconds covering 1 ns ..= 60 s with 3 significant
+//! digits, so percentiles are within 0.1 % of the exact nearest-rank value
+//! whatever the run length. Values above 60 s are clamped to 60 s. The exact
+//! maximum and mean are tracked alongside the histogram. The histogram's
+//! counts are allocated once in [`Rtt::new`]; [`Rtt::record`] never
+//! allocates, so it can sit on the client's hot path.
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+/// Lowest discernible RTT, in nanoseconds.
+pub const LOWEST_NS: u64 = 1;
+/// Highest trackable RTT, in nanoseconds (60 s); larger values are clamped.
+pub const HIGHEST_NS: u64 = 60_000_000_000;
+/// Significant decimal digits kept by the histogram.
+pub const SIGNIFICANT_DIGITS: u8 = 3;
+
+/// RTT recorder: one per client (or per lane), merged at the end.
+#[derive(Clone, Debug)]
+pub struct Rtt {
+    hist: Histogram<u64>,
+    /// Exact sum of recorded (clamped) values, for the mean.
+    sum_ns: u128,
+    /// Exact largest recorded (clamped) value.
+    max_ns: u64,
+}
+
+/// Percentiles and moments of recorded RTTs, in microseconds.
+///
+/// With no samples every value is `None` (serialized as JSON `null`), so an
+/// empty run cannot be mistaken for a fast one. Percentiles are nearest-rank
+/// (the smallest recorded value such that at least the given fraction of
+/// samples are less than or equal to it), reported as the highest value
+/// equivalent at the histogram's precision; `max_us` and `mean_us` are exact.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RttSummary {
+    /// Number of samples recorded.
+    pub samples: u64,
+    /// 50th percentile.
+    pub p50_us: Option<f64>,
+    /// 90th percentile.
+    pub p90_us: Option<f64>,
+    /// 95th percentile.
+    pub p95_us: Option<f64>,
+    /// 99th percentile.
+    pub p99_us: Option<f64>,
+    /// 99.9th percentile.
+    pub p999_us: Option<f64>,
+    /// Largest sample.
+    pub max_us: Option<f64>,
+    /// Arithmetic mean.
+    pub mean_us: Option<f64>,
+}
+
+impl Default for Rtt {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Rtt {
+    /// An empty recorder; allocates the histogram's counts (about 200 KiB).
+    pub fn new() -> Self {
+        let hist = Histogram::new_with_bounds(LOWEST_NS, HIGHEST_NS, SIGNIFICANT_DIGITS)
+            .expect("constant histogram bounds are valid");
+        Rtt {
+            hist,
+            sum_ns: 0,
+            max_ns: 0,
+        }
+    }
+
+    /// Records one RTT; clamps to 60 s. Never allocates.
+    #[inline]
+    pub fn record(&mut self, rtt: Duration) {
+        let ns = u64::try_from(rtt.as_nanos())
+            .unwrap_or(u64::MAX)
+            .min(HIGHEST_NS);
+        self.hist.saturating_record(ns);
+        self.sum_ns += u128::from(ns);
+        self.max_ns = self.max_ns.max(ns);
+    }
+
+    /// Number of samples recorded.
+    pub fn len(&self) -> u64 {
+        self.hist.len()
+    }
+
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.hist.is_empty()
+    }
+
+    /// Adds every sample of `other` to `self`.
+    pub fn merge(&mut self, other: &Rtt) {
+        // Both histograms have the same bounds and hold only clamped values,
+        // so the addition cannot run out of range.
+        self.hist
+            .add(&other.hist)
+            .expect("RTT histograms share their bounds");
+        self.sum_ns += other.sum_ns;
+        self.max_ns = self.max_ns.max(other.max_ns);
+    }
+
+    /// Forgets every sample (e.g. between warm-up and measured phase),
+    /// keeping the allocation.
+    pub fn reset(&mut self) {
+        self.hist.reset();
+        self.sum_ns = 0;
+        self.max_ns = 0;
+    }
+
+    /// The summary of everything recorded so far.
+    pub fn summary(&self) -> RttSummary {
+        let samples = self.len();
+        if samples == 0 {
+            return RttSummary::default();
+        }
+        let us = |ns: u64| Some(ns as f64 / 1_000.0);
+        let q = |quantile: f64| us(self.hist.value_at_quantile(quantile));
+        RttSummary {
+            samples,
+            p50_us: q(0.50),
+            p90_us: q(0.90),
+            p95_us: q(0.95),
+            p99_us: q(0.99),
+            p999_us: q(0.999),
+            max_us: us(self.max_ns),
+            mean_us: Some(self.sum_ns as f64 / samples as f64 / 1_000.0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(got: Option<f64>, want: f64) -> bool {
+        let got = got.unwrap();
+        (got - want).abs() <= want * 0.001 + 1e-9
+    }
+
+    #[test]
+    fn empty_summary_is_all_none() {
+        let s = Rtt::new().summary();
+        assert_eq!(s, RttSummary::default());
+        assert_eq!(s.samples, 0);
+        assert!(s.p50_us.is_none() && s.max_us.is_none() && s.mean_us.is_none());
+    }
+
+    #[test]
+    fn percentiles_of_one_to_ten_thousand_microseconds() {
+        let mut r = Rtt::new();
+        for us in 1..=10_000u64 {
+            r.record(Duration::from_micros(us));
+        }
+        let s = r.summary();
+        assert_eq!(s.samples, 10_000);
+        assert!(close(s.p50_us, 5_000.0), "{s:?}");
+        assert!(close(s.p90_us, 9_000.0), "{s:?}");
+        assert!(close(s.p95_us, 9_500.0), "{s:?}");
+        assert!(close(s.p99_us, 9_900.0), "{s:?}");
+        assert!(close(s.p999_us, 9_990.0), "{s:?}");
+        assert_eq!(s.max_us, Some(10_000.0));
+        assert!(close(s.mean_us, 5_000.5), "{s:?}");
+    }
+
+    #[test]
+    fn nearest_rank_on_a_small_set() {
+        let mut r = Rtt::new();
+        for ns in [100u64, 200, 300, 400] {
+            r.record(Duration::from_nanos(ns));
+        }
+        let s = r.summary();
+        // ceil(0.5 * 4) = 2nd value; ceil(0.9 * 4) = 4th value.
+        assert_eq!(s.p50_us, Some(0.2));
+        assert_eq!(s.p90_us, Some(0.4));
+        assert_eq!(s.max_us, Some(0.4));
+        assert_eq!(s.mean_us, Some(0.25));
+    }
+
+    #[test]
+    fn single_sample_and_clamping() {
+        let mut r = Rtt::new();
+        r.record(Duration::from_secs(3600));
+        let s = r.summary();
+        assert_eq!(s.samples, 1);
+        assert_eq!(s.max_us, Some(60_000_000.0));
+        assert!(close(s.p50_us, 60_000_000.0));
+        let mut z = Rtt::new();
+        z.record(Duration::ZERO);
+        assert_eq!(z.summary().p99_us, Some(0.0));
+    }
+
+    #[test]
+    fn merge_equals_recording_everything_in_one() {
+        let mut a = Rtt::new();
+        let mut b = Rtt::new();
+        let mut all = Rtt::new();
+        for i in 0..5_000u64 {
+            let d = Duration::from_nanos(1_000 + i * 37);
+            if i % 3 == 0 {
+                a.record(d)
+            } else {
+                b.record(d)
+            }
+            all.record(d);
+        }
+        a.merge(&b);
+        assert_eq!(a.summary(), all.summary());
+        a.merge(&Rtt::new());
+        assert_eq!(a.summary(), all.summary());
+        a.reset();
+        assert!(a.is_empty());
+    }
+}
