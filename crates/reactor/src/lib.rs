@@ -1,1 +1,105 @@
-//! keel-reactor (work in progress).
+//! keel-reactor: a thin event loop over mio, with serialized lanes, timers,
+//! cross-thread posting, and a runtime with two IO models.
+//!
+//! # Goals
+//!
+//! * See every system call: one `epoll_wait` per turn, one eventfd write per
+//!   wake (skipped when one is pending), nothing hidden behind an async
+//!   runtime. A game loop can own its thread and call [`Reactor::turn`].
+//! * Serialization as a guarantee: a [`Lane`] owns its state, its handlers
+//!   get `&mut` to it, and the lane's state machine guarantees it never runs
+//!   on two threads at once, even when many threads drive one reactor.
+//! * Nothing lost: readiness that arrives while a lane runs makes it run
+//!   again; a lane that stops early for fairness ([`Flow::Yielded`]) goes
+//!   back on the run queue itself; a stale token never reaches a slot's next
+//!   owner.
+//! * Timers that keep time: drift-free periodic timers (a 60 Hz tick fires
+//!   600 times in 10 s) and poll timeouts rounded *up* to whole
+//!   milliseconds, so a sub-millisecond timer never makes the loop spin.
+//!
+//! # Non-goals
+//!
+//! * Futures and `async`: handlers are plain functions called on readiness.
+//! * Work stealing: a lane lives on the reactor it was added to.
+//! * Portability beyond what mio offers; token packing assumes 64-bit
+//!   `usize`.
+//!
+//! # Example
+//!
+//! A lane that owns a UDP socket and echoes what it receives, on a reactor
+//! driven by this thread:
+//!
+//! ```
+//! use keel_reactor::{Flow, Lane, LaneCx, Reactor, Ready, SourceId};
+//! use mio::net::UdpSocket;
+//! use mio::Interest;
+//! use std::time::Duration;
+//!
+//! struct Echo {
+//!     socket: UdpSocket,
+//!     echoed: usize,
+//! }
+//!
+//! impl Lane for Echo {
+//!     fn on_ready(&mut self, _cx: &mut LaneCx<'_, Self>, _id: SourceId, _r: Ready) -> Flow {
+//!         let mut buf = [0u8; 1500];
+//!         // Edge-triggered: drain until WouldBlock.
+//!         while let Ok((n, from)) = self.socket.recv_from(&mut buf) {
+//!             let _ = self.socket.send_to(&buf[..n], from);
+//!             self.echoed += 1;
+//!         }
+//!         Flow::Drained
+//!     }
+//! }
+//!
+//! let mut reactor = Reactor::new()?;
+//! let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap())?;
+//! let server = socket.local_addr()?;
+//! let (lane, registered) = reactor.handle().add_lane_with(
+//!     Echo { socket, echoed: 0 },
+//!     |echo, cx| cx.register(&mut echo.socket, Interest::READABLE),
+//! );
+//! registered?;
+//!
+//! let client = std::net::UdpSocket::bind("127.0.0.1:0")?;
+//! client.send_to(b"ping", server)?;
+//! let (tx, rx) = std::sync::mpsc::channel();
+//! while rx.try_recv().is_err() {
+//!     reactor.turn(Some(Duration::from_millis(100)))?;
+//!     let tx = tx.clone();
+//!     lane.post(move |echo, _| if echo.echoed > 0 { tx.send(()).unwrap() });
+//! }
+//! let mut buf = [0u8; 16];
+//! let (n, _) = client.recv_from(&mut buf)?;
+//! assert_eq!(&buf[..n], b"ping");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Portability
+//!
+//! Linux is the tier the project measures on (epoll). Everything here uses
+//! only mio's portable API, so other mio platforms should work, untested.
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod core;
+mod error;
+mod handle;
+mod lane;
+mod reactor;
+mod ready;
+mod runtime;
+mod slab;
+mod timer;
+
+pub use error::Error;
+pub use handle::Handle;
+pub use lane::{Flow, Lane, LaneCx, LaneHandle, SourceId};
+pub use reactor::Reactor;
+pub use ready::Ready;
+pub use runtime::{IoModel, Runtime};
+pub use timer::TimerId;
+
+/// mio's interest type, re-exported for [`LaneCx::register`].
+pub use mio::Interest;

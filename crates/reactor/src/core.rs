@@ -1,0 +1,417 @@
+//! The state one reactor shares between its driving thread(s) and its
+//! handles: registry, waker, source and lane tables, timers, run queue.
+//!
+//! Lock order (outer to inner): `timers` → lane inbox → `sched`;
+//! `sources` → lane inbox → `sched`. Nothing takes `timers` or `sources`
+//! while holding a lane inbox or `sched`.
+
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use mio::{Events, Poll, Token};
+
+use crate::error::Error;
+use crate::lane::{Lane, LaneCx, LaneHandle, LaneTask, SourceId};
+use crate::ready::Ready;
+use crate::slab::{Key, Slab};
+use crate::timer::{poll_timeout, TimerId, TimerQueue};
+
+/// The token reserved for the reactor's waker. Source tokens pack a slab
+/// index and generation and never reach this value.
+pub(crate) const WAKER_TOKEN: Token = Token(usize::MAX);
+
+/// How many readiness events one poll collects.
+const EVENTS_CAPACITY: usize = 1024;
+
+/// Locks a mutex, ignoring poisoning: every critical section in this crate
+/// leaves its data consistent, and handler panics are caught before they
+/// can unwind through a lock.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+thread_local! {
+    /// The core whose lanes this thread is running right now (its address),
+    /// so work enqueued from inside a handler does not wake the poller: the
+    /// running thread will pick it up itself.
+    static RUNNER_OF: Cell<usize> = const { Cell::new(0) };
+}
+
+pub(crate) struct IoDriver {
+    poll: Poll,
+    events: Events,
+    ready: Vec<Arc<dyn LaneTask>>,
+    fired: Vec<(TimerId, Arc<dyn LaneTask>)>,
+}
+
+pub(crate) struct Sched {
+    runq: VecDeque<Arc<dyn LaneTask>>,
+    /// Present when no thread is polling; taken by the thread that polls.
+    io: Option<IoDriver>,
+    /// Threads of a shared runtime waiting for work or for the poll.
+    idle: usize,
+    stopped: bool,
+}
+
+pub(crate) struct Core {
+    pub(crate) registry: mio::Registry,
+    waker: mio::Waker,
+    /// A wake is in flight; saves redundant eventfd writes.
+    woken: AtomicBool,
+    pub(crate) sources: Mutex<Slab<Arc<dyn LaneTask>>>,
+    pub(crate) timers: Mutex<TimerQueue<Arc<dyn LaneTask>>>,
+    pub(crate) lanes: Mutex<Slab<Arc<dyn LaneTask>>>,
+    sched: Mutex<Sched>,
+    cv: Condvar,
+    stopped: AtomicBool,
+    panic: Mutex<Option<String>>,
+    reactor_lane: OnceLock<LaneHandle<ReactorLane>>,
+}
+
+/// The lane every reactor has for closures posted to the reactor itself and
+/// for closure timers.
+#[derive(Default)]
+pub(crate) struct ReactorLane {
+    timers: HashMap<TimerId, (Box<dyn FnMut() + Send>, bool)>,
+}
+
+impl Lane for ReactorLane {
+    fn on_timer(&mut self, _cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+        let one_shot = match self.timers.get_mut(&timer) {
+            Some((f, one_shot)) => {
+                f();
+                *one_shot
+            }
+            None => return,
+        };
+        if one_shot {
+            self.timers.remove(&timer);
+        }
+    }
+}
+
+impl Core {
+    pub(crate) fn new() -> io::Result<Arc<Core>> {
+        let poll = Poll::new()?;
+        let registry = poll.registry().try_clone()?;
+        let waker = mio::Waker::new(poll.registry(), WAKER_TOKEN)?;
+        let core = Arc::new(Core {
+            registry,
+            waker,
+            woken: AtomicBool::new(false),
+            sources: Mutex::new(Slab::default()),
+            timers: Mutex::new(TimerQueue::default()),
+            lanes: Mutex::new(Slab::default()),
+            sched: Mutex::new(Sched {
+                runq: VecDeque::new(),
+                io: Some(IoDriver {
+                    poll,
+                    events: Events::with_capacity(EVENTS_CAPACITY),
+                    ready: Vec::new(),
+                    fired: Vec::new(),
+                }),
+                idle: 0,
+                stopped: false,
+            }),
+            cv: Condvar::new(),
+            stopped: AtomicBool::new(false),
+            panic: Mutex::new(None),
+            reactor_lane: OnceLock::new(),
+        });
+        let lane = LaneHandle::create(&core, ReactorLane::default(), |_, _| ()).0;
+        let _ = core.reactor_lane.set(lane);
+        Ok(core)
+    }
+
+    pub(crate) fn reactor_lane(&self) -> &LaneHandle<ReactorLane> {
+        self.reactor_lane
+            .get()
+            .expect("reactor lane is set at construction")
+    }
+
+    fn addr(&self) -> usize {
+        self as *const Core as usize
+    }
+
+    fn in_runner(&self) -> bool {
+        RUNNER_OF.with(|c| c.get() == self.addr())
+    }
+
+    /// Wakes the thread sleeping in poll (if one is). Cheap when a wake is
+    /// already pending.
+    pub(crate) fn wake(&self) {
+        if !self.woken.swap(true, Ordering::AcqRel) {
+            // A failed eventfd write means the counter is saturated, which
+            // only happens when a wake is pending anyway.
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Puts a lane that was notified (IDLE → SCHEDULED) on the run queue
+    /// and makes sure a thread will run it.
+    pub(crate) fn enqueue(&self, task: Arc<dyn LaneTask>) {
+        let mut s = lock(&self.sched);
+        s.runq.push_back(task);
+        if s.idle > 0 {
+            self.cv.notify_one();
+        } else if s.io.is_none() && !self.in_runner() {
+            drop(s);
+            self.wake();
+        }
+    }
+
+    /// Schedules a lane timer and wakes the poller if it is now the earliest.
+    pub(crate) fn add_timer(
+        &self,
+        deadline: Instant,
+        period: Option<Duration>,
+        lane: Arc<dyn LaneTask>,
+        before_unlock: impl FnOnce(TimerId),
+    ) -> TimerId {
+        let mut timers = lock(&self.timers);
+        let id = timers.insert(deadline, period, lane);
+        before_unlock(id);
+        let earliest = timers.next_deadline() == Some(deadline);
+        drop(timers);
+        if earliest {
+            self.wake();
+        }
+        id
+    }
+
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        lock(&self.sched).stopped = true;
+        self.cv.notify_all();
+        self.wake();
+    }
+
+    pub(crate) fn report_panic(&self, message: String) {
+        let mut p = lock(&self.panic);
+        if p.is_none() {
+            *p = Some(message);
+        }
+        drop(p);
+        self.stop();
+    }
+
+    pub(crate) fn take_panic(&self) -> Option<Error> {
+        lock(&self.panic)
+            .clone()
+            .map(|message| Error::HandlerPanic { message })
+    }
+
+    /// Polls once and turns readiness and due timers into notified lanes,
+    /// collected in `io.ready`.
+    fn poll_io(&self, io: &mut IoDriver, timeout: Option<Duration>) -> io::Result<()> {
+        let next = lock(&self.timers).next_deadline();
+        let timer_timeout = poll_timeout(Instant::now(), next);
+        let timeout = match (timeout, timer_timeout) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match io.poll.poll(&mut io.events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        // Clear before looking at any queue: a wake requested after this
+        // point makes the next poll return at once, so none is lost.
+        self.woken.store(false, Ordering::Release);
+        if !io.events.is_empty() {
+            let sources = lock(&self.sources);
+            for event in io.events.iter() {
+                if event.token() == WAKER_TOKEN {
+                    continue;
+                }
+                let key = Key::from_u64(event.token().0 as u64);
+                // A stale token (slot freed or reused) finds nothing here.
+                if let Some(lane) = sources.get(key) {
+                    if lane.deliver_ready(SourceId(key), Ready::from_event(event)) {
+                        io.ready.push(lane.clone());
+                    }
+                }
+            }
+        }
+        let now = Instant::now();
+        lock(&self.timers).expire(now, &mut io.fired);
+        if !io.fired.is_empty() {
+            let mut closed = Vec::new();
+            for (id, lane) in io.fired.drain(..) {
+                if lane.is_closed() {
+                    closed.push(id);
+                } else if lane.deliver_timer(id) {
+                    io.ready.push(lane);
+                }
+            }
+            if !closed.is_empty() {
+                let mut timers = lock(&self.timers);
+                for id in closed {
+                    timers.cancel(id);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One iteration for a reactor driven by its owner's thread: poll (not
+    /// longer than `timeout`, not at all if work is queued), then run the
+    /// lanes that were ready. Returns how many lane runs it made.
+    pub(crate) fn turn(self: &Arc<Core>, timeout: Option<Duration>) -> Result<usize, Error> {
+        let _runner = RunnerGuard::enter(self);
+        let (mut io, timeout) = {
+            let mut s = lock(&self.sched);
+            if s.stopped {
+                return self.take_panic().map_or(Ok(0), Err);
+            }
+            let io =
+                s.io.take()
+                    .expect("turn is only called by the reactor's owner, one thread at a time");
+            let timeout = if s.runq.is_empty() {
+                timeout
+            } else {
+                Some(Duration::ZERO)
+            };
+            (io, timeout)
+        };
+        let polled = self.poll_io(&mut io, timeout);
+        let queued = {
+            let mut s = lock(&self.sched);
+            s.runq.extend(io.ready.drain(..));
+            s.io = Some(io);
+            s.runq.len()
+        };
+        polled?;
+        // Lanes requeued while these run wait for the next turn.
+        let mut ran = 0;
+        for _ in 0..queued {
+            let task = lock(&self.sched).runq.pop_front();
+            let Some(task) = task else { break };
+            task.run(self);
+            ran += 1;
+        }
+        match self.take_panic() {
+            Some(e) => Err(e),
+            None => Ok(ran),
+        }
+    }
+
+    /// The loop of one runtime thread (leader/follower). With one thread
+    /// per core this is a plain event loop.
+    pub(crate) fn run_worker(self: &Arc<Core>) -> Result<(), Error> {
+        let _runner = RunnerGuard::enter(self);
+        let mut s = lock(&self.sched);
+        loop {
+            if s.stopped {
+                return Ok(());
+            }
+            if let Some(task) = s.runq.pop_front() {
+                if !s.runq.is_empty() && s.idle > 0 {
+                    self.cv.notify_one();
+                }
+                drop(s);
+                task.run(self);
+                s = lock(&self.sched);
+                continue;
+            }
+            if let Some(mut io) = s.io.take() {
+                // Leader: wait for readiness while followers wait for us.
+                drop(s);
+                let polled = self.poll_io(&mut io, None);
+                s = lock(&self.sched);
+                s.runq.extend(io.ready.drain(..));
+                s.io = Some(io);
+                // Hand the poll on: an idle follower becomes the next
+                // leader (and takes a lane if there are several) while this
+                // thread runs the first ready lane.
+                if s.idle > 0 {
+                    if s.runq.len() > 1 {
+                        self.cv.notify_all();
+                    } else {
+                        self.cv.notify_one();
+                    }
+                }
+                if let Err(e) = polled {
+                    drop(s);
+                    self.stop();
+                    return Err(Error::Io(e));
+                }
+                continue;
+            }
+            // Follower: someone else polls; wait for lanes or for the poll.
+            s.idle += 1;
+            s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+            s.idle -= 1;
+        }
+    }
+
+    /// Drops every lane's state (closing its sockets), timers, sources and
+    /// the poll itself. Called once the threads driving the core are gone.
+    pub(crate) fn shutdown(&self) {
+        self.stop();
+        let lanes = lock(&self.lanes).drain();
+        for lane in &lanes {
+            lane.shutdown();
+        }
+        drop(lanes);
+        drop(lock(&self.sources).drain());
+        lock(&self.timers).clear();
+        let (runq, io) = {
+            let mut s = lock(&self.sched);
+            (std::mem::take(&mut s.runq), s.io.take())
+        };
+        drop(runq);
+        drop(io);
+    }
+}
+
+struct RunnerGuard {
+    prev: usize,
+}
+
+impl RunnerGuard {
+    fn enter(core: &Core) -> RunnerGuard {
+        let prev = RUNNER_OF.with(|c| c.replace(core.addr()));
+        RunnerGuard { prev }
+    }
+}
+
+impl Drop for RunnerGuard {
+    fn drop(&mut self) {
+        RUNNER_OF.with(|c| c.set(self.prev));
+    }
+}
+
+/// Posts a closure timer on the reactor lane.
+pub(crate) fn closure_timer(
+    core: &Core,
+    deadline: Instant,
+    period: Option<Duration>,
+    f: Box<dyn FnMut() + Send>,
+) -> TimerId {
+    let lane = core.reactor_lane().clone();
+    let task: Arc<dyn LaneTask> = lane.task();
+    core.add_timer(deadline, period, task, |id| {
+        // Queued before the timer can fire (we hold the timer lock), and a
+        // lane runs its posts before its timers, so the closure is in place.
+        lane.post(move |st: &mut ReactorLane, _| {
+            st.timers.insert(id, (f, period.is_none()));
+        });
+    })
+}
+
+pub(crate) fn cancel_closure_timer(core: &Core, id: TimerId) -> bool {
+    let was = lock(&core.timers).cancel(id);
+    core.reactor_lane().post(move |st: &mut ReactorLane, _| {
+        st.timers.remove(&id);
+    });
+    was
+}

@@ -1,0 +1,57 @@
+//! Errors reported to the owner of a reactor or runtime.
+
+use std::fmt;
+use std::io;
+
+/// What went wrong while driving a reactor.
+#[derive(Debug)]
+pub enum Error {
+    /// Polling or registering failed.
+    Io(io::Error),
+    /// A lane handler (or a posted closure, or a timer callback) panicked.
+    /// The lane was closed; the reactor stopped.
+    HandlerPanic {
+        /// The panic message, if it was a string.
+        message: String,
+    },
+    /// A runtime thread died outside any handler.
+    ThreadPanic {
+        /// The panic message, if it was a string.
+        message: String,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io(e) => write!(f, "reactor I/O error: {e}"),
+            Error::HandlerPanic { message } => write!(f, "a lane handler panicked: {message}"),
+            Error::ThreadPanic { message } => write!(f, "a runtime thread panicked: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Error {
+        Error::Io(e)
+    }
+}
+
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}

@@ -1,0 +1,84 @@
+//! The `Send + Sync + Clone` handle to a reactor.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::core::{cancel_closure_timer, closure_timer, Core};
+use crate::lane::{Lane, LaneCx, LaneHandle};
+use crate::timer::TimerId;
+
+/// A handle to one reactor, usable from any thread: post closures, add
+/// lanes, schedule and cancel timers, stop.
+///
+/// Posting wakes a reactor that sleeps in poll (one eventfd write, skipped
+/// when a wake is already pending); it never makes the loop spin.
+#[derive(Clone)]
+pub struct Handle {
+    pub(crate) core: Arc<Core>,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("stopped", &self.is_stopped())
+            .finish()
+    }
+}
+
+impl Handle {
+    pub(crate) fn from_core(core: Arc<Core>) -> Handle {
+        Handle { core }
+    }
+
+    /// Runs `f` on the reactor (on its own lane, serialized with the
+    /// reactor's other closures and closure timers).
+    pub fn post<F>(&self, f: F) -> bool
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.core.reactor_lane().post(move |_, _| f())
+    }
+
+    /// Adds a lane owning `state` to this reactor.
+    pub fn add_lane<L: Lane>(&self, state: L) -> LaneHandle<L> {
+        LaneHandle::create(&self.core, state, |_, _| ()).0
+    }
+
+    /// Adds a lane and runs `init` on it right away, on the calling thread
+    /// (typically to register the lane's sockets and start its timers).
+    /// Readiness that arrives during `init` is handled after it returns.
+    pub fn add_lane_with<L, R, F>(&self, state: L, init: F) -> (LaneHandle<L>, R)
+    where
+        L: Lane,
+        F: FnOnce(&mut L, &mut LaneCx<'_, L>) -> R,
+    {
+        LaneHandle::create(&self.core, state, init)
+    }
+
+    /// Calls `f` on the reactor at `deadline`, then every `period` if given.
+    /// Periodic timers keep a drift-free schedule: each fire is due at
+    /// `deadline + k * period`, and a late loop catches up fire by fire.
+    pub fn timer<F>(&self, deadline: Instant, period: Option<Duration>, f: F) -> TimerId
+    where
+        F: FnMut() + Send + 'static,
+    {
+        closure_timer(&self.core, deadline, period, Box::new(f))
+    }
+
+    /// Cancels a timer made by [`Handle::timer`]. Returns whether it was
+    /// still scheduled.
+    pub fn cancel_timer(&self, id: TimerId) -> bool {
+        cancel_closure_timer(&self.core, id)
+    }
+
+    /// Asks the reactor to stop: running handlers finish, then `run()` and
+    /// runtime threads return.
+    pub fn stop(&self) {
+        self.core.stop();
+    }
+
+    /// Whether stop was requested.
+    pub fn is_stopped(&self) -> bool {
+        self.core.is_stopped()
+    }
+}

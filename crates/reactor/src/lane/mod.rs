@@ -1,0 +1,483 @@
+//! Lanes: the unit of serialization. A lane owns its state; its handlers get
+//! `&mut` to it and never run on two threads at once.
+
+pub(crate) mod sched;
+
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use mio::event::Source;
+use mio::{Interest, Token};
+
+use crate::core::{lock, Core};
+use crate::error::panic_message;
+use crate::handle::Handle;
+use crate::ready::Ready;
+use crate::slab::Key;
+use crate::timer::TimerId;
+use sched::LaneSched;
+
+/// Identifies a source registered into a lane. The id carries a generation:
+/// after `deregister`, no event for it reaches the lane, and a source
+/// registered later in the same slot gets a different id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SourceId(pub(crate) Key);
+
+/// What a readiness handler tells the lane after handling an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// The source was drained until `WouldBlock`; the next edge will come.
+    Drained,
+    /// The handler stopped early (its budget ran out). No new edge will come
+    /// for data already queued, so the lane puts itself back on the run
+    /// queue and calls the handler again with the same readiness.
+    Yielded,
+}
+
+/// A lane's behaviour. Implement it on the state the lane owns.
+///
+/// Both handlers have defaults that do nothing, so a lane that only runs
+/// posted closures needs an empty `impl Lane for MyState {}`.
+pub trait Lane: Send + Sized + 'static {
+    /// A registered source became ready. mio is edge-triggered: drain the
+    /// source until `WouldBlock` and return [`Flow::Drained`], or stop early
+    /// and return [`Flow::Yielded`].
+    fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, source: SourceId, ready: Ready) -> Flow {
+        let _ = (cx, source, ready);
+        Flow::Drained
+    }
+
+    /// A timer scheduled for this lane fired.
+    fn on_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+        let _ = (cx, timer);
+    }
+}
+
+type Post<L> = Box<dyn FnOnce(&mut L, &mut LaneCx<'_, L>) + Send>;
+
+/// Work delivered to a lane, handled in the lane's next round:
+/// posts first, then readiness, then timers.
+struct Inbox<L: Lane> {
+    posts: Vec<Post<L>>,
+    events: Vec<(SourceId, Ready)>,
+    timers: Vec<TimerId>,
+}
+
+impl<L: Lane> Default for Inbox<L> {
+    fn default() -> Self {
+        Inbox {
+            posts: Vec::new(),
+            events: Vec::new(),
+            timers: Vec::new(),
+        }
+    }
+}
+
+/// Lane-local bookkeeping, only touched by the thread running the lane.
+#[derive(Default)]
+pub(crate) struct LaneLocal {
+    sources: Vec<SourceId>,
+    cancelled: Vec<TimerId>,
+    close: bool,
+}
+
+struct Body<L: Lane> {
+    state: Option<L>,
+    local: LaneLocal,
+    work: Inbox<L>,
+}
+
+pub(crate) struct LaneCell<L: Lane> {
+    core: Weak<Core>,
+    key: Mutex<Option<Key>>,
+    sched: LaneSched,
+    inbox: Mutex<Inbox<L>>,
+    body: Mutex<Body<L>>,
+}
+
+/// Object-safe view of a lane for the reactor's tables and run queue.
+pub(crate) trait LaneTask: Send + Sync {
+    fn run(self: Arc<Self>, core: &Arc<Core>);
+    /// Queues readiness; true if the caller must enqueue the lane.
+    fn deliver_ready(&self, source: SourceId, ready: Ready) -> bool;
+    /// Queues a timer fire; true if the caller must enqueue the lane.
+    fn deliver_timer(&self, timer: TimerId) -> bool;
+    fn is_closed(&self) -> bool;
+    fn shutdown(&self);
+}
+
+/// How many rounds a lane may run back to back before it goes to the back
+/// of the run queue, so a busy lane cannot starve the others.
+const ROUNDS_PER_RUN: usize = 16;
+
+impl<L: Lane> LaneCell<L> {
+    fn round(self: &Arc<Self>, core: &Arc<Core>, body: &mut Body<L>) -> bool {
+        {
+            let mut inbox = lock(&self.inbox);
+            std::mem::swap(&mut *inbox, &mut body.work);
+        }
+        let Body { state, local, work } = body;
+        let Some(state) = state.as_mut() else {
+            work.posts.clear();
+            work.events.clear();
+            work.timers.clear();
+            return false;
+        };
+        let mut yielded = false;
+        let mut cx = LaneCx {
+            core,
+            cell: self,
+            local,
+        };
+        for post in work.posts.drain(..) {
+            post(state, &mut cx);
+        }
+        let mut i = 0;
+        while i < work.events.len() {
+            let (source, ready) = work.events[i];
+            i += 1;
+            // Deregistered while the event was queued: drop it.
+            if !cx.local.sources.contains(&source) {
+                continue;
+            }
+            if state.on_ready(&mut cx, source, ready) == Flow::Yielded {
+                yielded = true;
+                push_event(&mut lock(&self.inbox).events, source, ready);
+            }
+        }
+        work.events.clear();
+        for timer in work.timers.drain(..) {
+            if !cx.local.cancelled.contains(&timer) {
+                state.on_timer(&mut cx, timer);
+            }
+        }
+        cx.local.cancelled.clear();
+        yielded
+    }
+
+    fn close_now(&self, core: &Core, body: &mut Body<L>) {
+        self.sched.close();
+        let sources = std::mem::take(&mut body.local.sources);
+        if !sources.is_empty() {
+            let mut table = lock(&core.sources);
+            for s in sources {
+                table.remove(s.0);
+            }
+        }
+        body.state = None;
+        *lock(&self.inbox) = Inbox::default();
+        if let Some(key) = lock(&self.key).take() {
+            lock(&core.lanes).remove(key);
+        }
+    }
+}
+
+fn push_event(events: &mut Vec<(SourceId, Ready)>, source: SourceId, ready: Ready) {
+    // Coalesce with a recent event for the same source: one call drains both.
+    let tail = events.len().saturating_sub(8);
+    if let Some(e) = events[tail..].iter_mut().find(|(s, _)| *s == source) {
+        e.1 |= ready;
+    } else {
+        events.push((source, ready));
+    }
+}
+
+impl<L: Lane> LaneTask for LaneCell<L> {
+    fn run(self: Arc<Self>, core: &Arc<Core>) {
+        if !self.sched.start() {
+            return;
+        }
+        let mut body = match self.body.try_lock() {
+            Ok(b) => b,
+            // The state machine hands a lane to one runner at a time; if
+            // that ever failed, stopping loudly beats corrupting state.
+            Err(std::sync::TryLockError::WouldBlock) => {
+                panic!("keel-reactor bug: a lane was started on two threads at once")
+            }
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        };
+        let mut rounds = 0;
+        loop {
+            let result = catch_unwind(AssertUnwindSafe(|| self.round(core, &mut body)));
+            match result {
+                Err(payload) => {
+                    let message = panic_message(payload.as_ref());
+                    // Dropping the state could panic again; contain it too.
+                    let _ = catch_unwind(AssertUnwindSafe(|| self.close_now(core, &mut body)));
+                    core.report_panic(message);
+                    return;
+                }
+                Ok(yielded) => {
+                    if body.local.close {
+                        self.close_now(core, &mut body);
+                        return;
+                    }
+                    rounds += 1;
+                    if yielded || rounds >= ROUNDS_PER_RUN {
+                        drop(body);
+                        if self.sched.requeue() {
+                            core.enqueue(self);
+                        }
+                        return;
+                    }
+                }
+            }
+            if !self.sched.finish() {
+                return;
+            }
+        }
+    }
+
+    fn deliver_ready(&self, source: SourceId, ready: Ready) -> bool {
+        push_event(&mut lock(&self.inbox).events, source, ready);
+        self.sched.notify()
+    }
+
+    fn deliver_timer(&self, timer: TimerId) -> bool {
+        lock(&self.inbox).timers.push(timer);
+        self.sched.notify()
+    }
+
+    fn is_closed(&self) -> bool {
+        self.sched.is_closed()
+    }
+
+    fn shutdown(&self) {
+        self.sched.close();
+        let state = {
+            let mut body = lock(&self.body);
+            body.local.sources.clear();
+            body.state.take()
+        };
+        *lock(&self.inbox) = Inbox::default();
+        drop(state);
+    }
+}
+
+/// A `Send + Sync + Clone` handle to a lane: post closures that run on the
+/// lane with `&mut` to its state, schedule its timers, close it.
+pub struct LaneHandle<L: Lane> {
+    cell: Arc<LaneCell<L>>,
+}
+
+impl<L: Lane> Clone for LaneHandle<L> {
+    fn clone(&self) -> Self {
+        LaneHandle {
+            cell: self.cell.clone(),
+        }
+    }
+}
+
+impl<L: Lane> std::fmt::Debug for LaneHandle<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaneHandle")
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl<L: Lane> LaneHandle<L> {
+    /// Creates a lane on `core`, running `init` on the calling thread with
+    /// the lane already claimed, so events that arrive for sources it
+    /// registers are queued, not lost, and handled once it returns.
+    pub(crate) fn create<R>(
+        core: &Arc<Core>,
+        state: L,
+        init: impl FnOnce(&mut L, &mut LaneCx<'_, L>) -> R,
+    ) -> (LaneHandle<L>, R) {
+        let cell = Arc::new(LaneCell {
+            core: Arc::downgrade(core),
+            key: Mutex::new(None),
+            sched: LaneSched::new_running(),
+            inbox: Mutex::new(Inbox::default()),
+            body: Mutex::new(Body {
+                state: Some(state),
+                local: LaneLocal::default(),
+                work: Inbox::default(),
+            }),
+        });
+        let task: Arc<dyn LaneTask> = cell.clone();
+        let key = lock(&core.lanes).insert(task);
+        *lock(&cell.key) = Some(key);
+        let result = {
+            let mut body = lock(&cell.body);
+            let Body { state, local, .. } = &mut *body;
+            let state = state.as_mut().expect("new lane has state");
+            let mut cx = LaneCx {
+                core,
+                cell: &cell,
+                local,
+            };
+            init(state, &mut cx)
+        };
+        if core.is_stopped() {
+            // Created after stop: nobody will run or shut it down.
+            cell.shutdown();
+            lock(&core.lanes).remove(key);
+        } else if cell.sched.finish() && cell.sched.requeue() {
+            core.enqueue(cell.clone());
+        }
+        (LaneHandle { cell }, result)
+    }
+
+    pub(crate) fn task(&self) -> Arc<dyn LaneTask> {
+        self.cell.clone()
+    }
+
+    /// Runs `f` on the lane with `&mut` to its state. Returns false (and
+    /// drops `f`) if the lane is closed or its reactor is gone.
+    pub fn post<F>(&self, f: F) -> bool
+    where
+        F: FnOnce(&mut L, &mut LaneCx<'_, L>) + Send + 'static,
+    {
+        let Some(core) = self.cell.core.upgrade() else {
+            return false;
+        };
+        if self.cell.sched.is_closed() {
+            return false;
+        }
+        lock(&self.cell.inbox).posts.push(Box::new(f));
+        if self.cell.sched.notify() {
+            core.enqueue(self.cell.clone());
+        }
+        true
+    }
+
+    /// Schedules a timer that calls this lane's [`Lane::on_timer`] at
+    /// `deadline`, then every `period` if given (drift-free).
+    pub fn timer(&self, deadline: Instant, period: Option<Duration>) -> Option<TimerId> {
+        let core = self.cell.core.upgrade()?;
+        Some(core.add_timer(deadline, period, self.cell.clone(), |_| ()))
+    }
+
+    /// Cancels a timer of this lane. From another thread this races with a
+    /// fire already under way; from the lane itself use
+    /// [`LaneCx::cancel_timer`], which guarantees no later call.
+    pub fn cancel_timer(&self, id: TimerId) -> bool {
+        let Some(core) = self.cell.core.upgrade() else {
+            return false;
+        };
+        let was = lock(&core.timers).cancel(id);
+        lock(&self.cell.inbox).timers.retain(|t| *t != id);
+        was
+    }
+
+    /// Closes the lane: after the closures already posted run, its state is
+    /// dropped (closing the sockets it owns) and it never runs again.
+    pub fn close(&self) -> bool {
+        self.post(|_, cx| cx.close())
+    }
+
+    /// Whether the lane is closed.
+    pub fn is_closed(&self) -> bool {
+        self.cell.sched.is_closed()
+    }
+
+    /// The reactor this lane lives on, if it still exists.
+    pub fn reactor(&self) -> Option<Handle> {
+        self.cell.core.upgrade().map(Handle::from_core)
+    }
+}
+
+/// What a lane's handlers can do besides touching the state: register
+/// sources, schedule timers, reach the reactor, close the lane.
+pub struct LaneCx<'a, L: Lane> {
+    core: &'a Arc<Core>,
+    cell: &'a Arc<LaneCell<L>>,
+    local: &'a mut LaneLocal,
+}
+
+impl<L: Lane> LaneCx<'_, L> {
+    /// Registers `source` into this lane with `interest`. Its readiness is
+    /// delivered to [`Lane::on_ready`] with the returned id.
+    pub fn register<S>(&mut self, source: &mut S, interest: Interest) -> io::Result<SourceId>
+    where
+        S: Source + ?Sized,
+    {
+        let task: Arc<dyn LaneTask> = self.cell.clone();
+        let key = lock(&self.core.sources).insert(task);
+        let token = Token(key.to_u64() as usize);
+        if let Err(e) = self.core.registry.register(source, token, interest) {
+            lock(&self.core.sources).remove(key);
+            return Err(e);
+        }
+        let id = SourceId(key);
+        self.local.sources.push(id);
+        Ok(id)
+    }
+
+    /// Changes the interest of a source registered into this lane.
+    pub fn reregister<S>(
+        &mut self,
+        source: &mut S,
+        id: SourceId,
+        interest: Interest,
+    ) -> io::Result<()>
+    where
+        S: Source + ?Sized,
+    {
+        self.check_owned(id)?;
+        self.core
+            .registry
+            .reregister(source, Token(id.0.to_u64() as usize), interest)
+    }
+
+    /// Deregisters a source. Events for it that are already queued are
+    /// dropped; its slot may be reused, but the new owner's id differs.
+    pub fn deregister<S>(&mut self, source: &mut S, id: SourceId) -> io::Result<()>
+    where
+        S: Source + ?Sized,
+    {
+        self.check_owned(id)?;
+        let result = self.core.registry.deregister(source);
+        lock(&self.core.sources).remove(id.0);
+        self.local.sources.retain(|s| *s != id);
+        result
+    }
+
+    fn check_owned(&self, id: SourceId) -> io::Result<()> {
+        if self.local.sources.contains(&id) {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("source {id:?} is not registered in this lane"),
+            ))
+        }
+    }
+
+    /// Schedules a timer for this lane at `deadline`, repeating every
+    /// `period` if given; it calls [`Lane::on_timer`].
+    pub fn timer(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId {
+        self.core
+            .add_timer(deadline, period, self.cell.clone(), |_| ())
+    }
+
+    /// Cancels a timer of this lane; no later `on_timer` call is made for it.
+    pub fn cancel_timer(&mut self, id: TimerId) -> bool {
+        let was = lock(&self.core.timers).cancel(id);
+        lock(&self.cell.inbox).timers.retain(|t| *t != id);
+        self.local.cancelled.push(id);
+        was
+    }
+
+    /// Closes the lane once this handler returns: its state is dropped and
+    /// its sources are deregistered.
+    pub fn close(&mut self) {
+        self.local.close = true;
+    }
+
+    /// A handle to this lane, to hand to other threads.
+    pub fn lane(&self) -> LaneHandle<L> {
+        LaneHandle {
+            cell: self.cell.clone(),
+        }
+    }
+
+    /// A handle to the reactor this lane runs on.
+    pub fn reactor(&self) -> Handle {
+        Handle::from_core(self.core.clone())
+    }
+}

@@ -1,0 +1,243 @@
+//! Runtimes: reactors driven by threads of their own, on one of two IO
+//! models.
+
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use crate::core::Core;
+use crate::error::{panic_message, Error};
+use crate::handle::Handle;
+use crate::lane::{Lane, LaneCx, LaneHandle};
+
+/// How a runtime maps threads to reactors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoModel {
+    /// One reactor driven by `threads` threads, leader/follower: one thread
+    /// waits in poll, hands the poll on to an idle thread when readiness
+    /// arrives, and runs the ready lanes. A lane still runs on one thread at
+    /// a time; different lanes run in parallel.
+    Shared {
+        /// Threads driving the reactor (at least 1).
+        threads: usize,
+    },
+    /// `contexts` reactors, one thread each. Lanes are placed round-robin or
+    /// explicitly, and stay on their reactor.
+    Sharded {
+        /// Reactors, each with its own thread (at least 1).
+        contexts: usize,
+    },
+}
+
+impl IoModel {
+    /// Reactors this model creates: 1 for shared, N for sharded.
+    pub fn contexts(&self) -> usize {
+        match *self {
+            IoModel::Shared { .. } => 1,
+            IoModel::Sharded { contexts } => contexts,
+        }
+    }
+
+    /// Threads this model starts.
+    pub fn threads(&self) -> usize {
+        match *self {
+            IoModel::Shared { threads } => threads,
+            IoModel::Sharded { contexts } => contexts,
+        }
+    }
+}
+
+/// Reactors and the threads that drive them.
+///
+/// # Examples
+///
+/// ```
+/// use keel_reactor::{IoModel, Runtime};
+/// use std::sync::mpsc;
+///
+/// let rt = Runtime::new(IoModel::Shared { threads: 2 }).unwrap();
+/// let (tx, rx) = mpsc::channel();
+/// rt.handle().post(move || tx.send(42).unwrap());
+/// assert_eq!(rx.recv().unwrap(), 42);
+/// rt.stop().unwrap();
+/// ```
+pub struct Runtime {
+    model: IoModel,
+    handles: Vec<Handle>,
+    threads: Vec<JoinHandle<Result<(), Error>>>,
+    next: AtomicUsize,
+    /// Counts threads that left their loop, so `join` learns that one
+    /// reactor stopped and stops the others.
+    exited: Arc<(Mutex<usize>, Condvar)>,
+}
+
+impl Runtime {
+    /// Starts the reactors and threads of `model`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if the model asks for 0 threads or contexts; the OS
+    /// error if a poll instance or thread cannot be created.
+    pub fn new(model: IoModel) -> io::Result<Runtime> {
+        let (contexts, per_context) = match model {
+            IoModel::Shared { threads } => (1, threads),
+            IoModel::Sharded { contexts } => (contexts, 1),
+        };
+        if contexts == 0 || per_context == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{model:?}: threads and contexts must be at least 1"),
+            ));
+        }
+        let mut rt = Runtime {
+            model,
+            handles: Vec::with_capacity(contexts),
+            threads: Vec::new(),
+            next: AtomicUsize::new(0),
+            exited: Arc::new((Mutex::new(0), Condvar::new())),
+        };
+        for c in 0..contexts {
+            let core = Core::new()?;
+            rt.handles.push(Handle::from_core(core.clone()));
+            for t in 0..per_context {
+                let core = core.clone();
+                let exited = rt.exited.clone();
+                let name = match model {
+                    IoModel::Shared { .. } => format!("keel-shared-{t}"),
+                    IoModel::Sharded { .. } => format!("keel-shard-{c}"),
+                };
+                let thread = std::thread::Builder::new().name(name).spawn(move || {
+                    let result = core.run_worker();
+                    let (count, cv) = &*exited;
+                    *crate::core::lock(count) += 1;
+                    cv.notify_all();
+                    result
+                });
+                match thread {
+                    Ok(j) => rt.threads.push(j),
+                    Err(e) => {
+                        let _ = rt.shutdown();
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(rt)
+    }
+
+    /// The IO model this runtime was built with.
+    pub fn model(&self) -> IoModel {
+        self.model
+    }
+
+    /// Number of reactors (1 for shared).
+    pub fn contexts(&self) -> usize {
+        self.handles.len()
+    }
+
+    /// The first reactor's handle.
+    pub fn handle(&self) -> &Handle {
+        &self.handles[0]
+    }
+
+    /// Reactor `index` (`0..contexts()`), or `None`.
+    pub fn context(&self, index: usize) -> Option<&Handle> {
+        self.handles.get(index)
+    }
+
+    /// The next reactor in round-robin order.
+    pub fn next_context(&self) -> &Handle {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
+        &self.handles[i]
+    }
+
+    /// Adds a lane on the next reactor (round-robin).
+    pub fn add_lane<L: Lane>(&self, state: L) -> LaneHandle<L> {
+        self.next_context().add_lane(state)
+    }
+
+    /// Adds a lane on the next reactor (round-robin) and runs `init` on it
+    /// on the calling thread; see [`Handle::add_lane_with`].
+    pub fn add_lane_with<L, R, F>(&self, state: L, init: F) -> (LaneHandle<L>, R)
+    where
+        L: Lane,
+        F: FnOnce(&mut L, &mut LaneCx<'_, L>) -> R,
+    {
+        self.next_context().add_lane_with(state, init)
+    }
+
+    /// Stops every reactor, waits for the threads (running handlers finish
+    /// first) and drops every lane's state, closing its sockets.
+    ///
+    /// # Errors
+    ///
+    /// The first handler panic ([`Error::HandlerPanic`]), thread panic or
+    /// poll error seen by any thread.
+    pub fn stop(mut self) -> Result<(), Error> {
+        for h in &self.handles {
+            h.stop();
+        }
+        self.shutdown()
+    }
+
+    /// Waits until one reactor stops (some handle called [`Handle::stop`],
+    /// or a handler panicked), stops the others, then shuts down as
+    /// [`Runtime::stop`] does.
+    ///
+    /// # Errors
+    ///
+    /// As [`Runtime::stop`].
+    pub fn join(mut self) -> Result<(), Error> {
+        {
+            let (count, cv) = &*self.exited;
+            let mut n = crate::core::lock(count);
+            while *n == 0 {
+                n = cv.wait(n).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+        for h in &self.handles {
+            h.stop();
+        }
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<(), Error> {
+        let mut first: Option<Error> = None;
+        for t in self.threads.drain(..) {
+            let outcome = match t.join() {
+                Ok(r) => r,
+                Err(payload) => Err(Error::ThreadPanic {
+                    message: panic_message(payload.as_ref()),
+                }),
+            };
+            if let Err(e) = outcome {
+                first.get_or_insert(e);
+            }
+        }
+        for h in &self.handles {
+            if let Some(e) = h.core.take_panic() {
+                first.get_or_insert(e);
+            }
+            h.core.shutdown();
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        for h in &self.handles {
+            h.stop();
+        }
+        let _ = self.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("model", &self.model)
+            .finish()
+    }
+}
