@@ -1,0 +1,324 @@
+//! UDP socket setup: options applied before bind, non-blocking mode, the
+//! kernel drop counter, and the buffer sizes the kernel really granted.
+//!
+//! socket2 does the work here but never appears in the API: callers get a
+//! `mio::net::UdpSocket` ready to register with a reactor.
+
+use std::error::Error;
+use std::fmt;
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use crate::sys;
+
+/// Options applied to a UDP socket before it is bound.
+///
+/// The default changes nothing: the kernel's default buffer sizes, no
+/// address or port reuse, and the system default for `IPV6_V6ONLY`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SocketOptions {
+    /// Requested send buffer size in bytes (`SO_SNDBUF`); `None` keeps the
+    /// kernel default. Linux doubles the request (for bookkeeping overhead)
+    /// and caps it at `net.core.wmem_max`; see [`SocketBuffers`] for what was
+    /// granted.
+    pub send_buffer: Option<usize>,
+    /// Requested receive buffer size in bytes (`SO_RCVBUF`); `None` keeps the
+    /// kernel default. Linux doubles the request and caps it at
+    /// `net.core.rmem_max`. Datagrams that arrive while it is full are
+    /// dropped by the kernel and counted (`SO_RXQ_OVFL`).
+    pub recv_buffer: Option<usize>,
+    /// Sets `SO_REUSEADDR`.
+    pub reuse_address: bool,
+    /// Sets `SO_REUSEPORT`: several sockets bound to the same address and
+    /// port share the incoming datagrams (the kernel hashes each flow to one
+    /// socket). Used for multiple receive lanes. Not available on every
+    /// platform: setting it there fails with `ErrorKind::Unsupported`.
+    pub reuse_port: bool,
+    /// For IPv6 sockets, `Some(true)` accepts IPv6 only and `Some(false)`
+    /// also accepts IPv4 (as IPv4-mapped addresses); `None` keeps the system
+    /// default. Ignored for IPv4 sockets.
+    pub only_v6: Option<bool>,
+}
+
+/// Socket buffer sizes in bytes as the kernel reports them after setup.
+///
+/// On Linux this is the doubled, clamped value (`getsockopt` after
+/// `setsockopt`), not the requested one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SocketBuffers {
+    /// `SO_SNDBUF` as read back.
+    pub send: usize,
+    /// `SO_RCVBUF` as read back.
+    pub recv: usize,
+}
+
+/// Creates a non-blocking UDP socket bound to `addr` with `opts` applied
+/// before the bind, and `SO_RXQ_OVFL` enabled where it exists.
+///
+/// Returns the socket and the buffer sizes the kernel granted. Errors keep
+/// their [`io::ErrorKind`] and say what failed, e.g.
+/// `setting SO_REUSEPORT on 127.0.0.1:9000: Permission denied (os error 13)`;
+/// the original error is the error's [`source`](Error::source).
+#[allow(dead_code)] // until the server built on this layer calls it
+pub(crate) fn bind(
+    addr: SocketAddr,
+    opts: &SocketOptions,
+) -> io::Result<(mio::net::UdpSocket, SocketBuffers)> {
+    let what = addr.to_string();
+    let socket = configured_socket(addr, opts, &what)?;
+    socket
+        .bind(&SockAddr::from(addr))
+        .map_err(context(|| format!("binding {what}")))?;
+    finish(socket, &what)
+}
+
+/// Creates a non-blocking UDP socket connected to `remote`, for a client.
+///
+/// The socket is bound first to `local`, or, if `None`, to the unspecified
+/// address of `remote`'s family with port 0 (the kernel picks the port and,
+/// at connect, the source address). `opts` is applied before the bind, as
+/// in [`bind`]. A connected socket only receives from `remote`, and an ICMP
+/// port unreachable from it surfaces as `ConnectionRefused` on a later call.
+///
+/// Fails with `InvalidInput` if `local` and `remote` are of different
+/// address families.
+#[allow(dead_code)] // until the client built on this layer calls it
+pub(crate) fn connect(
+    local: Option<SocketAddr>,
+    remote: SocketAddr,
+    opts: &SocketOptions,
+) -> io::Result<(mio::net::UdpSocket, SocketBuffers)> {
+    let local = local.unwrap_or(match remote {
+        SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+        SocketAddr::V6(_) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
+    });
+    let what = format!("{local} -> {remote}");
+    if local.is_ipv4() != remote.is_ipv4() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("connecting {what}: local and remote address families differ"),
+        ));
+    }
+    let socket = configured_socket(local, opts, &what)?;
+    socket
+        .bind(&SockAddr::from(local))
+        .map_err(context(|| format!("binding {what}")))?;
+    socket
+        .connect(&SockAddr::from(remote))
+        .map_err(context(|| format!("connecting {what}")))?;
+    finish(socket, &what)
+}
+
+/// A new UDP socket for `addr`'s family with every option applied that must
+/// be set before bind. `what` names the socket in error messages.
+fn configured_socket(addr: SocketAddr, opts: &SocketOptions, what: &str) -> io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
+        .map_err(context(|| format!("creating UDP socket for {what}")))?;
+    if let (SocketAddr::V6(_), Some(only_v6)) = (addr, opts.only_v6) {
+        socket
+            .set_only_v6(only_v6)
+            .map_err(context(|| format!("setting IPV6_V6ONLY on {what}")))?;
+    }
+    if opts.reuse_address {
+        socket
+            .set_reuse_address(true)
+            .map_err(context(|| format!("setting SO_REUSEADDR on {what}")))?;
+    }
+    if opts.reuse_port {
+        set_reuse_port(&socket).map_err(context(|| format!("setting SO_REUSEPORT on {what}")))?;
+    }
+    if let Some(size) = opts.send_buffer {
+        socket
+            .set_send_buffer_size(size)
+            .map_err(context(|| format!("setting SO_SNDBUF to {size} on {what}")))?;
+    }
+    if let Some(size) = opts.recv_buffer {
+        socket
+            .set_recv_buffer_size(size)
+            .map_err(context(|| format!("setting SO_RCVBUF to {size} on {what}")))?;
+    }
+    socket
+        .set_nonblocking(true)
+        .map_err(context(|| format!("setting O_NONBLOCK on {what}")))?;
+    match sys::enable_rxq_ovfl(&socket) {
+        Err(e) if e.kind() != io::ErrorKind::Unsupported => {
+            return Err(context(|| format!("setting SO_RXQ_OVFL on {what}"))(e));
+        }
+        _ => {}
+    }
+    Ok(socket)
+}
+
+/// Reads back the granted buffer sizes and hands the socket over to mio.
+fn finish(socket: Socket, what: &str) -> io::Result<(mio::net::UdpSocket, SocketBuffers)> {
+    let buffers = SocketBuffers {
+        send: socket
+            .send_buffer_size()
+            .map_err(context(|| format!("reading SO_SNDBUF of {what}")))?,
+        recv: socket
+            .recv_buffer_size()
+            .map_err(context(|| format!("reading SO_RCVBUF of {what}")))?,
+    };
+    let std_socket: std::net::UdpSocket = socket.into();
+    Ok((mio::net::UdpSocket::from_std(std_socket), buffers))
+}
+
+#[cfg(all(
+    unix,
+    not(any(target_os = "solaris", target_os = "illumos", target_os = "cygwin"))
+))]
+fn set_reuse_port(socket: &Socket) -> io::Result<()> {
+    socket.set_reuse_port(true)
+}
+
+#[cfg(not(all(
+    unix,
+    not(any(target_os = "solaris", target_os = "illumos", target_os = "cygwin"))
+)))]
+fn set_reuse_port(_socket: &Socket) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "SO_REUSEPORT is not available on this platform",
+    ))
+}
+
+/// An I/O error with a description of the operation that failed.
+#[derive(Debug)]
+struct Context {
+    what: String,
+    source: io::Error,
+}
+
+impl fmt::Display for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.what, self.source)
+    }
+}
+
+impl Error for Context {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Wraps an `io::Error` with `what()` as context, keeping its kind.
+fn context(what: impl FnOnce() -> String) -> impl FnOnce(io::Error) -> io::Error {
+    move |source| {
+        io::Error::new(
+            source.kind(),
+            Context {
+                what: what(),
+                source,
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn localhost_v4() -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+    }
+
+    #[test]
+    fn bind_reports_granted_buffers() {
+        let opts = SocketOptions {
+            send_buffer: Some(64 * 1024),
+            recv_buffer: Some(64 * 1024),
+            ..SocketOptions::default()
+        };
+        let (socket, buffers) = bind(localhost_v4(), &opts).unwrap();
+        assert_ne!(socket.local_addr().unwrap().port(), 0);
+        if cfg!(target_os = "linux") {
+            // Linux doubles the request (it stays below the usual maxima).
+            assert_eq!(buffers.send, 128 * 1024);
+            assert_eq!(buffers.recv, 128 * 1024);
+        } else {
+            assert!(buffers.send >= 64 * 1024 && buffers.recv >= 64 * 1024);
+        }
+    }
+
+    #[test]
+    fn bind_in_use_error_names_the_address_and_keeps_kind() {
+        let (first, _) = bind(localhost_v4(), &SocketOptions::default()).unwrap();
+        let addr = first.local_addr().unwrap();
+        let err = bind(addr, &SocketOptions::default()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        let msg = err.to_string();
+        assert!(msg.starts_with(&format!("binding {addr}: ")), "{msg}");
+        let source = err.get_ref().and_then(|e| e.source()).unwrap();
+        let os = source.downcast_ref::<io::Error>().unwrap();
+        assert_eq!(os.raw_os_error(), Some(libc::EADDRINUSE));
+    }
+
+    #[test]
+    fn reuse_port_lets_sockets_share_a_port() {
+        let opts = SocketOptions {
+            reuse_port: true,
+            ..SocketOptions::default()
+        };
+        let (first, _) = bind(localhost_v4(), &opts).unwrap();
+        let addr = first.local_addr().unwrap();
+        let (second, _) = bind(addr, &opts).unwrap();
+        assert_eq!(second.local_addr().unwrap(), addr);
+    }
+
+    #[test]
+    fn ipv6_only_v6() {
+        let opts = SocketOptions {
+            only_v6: Some(true),
+            ..SocketOptions::default()
+        };
+        let (socket, _) = bind(SocketAddr::from((Ipv6Addr::LOCALHOST, 0)), &opts).unwrap();
+        assert!(socket.local_addr().unwrap().is_ipv6());
+        // Ignored for IPv4.
+        bind(localhost_v4(), &opts).unwrap();
+    }
+
+    #[test]
+    fn connect_binds_unspecified_and_talks_to_peer() {
+        let (server, _) = bind(localhost_v4(), &SocketOptions::default()).unwrap();
+        let server_addr = server.local_addr().unwrap();
+        let (client, _) = connect(None, server_addr, &SocketOptions::default()).unwrap();
+        let client_addr = client.local_addr().unwrap();
+        assert_eq!(client_addr.ip(), Ipv4Addr::LOCALHOST);
+        assert_ne!(client_addr.port(), 0);
+        assert_eq!(client.peer_addr().unwrap(), server_addr);
+
+        client.send(b"ping").unwrap();
+        let mut buf = [0u8; 16];
+        let (n, from) = recv_retry(|| server.recv_from(&mut buf));
+        assert_eq!((&buf[..n], from), (&b"ping"[..], client_addr));
+    }
+
+    #[test]
+    fn connect_rejects_mixed_families() {
+        let err = connect(
+            Some(SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0))),
+            SocketAddr::from((Ipv4Addr::LOCALHOST, 9)),
+            &SocketOptions::default(),
+        )
+        .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    /// Retries a non-blocking call for up to a second (loopback delivery is
+    /// asynchronous with respect to the sender only in rare cases).
+    fn recv_retry<T>(mut f: impl FnMut() -> io::Result<T>) -> T {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        loop {
+            match f() {
+                Ok(v) => return v,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    assert!(std::time::Instant::now() < deadline, "timed out");
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! Linux: batched receive and send with `recvmmsg`/`sendmmsg`, and the
+//! `SO_RXQ_OVFL` kernel drop counter.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::mem;
+use std::os::fd::AsRawFd;
+use std::ptr;
+
+use super::{
+    cvt, recv_one, send_one, std_to_sockaddr, zeroed_msghdr, zeroed_storage, RecvBatch, SendBatch,
+};
+
+/// Asks the kernel to attach the socket's cumulative receive-buffer drop
+/// counter to received datagrams (`setsockopt(SOL_SOCKET, SO_RXQ_OVFL, 1)`);
+/// [`RecvBatch::take_kernel_drops_delta`] then reports the drops.
+pub(crate) fn enable_rxq_ovfl(fd: &impl AsRawFd) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: `one` is a live c_int and the length passed is its size; the
+    // kernel only reads it.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RXQ_OVFL,
+            ptr::addr_of!(one).cast(),
+            mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+/// Receives up to `batch.batch()` datagrams with one system call, without
+/// blocking: `recvmmsg(MSG_DONTWAIT)`, or `recvmsg` when the batch size
+/// is 1.
+///
+/// Returns how many datagrams arrived (at least 1); read them with
+/// [`RecvBatch::data`], [`RecvBatch::addr`] and [`RecvBatch::truncated`].
+/// Returns `Err(WouldBlock)` when nothing is queued. Control messages are
+/// parsed for `SO_RXQ_OVFL` on both paths.
+#[allow(dead_code)] // until the receive lane calls it
+pub(crate) fn recv_batch(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result<usize> {
+    if batch.batch == 1 {
+        return recv_one(fd, batch);
+    }
+    batch.filled = 0;
+    let n = batch.batch;
+    let ptrs = batch.ptrs();
+    for (i, iov) in batch.iovs.iter_mut().enumerate() {
+        *iov = ptrs.iovec(i);
+    }
+    let iovs = batch.iovs.as_mut_ptr();
+    for (i, hdr) in batch.hdrs.iter_mut().enumerate() {
+        hdr.msg_hdr = ptrs.msghdr(i, iovs.wrapping_add(i));
+        hdr.msg_len = 0;
+    }
+    // SAFETY: `hdrs` holds `n` headers, each pointing (through `iovs`) at its
+    // own slot of `buf`, its own `sockaddr_storage` and its own control
+    // buffer, all owned by `batch`, with the sizes the kernel is told. None
+    // of them is touched by Rust until the call returns. A null timeout is
+    // allowed.
+    let got = cvt(unsafe {
+        libc::recvmmsg(
+            fd.as_raw_fd(),
+            batch.hdrs.as_mut_ptr(),
+            n as _,
+            libc::MSG_DONTWAIT as _,
+            ptr::null_mut(),
+        )
+    })? as usize;
+    for i in 0..got {
+        let hdr = batch.hdrs[i];
+        batch.complete_slot(i, hdr.msg_len as usize, &hdr.msg_hdr);
+    }
+    batch.filled = got;
+    Ok(got)
+}
+
+/// Header scratch space for one `sendmmsg` call, allocated once.
+pub(super) struct MmsgScratch {
+    addrs: Box<[libc::sockaddr_storage]>,
+    addr_lens: Box<[libc::socklen_t]>,
+    iovs: Box<[libc::iovec]>,
+    hdrs: Box<[libc::mmsghdr]>,
+}
+
+// SAFETY: the raw pointers in `iovs`/`hdrs` point only into `MmsgScratch`'s
+// own boxed storage or the owning `SendBatch`'s arena; they are rewritten
+// before every `sendmmsg` and never dereferenced by Rust code, so moving the
+// scratch to another thread is sound.
+unsafe impl Send for MmsgScratch {}
+// SAFETY: nothing reads the pointers through `&self`; all use is via
+// `&mut`, so shared references cannot race.
+unsafe impl Sync for MmsgScratch {}
+
+impl MmsgScratch {
+    /// Scratch for up to `n` datagrams per call (0 for the portable path).
+    pub(super) fn new(n: usize) -> Self {
+        MmsgScratch {
+            addrs: vec![zeroed_storage(); n].into_boxed_slice(),
+            addr_lens: vec![0; n].into_boxed_slice(),
+            iovs: vec![
+                libc::iovec {
+                    iov_base: ptr::null_mut(),
+                    iov_len: 0,
+                };
+                n
+            ]
+            .into_boxed_slice(),
+            hdrs: (0..n)
+                .map(|_| libc::mmsghdr {
+                    msg_hdr: zeroed_msghdr(),
+                    msg_len: 0,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Sends queued datagrams `start..` of `batch` with one system call, without
+/// blocking: `sendmmsg(MSG_DONTWAIT)` of up to `batch.per_call()` datagrams,
+/// or one `sendto` when that is 1. Entries with no destination go to the
+/// connected peer.
+///
+/// Returns how many datagrams were sent, counted from `start` (at least 1;
+/// 0 only if `start >= batch.len()`), or the error of datagram `start` if
+/// none was sent (`WouldBlock` when the send buffer is full, `EMSGSIZE`,
+/// `ECONNREFUSED` after an ICMP port unreachable, ...).
+///
+/// A partial send is normal: resume with `start += n`. After an error that
+/// is not `WouldBlock`, datagram `start` will fail the same way again; count
+/// it and resume with `start + 1`.
+#[allow(dead_code)] // until the send path calls it
+pub(crate) fn send_batch(
+    fd: &impl AsRawFd,
+    batch: &mut SendBatch,
+    start: usize,
+) -> io::Result<usize> {
+    let len = batch.entries.len();
+    if start >= len {
+        return Ok(0);
+    }
+    if batch.per_call == 1 {
+        return send_one(fd, batch, start);
+    }
+    let n = (len - start).min(batch.per_call);
+    let arena = batch.arena.as_ptr();
+    let s = &mut batch.scratch;
+    for (k, e) in batch.entries[start..start + n].iter().enumerate() {
+        s.iovs[k] = libc::iovec {
+            // The kernel only reads through this pointer (sendmmsg).
+            iov_base: arena.wrapping_add(e.start).cast_mut().cast(),
+            iov_len: e.len,
+        };
+        s.addr_lens[k] = match &e.dest {
+            Some(addr) => std_to_sockaddr(addr, &mut s.addrs[k]),
+            None => 0,
+        };
+    }
+    let iovs = s.iovs.as_mut_ptr();
+    let addrs = s.addrs.as_mut_ptr();
+    for (k, hdr) in s.hdrs[..n].iter_mut().enumerate() {
+        let mut msg = zeroed_msghdr();
+        if s.addr_lens[k] != 0 {
+            msg.msg_name = addrs.wrapping_add(k).cast();
+            msg.msg_namelen = s.addr_lens[k];
+        }
+        msg.msg_iov = iovs.wrapping_add(k);
+        msg.msg_iovlen = 1;
+        hdr.msg_hdr = msg;
+        hdr.msg_len = 0;
+    }
+    // SAFETY: the first `n` headers each point at one `iovec` describing a
+    // live range of `batch.arena` (not modified during the call) and at a
+    // filled `sockaddr_storage` of the given length, or have a null name for
+    // the connected peer. All of it is owned by `batch` and outlives the
+    // call; the kernel writes only `msg_len`.
+    let sent = cvt(unsafe {
+        libc::sendmmsg(
+            fd.as_raw_fd(),
+            s.hdrs.as_mut_ptr(),
+            n as _,
+            libc::MSG_DONTWAIT as _,
+        )
+    })?;
+    Ok(sent as usize)
+}

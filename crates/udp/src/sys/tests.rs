@@ -1,0 +1,458 @@
+//! Tests of the system-call layer with real loopback sockets.
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::socket::{bind, SocketOptions};
+
+type Received = Vec<(Vec<u8>, SocketAddr, bool)>;
+
+fn v4() -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+}
+
+fn v6() -> SocketAddr {
+    SocketAddr::from((Ipv6Addr::LOCALHOST, 0))
+}
+
+/// A bound non-blocking socket with buffers large enough for a few dozen
+/// maximum-size datagrams.
+fn big_socket(addr: SocketAddr) -> mio::net::UdpSocket {
+    let opts = SocketOptions {
+        send_buffer: Some(4 << 20),
+        recv_buffer: Some(4 << 20),
+        ..SocketOptions::default()
+    };
+    bind(addr, &opts).unwrap().0
+}
+
+/// A payload of `len` bytes that differs per datagram index `i`.
+fn payload(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|j| (i * 31 + j * 7) as u8).collect()
+}
+
+/// Datagram sizes: empty, tiny, around typical MTUs, and the IPv4 maximum.
+const SIZES: &[usize] = &[0, 1, 17, 1200, 1472, 0, 9000, 65_507, 3, 65_507, 0, 512];
+
+/// Receives until `want` datagrams arrived (or a second passed), with
+/// whatever path `recv` implements.
+fn recv_all(
+    socket: &mio::net::UdpSocket,
+    batch: &mut RecvBatch,
+    want: usize,
+    recv: fn(&mio::net::UdpSocket, &mut RecvBatch) -> io::Result<usize>,
+) -> Received {
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while out.len() < want {
+        match recv(socket, batch) {
+            Ok(n) => {
+                assert!(n >= 1 && n <= batch.batch());
+                assert_eq!(batch.len(), n);
+                for i in 0..n {
+                    out.push((batch.data(i).to_vec(), batch.addr(i), batch.truncated(i)));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                assert!(
+                    Instant::now() < deadline,
+                    "only {} of {want} arrived",
+                    out.len()
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => panic!("receive failed: {e}"),
+        }
+    }
+    out
+}
+
+fn linux_recv(s: &mio::net::UdpSocket, b: &mut RecvBatch) -> io::Result<usize> {
+    recv_batch(s, b)
+}
+
+fn portable_recv(s: &mio::net::UdpSocket, b: &mut RecvBatch) -> io::Result<usize> {
+    portable::recv_batch(s, b)
+}
+
+/// Sends `SIZES` to `to`, alternating between the two senders.
+fn send_mix(senders: &[&mio::net::UdpSocket; 2], to: SocketAddr) -> Received {
+    let mut expected = Vec::new();
+    for (i, &len) in SIZES.iter().enumerate() {
+        let sender = senders[i % 2];
+        let data = payload(i, len);
+        assert_eq!(sender.send_to(&data, to).unwrap(), len);
+        expected.push((data, sender.local_addr().unwrap(), false));
+    }
+    expected
+}
+
+fn batched_and_single_agree(family: SocketAddr) {
+    let rx = big_socket(family);
+    let rx_addr = rx.local_addr().unwrap();
+    let a = big_socket(family);
+    let b = big_socket(family);
+    let max = max_payload(&rx_addr);
+
+    let mut results = Vec::new();
+    for (batch, recv) in [
+        (RecvBatch::new(8, max), linux_recv as fn(&_, &mut _) -> _),
+        (RecvBatch::new(1, max), linux_recv),
+        (RecvBatch::new(4, max), portable_recv),
+    ] {
+        let mut batch = batch;
+        let expected = send_mix(&[&a, &b], rx_addr);
+        let got = recv_all(&rx, &mut batch, expected.len(), recv);
+        assert_eq!(got.len(), expected.len());
+        for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+            assert_eq!(g.0.len(), e.0.len(), "datagram {i}: length");
+            assert!(g == e, "datagram {i} differs");
+        }
+        assert!(matches!(recv(&rx, &mut batch), Err(e) if e.kind() == io::ErrorKind::WouldBlock));
+        assert_eq!(batch.take_kernel_drops_delta(), 0);
+        results.push(got);
+    }
+    assert!(results[0] == results[1] && results[1] == results[2]);
+}
+
+#[test]
+fn batched_and_one_per_call_agree_ipv4() {
+    batched_and_single_agree(v4());
+}
+
+#[test]
+fn batched_and_one_per_call_agree_ipv6() {
+    batched_and_single_agree(v6());
+}
+
+#[test]
+fn batch_fills_several_slots_per_call() {
+    let rx = big_socket(v4());
+    let tx = big_socket(v4());
+    let to = rx.local_addr().unwrap();
+    for i in 0..10 {
+        tx.send_to(&payload(i, 100), to).unwrap();
+    }
+    let mut batch = RecvBatch::new(16, 2048);
+    let got = recv_all(&rx, &mut batch, 10, linux_recv);
+    assert_eq!(got.len(), 10);
+    // Loopback delivers synchronously, so one call picks up all ten.
+    assert_eq!(batch.len(), 10);
+}
+
+#[test]
+fn would_block_on_empty_socket() {
+    let rx = big_socket(v4());
+    for mut batch in [RecvBatch::new(8, 64), RecvBatch::new(1, 64)] {
+        let err = recv_batch(&rx, &mut batch).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(batch.len(), 0);
+        let err = portable::recv_batch(&rx, &mut batch).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+    }
+}
+
+#[test]
+fn truncation_is_flagged_on_both_paths() {
+    let rx = big_socket(v6());
+    let tx = big_socket(v6());
+    let to = rx.local_addr().unwrap();
+    for mut batch in [RecvBatch::new(4, 100), RecvBatch::new(1, 100)] {
+        let big = payload(1, 250);
+        let fits = payload(2, 100);
+        tx.send_to(&big, to).unwrap();
+        tx.send_to(&fits, to).unwrap();
+        let got = recv_all(&rx, &mut batch, 2, linux_recv);
+        assert_eq!(
+            got[0],
+            (big[..100].to_vec(), tx.local_addr().unwrap(), true)
+        );
+        assert_eq!(got[1], (fits, tx.local_addr().unwrap(), false));
+    }
+}
+
+#[test]
+fn zero_size_slots_flag_every_nonempty_datagram() {
+    let rx = big_socket(v4());
+    let tx = big_socket(v4());
+    let to = rx.local_addr().unwrap();
+    tx.send_to(&[], to).unwrap();
+    tx.send_to(b"x", to).unwrap();
+    let mut batch = RecvBatch::new(2, 0);
+    let got = recv_all(&rx, &mut batch, 2, linux_recv);
+    assert_eq!((got[0].0.len(), got[0].2), (0, false));
+    assert_eq!((got[1].0.len(), got[1].2), (0, true));
+}
+
+/// Floods a socket with a tiny receive buffer, then reads everything: the
+/// drops reported through `SO_RXQ_OVFL` must account exactly for what was
+/// sent and not received.
+fn kernel_drops_are_exact(batch_size: usize) {
+    let opts = SocketOptions {
+        recv_buffer: Some(2048),
+        ..SocketOptions::default()
+    };
+    let (rx, buffers) = bind(v4(), &opts).unwrap();
+    assert!(buffers.recv < 16 * 1024, "tiny buffer: {buffers:?}");
+    let to = rx.local_addr().unwrap();
+    let tx = big_socket(v4());
+    let burst = 200;
+    for i in 0..burst {
+        tx.send_to(&payload(i, 1000), to).unwrap();
+    }
+    let mut batch = RecvBatch::new(batch_size, 2048);
+    let mut received = 0;
+    let mut drops = 0;
+    loop {
+        match recv_batch(&rx, &mut batch) {
+            Ok(n) => received += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("{e}"),
+        }
+        drops += batch.take_kernel_drops_delta();
+    }
+    assert!(received > 0 && received < burst, "received {received}");
+    // The counter rides on datagrams queued after the drops: a marker sent
+    // once the buffer has room carries the final count.
+    tx.send_to(b"marker", to).unwrap();
+    let got = recv_all(&rx, &mut batch, 1, linux_recv);
+    assert_eq!(got[0].0, b"marker");
+    received += 1;
+    drops += batch.take_kernel_drops_delta();
+    assert_eq!(drops, (burst + 1 - received) as u64);
+    assert_eq!(batch.take_kernel_drops_delta(), 0, "delta is taken once");
+}
+
+#[test]
+fn kernel_drops_exact_batched() {
+    kernel_drops_are_exact(32);
+}
+
+#[test]
+fn kernel_drops_exact_one_per_call() {
+    kernel_drops_are_exact(1);
+}
+
+#[test]
+fn kernel_drops_tracker_wraps() {
+    let mut drops = KernelDrops::default();
+    drops.observe(5);
+    assert_eq!(drops.take_delta(), 5);
+    drops.observe(1 << 31);
+    drops.observe(u32::MAX - 1);
+    drops.observe(3); // wrapped: MAX-1 -> MAX -> 0 -> 1 -> 2 -> 3
+    assert_eq!(drops.take_delta(), (1 << 32) - 2);
+    // A jump of half the range or more reads as a stale value: ignored.
+    drops.observe(3 + (1 << 31));
+    assert_eq!(drops.take_delta(), 0);
+    drops.observe(2); // stale (behind): ignored
+    assert_eq!(drops.take_delta(), 0);
+    drops.observe(10);
+    assert_eq!(drops.take_delta(), 7);
+}
+
+#[test]
+fn max_payload_by_family() {
+    assert_eq!(max_payload(&v4()), 65_507);
+    assert_eq!(max_payload(&v6()), 65_527);
+}
+
+/// Queues `count` datagrams of distinct content for `to`.
+fn fill(batch: &mut SendBatch, to: Option<SocketAddr>, count: usize) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|i| {
+            let data = payload(i, i * 10);
+            assert!(batch.push(to, &data));
+            data
+        })
+        .collect()
+}
+
+fn recv_payloads(rx: &mio::net::UdpSocket, want: usize) -> Vec<Vec<u8>> {
+    let mut batch = RecvBatch::new(16, 2048);
+    recv_all(rx, &mut batch, want, linux_recv)
+        .into_iter()
+        .map(|(data, _, truncated)| {
+            assert!(!truncated);
+            data
+        })
+        .collect()
+}
+
+#[test]
+fn send_batch_sends_in_order_on_all_paths() {
+    let rx = big_socket(v4());
+    let to = rx.local_addr().unwrap();
+    let tx = big_socket(v4());
+    type Send = fn(&mio::net::UdpSocket, &mut SendBatch, usize) -> io::Result<usize>;
+    let linux: Send = |s, b, i| send_batch(s, b, i);
+    let portable: Send = |s, b, i| portable::send_batch(s, b, i);
+    for (per_call, send) in [(64, linux), (3, linux), (1, linux), (64, portable)] {
+        let mut batch = SendBatch::new(10, per_call);
+        let sent = fill(&mut batch, Some(to), 10);
+        assert_eq!(batch.len(), 10);
+        let mut start = 0;
+        let mut calls = 0;
+        while start < batch.len() {
+            let n = send(&tx, &mut batch, start).unwrap();
+            assert!(n >= 1);
+            start += n;
+            calls += 1;
+        }
+        assert_eq!(send(&tx, &mut batch, start).unwrap(), 0);
+        assert_eq!(recv_payloads(&rx, 10), sent, "per_call {per_call}");
+        if std::ptr::fn_addr_eq(send, linux) {
+            assert_eq!(calls, 10usize.div_ceil(per_call.min(10)));
+        }
+    }
+}
+
+#[test]
+fn send_batch_resumes_from_start() {
+    let rx = big_socket(v6());
+    let to = rx.local_addr().unwrap();
+    let tx = big_socket(v6());
+    for per_call in [16, 1] {
+        let mut batch = SendBatch::new(8, per_call);
+        let sent = fill(&mut batch, Some(to), 8);
+        // Pretend the first three went out in an earlier call.
+        let mut start = 3;
+        while start < batch.len() {
+            start += send_batch(&tx, &mut batch, start).unwrap();
+        }
+        assert_eq!(recv_payloads(&rx, 5), sent[3..]);
+        assert!(matches!(
+            recv_batch(&rx, &mut RecvBatch::new(4, 64)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock
+        ));
+    }
+}
+
+/// A failing datagram in the middle of a batch makes `sendmmsg` stop there:
+/// the call reports the ones before it, the next call reports its error, and
+/// the caller skips it and resumes with the rest.
+#[test]
+fn partial_send_reports_error_then_resumes() {
+    let rx = big_socket(v4());
+    let to = rx.local_addr().unwrap();
+    let tx = big_socket(v4());
+    for per_call in [16, 1] {
+        let mut batch = SendBatch::new(8, per_call);
+        let oversized = vec![0u8; MAX_PAYLOAD_V4 + 1];
+        let mut expected = Vec::new();
+        for i in 0..6 {
+            if i == 2 {
+                assert!(batch.push(Some(to), &oversized));
+            } else {
+                let data = payload(i, 50);
+                assert!(batch.push(Some(to), &data));
+                expected.push(data);
+            }
+        }
+        let mut start = 0;
+        let mut errors = Vec::new();
+        let mut progress = Vec::new();
+        while start < batch.len() {
+            match send_batch(&tx, &mut batch, start) {
+                Ok(n) => {
+                    progress.push(n);
+                    start += n;
+                }
+                Err(e) => {
+                    errors.push((start, e.raw_os_error()));
+                    start += 1;
+                }
+            }
+        }
+        assert_eq!(errors, [(2, Some(libc::EMSGSIZE))], "per_call {per_call}");
+        if per_call > 1 {
+            assert_eq!(progress, [2, 3], "sent before and after the bad one");
+        }
+        assert_eq!(recv_payloads(&rx, 5), expected);
+    }
+}
+
+#[test]
+fn send_batch_to_connected_peer_without_destination() {
+    let rx = big_socket(v4());
+    let to = rx.local_addr().unwrap();
+    let (tx, _) = crate::socket::connect(None, to, &SocketOptions::default()).unwrap();
+    for per_call in [8, 1] {
+        let mut batch = SendBatch::new(4, per_call);
+        let sent = fill(&mut batch, None, 4);
+        let mut start = 0;
+        while start < batch.len() {
+            start += send_batch(&tx, &mut batch, start).unwrap();
+        }
+        let mut rbatch = RecvBatch::new(8, 128);
+        let got = recv_all(&rx, &mut rbatch, 4, linux_recv);
+        for (g, s) in got.iter().zip(&sent) {
+            assert_eq!((&g.0, g.1), (s, tx.local_addr().unwrap()));
+        }
+    }
+}
+
+#[test]
+fn connection_refused_surfaces_as_error() {
+    // Find a port with nobody behind it: bind, note the port, close.
+    let closed = big_socket(v4()).local_addr().unwrap();
+    let (tx, _) = crate::socket::connect(None, closed, &SocketOptions::default()).unwrap();
+    let mut batch = SendBatch::new(2, 2);
+    fill(&mut batch, None, 1);
+    assert_eq!(send_batch(&tx, &mut batch, 0).unwrap(), 1);
+    // The ICMP port unreachable comes back as ECONNREFUSED on the next call.
+    let mut rbatch = RecvBatch::new(4, 64);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        match recv_batch(&tx, &mut rbatch) {
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => break,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                assert!(Instant::now() < deadline, "no ECONNREFUSED");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn send_batch_push_clear_and_capacity() {
+    let mut batch = SendBatch::new(2, 2);
+    assert!(batch.is_empty());
+    assert!(batch.push(None, b"a"));
+    assert!(batch.push(Some(v6()), b""));
+    assert!(batch.is_full());
+    assert!(!batch.push(None, b"c"));
+    assert_eq!(batch.entry(0), (None, &b"a"[..]));
+    assert_eq!(batch.entry(1), (Some(v6()), &b""[..]));
+    batch.clear();
+    assert_eq!(batch.len(), 0);
+    assert!(batch.push(None, b"again"));
+    assert_eq!(batch.entry(0), (None, &b"again"[..]));
+}
+
+#[test]
+fn sockaddr_round_trip() {
+    let addrs = [
+        SocketAddr::from((Ipv4Addr::new(10, 1, 2, 3), 9000)),
+        "[2001:db8::1%7]:443".parse().unwrap(),
+        SocketAddr::from((Ipv6Addr::LOCALHOST, 1)),
+    ];
+    for addr in addrs {
+        let mut storage = zeroed_storage();
+        let len = std_to_sockaddr(&addr, &mut storage);
+        assert_eq!(sockaddr_to_std(&storage, len), Some(addr));
+        assert_eq!(sockaddr_to_std(&storage, len - 1), None);
+    }
+}
+
+#[test]
+fn portable_enable_rxq_ovfl_is_unsupported() {
+    let rx = big_socket(v4());
+    assert_eq!(
+        portable::enable_rxq_ovfl(&rx).unwrap_err().kind(),
+        io::ErrorKind::Unsupported
+    );
+}
