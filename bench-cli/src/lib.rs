@@ -12,6 +12,7 @@
 //! * [`procstats`]: CPU time, peak RSS and host UDP counters from `/proc`;
 //! * [`run`]: the entry points of the network run (stubs for now).
 
+pub mod flags;
 pub mod message;
 pub mod procstats;
 pub mod stats;
