@@ -31,6 +31,7 @@ pub(crate) use linux::{enable_rxq_ovfl, recv_batch, send_batch};
 #[cfg(any(not(target_os = "linux"), test))]
 mod portable;
 #[cfg(not(target_os = "linux"))]
+#[allow(unused_imports)] // until the lanes call them
 pub(crate) use portable::{enable_rxq_ovfl, recv_batch, send_batch};
 
 /// Largest UDP payload that fits in one IPv4 datagram:
@@ -260,7 +261,8 @@ impl RecvBatch {
         &self.buf[start..start + meta.len.min(self.slot_size)]
     }
 
-    /// The source address of datagram `i` (IPv4 or IPv6).
+    /// The source address of datagram `i` (IPv4 or IPv6; an IPv4 peer of a
+    /// dual-stack IPv6 socket shows as an IPv4-mapped IPv6 address).
     ///
     /// An address family the kernel never reports for a UDP socket would
     /// read as `0.0.0.0:0`.
