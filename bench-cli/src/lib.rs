@@ -10,9 +10,23 @@
 //! * [`stats`]: RTT percentiles with bounded memory;
 //! * [`output`]: the one-line JSON report;
 //! * [`procstats`]: CPU time, peak RSS and host UDP counters from `/proc`;
-//! * [`run`]: the entry points of the network run (stubs for now).
+//! * [`run`]: the entry points of the network run (stand-ins for now).
+//!
+//! The binary's exit codes are [`EXIT_OK`], [`EXIT_FAILED`] and
+//! [`EXIT_BAD_ARGS`].
 
 pub mod flags;
 pub mod message;
+pub mod output;
 pub mod procstats;
+pub mod run;
 pub mod stats;
+
+/// Exit code: the run passed every check (or `--help` was printed).
+pub const EXIT_OK: i32 = 0;
+/// Exit code: the run (or serve, or report) failed; the JSON line has
+/// `"ok": false`.
+pub const EXIT_FAILED: i32 = 1;
+/// Exit code: bad arguments; the JSON line has `"ok": false` and an
+/// `"error"` naming the flag.
+pub const EXIT_BAD_ARGS: i32 = 2;

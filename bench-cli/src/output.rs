@@ -1,0 +1,706 @@
+//! The report: one JSON object on one line on stdout.
+//!
+//! [`RunReport`] serializes every field of arknet's loopback benchmark, with
+//! the same names and in the same order (the contract's "JSON output" list,
+//! `schema_version` … `error`), followed by keel's additions (see
+//! [`KEEL_FIELDS`]); no field of the contract is renamed or dropped.
+//!
+//! Conventions:
+//!
+//! * A value this process cannot know is `null`, never a made-up 0: the
+//!   server side (`handler_work`, `server_io_lanes`, `server_send_*`,
+//!   `udp_server_*`) when running clients only with `--connect`; every
+//!   configuration field in the error line for bad arguments (the values
+//!   were not valid); socket buffers not (yet) read back; percentiles with
+//!   no samples; `/proc` values that could not be read.
+//! * Counters of things that did not happen are 0 (a run that never started
+//!   lost nothing), so `ok` stays computable from the line alone.
+//! * `rtt_sample_limit` is `null`: keel keeps every sample in an HDR
+//!   histogram instead of arknet's 8,192-sample reservoir, and
+//!   `rtt_samples == rtt_observations`.
+//! * `payload_roundtrip_bytes` is the payload moved in both directions over
+//!   the measured phase, `messages × payload × 2`, and
+//!   `payload_mib_per_second` is that in MiB over `elapsed_seconds`.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::flags::RunConfig;
+use crate::procstats::{cpu_percent, UdpCounters};
+use crate::stats::RttSummary;
+
+/// Value of `schema_version`.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Value of `backend`.
+pub const BACKEND: &str = "keel";
+/// Send buffer every UDP socket requests (bytes), as in arknet.
+pub const UDP_SEND_BUFFER_REQUEST: u64 = 65_536;
+/// Receive buffer every UDP socket requests (bytes), as in arknet, unless
+/// `--udp-server-receive-buffer` overrides it for the server.
+pub const UDP_RECEIVE_BUFFER_REQUEST: u64 = 4 * 1024 * 1024;
+
+/// The contract's fields, in order: the first fields of every report line.
+pub const REFERENCE_FIELDS: &[&str] = &[
+    "schema_version",
+    "backend",
+    "protocol",
+    "address_family",
+    "payload_bytes",
+    "clients",
+    "window",
+    "io_model",
+    "handler_work",
+    "io_contexts",
+    "io_threads",
+    "server_io_lanes",
+    "requested_seconds",
+    "warmup_seconds",
+    "elapsed_seconds",
+    "messages_sent",
+    "messages",
+    "payload_roundtrip_bytes",
+    "roundtrips_per_second",
+    "payload_mib_per_second",
+    "rtt_samples",
+    "rtt_observations",
+    "rtt_sample_limit",
+    "rtt_p50_us",
+    "rtt_p95_us",
+    "rtt_p99_us",
+    "client_send_rejections",
+    "client_send_completion_errors",
+    "server_send_rejections",
+    "server_send_completion_errors",
+    "content_errors",
+    "order_errors",
+    "unexpected_messages",
+    "disconnect_errors",
+    "udp_lost_messages",
+    "unfinished_messages",
+    "callback_exceptions",
+    "drain_timeouts",
+    "duplicate_completions",
+    "pending_completions",
+    "warmup_ok",
+    "warmup_errors",
+    "udp_send_buffer_requested_bytes",
+    "udp_receive_buffer_requested_bytes",
+    "udp_server_send_buffer_bytes",
+    "udp_server_receive_buffer_bytes",
+    "udp_client_send_buffer_min_bytes",
+    "udp_client_send_buffer_max_bytes",
+    "udp_client_receive_buffer_min_bytes",
+    "udp_client_receive_buffer_max_bytes",
+    "cpu_seconds",
+    "cpu_elapsed_seconds",
+    "cpu_percent",
+    "peak_rss_bytes",
+    "ok",
+    "error",
+];
+
+/// keel's additional fields, in order, after [`REFERENCE_FIELDS`].
+pub const KEEL_FIELDS: &[&str] = &[
+    "keel_version",
+    "role",
+    "connect",
+    "rtt_p90_us",
+    "rtt_p999_us",
+    "rtt_max_us",
+    "rtt_mean_us",
+    "udp_server_receive_buffer_requested_bytes",
+    "batch",
+    "loss_timeout_ms",
+    "kernel_rcvbuf_drops",
+    "snmp_udp_rcvbuf_errors",
+    "snmp_udp_sndbuf_errors",
+    "snmp_udp_in_errors",
+];
+
+/// Which part of the benchmark produced a report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Server and clients in this process (arknet's shape).
+    Loopback,
+    /// Clients only, against a `keel-bench serve` elsewhere (`--connect`).
+    Client,
+}
+
+/// One benchmark result. Field order is the JSON order; see the module
+/// docs for the meaning of `null`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunReport {
+    /// Report format version ([`SCHEMA_VERSION`]).
+    pub schema_version: u32,
+    /// `"keel"`.
+    pub backend: &'static str,
+    /// `"udp"`.
+    pub protocol: &'static str,
+    /// `"ipv4"` or `"ipv6"`.
+    pub address_family: Option<&'static str>,
+    /// Bytes per datagram, header included.
+    pub payload_bytes: Option<u64>,
+    /// Client sockets.
+    pub clients: Option<u32>,
+    /// Datagrams in flight per client.
+    pub window: Option<u32>,
+    /// `"shared"` or `"sharded"`.
+    pub io_model: Option<&'static str>,
+    /// Server work rounds per echo (`--work`); null with `--connect`.
+    pub handler_work: Option<u64>,
+    /// 1 for shared, `io_threads` for sharded.
+    pub io_contexts: Option<u32>,
+    /// IO threads.
+    pub io_threads: Option<u32>,
+    /// Server receive lanes; null with `--connect`.
+    pub server_io_lanes: Option<u32>,
+    /// `--seconds`.
+    pub requested_seconds: Option<f64>,
+    /// `--warmup`.
+    pub warmup_seconds: Option<f64>,
+    /// From measured-phase start to the end of the drain.
+    pub elapsed_seconds: f64,
+    /// Measured-phase datagrams sent by clients.
+    pub messages_sent: u64,
+    /// Measured-phase echoes received and verified.
+    pub messages: u64,
+    /// `messages × payload × 2`.
+    pub payload_roundtrip_bytes: u64,
+    /// `messages / elapsed_seconds`.
+    pub roundtrips_per_second: f64,
+    /// `payload_roundtrip_bytes / 2^20 / elapsed_seconds`.
+    pub payload_mib_per_second: f64,
+    /// RTT samples the percentiles come from (= `rtt_observations`).
+    pub rtt_samples: u64,
+    /// RTTs observed.
+    pub rtt_observations: u64,
+    /// Reservoir size; null: keel keeps every sample.
+    pub rtt_sample_limit: Option<u64>,
+    /// Median RTT, µs.
+    pub rtt_p50_us: Option<f64>,
+    /// 95th percentile RTT, µs.
+    pub rtt_p95_us: Option<f64>,
+    /// 99th percentile RTT, µs.
+    pub rtt_p99_us: Option<f64>,
+    /// Client sends refused when submitted.
+    pub client_send_rejections: u64,
+    /// Client sends that completed with an error.
+    pub client_send_completion_errors: u64,
+    /// Server sends refused when submitted; null with `--connect`.
+    pub server_send_rejections: Option<u64>,
+    /// Server sends that completed with an error; null with `--connect`.
+    pub server_send_completion_errors: Option<u64>,
+    /// Echoes with a wrong size, header or byte.
+    pub content_errors: u64,
+    /// Echoes whose sequence is not above the highest seen (reordering).
+    pub order_errors: u64,
+    /// Echoes that match no outstanding message.
+    pub unexpected_messages: u64,
+    /// Socket errors that end a client (e.g. ICMP port unreachable).
+    pub disconnect_errors: u64,
+    /// Datagrams never answered by the end of the drain (or the loss
+    /// timeout).
+    pub udp_lost_messages: u64,
+    /// Messages started but not finished when the run ended.
+    pub unfinished_messages: u64,
+    /// Panics caught in callbacks.
+    pub callback_exceptions: u64,
+    /// 1 when the drain ran out of time with datagrams outstanding.
+    pub drain_timeouts: u64,
+    /// Completions reported twice for one operation.
+    pub duplicate_completions: u64,
+    /// Operations still pending at the end.
+    pub pending_completions: u64,
+    /// The warm-up had no errors (true when skipped).
+    pub warmup_ok: bool,
+    /// Errors of any kind during the warm-up.
+    pub warmup_errors: u64,
+    /// Send buffer each socket requested ([`UDP_SEND_BUFFER_REQUEST`]).
+    pub udp_send_buffer_requested_bytes: Option<u64>,
+    /// Receive buffer each socket requested ([`UDP_RECEIVE_BUFFER_REQUEST`]).
+    pub udp_receive_buffer_requested_bytes: Option<u64>,
+    /// Server socket's send buffer as read back; null with `--connect`.
+    pub udp_server_send_buffer_bytes: Option<u64>,
+    /// Server socket's receive buffer as read back; null with `--connect`.
+    pub udp_server_receive_buffer_bytes: Option<u64>,
+    /// Smallest client send buffer read back.
+    pub udp_client_send_buffer_min_bytes: Option<u64>,
+    /// Largest client send buffer read back.
+    pub udp_client_send_buffer_max_bytes: Option<u64>,
+    /// Smallest client receive buffer read back.
+    pub udp_client_receive_buffer_min_bytes: Option<u64>,
+    /// Largest client receive buffer read back.
+    pub udp_client_receive_buffer_max_bytes: Option<u64>,
+    /// Process user + system CPU over the measured phase, seconds.
+    pub cpu_seconds: f64,
+    /// Wall time the CPU time was measured over, seconds.
+    pub cpu_elapsed_seconds: f64,
+    /// `cpu_seconds / cpu_elapsed_seconds × 100` (100 = one core).
+    pub cpu_percent: f64,
+    /// Peak resident set size, bytes (`VmHWM`).
+    pub peak_rss_bytes: Option<u64>,
+    /// True only when the run passed every check ([`RunReport::finish`]).
+    pub ok: bool,
+    /// First reason the run is not ok; null when ok.
+    pub error: Option<String>,
+
+    // ---- keel additions, after the contract's fields ----
+    /// keel-bench version.
+    pub keel_version: &'static str,
+    /// `"loopback"` or `"client"`; null when the arguments were invalid.
+    pub role: Option<Role>,
+    /// The `--connect` address, null in loopback runs.
+    pub connect: Option<String>,
+    /// 90th percentile RTT, µs.
+    pub rtt_p90_us: Option<f64>,
+    /// 99.9th percentile RTT, µs.
+    pub rtt_p999_us: Option<f64>,
+    /// Largest RTT, µs.
+    pub rtt_max_us: Option<f64>,
+    /// Mean RTT, µs.
+    pub rtt_mean_us: Option<f64>,
+    /// Receive buffer the server socket(s) requested: the
+    /// `--udp-server-receive-buffer` value, else the common 4 MiB; null with
+    /// `--connect`.
+    pub udp_server_receive_buffer_requested_bytes: Option<u64>,
+    /// Datagrams per receive/send system call.
+    pub batch: Option<u32>,
+    /// `--loss-timeout` in ms; null when off.
+    pub loss_timeout_ms: Option<u64>,
+    /// Datagrams the kernel dropped on this process's sockets for a full
+    /// receive buffer (SO_RXQ_OVFL).
+    pub kernel_rcvbuf_drops: Option<u64>,
+    /// Host `Udp RcvbufErrors` increase over the run (`/proc/net/snmp`, or
+    /// `snmp6` for ipv6).
+    pub snmp_udp_rcvbuf_errors: Option<u64>,
+    /// Host `Udp SndbufErrors` increase over the run.
+    pub snmp_udp_sndbuf_errors: Option<u64>,
+    /// Host `Udp InErrors` increase over the run.
+    pub snmp_udp_in_errors: Option<u64>,
+}
+
+impl RunReport {
+    /// A report with nothing known: configuration and sizes null, counters
+    /// 0, not ok.
+    fn blank() -> Self {
+        RunReport {
+            schema_version: SCHEMA_VERSION,
+            backend: BACKEND,
+            protocol: "udp",
+            address_family: None,
+            payload_bytes: None,
+            clients: None,
+            window: None,
+            io_model: None,
+            handler_work: None,
+            io_contexts: None,
+            io_threads: None,
+            server_io_lanes: None,
+            requested_seconds: None,
+            warmup_seconds: None,
+            elapsed_seconds: 0.0,
+            messages_sent: 0,
+            messages: 0,
+            payload_roundtrip_bytes: 0,
+            roundtrips_per_second: 0.0,
+            payload_mib_per_second: 0.0,
+            rtt_samples: 0,
+            rtt_observations: 0,
+            rtt_sample_limit: None,
+            rtt_p50_us: None,
+            rtt_p95_us: None,
+            rtt_p99_us: None,
+            client_send_rejections: 0,
+            client_send_completion_errors: 0,
+            server_send_rejections: None,
+            server_send_completion_errors: None,
+            content_errors: 0,
+            order_errors: 0,
+            unexpected_messages: 0,
+            disconnect_errors: 0,
+            udp_lost_messages: 0,
+            unfinished_messages: 0,
+            callback_exceptions: 0,
+            drain_timeouts: 0,
+            duplicate_completions: 0,
+            pending_completions: 0,
+            warmup_ok: false,
+            warmup_errors: 0,
+            udp_send_buffer_requested_bytes: None,
+            udp_receive_buffer_requested_bytes: None,
+            udp_server_send_buffer_bytes: None,
+            udp_server_receive_buffer_bytes: None,
+            udp_client_send_buffer_min_bytes: None,
+            udp_client_send_buffer_max_bytes: None,
+            udp_client_receive_buffer_min_bytes: None,
+            udp_client_receive_buffer_max_bytes: None,
+            cpu_seconds: 0.0,
+            cpu_elapsed_seconds: 0.0,
+            cpu_percent: 0.0,
+            peak_rss_bytes: None,
+            ok: false,
+            error: None,
+            keel_version: env!("CARGO_PKG_VERSION"),
+            role: None,
+            connect: None,
+            rtt_p90_us: None,
+            rtt_p999_us: None,
+            rtt_max_us: None,
+            rtt_mean_us: None,
+            udp_server_receive_buffer_requested_bytes: None,
+            batch: None,
+            loss_timeout_ms: None,
+            kernel_rcvbuf_drops: None,
+            snmp_udp_rcvbuf_errors: None,
+            snmp_udp_sndbuf_errors: None,
+            snmp_udp_in_errors: None,
+        }
+    }
+
+    /// A report for `cfg` before the run: configuration fields filled (the
+    /// server-side ones null with `--connect`), server-side counters 0 in
+    /// loopback runs, measurements 0 or null, `ok` false until
+    /// [`RunReport::finish`].
+    pub fn new(cfg: &RunConfig) -> Self {
+        let local_server = cfg.connect.is_none();
+        // Known only when the server runs in this process.
+        fn server<T>(local: bool, v: T) -> Option<T> {
+            local.then_some(v)
+        }
+        RunReport {
+            address_family: Some(cfg.address_family.as_str()),
+            payload_bytes: Some(cfg.payload),
+            clients: Some(cfg.clients),
+            window: Some(cfg.window),
+            io_model: Some(cfg.io_model.as_str()),
+            handler_work: server(local_server, cfg.work),
+            io_contexts: Some(cfg.io_contexts()),
+            io_threads: Some(cfg.io_threads),
+            server_io_lanes: server(local_server, cfg.server_lanes),
+            requested_seconds: Some(cfg.seconds),
+            warmup_seconds: Some(cfg.warmup),
+            server_send_rejections: server(local_server, 0),
+            server_send_completion_errors: server(local_server, 0),
+            udp_send_buffer_requested_bytes: Some(UDP_SEND_BUFFER_REQUEST),
+            udp_receive_buffer_requested_bytes: Some(UDP_RECEIVE_BUFFER_REQUEST),
+            role: Some(if local_server {
+                Role::Loopback
+            } else {
+                Role::Client
+            }),
+            connect: cfg.connect.map(|a| a.to_string()),
+            udp_server_receive_buffer_requested_bytes: server(
+                local_server,
+                cfg.udp_server_receive_buffer
+                    .unwrap_or(UDP_RECEIVE_BUFFER_REQUEST),
+            ),
+            batch: Some(cfg.batch),
+            loss_timeout_ms: cfg.loss_timeout_ms,
+            ..RunReport::blank()
+        }
+    }
+
+    /// The line for a run that could not happen: `ok` false and `error`
+    /// set. With `cfg` (valid arguments, failed setup) the configuration is
+    /// echoed as in [`RunReport::new`]; without it (bad arguments) every
+    /// configuration field is null.
+    pub fn error_report(cfg: Option<&RunConfig>, error: &str) -> Self {
+        let mut report = cfg.map_or_else(RunReport::blank, RunReport::new);
+        report.ok = false;
+        report.error = Some(error.to_owned());
+        report
+    }
+
+    /// Copies RTT percentiles and counts from a summary.
+    pub fn set_rtt(&mut self, rtt: &RttSummary) {
+        self.rtt_samples = rtt.samples;
+        self.rtt_observations = rtt.samples;
+        self.rtt_sample_limit = None;
+        self.rtt_p50_us = rtt.p50_us;
+        self.rtt_p90_us = rtt.p90_us;
+        self.rtt_p95_us = rtt.p95_us;
+        self.rtt_p99_us = rtt.p99_us;
+        self.rtt_p999_us = rtt.p999_us;
+        self.rtt_max_us = rtt.max_us;
+        self.rtt_mean_us = rtt.mean_us;
+    }
+
+    /// Sets `elapsed_seconds` and derives `payload_roundtrip_bytes`,
+    /// `roundtrips_per_second` and `payload_mib_per_second` from `messages`
+    /// and `payload_bytes` (rates are 0 for a zero elapsed time).
+    pub fn set_throughput(&mut self, elapsed: Duration) {
+        let secs = elapsed.as_secs_f64();
+        self.elapsed_seconds = secs;
+        let payload = self.payload_bytes.unwrap_or(0);
+        self.payload_roundtrip_bytes = self.messages.saturating_mul(payload).saturating_mul(2);
+        if secs > 0.0 {
+            self.roundtrips_per_second = self.messages as f64 / secs;
+            self.payload_mib_per_second =
+                self.payload_roundtrip_bytes as f64 / (1024.0 * 1024.0) / secs;
+        } else {
+            self.roundtrips_per_second = 0.0;
+            self.payload_mib_per_second = 0.0;
+        }
+    }
+
+    /// Sets the CPU fields from process CPU time used over `wall`.
+    pub fn set_cpu(&mut self, cpu: Duration, wall: Duration) {
+        self.cpu_seconds = cpu.as_secs_f64();
+        self.cpu_elapsed_seconds = wall.as_secs_f64();
+        self.cpu_percent = cpu_percent(cpu, wall);
+    }
+
+    /// Sets the `snmp_udp_*` fields from a counter delta (null if `None`).
+    pub fn set_snmp(&mut self, delta: Option<&UdpCounters>) {
+        self.snmp_udp_rcvbuf_errors = delta.and_then(|d| d.rcvbuf_errors);
+        self.snmp_udp_sndbuf_errors = delta.and_then(|d| d.sndbuf_errors);
+        self.snmp_udp_in_errors = delta.and_then(|d| d.in_errors);
+    }
+
+    /// The error counters that must all be zero, with their JSON names.
+    pub fn error_counters(&self) -> [(&'static str, u64); 13] {
+        [
+            ("client_send_rejections", self.client_send_rejections),
+            (
+                "client_send_completion_errors",
+                self.client_send_completion_errors,
+            ),
+            (
+                "server_send_rejections",
+                self.server_send_rejections.unwrap_or(0),
+            ),
+            (
+                "server_send_completion_errors",
+                self.server_send_completion_errors.unwrap_or(0),
+            ),
+            ("content_errors", self.content_errors),
+            ("order_errors", self.order_errors),
+            ("unexpected_messages", self.unexpected_messages),
+            ("disconnect_errors", self.disconnect_errors),
+            ("udp_lost_messages", self.udp_lost_messages),
+            ("unfinished_messages", self.unfinished_messages),
+            ("callback_exceptions", self.callback_exceptions),
+            ("drain_timeouts", self.drain_timeouts),
+            ("duplicate_completions", self.duplicate_completions),
+        ]
+    }
+
+    /// Why the run is not ok, by the contract's rule (an error, warm-up
+    /// errors, a non-zero error counter, no messages, something pending),
+    /// or `None` if it is ok.
+    pub fn failure_reason(&self) -> Option<String> {
+        if let Some(e) = &self.error {
+            return Some(e.clone());
+        }
+        if !self.warmup_ok || self.warmup_errors != 0 {
+            return Some(format!(
+                "warm-up failed: warmup_errors = {}",
+                self.warmup_errors
+            ));
+        }
+        if let Some((name, n)) = self.error_counters().into_iter().find(|(_, n)| *n != 0) {
+            return Some(format!("{name} = {n}"));
+        }
+        if self.messages == 0 {
+            return Some("no message completed in the measured phase (messages = 0)".into());
+        }
+        if self.pending_completions != 0 {
+            return Some(format!(
+                "pending_completions = {}",
+                self.pending_completions
+            ));
+        }
+        None
+    }
+
+    /// Sets `ok`, and `error` to the first reason when not ok.
+    pub fn finish(&mut self) {
+        self.error = self.failure_reason();
+        self.ok = self.error.is_none();
+    }
+
+    /// The report as one line of JSON, without the trailing newline.
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(self).expect("a RunReport always serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flags::{parse, Command};
+
+    fn cfg(args: &[&str]) -> RunConfig {
+        match parse(args.iter().copied()).unwrap() {
+            Command::Run(c) => c,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn passing(cfg: &RunConfig) -> RunReport {
+        let mut r = RunReport::new(cfg);
+        r.warmup_ok = true;
+        r.messages = 1000;
+        r.messages_sent = 1000;
+        r
+    }
+
+    #[test]
+    fn ok_only_when_every_check_passes() {
+        let c = cfg(&[]);
+        let mut r = passing(&c);
+        r.finish();
+        assert!(r.ok, "{:?}", r.error);
+        assert_eq!(r.error, None);
+
+        let mut lost = passing(&c);
+        lost.udp_lost_messages = 3;
+        lost.drain_timeouts = 1;
+        lost.finish();
+        assert!(!lost.ok);
+        assert_eq!(lost.error.as_deref(), Some("udp_lost_messages = 3"));
+
+        let mut none = passing(&c);
+        none.messages = 0;
+        none.finish();
+        assert!(!none.ok);
+
+        let mut warm = passing(&c);
+        warm.warmup_ok = false;
+        warm.warmup_errors = 2;
+        warm.finish();
+        assert!(warm.error.unwrap().contains("warm-up"));
+
+        let mut pending = passing(&c);
+        pending.pending_completions = 1;
+        pending.finish();
+        assert!(!pending.ok);
+
+        let mut server = passing(&c);
+        server.server_send_rejections = Some(1);
+        server.finish();
+        assert_eq!(server.error.as_deref(), Some("server_send_rejections = 1"));
+
+        let mut err = passing(&c);
+        err.error = Some("bind failed".into());
+        err.finish();
+        assert!(!err.ok);
+        assert_eq!(err.error.as_deref(), Some("bind failed"));
+    }
+
+    #[test]
+    fn every_error_counter_fails_the_run() {
+        let c = cfg(&[]);
+        for i in 0..13 {
+            let mut r = passing(&c);
+            match i {
+                0 => r.client_send_rejections = 1,
+                1 => r.client_send_completion_errors = 1,
+                2 => r.server_send_rejections = Some(1),
+                3 => r.server_send_completion_errors = Some(1),
+                4 => r.content_errors = 1,
+                5 => r.order_errors = 1,
+                6 => r.unexpected_messages = 1,
+                7 => r.disconnect_errors = 1,
+                8 => r.udp_lost_messages = 1,
+                9 => r.unfinished_messages = 1,
+                10 => r.callback_exceptions = 1,
+                11 => r.drain_timeouts = 1,
+                _ => r.duplicate_completions = 1,
+            }
+            r.finish();
+            assert!(!r.ok, "counter {i}");
+            assert_eq!(r.error_counters()[i].1, 1);
+            assert!(r
+                .error
+                .as_deref()
+                .unwrap()
+                .starts_with(r.error_counters()[i].0));
+        }
+    }
+
+    #[test]
+    fn derived_fields() {
+        let c = cfg(&["--payload", "1000"]);
+        let mut r = RunReport::new(&c);
+        r.messages = 2000;
+        r.set_throughput(Duration::from_secs(2));
+        assert_eq!(r.elapsed_seconds, 2.0);
+        assert_eq!(r.payload_roundtrip_bytes, 4_000_000);
+        assert_eq!(r.roundtrips_per_second, 1000.0);
+        assert!((r.payload_mib_per_second - 4_000_000.0 / 1_048_576.0 / 2.0).abs() < 1e-12);
+        r.set_throughput(Duration::ZERO);
+        assert_eq!(r.roundtrips_per_second, 0.0);
+
+        r.set_cpu(Duration::from_millis(500), Duration::from_secs(2));
+        assert_eq!(
+            (r.cpu_seconds, r.cpu_elapsed_seconds, r.cpu_percent),
+            (0.5, 2.0, 25.0)
+        );
+
+        let mut rtt = crate::stats::Rtt::new();
+        rtt.record(Duration::from_micros(10));
+        r.set_rtt(&rtt.summary());
+        assert_eq!((r.rtt_samples, r.rtt_observations), (1, 1));
+        assert_eq!(r.rtt_max_us, Some(10.0));
+        assert!(r.rtt_p50_us.is_some() && r.rtt_p999_us.is_some());
+
+        let d = UdpCounters {
+            rcvbuf_errors: Some(5),
+            in_errors: Some(6),
+            ..Default::default()
+        };
+        r.set_snmp(Some(&d));
+        assert_eq!(
+            (
+                r.snmp_udp_rcvbuf_errors,
+                r.snmp_udp_sndbuf_errors,
+                r.snmp_udp_in_errors
+            ),
+            (Some(5), None, Some(6))
+        );
+        r.set_snmp(None);
+        assert_eq!(r.snmp_udp_in_errors, None);
+    }
+
+    #[test]
+    fn config_is_echoed_and_server_side_is_null_with_connect() {
+        let c = cfg(&[
+            "--io-model",
+            "sharded",
+            "--io-threads",
+            "4",
+            "--server-lanes",
+            "2",
+            "--udp-server-receive-buffer",
+            "1000000",
+            "--loss-timeout",
+            "50",
+            "--work",
+            "7",
+        ]);
+        let r = RunReport::new(&c);
+        assert_eq!(r.io_contexts, Some(4));
+        assert_eq!(r.server_io_lanes, Some(2));
+        assert_eq!(r.handler_work, Some(7));
+        assert_eq!(r.udp_server_receive_buffer_requested_bytes, Some(1_000_000));
+        assert_eq!(r.loss_timeout_ms, Some(50));
+        assert_eq!(r.role, Some(Role::Loopback));
+        assert_eq!(r.server_send_rejections, Some(0));
+
+        let d = RunReport::new(&cfg(&[]));
+        assert_eq!(d.udp_server_receive_buffer_requested_bytes, Some(4 << 20));
+        assert_eq!(d.loss_timeout_ms, None);
+
+        let client = RunReport::new(&cfg(&["--connect", "10.1.2.3:7000"]));
+        assert_eq!(client.role, Some(Role::Client));
+        assert_eq!(client.connect.as_deref(), Some("10.1.2.3:7000"));
+        assert_eq!(client.handler_work, None);
+        assert_eq!(client.server_io_lanes, None);
+        assert_eq!(client.server_send_rejections, None);
+        assert_eq!(client.udp_server_receive_buffer_requested_bytes, None);
+        assert_eq!(client.io_threads, Some(1));
+    }
+}

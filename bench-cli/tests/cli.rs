@@ -1,0 +1,76 @@
+//! The built binary: exit codes and the one JSON line on stdout.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn keel_bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_keel-bench"))
+        .args(args)
+        .output()
+        .expect("run keel-bench")
+}
+
+/// Exactly one line on stdout, holding one JSON object.
+fn json_line(out: &Output) -> Value {
+    let stdout = String::from_utf8(out.stdout.clone()).expect("UTF-8 stdout");
+    assert!(stdout.ends_with('\n'), "{stdout:?}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout:?}");
+    serde_json::from_str(stdout.trim_end()).expect("JSON line")
+}
+
+#[track_caller]
+fn bad_args(args: &[&str], flag: &str) {
+    let out = keel_bench(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let v = json_line(&out);
+    assert_eq!(v["ok"], false, "{v}");
+    let error = v["error"].as_str().expect("error string");
+    assert!(error.contains(flag), "{args:?}: {error}");
+}
+
+#[test]
+fn bad_flags_exit_2_with_one_json_line_naming_the_flag() {
+    bad_args(&["--clients", "0"], "--clients");
+    bad_args(&["--clients", "0"], "1..=1024");
+    bad_args(&["--payload", "70000"], "--payload");
+    bad_args(&["--seconds", "nan"], "--seconds");
+    bad_args(&["--warmup", "-1"], "--warmup");
+    bad_args(&["--window"], "--window");
+    bad_args(&["--bogus"], "--bogus");
+    bad_args(&["--protocol", "tcp"], "--protocol");
+    bad_args(&["--io-model", "owned"], "--io-model");
+    bad_args(
+        &["serve", "--bind", "0.0.0.0:1", "--connect", "1.2.3.4:5"],
+        "--connect",
+    );
+    bad_args(&["--clients", "1024", "--window", "1024"], "--window");
+}
+
+#[test]
+fn help_exits_0_and_lists_flags_and_exit_codes() {
+    let out = keel_bench(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "--payload",
+        "--loss-timeout",
+        "--connect",
+        "serve",
+        "report",
+        "EXIT CODES",
+    ] {
+        assert!(text.contains(needle), "{needle}");
+    }
+}
+
+#[test]
+fn valid_run_until_implemented_fails_with_exit_1_and_a_json_line() {
+    let out = keel_bench(&["--seconds", "0.1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v = json_line(&out);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["backend"], "keel");
+    assert_eq!(v["requested_seconds"], 0.1);
+    assert!(v["error"].as_str().unwrap().contains("not implemented"));
+}
