@@ -653,8 +653,8 @@ fn is_plain_decimal(s: &str) -> bool {
     mantissa_ok && exponent_ok
 }
 
-/// A finite, unsigned number of seconds in the range described by `range`
-/// (`zero_ok`: whether 0 is accepted) up to `max`.
+/// A finite, unsigned decimal number of seconds `s` with `0 < s <= max`,
+/// or `0 <= s <= max` when `zero_ok`.
 pub fn parse_seconds(flag: &str, value: &str, zero_ok: bool, max: f64) -> Result<f64, FlagError> {
     let op = if zero_ok { "<=" } else { "<" };
     let err = || {

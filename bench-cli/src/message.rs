@@ -15,11 +15,14 @@
 //! The rest of the datagram is a deterministic fill that depends on the
 //! client id, the sequence and the byte position, so a corrupted, truncated,
 //! shifted or misdirected echo is detected byte for byte. The fill is made of
-//! 64-bit words from an xorshift64 generator seeded per message (a splitmix64
-//! mix of client id and sequence); word `i` covers bytes `16 + 8i ..` in
-//! little-endian order, and a trailing partial word uses the low bytes of the
-//! next generated word. Fill and verification write and compare whole `u64`
-//! words, cost a few cycles per 8 bytes and never allocate.
+//! 64-bit words: with `seed` a splitmix64 mix of client id and sequence,
+//! word `i` is `x ^ (x >> 29)` where `x = seed + (i + 1) × 0x9E3779B97F4A7C15`
+//! (a Weyl sequence, so every word of a message differs from every other and
+//! a shifted copy never matches), stored little endian at bytes
+//! `16 + 8i ..`; a trailing partial word uses the low bytes of the next word.
+//! Each word depends only on `seed` and `i`, so fill and verification
+//! vectorise: they write and compare whole `u64` words, cost well under a
+//! cycle per byte and never allocate.
 //!
 //! # sockperf
 //!
@@ -108,6 +111,16 @@ fn splitmix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Weyl increment of the fill sequence (2^64 / golden ratio, odd).
+const WEYL: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// Fill word `i` of the message with fill seed `seed`.
+#[inline(always)]
+fn fill_word(seed: u64, i: u64) -> u64 {
+    let x = seed.wrapping_add(i.wrapping_add(1).wrapping_mul(WEYL));
+    x ^ (x >> 29)
+}
+
 /// One xorshift64 step (Marsaglia 13/7/17); never maps a non-zero state to 0.
 #[inline]
 fn xorshift64(mut x: u64) -> u64 {
@@ -117,15 +130,10 @@ fn xorshift64(mut x: u64) -> u64 {
     x
 }
 
-/// Non-zero generator state for the fill of message (`client`, `seq`).
+/// Fill seed of message (`client`, `seq`).
 #[inline]
 fn fill_seed(client: u32, seq: u64) -> u64 {
-    let s = splitmix64(seq ^ splitmix64(u64::from(client) | (0x4B45_4C00 << 32)));
-    if s == 0 {
-        0x2545_F491_4F6C_DD1D
-    } else {
-        s
-    }
+    splitmix64(seq ^ splitmix64(u64::from(client) | (0x4B45_4C00 << 32)))
 }
 
 /// Writes a complete message into `buf`: header plus fill up to `buf.len()`.
@@ -145,17 +153,17 @@ pub fn encode(buf: &mut [u8], phase: Phase, client: u32, seq: u64) {
     header[4..8].copy_from_slice(&client.to_be_bytes());
     header[8..16].copy_from_slice(&seq.to_be_bytes());
 
-    let mut state = fill_seed(client, seq);
+    let seed = fill_seed(client, seq);
     let mut words = fill.chunks_exact_mut(8);
+    let mut i = 0u64;
     for word in &mut words {
-        state = xorshift64(state);
-        word.copy_from_slice(&state.to_le_bytes());
+        word.copy_from_slice(&fill_word(seed, i).to_le_bytes());
+        i += 1;
     }
     let tail = words.into_remainder();
     if !tail.is_empty() {
-        state = xorshift64(state);
         let len = tail.len();
-        tail.copy_from_slice(&state.to_le_bytes()[..len]);
+        tail.copy_from_slice(&fill_word(seed, i).to_le_bytes()[..len]);
     }
 }
 
@@ -188,21 +196,21 @@ pub fn verify_fill(buf: &[u8], header: &Header) -> bool {
         return false;
     }
     let fill = &buf[HEADER_LEN..];
-    let mut state = fill_seed(header.client, header.seq);
+    let seed = fill_seed(header.client, header.seq);
     let mut words = fill.chunks_exact(8);
     // Accumulate differences so the loop has no early exit and vectorises
     // well; a corrupted message costs the same as a good one.
     let mut diff = 0u64;
+    let mut i = 0u64;
     for word in &mut words {
-        state = xorshift64(state);
         let mut bytes = [0u8; 8];
         bytes.copy_from_slice(word);
-        diff |= u64::from_le_bytes(bytes) ^ state;
+        diff |= u64::from_le_bytes(bytes) ^ fill_word(seed, i);
+        i += 1;
     }
     let tail = words.remainder();
     if !tail.is_empty() {
-        state = xorshift64(state);
-        let expected = state.to_le_bytes();
+        let expected = fill_word(seed, i).to_le_bytes();
         for (got, want) in tail.iter().zip(expected.iter()) {
             diff |= u64::from(got ^ want);
         }
