@@ -25,6 +25,15 @@ use sched::LaneSched;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SourceId(pub(crate) Key);
 
+impl SourceId {
+    /// The slot this source occupies in the reactor's source table. A slot
+    /// is reused after `deregister`; the id of the new source still differs
+    /// (its generation does), which is what keeps stale events out.
+    pub fn slot(&self) -> u32 {
+        self.0.index
+    }
+}
+
 /// What a readiness handler tells the lane after handling an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flow {
