@@ -76,8 +76,11 @@ pub(crate) struct Core {
 /// for closure timers.
 #[derive(Default)]
 pub(crate) struct ReactorLane {
-    timers: HashMap<TimerId, (Box<dyn FnMut() + Send>, bool)>,
+    /// Closure timers: the callback and whether it is one-shot.
+    timers: HashMap<TimerId, (TimerFn, bool)>,
 }
+
+type TimerFn = Box<dyn FnMut() + Send>;
 
 impl Lane for ReactorLane {
     fn on_timer(&mut self, _cx: &mut LaneCx<'_, Self>, timer: TimerId) {

@@ -136,6 +136,11 @@ impl Runtime {
         self.handles.len()
     }
 
+    /// Every reactor's handle, in context order (one for shared).
+    pub fn handles(&self) -> &[Handle] {
+        &self.handles
+    }
+
     /// The first reactor's handle.
     pub fn handle(&self) -> &Handle {
         &self.handles[0]

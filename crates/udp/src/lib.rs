@@ -1,19 +1,58 @@
-//! keel-udp: UDP transport on keel-reactor (work in progress).
+//! keel-udp: UDP transport on keel-reactor, for game servers first.
 //!
-//! So far this crate holds the low-level socket layer: socket setup
-//! ([`SocketOptions`], [`SocketBuffers`]) and the batched system calls the
-//! receive and send paths are built on. The payload limits
-//! [`MAX_PAYLOAD_V4`], [`MAX_PAYLOAD_V6`] and [`max_payload`] are public so
-//! that callers can check a datagram before handing it over.
+//! * [`Server`]: binds one socket per receive lane (one by default; several
+//!   share a port with `SO_REUSEPORT`). Each lane drains its socket with
+//!   `recvmmsg` and hands datagrams to its [`ServerHandler`] in arrival
+//!   order, with sessions keyed by the peer's address: `connect` before a
+//!   peer's first datagram, `datagram`, `disconnect` with a
+//!   [`DisconnectReason`]. Replies made during a batch go out with one
+//!   `sendmmsg` at its end.
+//! * [`Client`]: one connected socket; an ICMP port unreachable ends it with
+//!   [`DisconnectReason::Refused`], never a panic.
+//! * [`Cast`]: one unconnected socket that sends anywhere and reports each
+//!   sender.
+//!
+//! Every endpoint has a bounded send queue (used only when the kernel says
+//! `WouldBlock`; past its bound sends fail with [`SendError::QueueFull`])
+//! and counters readable from any thread ([`CounterSnapshot`]): every
+//! datagram keel drops is counted, and kernel receive-buffer drops are read
+//! from `SO_RXQ_OVFL`. A payload over 65,507 bytes (IPv4) or 65,527 (IPv6)
+//! is refused before any system call ([`SendError::TooLarge`]).
+//!
+//! The steady-state receive and echo path allocates nothing: buffers are
+//! caller-owned and reused, sessions live in a slab.
 //!
 //! `unsafe` is denied in the whole crate except the private `sys` module
 //! (batched system calls and control-message parsing), where every unsafe
 //! block carries a `// SAFETY:` comment.
+//!
+//! # Portability
+//!
+//! Linux is the measured platform (`recvmmsg`/`sendmmsg`, `SO_RXQ_OVFL`).
+//! Elsewhere the one-datagram-per-call path is used and there is no kernel
+//! drop counter. Several lanes need `SO_REUSEPORT`.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod cast;
+mod client;
+mod config;
+mod counters;
+mod endpoint;
+mod error;
+mod server;
+mod sessions;
 mod socket;
 mod sys;
 
+pub use cast::{Cast, CastCtx, CastHandler};
+pub use client::{Client, ClientConfig, ClientCtx, ClientHandler};
+pub use config::{
+    EndpointConfig, FullPolicy, ServerConfig, DEFAULT_BATCH, DEFAULT_MAX_DATAGRAM,
+    DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_DATAGRAMS,
+};
+pub use counters::CounterSnapshot;
+pub use error::{DisconnectReason, SendError};
+pub use server::{Server, ServerCtx, ServerHandler, Session};
 pub use socket::{SocketBuffers, SocketOptions};
 pub use sys::{max_payload, MAX_PAYLOAD_V4, MAX_PAYLOAD_V6};

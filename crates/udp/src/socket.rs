@@ -61,7 +61,6 @@ pub struct SocketBuffers {
 /// their [`io::ErrorKind`] and say what failed, e.g.
 /// `setting SO_REUSEPORT on 127.0.0.1:9000: Permission denied (os error 13)`;
 /// the original error is the error's [`source`](Error::source).
-#[allow(dead_code)] // until the server built on this layer calls it
 pub(crate) fn bind(
     addr: SocketAddr,
     opts: &SocketOptions,
@@ -84,7 +83,6 @@ pub(crate) fn bind(
 ///
 /// Fails with `InvalidInput` if `local` and `remote` are of different
 /// address families.
-#[allow(dead_code)] // until the client built on this layer calls it
 pub(crate) fn connect(
     local: Option<SocketAddr>,
     remote: SocketAddr,

@@ -38,7 +38,6 @@ pub(crate) fn enable_rxq_ovfl(fd: &impl AsRawFd) -> io::Result<()> {
 /// [`RecvBatch::data`], [`RecvBatch::addr`] and [`RecvBatch::truncated`].
 /// Returns `Err(WouldBlock)` when nothing is queued. Control messages are
 /// parsed for `SO_RXQ_OVFL` on both paths.
-#[allow(dead_code)] // until the receive lane calls it
 pub(crate) fn recv_batch(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result<usize> {
     if batch.batch == 1 {
         return recv_one(fd, batch);
@@ -130,7 +129,6 @@ impl MmsgScratch {
 /// A partial send is normal: resume with `start += n`. After an error that
 /// is not `WouldBlock`, datagram `start` will fail the same way again; count
 /// it and resume with `start + 1`.
-#[allow(dead_code)] // until the send path calls it
 pub(crate) fn send_batch(
     fd: &impl AsRawFd,
     batch: &mut SendBatch,

@@ -25,13 +25,11 @@ use std::ptr;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-#[allow(unused_imports)] // until the lanes call them
 pub(crate) use linux::{enable_rxq_ovfl, recv_batch, send_batch};
 
 #[cfg(any(not(target_os = "linux"), test))]
 mod portable;
 #[cfg(not(target_os = "linux"))]
-#[allow(unused_imports)] // until the lanes call them
 pub(crate) use portable::{enable_rxq_ovfl, recv_batch, send_batch};
 
 /// Largest UDP payload that fits in one IPv4 datagram:
@@ -184,8 +182,6 @@ unsafe impl Send for RecvBatch {}
 // several threads cannot race.
 unsafe impl Sync for RecvBatch {}
 
-// Not called yet: the receive/send lanes built on this layer will be.
-#[allow(dead_code)]
 impl RecvBatch {
     /// Allocates buffers for `batch` datagrams of up to `slot_size` bytes.
     ///
@@ -238,13 +234,9 @@ impl RecvBatch {
         self.batch
     }
 
-    /// The size of each receive slot in bytes.
-    pub(crate) fn slot_size(&self) -> usize {
-        self.slot_size
-    }
-
     /// How many datagrams the last successful call received (0 before any,
     /// or after a call that failed).
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.filled
     }
@@ -462,8 +454,6 @@ pub(crate) struct SendBatch {
     scratch: linux::MmsgScratch,
 }
 
-// Not called yet: the receive/send lanes built on this layer will be.
-#[allow(dead_code)]
 impl SendBatch {
     /// Creates an empty batch holding up to `capacity` datagrams, sending up
     /// to `per_call` datagrams per system call (1 = one per call).
@@ -511,6 +501,7 @@ impl SendBatch {
     }
 
     /// Whether nothing is queued.
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -518,16 +509,6 @@ impl SendBatch {
     /// Whether the batch holds `capacity` datagrams.
     pub(crate) fn is_full(&self) -> bool {
         self.entries.len() >= self.capacity
-    }
-
-    /// The most datagrams the batch holds.
-    pub(crate) fn capacity(&self) -> usize {
-        self.capacity
-    }
-
-    /// Datagrams sent per system call (1 = the portable path).
-    pub(crate) fn per_call(&self) -> usize {
-        self.per_call
     }
 
     /// Forgets all queued datagrams, keeping the allocations.

@@ -1,0 +1,243 @@
+//! The cast socket: one unconnected socket that sends to any address and
+//! reports each datagram's sender.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, Ready, SourceId, TimerId};
+
+use crate::config::EndpointConfig;
+use crate::counters::{bump, CounterSnapshot, Counters};
+use crate::endpoint::{Rx, Timers, Tx, RECV_BATCHES_PER_EVENT};
+use crate::error::SendError;
+use crate::socket::{self, SocketBuffers};
+use crate::sys;
+
+/// What a cast socket does. Its methods run on the socket's lane.
+pub trait CastHandler: Send + 'static {
+    /// The socket is bound and registered.
+    fn started(&mut self, ctx: &mut CastCtx<'_>) {
+        let _ = ctx;
+    }
+
+    /// A datagram from `from`.
+    fn datagram(&mut self, ctx: &mut CastCtx<'_>, from: SocketAddr, data: &[u8]);
+
+    /// A timer made with [`CastCtx::timer`] fired.
+    fn timer(&mut self, ctx: &mut CastCtx<'_>, timer: TimerId) {
+        let _ = (ctx, timer);
+    }
+}
+
+/// The cast socket's context: send to any address, timers.
+pub struct CastCtx<'a> {
+    tx: &'a mut Tx,
+    timers: &'a mut dyn Timers,
+}
+
+impl CastCtx<'_> {
+    /// Sends a datagram to `to`.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::TooLarge`], [`SendError::QueueFull`]; both counted.
+    pub fn send_to(&mut self, to: SocketAddr, data: &[u8]) -> Result<(), SendError> {
+        self.tx.send(Some(to), data)
+    }
+
+    /// Schedules a timer on this socket's lane.
+    pub fn timer(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId {
+        self.timers.add(deadline, period)
+    }
+
+    /// Cancels a timer.
+    pub fn cancel_timer(&mut self, id: TimerId) -> bool {
+        self.timers.cancel(id)
+    }
+}
+
+pub(crate) struct CastLane<H: CastHandler> {
+    handler: H,
+    rx: Rx,
+    tx: Tx,
+}
+
+impl<H: CastHandler> Lane for CastLane<H> {
+    fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, _source: SourceId, ready: Ready) -> Flow {
+        if ready.is_writable() {
+            self.tx.on_writable();
+        }
+        let mut flow = Flow::Yielded;
+        for _ in 0..RECV_BATCHES_PER_EVENT {
+            match self.rx.recv(&self.tx) {
+                Ok(n) => {
+                    for i in 0..n {
+                        if self.rx.batch.truncated(i) {
+                            bump(&self.tx.counters.truncated, 1);
+                            continue;
+                        }
+                        let mut ctx = CastCtx {
+                            tx: &mut self.tx,
+                            timers: cx,
+                        };
+                        let from = self.rx.batch.addr(i);
+                        self.handler.datagram(&mut ctx, from, self.rx.batch.data(i));
+                    }
+                    self.tx.flush();
+                    if !self.rx.was_full(n) {
+                        flow = Flow::Drained;
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    flow = Flow::Drained;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => bump(&self.tx.counters.recv_errors, 1),
+            }
+        }
+        self.tx.finish(cx);
+        flow
+    }
+
+    fn on_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+        let mut ctx = CastCtx {
+            tx: &mut self.tx,
+            timers: cx,
+        };
+        self.handler.timer(&mut ctx, timer);
+        self.tx.finish(cx);
+    }
+}
+
+/// An unconnected UDP socket on a lane. `Send + Sync + Clone`.
+pub struct Cast<H: CastHandler> {
+    lane: LaneHandle<CastLane<H>>,
+    counters: Arc<Counters>,
+    local: SocketAddr,
+    buffers: SocketBuffers,
+}
+
+impl<H: CastHandler> Clone for Cast<H> {
+    fn clone(&self) -> Self {
+        Cast {
+            lane: self.lane.clone(),
+            counters: self.counters.clone(),
+            local: self.local,
+            buffers: self.buffers,
+        }
+    }
+}
+
+impl<H: CastHandler> std::fmt::Debug for Cast<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cast").field("local", &self.local).finish()
+    }
+}
+
+impl<H: CastHandler> Cast<H> {
+    /// Binds `addr` and starts the socket on `reactor`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a bad config; the OS error of socket setup.
+    pub fn bind(
+        reactor: &Handle,
+        addr: SocketAddr,
+        config: EndpointConfig,
+        handler: H,
+    ) -> io::Result<Cast<H>> {
+        config.validate()?;
+        let (sock, buffers) = socket::bind(addr, &config.socket)?;
+        let local = sock.local_addr()?;
+        let counters = Arc::new(Counters::default());
+        let tx = Tx::new(sock, &config, counters.clone())?;
+        let state = CastLane {
+            handler,
+            rx: Rx::new(&config),
+            tx,
+        };
+        let (lane, registered) = reactor.add_lane_with(state, |st, cx| {
+            st.tx.register(cx)?;
+            let mut ctx = CastCtx {
+                tx: &mut st.tx,
+                timers: cx,
+            };
+            st.handler.started(&mut ctx);
+            st.tx.finish(cx);
+            Ok::<(), io::Error>(())
+        });
+        if let Err(e) = registered {
+            lane.close();
+            return Err(e);
+        }
+        Ok(Cast {
+            lane,
+            counters,
+            local,
+            buffers,
+        })
+    }
+
+    /// Runs `f` on the socket's lane with its handler and context.
+    pub fn post<F>(&self, f: F) -> bool
+    where
+        F: FnOnce(&mut H, &mut CastCtx<'_>) + Send + 'static,
+    {
+        self.lane.post(move |st, cx| {
+            let mut ctx = CastCtx {
+                tx: &mut st.tx,
+                timers: cx,
+            };
+            f(&mut st.handler, &mut ctx);
+            st.tx.finish(cx);
+        })
+    }
+
+    /// Sends `data` to `to` from any thread.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::TooLarge`] (checked now), [`SendError::Closed`].
+    pub fn send_to(&self, to: SocketAddr, data: &[u8]) -> Result<(), SendError> {
+        let limit = sys::max_payload(&to);
+        if data.len() > limit {
+            bump(&self.counters.send_too_large, 1);
+            return Err(SendError::TooLarge {
+                size: data.len(),
+                limit,
+            });
+        }
+        let data = data.to_vec();
+        if self.post(move |_, ctx| {
+            let _ = ctx.send_to(to, &data);
+        }) {
+            Ok(())
+        } else {
+            Err(SendError::Closed)
+        }
+    }
+
+    /// Closes the socket.
+    pub fn close(&self) {
+        self.lane.close();
+    }
+
+    /// The socket's counters.
+    pub fn counters(&self) -> CounterSnapshot {
+        self.counters.snapshot()
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The socket buffer sizes the kernel granted.
+    pub fn buffers(&self) -> SocketBuffers {
+        self.buffers
+    }
+}

@@ -1,0 +1,380 @@
+//! The client: one connected socket on a lane.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, Ready, SourceId, TimerId};
+
+use crate::config::EndpointConfig;
+use crate::counters::{bump, CounterSnapshot, Counters};
+use crate::endpoint::{Rx, Timers, Tx, RECV_BATCHES_PER_EVENT};
+use crate::error::{DisconnectReason, SendError};
+use crate::socket::{self, SocketBuffers};
+use crate::sys;
+
+/// Client settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// Local address to bind; `None` binds the unspecified address of the
+    /// server's family, port 0.
+    pub local: Option<SocketAddr>,
+    /// Socket, batch and queue settings.
+    pub endpoint: EndpointConfig,
+}
+
+/// What a client does. Its methods run on the client's lane.
+pub trait ClientHandler: Send + 'static {
+    /// The socket is connected and registered: start sending here.
+    fn started(&mut self, ctx: &mut ClientCtx<'_>) {
+        let _ = ctx;
+    }
+
+    /// A datagram from the server. Replies sent here go out at the end of
+    /// the receive batch.
+    fn datagram(&mut self, ctx: &mut ClientCtx<'_>, data: &[u8]);
+
+    /// The client ended: the server's port is closed
+    /// ([`DisconnectReason::Refused`], from ICMP port unreachable), a socket
+    /// error, [`Client::close`] or [`ClientCtx::close`]. The socket is closed
+    /// after this returns.
+    fn disconnect(&mut self, ctx: &mut ClientCtx<'_>, reason: DisconnectReason) {
+        let _ = (ctx, reason);
+    }
+
+    /// A timer made with [`ClientCtx::timer`] fired.
+    fn timer(&mut self, ctx: &mut ClientCtx<'_>, timer: TimerId) {
+        let _ = (ctx, timer);
+    }
+}
+
+/// The client's context: its send path and timers.
+pub struct ClientCtx<'a> {
+    tx: &'a mut Tx,
+    timers: &'a mut dyn Timers,
+    peer: SocketAddr,
+    close: &'a mut bool,
+}
+
+impl ClientCtx<'_> {
+    /// Sends a datagram to the server (at the end of the current batch, or
+    /// when the handler returns).
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::TooLarge`] over the family's payload limit (nothing is
+    /// sent), [`SendError::QueueFull`] when the socket blocks and the queue
+    /// is at its bound. Both are counted.
+    pub fn send(&mut self, data: &[u8]) -> Result<(), SendError> {
+        self.tx.send(None, data)
+    }
+
+    /// Sends what is pending now instead of when the handler returns.
+    pub fn flush(&mut self) {
+        self.tx.flush();
+    }
+
+    /// The server's address.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// This client's counters so far.
+    pub fn counters(&self) -> CounterSnapshot {
+        self.tx.counters.snapshot()
+    }
+
+    /// Schedules a timer on this client's lane.
+    pub fn timer(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId {
+        self.timers.add(deadline, period)
+    }
+
+    /// Cancels a timer; it will not fire again.
+    pub fn cancel_timer(&mut self, id: TimerId) -> bool {
+        self.timers.cancel(id)
+    }
+
+    /// Closes the client when the handler returns
+    /// ([`DisconnectReason::Closed`]).
+    pub fn close(&mut self) {
+        *self.close = true;
+    }
+}
+
+pub(crate) struct ClientLane<H: ClientHandler> {
+    handler: H,
+    rx: Rx,
+    tx: Tx,
+    peer: SocketAddr,
+    close: bool,
+}
+
+macro_rules! cctx {
+    ($lane:expr, $cx:expr) => {
+        ClientCtx {
+            tx: &mut $lane.tx,
+            timers: $cx,
+            peer: $lane.peer,
+            close: &mut $lane.close,
+        }
+    };
+}
+
+impl<H: ClientHandler> ClientLane<H> {
+    fn end(&mut self, cx: &mut LaneCx<'_, Self>, reason: DisconnectReason) {
+        self.tx.flush();
+        let mut ctx = cctx!(self, cx);
+        self.handler.disconnect(&mut ctx, reason);
+        self.tx.flush();
+        cx.close();
+    }
+
+    /// Ends the client if something asked for it; returns whether it did.
+    fn settle(&mut self, cx: &mut LaneCx<'_, Self>) -> bool {
+        self.tx.finish(cx);
+        if self.tx.refused {
+            self.end(cx, DisconnectReason::Refused);
+            return true;
+        }
+        if self.close {
+            self.end(cx, DisconnectReason::Closed);
+            return true;
+        }
+        false
+    }
+}
+
+impl<H: ClientHandler> Lane for ClientLane<H> {
+    fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, _source: SourceId, ready: Ready) -> Flow {
+        if ready.is_writable() {
+            self.tx.on_writable();
+        }
+        let mut flow = Flow::Yielded;
+        for _ in 0..RECV_BATCHES_PER_EVENT {
+            match self.rx.recv(&self.tx) {
+                Ok(n) => {
+                    for i in 0..n {
+                        if self.rx.batch.truncated(i) {
+                            bump(&self.tx.counters.truncated, 1);
+                            continue;
+                        }
+                        let mut ctx = cctx!(self, cx);
+                        self.handler.datagram(&mut ctx, self.rx.batch.data(i));
+                        if self.close {
+                            break;
+                        }
+                    }
+                    self.tx.flush();
+                    if self.close || !self.rx.was_full(n) {
+                        flow = Flow::Drained;
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    flow = Flow::Drained;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    bump(&self.tx.counters.recv_errors, 1);
+                    let reason = if e.kind() == io::ErrorKind::ConnectionRefused {
+                        DisconnectReason::Refused
+                    } else {
+                        DisconnectReason::Error(e.kind())
+                    };
+                    self.end(cx, reason);
+                    return Flow::Drained;
+                }
+            }
+        }
+        if self.settle(cx) {
+            return Flow::Drained;
+        }
+        flow
+    }
+
+    fn on_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+        let mut ctx = cctx!(self, cx);
+        self.handler.timer(&mut ctx, timer);
+        self.settle(cx);
+    }
+}
+
+/// A client: one connected UDP socket on a lane. `Send + Sync + Clone`.
+///
+/// # Examples
+///
+/// ```
+/// use keel_reactor::{IoModel, Runtime};
+/// use keel_udp::{Client, ClientConfig, ClientCtx, ClientHandler};
+/// use std::sync::mpsc;
+///
+/// struct Ping(mpsc::Sender<Vec<u8>>);
+/// impl ClientHandler for Ping {
+///     fn started(&mut self, ctx: &mut ClientCtx<'_>) {
+///         ctx.send(b"ping").unwrap();
+///     }
+///     fn datagram(&mut self, _ctx: &mut ClientCtx<'_>, data: &[u8]) {
+///         self.0.send(data.to_vec()).unwrap();
+///     }
+/// }
+///
+/// // A plain echo peer to talk to.
+/// let peer = std::net::UdpSocket::bind("127.0.0.1:0")?;
+/// let rt = Runtime::new(IoModel::Shared { threads: 1 })?;
+/// let (tx, rx) = mpsc::channel();
+/// let client = Client::connect(rt.handle(), peer.local_addr()?, ClientConfig::default(), Ping(tx))?;
+/// let mut buf = [0u8; 16];
+/// let (n, from) = peer.recv_from(&mut buf)?;
+/// peer.send_to(&buf[..n], from)?;
+/// assert_eq!(rx.recv()?, b"ping");
+/// client.close();
+/// rt.stop()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Client<H: ClientHandler> {
+    lane: LaneHandle<ClientLane<H>>,
+    counters: Arc<Counters>,
+    local: SocketAddr,
+    peer: SocketAddr,
+    buffers: SocketBuffers,
+}
+
+impl<H: ClientHandler> Clone for Client<H> {
+    fn clone(&self) -> Self {
+        Client {
+            lane: self.lane.clone(),
+            counters: self.counters.clone(),
+            local: self.local,
+            peer: self.peer,
+            buffers: self.buffers,
+        }
+    }
+}
+
+impl<H: ClientHandler> std::fmt::Debug for Client<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("local", &self.local)
+            .field("peer", &self.peer)
+            .finish()
+    }
+}
+
+impl<H: ClientHandler> Client<H> {
+    /// Connects a socket to `server` and starts the client on `reactor`;
+    /// [`ClientHandler::started`] runs before this returns.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a bad config; the OS error of socket setup, naming
+    /// the addresses and the step that failed.
+    pub fn connect(
+        reactor: &Handle,
+        server: SocketAddr,
+        config: ClientConfig,
+        handler: H,
+    ) -> io::Result<Client<H>> {
+        config.endpoint.validate()?;
+        let (sock, buffers) = socket::connect(config.local, server, &config.endpoint.socket)?;
+        let local = sock.local_addr()?;
+        let counters = Arc::new(Counters::default());
+        let tx = Tx::new(sock, &config.endpoint, counters.clone())?;
+        let state = ClientLane {
+            handler,
+            rx: Rx::new(&config.endpoint),
+            tx,
+            peer: server,
+            close: false,
+        };
+        let (lane, registered) = reactor.add_lane_with(state, |st, cx| {
+            st.tx.register(cx)?;
+            let mut ctx = cctx!(st, cx);
+            st.handler.started(&mut ctx);
+            st.settle(cx);
+            Ok::<(), io::Error>(())
+        });
+        if let Err(e) = registered {
+            lane.close();
+            return Err(e);
+        }
+        Ok(Client {
+            lane,
+            counters,
+            local,
+            peer: server,
+            buffers,
+        })
+    }
+
+    /// Runs `f` on the client's lane with its handler and context.
+    /// Returns false if the client is closed.
+    pub fn post<F>(&self, f: F) -> bool
+    where
+        F: FnOnce(&mut H, &mut ClientCtx<'_>) + Send + 'static,
+    {
+        self.lane.post(move |st, cx| {
+            let mut ctx = cctx!(st, cx);
+            f(&mut st.handler, &mut ctx);
+            st.settle(cx);
+        })
+    }
+
+    /// Sends `data` to the server from any thread (the size is checked now,
+    /// the send happens on the client's lane).
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::TooLarge`], [`SendError::Closed`].
+    pub fn send(&self, data: &[u8]) -> Result<(), SendError> {
+        let limit = sys::max_payload(&self.peer);
+        if data.len() > limit {
+            bump(&self.counters.send_too_large, 1);
+            return Err(SendError::TooLarge {
+                size: data.len(),
+                limit,
+            });
+        }
+        let data = data.to_vec();
+        if self.post(move |_, ctx| {
+            let _ = ctx.send(&data);
+        }) {
+            Ok(())
+        } else {
+            Err(SendError::Closed)
+        }
+    }
+
+    /// Closes the client: [`ClientHandler::disconnect`] runs with
+    /// [`DisconnectReason::Closed`], then the socket is closed.
+    pub fn close(&self) {
+        self.lane
+            .post(|st, cx| st.end(cx, DisconnectReason::Closed));
+    }
+
+    /// Whether the client has ended.
+    pub fn is_closed(&self) -> bool {
+        self.lane.is_closed()
+    }
+
+    /// The client's counters.
+    pub fn counters(&self) -> CounterSnapshot {
+        self.counters.snapshot()
+    }
+
+    /// The local address the socket is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The server's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// The socket buffer sizes the kernel granted.
+    pub fn buffers(&self) -> SocketBuffers {
+        self.buffers
+    }
+}

@@ -1,0 +1,137 @@
+//! Configuration of servers, clients and cast sockets.
+
+use std::io;
+use std::time::Duration;
+
+use crate::socket::SocketOptions;
+
+/// Default bound of a send queue in bytes (16 MiB).
+pub const DEFAULT_SEND_QUEUE_BYTES: usize = 16 * 1024 * 1024;
+/// Default bound of a send queue in datagrams.
+pub const DEFAULT_SEND_QUEUE_DATAGRAMS: usize = 1024;
+/// Default datagrams per `recvmmsg`/`sendmmsg`.
+pub const DEFAULT_BATCH: usize = 64;
+/// Default receive slot: large enough for any UDP payload, so nothing is
+/// truncated. Only the bytes a datagram fills are touched, so untouched
+/// pages of the slots cost no resident memory.
+pub const DEFAULT_MAX_DATAGRAM: usize = 65_536;
+
+/// Settings every endpoint (server lane, client, cast socket) shares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointConfig {
+    /// Datagrams per receive and send system call (`recvmmsg`/`sendmmsg`);
+    /// 1 selects the portable one-datagram-per-call path. 1..=1024.
+    pub batch: usize,
+    /// Receive slot size in bytes; a larger datagram is truncated by the
+    /// kernel, then dropped and counted (`truncated`). 1..=65,536.
+    pub max_datagram: usize,
+    /// Bound of the send queue in bytes (datagrams wait there when the
+    /// socket would block); past it sends fail with `QueueFull`.
+    pub send_queue_bytes: usize,
+    /// Bound of the send queue in datagrams.
+    pub send_queue_datagrams: usize,
+    /// Socket options (buffer sizes, reuse, `IPV6_V6ONLY`).
+    pub socket: SocketOptions,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        EndpointConfig {
+            batch: DEFAULT_BATCH,
+            max_datagram: DEFAULT_MAX_DATAGRAM,
+            send_queue_bytes: DEFAULT_SEND_QUEUE_BYTES,
+            send_queue_datagrams: DEFAULT_SEND_QUEUE_DATAGRAMS,
+            socket: SocketOptions::default(),
+        }
+    }
+}
+
+fn invalid(what: &str, accepted: &str, got: impl std::fmt::Display) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{what}: expected {accepted}, got {got}"),
+    )
+}
+
+impl EndpointConfig {
+    pub(crate) fn validate(&self) -> io::Result<()> {
+        if !(1..=1024).contains(&self.batch) {
+            return Err(invalid("batch", "1..=1024", self.batch));
+        }
+        if !(1..=65_536).contains(&self.max_datagram) {
+            return Err(invalid("max_datagram", "1..=65536", self.max_datagram));
+        }
+        if self.send_queue_datagrams == 0 {
+            return Err(invalid("send_queue_datagrams", "at least 1", 0));
+        }
+        if self.send_queue_bytes == 0 {
+            return Err(invalid("send_queue_bytes", "at least 1", 0));
+        }
+        Ok(())
+    }
+}
+
+/// What a server lane does with a datagram from a new peer when its session
+/// table holds `max_sessions` sessions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FullPolicy {
+    /// Refuse the new peer: its datagram is dropped and counted in
+    /// `sessions_refused`; established sessions are never disturbed. The
+    /// default, because a source address costs an attacker nothing: a flood
+    /// of new addresses cannot push out the players already connected.
+    #[default]
+    Refuse,
+    /// Evict the idlest of a few sampled sessions (disconnect reason
+    /// `Evicted`, counted in `sessions_evicted`) and admit the new peer.
+    /// Useful when stale sessions must not lock out new players, at the
+    /// price that a flood can evict quiet ones.
+    EvictIdlest,
+}
+
+/// Server settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// Receive lanes: sockets bound to the same address and port with
+    /// `SO_REUSEPORT`, each its own serialized lane. 1..=1024; default 1.
+    pub lanes: usize,
+    /// Sessions per lane at most. Default 65,536.
+    pub max_sessions: usize,
+    /// What happens when the table is full.
+    pub full_policy: FullPolicy,
+    /// A session without a datagram for this long is closed (reason
+    /// `IdleTimeout`). `None` turns it off. Default 60 s.
+    pub idle_timeout: Option<Duration>,
+    /// Settings of each lane's socket and queues.
+    pub endpoint: EndpointConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            lanes: 1,
+            max_sessions: 65_536,
+            full_policy: FullPolicy::Refuse,
+            idle_timeout: Some(Duration::from_secs(60)),
+            endpoint: EndpointConfig::default(),
+        }
+    }
+}
+
+impl ServerConfig {
+    pub(crate) fn validate(&self) -> io::Result<()> {
+        if !(1..=1024).contains(&self.lanes) {
+            return Err(invalid("lanes", "1..=1024", self.lanes));
+        }
+        if self.max_sessions == 0 {
+            return Err(invalid("max_sessions", "at least 1", 0));
+        }
+        if self.idle_timeout == Some(Duration::ZERO) {
+            return Err(invalid(
+                "idle_timeout",
+                "a positive duration or None (off)",
+                "0",
+            ));
+        }
+        self.endpoint.validate()
+    }
+}

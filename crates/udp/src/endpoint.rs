@@ -1,0 +1,261 @@
+//! The parts every endpoint (server lane, client, cast socket) shares: the
+//! receive batch, the send path with its bounded queue, timers, counters.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keel_reactor::{Interest, Lane, LaneCx, SourceId, TimerId};
+use mio::net::UdpSocket;
+
+use crate::config::EndpointConfig;
+use crate::counters::{bump, Counters};
+use crate::error::SendError;
+use crate::sys::{self, RecvBatch, SendBatch};
+
+/// Timer operations a handler can reach through its context, without the
+/// context's type naming the lane type.
+pub(crate) trait Timers {
+    fn add(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId;
+    fn cancel(&mut self, id: TimerId) -> bool;
+}
+
+impl<L: Lane> Timers for LaneCx<'_, L> {
+    fn add(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId {
+        self.timer(deadline, period)
+    }
+
+    fn cancel(&mut self, id: TimerId) -> bool {
+        self.cancel_timer(id)
+    }
+}
+
+/// The receive side: one caller-owned batch, reused for every call.
+pub(crate) struct Rx {
+    pub(crate) batch: RecvBatch,
+}
+
+impl Rx {
+    pub(crate) fn new(cfg: &EndpointConfig) -> Rx {
+        Rx {
+            batch: RecvBatch::new(cfg.batch, cfg.max_datagram),
+        }
+    }
+
+    /// One receive call (up to `batch` datagrams); counts what came in and
+    /// the kernel drops reported with it.
+    pub(crate) fn recv(&mut self, tx: &Tx) -> io::Result<usize> {
+        let n = sys::recv_batch(&tx.socket, &mut self.batch)?;
+        let mut bytes = 0;
+        for i in 0..n {
+            bytes += self.batch.data(i).len() as u64;
+        }
+        let c = &tx.counters;
+        bump(&c.datagrams_in, n as u64);
+        bump(&c.bytes_in, bytes);
+        let drops = self.batch.take_kernel_drops_delta();
+        if drops > 0 {
+            bump(&c.kernel_drops, drops);
+        }
+        Ok(n)
+    }
+
+    /// Whether the last call filled the whole batch (more may be waiting).
+    pub(crate) fn was_full(&self, n: usize) -> bool {
+        n >= self.batch.batch()
+    }
+}
+
+/// The send side: datagrams made while a batch is handled wait in `pending`
+/// and go out with one `sendmmsg` at the end of the batch; when the socket
+/// would block they move to the bounded `queue`, flushed on writable.
+pub(crate) struct Tx {
+    pub(crate) socket: UdpSocket,
+    pub(crate) source: Option<SourceId>,
+    pub(crate) counters: Arc<Counters>,
+    pending: SendBatch,
+    queue: SendBatch,
+    queue_start: usize,
+    queue_bytes: usize,
+    limit_datagrams: usize,
+    limit_bytes: usize,
+    default_limit: usize,
+    /// Interest currently registered includes WRITABLE.
+    writable_registered: bool,
+    /// A send met ECONNREFUSED (connected sockets: ICMP port unreachable).
+    pub(crate) refused: bool,
+}
+
+impl Tx {
+    pub(crate) fn new(
+        socket: UdpSocket,
+        cfg: &EndpointConfig,
+        counters: Arc<Counters>,
+    ) -> io::Result<Tx> {
+        let local = socket.local_addr()?;
+        Ok(Tx {
+            socket,
+            source: None,
+            counters,
+            pending: SendBatch::new(cfg.batch, cfg.batch),
+            // Admission keeps the queue within its bound; the extra batch
+            // is room for a pending batch cut short by WouldBlock.
+            queue: SendBatch::new(cfg.send_queue_datagrams + cfg.batch, cfg.batch),
+            queue_start: 0,
+            queue_bytes: 0,
+            limit_datagrams: cfg.send_queue_datagrams,
+            limit_bytes: cfg.send_queue_bytes,
+            default_limit: sys::max_payload(&local),
+            writable_registered: false,
+            refused: false,
+        })
+    }
+
+    pub(crate) fn register<L: Lane>(&mut self, cx: &mut LaneCx<'_, L>) -> io::Result<SourceId> {
+        let id = cx.register(&mut self.socket, Interest::READABLE)?;
+        self.source = Some(id);
+        Ok(id)
+    }
+
+    fn blocked(&self) -> bool {
+        self.queue_start < self.queue.len()
+    }
+
+    /// Datagrams waiting in the send queue.
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.len() - self.queue_start
+    }
+
+    /// Queues one datagram for `dest` (`None`: the connected peer).
+    pub(crate) fn send(&mut self, dest: Option<SocketAddr>, data: &[u8]) -> Result<(), SendError> {
+        let limit = dest.as_ref().map_or(self.default_limit, sys::max_payload);
+        if data.len() > limit {
+            bump(&self.counters.send_too_large, 1);
+            return Err(SendError::TooLarge {
+                size: data.len(),
+                limit,
+            });
+        }
+        if self.blocked() {
+            let queued = self.queued();
+            if queued >= self.limit_datagrams || self.queue_bytes + data.len() > self.limit_bytes {
+                bump(&self.counters.send_queue_rejections, 1);
+                return Err(SendError::QueueFull {
+                    queued_datagrams: queued,
+                    queued_bytes: self.queue_bytes,
+                    limit_datagrams: self.limit_datagrams,
+                    limit_bytes: self.limit_bytes,
+                });
+            }
+            self.queue.push(dest, data);
+            self.queue_bytes += data.len();
+            bump(&self.counters.send_queued, 1);
+            return Ok(());
+        }
+        if self.pending.is_full() {
+            self.flush();
+            if self.blocked() {
+                return self.send(dest, data);
+            }
+        }
+        self.pending.push(dest, data);
+        Ok(())
+    }
+
+    /// Sends what is pending; what would block moves to the queue.
+    pub(crate) fn flush(&mut self) {
+        let len = self.pending.len();
+        let mut start = 0;
+        while start < len {
+            match sys::send_batch(&self.socket, &mut self.pending, start) {
+                Ok(n) => {
+                    let mut bytes = 0;
+                    for i in start..start + n {
+                        bytes += self.pending.entry(i).1.len() as u64;
+                    }
+                    bump(&self.counters.datagrams_out, n as u64);
+                    bump(&self.counters.bytes_out, bytes);
+                    start += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    for i in start..len {
+                        let (dest, data) = self.pending.entry(i);
+                        // Cannot fail: the queue has a batch of headroom and
+                        // is empty whenever `pending` is used.
+                        let pushed = self.queue.push(dest, data);
+                        debug_assert!(pushed);
+                        self.queue_bytes += data.len();
+                    }
+                    bump(&self.counters.send_queued, (len - start) as u64);
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.note_send_error(&e);
+                    start += 1;
+                }
+            }
+        }
+        self.pending.clear();
+    }
+
+    fn note_send_error(&mut self, e: &io::Error) {
+        bump(&self.counters.send_errors, 1);
+        if e.kind() == io::ErrorKind::ConnectionRefused {
+            self.refused = true;
+        }
+    }
+
+    /// The socket became writable: sends from the queue until it is empty or
+    /// would block again.
+    pub(crate) fn on_writable(&mut self) {
+        while self.queue_start < self.queue.len() {
+            match sys::send_batch(&self.socket, &mut self.queue, self.queue_start) {
+                Ok(n) => {
+                    let mut bytes = 0;
+                    for i in self.queue_start..self.queue_start + n {
+                        bytes += self.queue.entry(i).1.len();
+                    }
+                    bump(&self.counters.datagrams_out, n as u64);
+                    bump(&self.counters.bytes_out, bytes as u64);
+                    self.queue_bytes -= bytes;
+                    self.queue_start += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.note_send_error(&e);
+                    self.queue_bytes -= self.queue.entry(self.queue_start).1.len();
+                    self.queue_start += 1;
+                }
+            }
+        }
+        self.queue.clear();
+        self.queue_start = 0;
+        self.queue_bytes = 0;
+    }
+
+    /// Flushes, then asks for WRITABLE readiness exactly while datagrams
+    /// wait in the queue.
+    pub(crate) fn finish<L: Lane>(&mut self, cx: &mut LaneCx<'_, L>) {
+        self.flush();
+        let want = self.blocked();
+        if want != self.writable_registered {
+            if let Some(id) = self.source {
+                let interest = if want {
+                    Interest::READABLE | Interest::WRITABLE
+                } else {
+                    Interest::READABLE
+                };
+                if cx.reregister(&mut self.socket, id, interest).is_ok() {
+                    self.writable_registered = want;
+                }
+            }
+        }
+    }
+}
+
+/// Batches of datagrams one readiness event may handle before the lane
+/// yields to other lanes (it is put back on the run queue).
+pub(crate) const RECV_BATCHES_PER_EVENT: usize = 16;
