@@ -1,25 +1,34 @@
-//! keel-bench: the runtime-independent parts of keel's loopback benchmark.
+//! keel-bench: keel's loopback benchmark.
 //!
 //! keel-bench is a drop-in for the UDP part of arknet's loopback benchmark:
 //! same flags, same JSON fields, same meaning, plus documented additions.
-//! This library holds the pieces that do not touch the network, so they can
-//! be tested on their own and shared by the binary and its tests:
+//! The library holds everything, so it can be tested piece by piece and the
+//! binary stays thin:
 //!
 //! * [`flags`]: command line parsing and validation into a [`flags::Command`];
 //! * [`message`]: the benchmark datagram, the server's work, sockperf replies;
 //! * [`stats`]: RTT percentiles with bounded memory;
 //! * [`output`]: the one-line JSON report;
 //! * [`procstats`]: CPU time, peak RSS and host UDP counters from `/proc`;
-//! * [`run`]: the entry points of the network run (stand-ins for now).
+//! * [`report`]: `keel-bench report`, result files to a Markdown table and
+//!   SVG charts;
+//! * [`loopback`], [`client`], [`echo`], [`serve`]: the network run on
+//!   keel-reactor and keel-udp (public API only);
+//! * [`run`]: the entry points of the commands.
 //!
 //! The binary's exit codes are [`EXIT_OK`], [`EXIT_FAILED`] and
 //! [`EXIT_BAD_ARGS`].
 
+pub mod client;
+pub mod echo;
 pub mod flags;
+pub mod loopback;
 pub mod message;
 pub mod output;
 pub mod procstats;
+pub mod report;
 pub mod run;
+pub mod serve;
 pub mod stats;
 
 /// Exit code: the run passed every check (or `--help` was printed).

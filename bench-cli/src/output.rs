@@ -116,6 +116,7 @@ pub const KEEL_FIELDS: &[&str] = &[
     "snmp_udp_rcvbuf_errors",
     "snmp_udp_sndbuf_errors",
     "snmp_udp_in_errors",
+    "late_echoes",
 ];
 
 /// Which part of the benchmark produced a report.
@@ -279,6 +280,9 @@ pub struct RunReport {
     pub snmp_udp_sndbuf_errors: Option<u64>,
     /// Host `Udp InErrors` increase over the run.
     pub snmp_udp_in_errors: Option<u64>,
+    /// Echoes that came back after `--loss-timeout` had given their message
+    /// up (counted, never taken for content); `null` when not measured.
+    pub late_echoes: Option<u64>,
 }
 
 impl RunReport {
@@ -356,6 +360,7 @@ impl RunReport {
             snmp_udp_rcvbuf_errors: None,
             snmp_udp_sndbuf_errors: None,
             snmp_udp_in_errors: None,
+            late_echoes: None,
         }
     }
 

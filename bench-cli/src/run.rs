@@ -1,34 +1,49 @@
-//! Entry points of the network side: the run, the server alone, the report.
-//!
-//! These are stand-ins with their final signatures: the run (server and
-//! clients on keel's runtime, over keel-udp) is written later on top of the
-//! other modules of this crate. Until then each one fails cleanly, with a
-//! report whose `error` says so, so the binary's contract (one JSON line,
-//! exit code) already holds.
+//! Entry points of the binary's commands: the run, the server alone, the
+//! report.
 
 use crate::flags::{ReportConfig, RunConfig, ServeConfig};
 use crate::output::RunReport;
 
-/// `error` of every report until the network run exists.
-pub const NOT_IMPLEMENTED: &str = "not implemented yet: the network run of keel-bench is \
-                                   still being written on keel-udp";
-
 /// Runs the benchmark described by `cfg` and returns its report, with
 /// [`RunReport::finish`] applied (so `ok` decides the exit code).
 pub fn run(cfg: &RunConfig) -> RunReport {
-    RunReport::error_report(Some(cfg), NOT_IMPLEMENTED)
+    crate::loopback::run(cfg)
 }
 
 /// Serves echoes as described by `cfg` until its `--seconds` elapse or the
-/// process is interrupted. `Err` carries the reason it could not serve.
+/// process gets SIGINT/SIGTERM, then prints the summary line. `Err` carries
+/// the reason it could not serve.
 pub fn serve(cfg: &ServeConfig) -> Result<(), String> {
-    let _ = cfg;
-    Err(format!("serve: {NOT_IMPLEMENTED}"))
+    let summary = crate::serve::serve(cfg)?;
+    println!(
+        "{}",
+        serde_json::to_string(&summary).expect("the serve summary always serializes")
+    );
+    if summary.ok {
+        Ok(())
+    } else {
+        Err(summary.error.unwrap_or_else(|| "serve failed".into()))
+    }
 }
 
-/// Reads result files and writes the summary table and charts.
-/// `Err` carries the reason it could not.
+/// Reads result files and writes the summary table and charts (see
+/// [`crate::report`]); says on stderr what it wrote. `Err` carries the
+/// reason it could not.
 pub fn report(cfg: &ReportConfig) -> Result<(), String> {
-    let _ = cfg;
-    Err(format!("report: {NOT_IMPLEMENTED}"))
+    let written = crate::report::write(cfg)?;
+    eprintln!(
+        "report: {} runs, {} configurations summarised, {} excluded (a repetition failed){}",
+        written.runs,
+        written.summarised,
+        written.excluded,
+        if written.unreadable > 0 {
+            format!(", {} unreadable lines", written.unreadable)
+        } else {
+            String::new()
+        }
+    );
+    for file in &written.files {
+        eprintln!("report: wrote {}", file.display());
+    }
+    Ok(())
 }

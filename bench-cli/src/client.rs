@@ -1,0 +1,303 @@
+//! One benchmark client: a closed-loop window of messages over a keel-udp
+//! [`Client`](keel_udp::Client), every echo checked byte for byte.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use keel_reactor::TimerId;
+use keel_udp::{ClientCtx, ClientHandler, DisconnectReason};
+
+use crate::message::{decode_header, encode, verify_fill, Phase};
+use crate::stats::Rtt;
+
+/// The run's schedule, shared by every client.
+#[derive(Clone, Copy, Debug)]
+pub struct Schedule {
+    /// Start of the measured phase (end of the warm-up).
+    pub measure_start: Instant,
+    /// End of the measured phase: no message is sent after it.
+    pub measure_end: Instant,
+    /// `--loss-timeout`: an echo not back within this is counted lost and
+    /// its slot reused.
+    pub loss_timeout: Option<Duration>,
+}
+
+/// Counts clients that have nothing in flight after the measured phase.
+#[derive(Debug, Default)]
+pub struct DrainLatch {
+    done: Mutex<(u32, Option<Instant>)>,
+    cv: Condvar,
+}
+
+impl DrainLatch {
+    fn arrive(&self, at: Instant) {
+        let mut d = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        d.0 += 1;
+        d.1 = Some(d.1.map_or(at, |t| t.max(at)));
+        self.cv.notify_all();
+    }
+
+    /// Waits until `clients` clients drained or `deadline` passes. Returns
+    /// the instant the last one drained, if all did.
+    pub fn wait(&self, clients: u32, deadline: Instant) -> Option<Instant> {
+        let mut d = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if d.0 >= clients {
+                return d.1;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            d = self
+                .cv
+                .wait_timeout(d, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+/// What one client counted; summed over clients for the report.
+#[derive(Clone, Debug, Default)]
+pub struct ClientTally {
+    /// Measured-phase messages sent.
+    pub messages_sent: u64,
+    /// Measured-phase echoes received and correct.
+    pub messages: u64,
+    /// Sends refused by keel (queue full, too large).
+    pub send_rejections: u64,
+    /// Echoes with wrong size, phase or bytes.
+    pub content_errors: u64,
+    /// Echoes whose sequence is not above the highest seen in the phase.
+    pub order_errors: u64,
+    /// Datagrams that are not an outstanding message of this client.
+    pub unexpected: u64,
+    /// Echoes of messages already given up by `--loss-timeout`.
+    pub late_echoes: u64,
+    /// Measured messages given up (loss timeout) or outstanding at the end.
+    pub lost: u64,
+    /// Disconnect events (e.g. ICMP port unreachable).
+    pub disconnects: u64,
+    /// Warm-up messages sent and completed.
+    pub warmup_sent: u64,
+    /// Warm-up echoes received and correct.
+    pub warmup_done: u64,
+    /// Errors of any kind during the warm-up (including warm-up messages
+    /// never echoed).
+    pub warmup_errors: u64,
+}
+
+impl ClientTally {
+    /// Adds another client's counts.
+    pub fn add(&mut self, o: &ClientTally) {
+        self.messages_sent += o.messages_sent;
+        self.messages += o.messages;
+        self.send_rejections += o.send_rejections;
+        self.content_errors += o.content_errors;
+        self.order_errors += o.order_errors;
+        self.unexpected += o.unexpected;
+        self.late_echoes += o.late_echoes;
+        self.lost += o.lost;
+        self.disconnects += o.disconnects;
+        self.warmup_sent += o.warmup_sent;
+        self.warmup_done += o.warmup_done;
+        self.warmup_errors += o.warmup_errors;
+    }
+}
+
+/// Most given-up sequence numbers remembered, so memory stays bounded on a
+/// very lossy path; a late echo beyond that counts as unexpected.
+const GIVEN_UP_LIMIT: usize = 1 << 20;
+
+/// The client handler.
+pub struct BenchClient {
+    id: u32,
+    window: u32,
+    buf: Vec<u8>,
+    schedule: Option<Schedule>,
+    next_seq: u64,
+    outstanding: HashMap<u64, (Instant, Phase)>,
+    given_up: HashSet<u64>,
+    highest: [Option<u64>; 2],
+    /// Measured-phase RTTs.
+    pub rtt: Rtt,
+    /// Counts so far.
+    pub tally: ClientTally,
+    latch: Arc<DrainLatch>,
+    drained: bool,
+    loss_timer: Option<TimerId>,
+}
+
+impl BenchClient {
+    /// A client with id `id` sending `payload`-byte messages, `window` in
+    /// flight.
+    pub fn new(id: u32, payload: usize, window: u32, latch: Arc<DrainLatch>) -> BenchClient {
+        BenchClient {
+            id,
+            window,
+            buf: vec![0u8; payload],
+            schedule: None,
+            next_seq: 0,
+            outstanding: HashMap::with_capacity(window as usize * 2),
+            given_up: HashSet::new(),
+            highest: [None, None],
+            rtt: Rtt::new(),
+            tally: ClientTally::default(),
+            latch,
+            drained: false,
+            loss_timer: None,
+        }
+    }
+
+    /// Starts the closed loop: `window` messages now, one more per echo.
+    pub fn start(&mut self, ctx: &mut ClientCtx<'_>, schedule: Schedule) {
+        self.schedule = Some(schedule);
+        if let Some(t) = schedule.loss_timeout {
+            let every = (t / 4).clamp(Duration::from_millis(1), Duration::from_millis(250));
+            self.loss_timer = Some(ctx.timer(Instant::now() + every, Some(every)));
+        }
+        let now = Instant::now();
+        for _ in 0..self.window {
+            self.send_next(ctx, now);
+        }
+        self.check_drained(now);
+    }
+
+    fn send_next(&mut self, ctx: &mut ClientCtx<'_>, now: Instant) {
+        let Some(s) = self.schedule else { return };
+        if now >= s.measure_end {
+            return;
+        }
+        let phase = if now < s.measure_start {
+            Phase::Warmup
+        } else {
+            Phase::Measured
+        };
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        encode(&mut self.buf, phase, self.id, seq);
+        // RTT runs from just before the send is submitted.
+        let sent_at = Instant::now();
+        match ctx.send(&self.buf) {
+            Ok(()) => {
+                self.outstanding.insert(seq, (sent_at, phase));
+                match phase {
+                    Phase::Measured => self.tally.messages_sent += 1,
+                    Phase::Warmup => self.tally.warmup_sent += 1,
+                }
+            }
+            Err(_) => match phase {
+                Phase::Measured => self.tally.send_rejections += 1,
+                Phase::Warmup => self.tally.warmup_errors += 1,
+            },
+        }
+    }
+
+    fn error(&mut self, phase: Phase, kind: fn(&mut ClientTally) -> &mut u64) {
+        match phase {
+            Phase::Measured => *kind(&mut self.tally) += 1,
+            Phase::Warmup => self.tally.warmup_errors += 1,
+        }
+    }
+
+    fn check_drained(&mut self, now: Instant) {
+        let Some(s) = self.schedule else { return };
+        if !self.drained && now >= s.measure_end && self.outstanding.is_empty() {
+            self.drained = true;
+            self.latch.arrive(now);
+        }
+    }
+
+    /// Ends the run for this client: whatever is still outstanding is lost
+    /// (measured) or a warm-up error.
+    pub fn finish(&mut self) {
+        for (_, (_, phase)) in self.outstanding.drain() {
+            match phase {
+                Phase::Measured => self.tally.lost += 1,
+                Phase::Warmup => self.tally.warmup_errors += 1,
+            }
+        }
+        self.schedule = None;
+    }
+}
+
+impl ClientHandler for BenchClient {
+    fn datagram(&mut self, ctx: &mut ClientCtx<'_>, data: &[u8]) {
+        let now = Instant::now();
+        let header = match decode_header(data) {
+            Ok(h) if h.client == self.id => h,
+            _ => {
+                self.tally.unexpected += 1;
+                return;
+            }
+        };
+        let Some((sent_at, phase)) = self.outstanding.remove(&header.seq) else {
+            if self.given_up.remove(&header.seq) {
+                self.tally.late_echoes += 1;
+            } else {
+                self.tally.unexpected += 1;
+            }
+            return;
+        };
+        let mut good = true;
+        if header.phase != phase || data.len() != self.buf.len() || !verify_fill(data, &header) {
+            self.error(phase, |t| &mut t.content_errors);
+            good = false;
+        }
+        let highest = self.highest[phase as usize];
+        if highest.is_some_and(|h| header.seq <= h) {
+            self.error(phase, |t| &mut t.order_errors);
+            good = false;
+        }
+        self.highest[phase as usize] = Some(highest.map_or(header.seq, |h| h.max(header.seq)));
+        if good {
+            match phase {
+                Phase::Measured => {
+                    self.tally.messages += 1;
+                    self.rtt.record(now.saturating_duration_since(sent_at));
+                }
+                Phase::Warmup => self.tally.warmup_done += 1,
+            }
+        }
+        self.send_next(ctx, now);
+        self.check_drained(now);
+    }
+
+    fn timer(&mut self, ctx: &mut ClientCtx<'_>, timer: TimerId) {
+        if Some(timer) != self.loss_timer {
+            return;
+        }
+        let Some(limit) = self.schedule.and_then(|s| s.loss_timeout) else {
+            return;
+        };
+        let now = Instant::now();
+        let mut expired = 0;
+        let given_up = &mut self.given_up;
+        let tally = &mut self.tally;
+        self.outstanding.retain(|seq, (sent_at, phase)| {
+            if now.saturating_duration_since(*sent_at) < limit {
+                return true;
+            }
+            match phase {
+                Phase::Measured => tally.lost += 1,
+                Phase::Warmup => tally.warmup_errors += 1,
+            }
+            if given_up.len() < GIVEN_UP_LIMIT {
+                given_up.insert(*seq);
+            }
+            expired += 1;
+            false
+        });
+        // Reuse the slots: the run keeps measuring on a lossy path.
+        for _ in 0..expired {
+            self.send_next(ctx, now);
+        }
+        self.check_drained(now);
+    }
+
+    fn disconnect(&mut self, _ctx: &mut ClientCtx<'_>, _reason: DisconnectReason) {
+        self.tally.disconnects += 1;
+    }
+}

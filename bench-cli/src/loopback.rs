@@ -1,0 +1,264 @@
+//! The run: the echo server (unless `--connect`) and every client in this
+//! process, on one keel runtime, through keel-udp's public API only.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use keel_reactor::{IoModel as KeelModel, Runtime};
+use keel_udp::{Client, ClientConfig, EndpointConfig, Server, ServerConfig, SocketOptions};
+
+use crate::client::{BenchClient, ClientTally, DrainLatch, Schedule};
+use crate::echo::{Echo, EchoMode, EchoStats};
+use crate::flags::{AddressFamily, IoModel, RunConfig};
+use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
+use crate::procstats::{peak_rss_bytes, process_cpu_time, udp_delta, UdpCounters};
+use crate::stats::Rtt;
+
+/// How long echoes in flight may take after the measured phase.
+pub const DRAIN: Duration = Duration::from_secs(2);
+/// Upper bound on collecting the clients' tallies after the drain.
+const COLLECT: Duration = Duration::from_secs(2);
+
+/// The keel runtime for `--io-model` and `--io-threads`.
+pub fn runtime_for(model: IoModel, threads: u32) -> io::Result<Runtime> {
+    let threads = threads as usize;
+    Runtime::new(match model {
+        IoModel::Shared => KeelModel::Shared { threads },
+        IoModel::Sharded => KeelModel::Sharded { contexts: threads },
+    })
+}
+
+/// The echo server of a run or of `serve`.
+pub fn start_server(
+    rt: &Runtime,
+    bind: SocketAddr,
+    lanes: u32,
+    batch: u32,
+    receive_buffer: Option<u64>,
+    work: u64,
+    mode: EchoMode,
+    stats: Arc<EchoStats>,
+) -> io::Result<Server<Echo>> {
+    let config = ServerConfig {
+        lanes: lanes as usize,
+        // A benchmark's peers never go idle on purpose; keep every session.
+        idle_timeout: None,
+        endpoint: EndpointConfig {
+            batch: batch as usize,
+            socket: SocketOptions {
+                send_buffer: Some(UDP_SEND_BUFFER_REQUEST as usize),
+                recv_buffer: Some(receive_buffer.unwrap_or(UDP_RECEIVE_BUFFER_REQUEST) as usize),
+                ..SocketOptions::default()
+            },
+            ..EndpointConfig::default()
+        },
+        ..ServerConfig::default()
+    };
+    Server::bind(rt.handles(), bind, config, move |_| {
+        Echo::new(work, mode, stats.clone())
+    })
+}
+
+/// Runs the benchmark and returns its report with `ok` decided.
+pub fn run(cfg: &RunConfig) -> RunReport {
+    let mut report = RunReport::new(cfg);
+    if let Err(e) = run_into(cfg, &mut report) {
+        report.error = Some(e);
+    }
+    report.finish();
+    report
+}
+
+fn snmp(family: AddressFamily) -> Option<UdpCounters> {
+    match family {
+        AddressFamily::Ipv4 => UdpCounters::read_ipv4(),
+        AddressFamily::Ipv6 => UdpCounters::read_ipv6(),
+    }
+}
+
+fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
+    let rt = runtime_for(cfg.io_model, cfg.io_threads)
+        .map_err(|e| format!("starting the runtime: {e}"))?;
+    let echo_stats = Arc::new(EchoStats::default());
+    let server = match cfg.connect {
+        Some(_) => None,
+        None => Some(
+            start_server(
+                &rt,
+                cfg.server_addr(),
+                cfg.server_lanes,
+                cfg.batch,
+                cfg.udp_server_receive_buffer,
+                cfg.work,
+                EchoMode::Bench,
+                echo_stats.clone(),
+            )
+            .map_err(|e| format!("starting the echo server: {e}"))?,
+        ),
+    };
+    let target = server
+        .as_ref()
+        .map_or_else(|| cfg.server_addr(), |s| s.local_addr());
+    if let Some(s) = &server {
+        let b = s.buffers();
+        report.udp_server_send_buffer_bytes = Some(b.send as u64);
+        report.udp_server_receive_buffer_bytes = Some(b.recv as u64);
+    }
+
+    let payload = cfg.payload as usize;
+    let window = cfg.window as usize;
+    let client_config = ClientConfig {
+        local: None,
+        endpoint: EndpointConfig {
+            batch: cfg.batch as usize,
+            // The whole window may wait in the queue if the socket blocks.
+            send_queue_datagrams: window.max(keel_udp::DEFAULT_SEND_QUEUE_DATAGRAMS),
+            send_queue_bytes: (window * payload).max(keel_udp::DEFAULT_SEND_QUEUE_BYTES),
+            max_datagram: payload
+                .next_power_of_two()
+                .clamp(2048, keel_udp::DEFAULT_MAX_DATAGRAM),
+            socket: SocketOptions {
+                send_buffer: Some(UDP_SEND_BUFFER_REQUEST as usize),
+                recv_buffer: Some(UDP_RECEIVE_BUFFER_REQUEST as usize),
+                ..SocketOptions::default()
+            },
+        },
+    };
+    let latch = Arc::new(DrainLatch::default());
+    let mut clients = Vec::with_capacity(cfg.clients as usize);
+    for id in 0..cfg.clients {
+        let handler = BenchClient::new(id, payload, cfg.window, latch.clone());
+        let client = Client::connect(rt.next_context(), target, client_config.clone(), handler)
+            .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
+        clients.push(client);
+    }
+    let (mut smin, mut smax, mut rmin, mut rmax) = (u64::MAX, 0, u64::MAX, 0);
+    for c in &clients {
+        let b = c.buffers();
+        smin = smin.min(b.send as u64);
+        smax = smax.max(b.send as u64);
+        rmin = rmin.min(b.recv as u64);
+        rmax = rmax.max(b.recv as u64);
+    }
+    report.udp_client_send_buffer_min_bytes = Some(smin);
+    report.udp_client_send_buffer_max_bytes = Some(smax);
+    report.udp_client_receive_buffer_min_bytes = Some(rmin);
+    report.udp_client_receive_buffer_max_bytes = Some(rmax);
+
+    let snmp_before = snmp(cfg.address_family);
+    let start = Instant::now();
+    let measure_start = start + Duration::from_secs_f64(cfg.warmup);
+    let measure_end = measure_start + Duration::from_secs_f64(cfg.seconds);
+    let schedule = Schedule {
+        measure_start,
+        measure_end,
+        loss_timeout: cfg.loss_timeout_ms.map(Duration::from_millis),
+    };
+    for c in &clients {
+        c.post(move |h, ctx| h.start(ctx, schedule));
+    }
+    sleep_until(measure_start);
+    let cpu_start = process_cpu_time();
+    let wall_start = Instant::now();
+    sleep_until(measure_end);
+    let drain_deadline = measure_end + DRAIN;
+    let drained_at = latch.wait(cfg.clients, drain_deadline);
+    let drain_end = drained_at.unwrap_or(drain_deadline);
+    let cpu_end = process_cpu_time();
+    let wall_end = Instant::now();
+    if drained_at.is_none() {
+        report.drain_timeouts = 1;
+    }
+
+    // Collect every client's tally and samples on its own lane.
+    let (tx, rx) = mpsc::channel();
+    for c in &clients {
+        let tx = tx.clone();
+        c.post(move |h, _| {
+            h.finish();
+            let _ = tx.send((h.tally.clone(), std::mem::take(&mut h.rtt)));
+        });
+    }
+    drop(tx);
+    let mut tally = ClientTally::default();
+    let mut rtt = Rtt::new();
+    let mut collected = 0;
+    let collect_deadline = Instant::now() + COLLECT;
+    while collected < clients.len() {
+        let left = collect_deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((t, r)) => {
+                tally.add(&t);
+                rtt.merge(&r);
+                collected += 1;
+            }
+            Err(_) => break,
+        }
+    }
+    let mut client_send_errors = 0;
+    let mut kernel_drops = 0;
+    for c in &clients {
+        let k = c.counters();
+        client_send_errors += k.send_errors;
+        kernel_drops += k.kernel_drops;
+        c.close();
+    }
+    if let Some(s) = &server {
+        let k = s.counters();
+        report.server_send_rejections = Some(k.send_queue_rejections + k.send_too_large);
+        report.server_send_completion_errors = Some(k.send_errors);
+        kernel_drops += k.kernel_drops;
+        s.stop();
+    }
+    let snmp_after = snmp(cfg.address_family);
+    let stopped = rt.stop();
+
+    report.messages_sent = tally.messages_sent;
+    report.messages = tally.messages;
+    report.client_send_rejections = tally.send_rejections;
+    report.client_send_completion_errors = client_send_errors;
+    report.content_errors = tally.content_errors;
+    report.order_errors = tally.order_errors;
+    report.unexpected_messages = tally.unexpected + echo_stats.invalid.load(Ordering::Relaxed);
+    report.disconnect_errors = tally.disconnects;
+    report.udp_lost_messages = tally.lost;
+    report.unfinished_messages = (clients.len() - collected) as u64;
+    report.late_echoes = Some(tally.late_echoes);
+    report.warmup_errors = tally.warmup_errors;
+    report.warmup_ok = tally.warmup_errors == 0 && (cfg.warmup == 0.0 || tally.warmup_done > 0);
+    report.set_rtt(&rtt.summary());
+    report.set_throughput(drain_end.saturating_duration_since(measure_start));
+    if let (Some(a), Some(b)) = (cpu_start, cpu_end) {
+        report.set_cpu(
+            b.saturating_sub(a),
+            wall_end.saturating_duration_since(wall_start),
+        );
+    }
+    report.peak_rss_bytes = peak_rss_bytes();
+    report.kernel_rcvbuf_drops = Some(kernel_drops);
+    report.set_snmp(udp_delta(snmp_before.as_ref(), snmp_after.as_ref()).as_ref());
+    if let Err(e) = stopped {
+        report.callback_exceptions += 1;
+        return Err(format!("a handler failed: {e}"));
+    }
+    if collected < clients.len() {
+        return Err(format!(
+            "{} of {} clients did not report within {:?}",
+            clients.len() - collected,
+            clients.len(),
+            COLLECT
+        ));
+    }
+    Ok(())
+}
+
+/// Sleeps until `t` (phase timing, not synchronization).
+pub fn sleep_until(t: Instant) {
+    let now = Instant::now();
+    if t > now {
+        std::thread::sleep(t - now);
+    }
+}

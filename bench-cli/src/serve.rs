@@ -1,0 +1,146 @@
+//! `keel-bench serve`: the echo server alone, for a second host or for
+//! sockperf. Ends after `--seconds` or on SIGINT/SIGTERM with one JSON
+//! summary line.
+
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::echo::{EchoMode, EchoStats};
+use crate::flags::ServeConfig;
+use crate::loopback::{runtime_for, start_server};
+
+/// The summary line `serve` prints when it ends.
+#[derive(Debug, Serialize)]
+pub struct ServeSummary {
+    /// Always `"serve"`.
+    pub role: &'static str,
+    /// `"keel"`.
+    pub backend: &'static str,
+    /// keel-bench's version.
+    pub keel_version: &'static str,
+    /// The bound address (with the real port).
+    pub bind: String,
+    /// `"bench"` or `"sockperf"`.
+    pub mode: &'static str,
+    /// IO model and threads.
+    pub io_model: &'static str,
+    /// `--io-threads`.
+    pub io_threads: u32,
+    /// Receive lanes.
+    pub server_io_lanes: u32,
+    /// Seconds served.
+    pub elapsed_seconds: f64,
+    /// What ended it: `"seconds"`, `"SIGINT"` or `"SIGTERM"`.
+    pub ended_by: String,
+    /// Datagrams received.
+    pub datagrams_in: u64,
+    /// Datagrams sent.
+    pub datagrams_out: u64,
+    /// Bytes received.
+    pub bytes_in: u64,
+    /// Bytes sent.
+    pub bytes_out: u64,
+    /// Kernel receive-buffer drops (SO_RXQ_OVFL).
+    pub kernel_rcvbuf_drops: u64,
+    /// Datagrams that were not benchmark (or sockperf) messages.
+    pub invalid_messages: u64,
+    /// Sends refused (queue full, too large).
+    pub send_rejections: u64,
+    /// Sends the kernel refused.
+    pub send_errors: u64,
+    /// Truncated datagrams.
+    pub truncated: u64,
+    /// Sessions opened.
+    pub sessions_opened: u64,
+    /// Sessions refused (table full).
+    pub sessions_refused: u64,
+    /// Socket buffers granted.
+    pub udp_server_send_buffer_bytes: u64,
+    /// Socket buffers granted.
+    pub udp_server_receive_buffer_bytes: u64,
+    /// True when it served and shut down cleanly.
+    pub ok: bool,
+    /// Why not, if not.
+    pub error: Option<String>,
+}
+
+/// Serves until `--seconds` or a signal; prints the summary line.
+pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
+    let (tx, rx) = mpsc::channel();
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM]).map_err(|e| format!("installing signal handlers: {e}"))?;
+    let signal_handle = signals.handle();
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            let _ = tx.send(if sig == SIGINT { "SIGINT" } else { "SIGTERM" });
+        }
+    });
+    let rt = runtime_for(cfg.io_model, cfg.io_threads)
+        .map_err(|e| format!("starting the runtime: {e}"))?;
+    let stats = Arc::new(EchoStats::default());
+    let mode = if cfg.sockperf {
+        EchoMode::Sockperf
+    } else {
+        EchoMode::Bench
+    };
+    let server = start_server(
+        &rt,
+        cfg.bind,
+        cfg.server_lanes,
+        cfg.batch,
+        cfg.udp_server_receive_buffer,
+        cfg.work,
+        mode,
+        stats.clone(),
+    )
+    .map_err(|e| format!("--bind {}: {e}", cfg.bind))?;
+    eprintln!("keel-bench serve: listening on {}", server.local_addr());
+    let started = Instant::now();
+    let ended_by = match cfg.seconds {
+        Some(s) => match rx.recv_timeout(Duration::from_secs_f64(s)) {
+            Ok(sig) => sig.to_string(),
+            Err(_) => "seconds".to_string(),
+        },
+        None => rx
+            .recv()
+            .map_or_else(|_| "signal thread ended".to_string(), str::to_string),
+    };
+    signal_handle.close();
+    let elapsed = started.elapsed();
+    let k = server.counters();
+    let b = server.buffers();
+    server.stop();
+    let stopped = rt.stop();
+    Ok(ServeSummary {
+        role: "serve",
+        backend: crate::output::BACKEND,
+        keel_version: env!("CARGO_PKG_VERSION"),
+        bind: server.local_addr().to_string(),
+        mode: if cfg.sockperf { "sockperf" } else { "bench" },
+        io_model: cfg.io_model.as_str(),
+        io_threads: cfg.io_threads,
+        server_io_lanes: cfg.server_lanes,
+        elapsed_seconds: elapsed.as_secs_f64(),
+        ended_by,
+        datagrams_in: k.datagrams_in,
+        datagrams_out: k.datagrams_out,
+        bytes_in: k.bytes_in,
+        bytes_out: k.bytes_out,
+        kernel_rcvbuf_drops: k.kernel_drops,
+        invalid_messages: stats.invalid.load(Ordering::Relaxed),
+        send_rejections: k.send_queue_rejections + k.send_too_large,
+        send_errors: k.send_errors,
+        truncated: k.truncated,
+        sessions_opened: k.sessions_opened,
+        sessions_refused: k.sessions_refused,
+        udp_server_send_buffer_bytes: b.send as u64,
+        udp_server_receive_buffer_bytes: b.recv as u64,
+        ok: stopped.is_ok(),
+        error: stopped.err().map(|e| e.to_string()),
+    })
+}
