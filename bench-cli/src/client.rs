@@ -76,16 +76,19 @@ pub struct ClientTally {
     pub unexpected: u64,
     /// Echoes of messages already given up by `--loss-timeout`.
     pub late_echoes: u64,
-    /// Measured messages given up (loss timeout) or outstanding at the end.
+    /// Messages given up (loss timeout) or outstanding at the end, in
+    /// either phase (arknet: anything outstanding after the drain is lost).
     pub lost: u64,
+    /// The warm-up share of `lost`.
+    pub warmup_lost: u64,
     /// Disconnect events (e.g. ICMP port unreachable).
     pub disconnects: u64,
     /// Warm-up messages sent and completed.
     pub warmup_sent: u64,
     /// Warm-up echoes received and correct.
     pub warmup_done: u64,
-    /// Errors of any kind during the warm-up (including warm-up messages
-    /// never echoed).
+    /// Content, order and send errors during the warm-up (losses are in
+    /// `lost`).
     pub warmup_errors: u64,
 }
 
@@ -100,6 +103,7 @@ impl ClientTally {
         self.unexpected += o.unexpected;
         self.late_echoes += o.late_echoes;
         self.lost += o.lost;
+        self.warmup_lost += o.warmup_lost;
         self.disconnects += o.disconnects;
         self.warmup_sent += o.warmup_sent;
         self.warmup_done += o.warmup_done;
@@ -210,13 +214,12 @@ impl BenchClient {
         }
     }
 
-    /// Ends the run for this client: whatever is still outstanding is lost
-    /// (measured) or a warm-up error.
+    /// Ends the run for this client: whatever is still outstanding is lost.
     pub fn finish(&mut self) {
         for (_, (_, phase)) in self.outstanding.drain() {
-            match phase {
-                Phase::Measured => self.tally.lost += 1,
-                Phase::Warmup => self.tally.warmup_errors += 1,
+            self.tally.lost += 1;
+            if phase == Phase::Warmup {
+                self.tally.warmup_lost += 1;
             }
         }
         self.schedule = None;
@@ -280,9 +283,9 @@ impl ClientHandler for BenchClient {
             if now.saturating_duration_since(*sent_at) < limit {
                 return true;
             }
-            match phase {
-                Phase::Measured => tally.lost += 1,
-                Phase::Warmup => tally.warmup_errors += 1,
+            tally.lost += 1;
+            if *phase == Phase::Warmup {
+                tally.warmup_lost += 1;
             }
             if given_up.len() < GIVEN_UP_LIMIT {
                 given_up.insert(*seq);

@@ -227,8 +227,9 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     report.udp_lost_messages = tally.lost;
     report.unfinished_messages = (clients.len() - collected) as u64;
     report.late_echoes = Some(tally.late_echoes);
+    report.udp_lost_warmup_messages = Some(tally.warmup_lost);
     report.warmup_errors = tally.warmup_errors;
-    report.warmup_ok = tally.warmup_errors == 0 && (cfg.warmup == 0.0 || tally.warmup_done > 0);
+    report.warmup_ok = tally.warmup_errors == 0;
     report.set_rtt(&rtt.summary());
     report.set_throughput(drain_end.saturating_duration_since(measure_start));
     if let (Some(a), Some(b)) = (cpu_start, cpu_end) {

@@ -117,6 +117,7 @@ pub const KEEL_FIELDS: &[&str] = &[
     "snmp_udp_sndbuf_errors",
     "snmp_udp_in_errors",
     "late_echoes",
+    "udp_lost_warmup_messages",
 ];
 
 /// Which part of the benchmark produced a report.
@@ -283,6 +284,10 @@ pub struct RunReport {
     /// Echoes that came back after `--loss-timeout` had given their message
     /// up (counted, never taken for content); `null` when not measured.
     pub late_echoes: Option<u64>,
+    /// The warm-up share of `udp_lost_messages` (arknet counts everything
+    /// outstanding after the drain as lost, whatever its phase), so that
+    /// `messages_sent = messages + udp_lost_messages - udp_lost_warmup_messages`.
+    pub udp_lost_warmup_messages: Option<u64>,
 }
 
 impl RunReport {
@@ -361,6 +366,7 @@ impl RunReport {
             snmp_udp_sndbuf_errors: None,
             snmp_udp_in_errors: None,
             late_echoes: None,
+            udp_lost_warmup_messages: None,
         }
     }
 
