@@ -131,13 +131,23 @@ pub struct BenchClient {
     pub tally: ClientTally,
     latch: Arc<DrainLatch>,
     drained: bool,
+    /// Where the tally goes if the client ends early (its lane, and the
+    /// handler with it, are gone by the time the run collects).
+    last_words: Arc<Mutex<Option<(ClientTally, Rtt)>>>,
+    reported: bool,
     loss_timer: Option<TimerId>,
 }
 
 impl BenchClient {
     /// A client with id `id` sending `payload`-byte messages, `window` in
     /// flight.
-    pub fn new(id: u32, payload: usize, window: u32, latch: Arc<DrainLatch>) -> BenchClient {
+    pub fn new(
+        id: u32,
+        payload: usize,
+        window: u32,
+        latch: Arc<DrainLatch>,
+        last_words: Arc<Mutex<Option<(ClientTally, Rtt)>>>,
+    ) -> BenchClient {
         BenchClient {
             id,
             window,
@@ -151,6 +161,8 @@ impl BenchClient {
             tally: ClientTally::default(),
             latch,
             drained: false,
+            last_words,
+            reported: false,
             loss_timer: None,
         }
     }
@@ -214,8 +226,19 @@ impl BenchClient {
         }
     }
 
+    /// Ends the run for this client and hands over its tally and samples,
+    /// once (later calls return `None`).
+    pub fn report(&mut self) -> Option<(ClientTally, Rtt)> {
+        if self.reported {
+            return None;
+        }
+        self.reported = true;
+        self.finish();
+        Some((self.tally.clone(), std::mem::take(&mut self.rtt)))
+    }
+
     /// Ends the run for this client: whatever is still outstanding is lost.
-    pub fn finish(&mut self) {
+    fn finish(&mut self) {
         for (_, (_, phase)) in self.outstanding.drain() {
             self.tally.lost += 1;
             if phase == Phase::Warmup {
@@ -300,7 +323,17 @@ impl ClientHandler for BenchClient {
         self.check_drained(now);
     }
 
-    fn disconnect(&mut self, _ctx: &mut ClientCtx<'_>, _reason: DisconnectReason) {
+    fn disconnect(&mut self, _ctx: &mut ClientCtx<'_>, reason: DisconnectReason) {
+        if reason == DisconnectReason::Closed {
+            return; // the run closing it after collecting
+        }
         self.tally.disconnects += 1;
+        if let Some(words) = self.report() {
+            *self.last_words.lock().unwrap_or_else(|p| p.into_inner()) = Some(words);
+        }
+        if !self.drained {
+            self.drained = true;
+            self.latch.arrive(Instant::now());
+        }
     }
 }

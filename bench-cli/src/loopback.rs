@@ -4,7 +4,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use keel_reactor::{IoModel as KeelModel, Runtime};
@@ -129,8 +129,11 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     };
     let latch = Arc::new(DrainLatch::default());
     let mut clients = Vec::with_capacity(cfg.clients as usize);
+    let mut last_words = Vec::with_capacity(cfg.clients as usize);
     for id in 0..cfg.clients {
-        let handler = BenchClient::new(id, payload, cfg.window, latch.clone());
+        let words = Arc::new(Mutex::new(None));
+        last_words.push(words.clone());
+        let handler = BenchClient::new(id, payload, cfg.window, latch.clone(), words);
         let client = Client::connect(rt.next_context(), target, client_config.clone(), handler)
             .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
         clients.push(client);
@@ -175,17 +178,18 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
 
     // Collect every client's tally and samples on its own lane.
     let (tx, rx) = mpsc::channel();
-    for c in &clients {
-        let tx = tx.clone();
-        c.post(move |h, _| {
-            h.finish();
-            let _ = tx.send((h.tally.clone(), std::mem::take(&mut h.rtt)));
-        });
-    }
-    drop(tx);
     let mut tally = ClientTally::default();
     let mut rtt = Rtt::new();
     let mut collected = 0;
+    for c in &clients {
+        let tx = tx.clone();
+        c.post(move |h, _| {
+            if let Some(words) = h.report() {
+                let _ = tx.send(words);
+            }
+        });
+    }
+    drop(tx);
     let collect_deadline = Instant::now() + COLLECT;
     while collected < clients.len() {
         let left = collect_deadline.saturating_duration_since(Instant::now());
@@ -196,6 +200,14 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
                 collected += 1;
             }
             Err(_) => break,
+        }
+    }
+    // Clients that ended early (e.g. port unreachable) left their tally.
+    for words in &last_words {
+        if let Some((t, r)) = words.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            tally.add(&t);
+            rtt.merge(&r);
+            collected += 1;
         }
     }
     let mut client_send_errors = 0;

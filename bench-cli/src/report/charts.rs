@@ -36,6 +36,7 @@ const PALETTE: [RGBColor; 8] = [
 
 const GRID: RGBColor = RGBColor(225, 225, 225);
 const NO_LOSS: RGBColor = RGBColor(199, 233, 192);
+const NOT_RUN: RGBColor = RGBColor(242, 242, 242);
 const LOSS_LOW: RGBColor = RGBColor(253, 208, 162);
 const LOSS_HIGH: RGBColor = RGBColor(165, 15, 21);
 
@@ -623,6 +624,35 @@ pub(super) fn loss_svg(report: &Report) -> Result<Option<String>, String> {
             .axis_desc_style(font(16))
             .draw()
             .map_err(&err)?;
+        // Combinations the inputs do not have.
+        for (i, _) in windows.iter().enumerate() {
+            for (j, _) in payloads.iter().enumerate() {
+                if report
+                    .loss
+                    .iter()
+                    .any(|c| c.window == windows[i] && c.payload_bytes == payloads[j])
+                {
+                    continue;
+                }
+                let (x, y) = (i as f64, j as f64);
+                chart
+                    .draw_series([Rectangle::new(
+                        [(x - 0.48, y - 0.46), (x + 0.48, y + 0.46)],
+                        NOT_RUN.filled(),
+                    )])
+                    .map_err(&err)?;
+                chart
+                    .draw_series([EmptyElement::at((x, y))
+                        + Text::new(
+                            "not measured",
+                            (0, 0),
+                            font(14)
+                                .color(&RGBColor(110, 110, 110))
+                                .pos(Pos::new(HPos::Center, VPos::Center)),
+                        )])
+                    .map_err(&err)?;
+            }
+        }
         for c in &report.loss {
             let i = windows.iter().position(|&w| w == c.window).unwrap_or(0) as f64;
             let j = payloads
