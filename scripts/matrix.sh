@@ -1,0 +1,385 @@
+#!/usr/bin/env bash
+# Runs keel-bench over a matrix of configurations, one fresh process per
+# measurement, and writes one JSON line per run for `keel-bench report`.
+#
+#   scripts/matrix.sh [OPTIONS]
+#   keel-bench report RESULTS.jsonl --out DIR
+#
+# Run `scripts/matrix.sh --help` for the options. Needs bash and python3 (to
+# validate and annotate each run's JSON); cargo only to build the default
+# benchmark binary when it is missing; coreutils' timeout to bound each run
+# (optional: without it a run that hangs holds the matrix).
+#
+# Each output line is the benchmark's JSON object, unchanged, followed by:
+#   command        the command line of the run (shell-quoted, one string)
+#   repetition     1-based repetition number
+#   requested      the settings asked for, under the benchmark's JSON names
+#   exit_status    the benchmark's exit status (124: killed by the timeout)
+#   matrix_errors  what this script's validation found wrong (empty if valid)
+#   stderr_tail    the end of the benchmark's stderr, only for failed runs
+# A run whose stdout is not one JSON object still gets a line (ok: false,
+# with the reason in matrix_errors), so the report lists it.
+#
+# Exit status: 0 every run valid; 1 a run failed (at the first failure, or
+# with --keep-going after the whole matrix); 2 bad options or a missing tool.
+
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PROG="matrix.sh"
+
+usage() {
+  cat <<EOF
+Usage: scripts/matrix.sh [OPTIONS]
+
+Runs keel-bench once per configuration and repetition, each in a fresh process,
+and writes one JSON line per run to --output. Repetitions loop outermost (every
+configuration once, then again), so slow drift of the machine hits every
+configuration alike. Lists are comma separated; the matrix is their product.
+
+  --bench PATH         keel-bench binary (default: target/release/keel-bench,
+                       built with cargo if missing)
+  --output FILE        JSON lines to write; must not exist or be empty
+                       (default: matrix-<UTC time>.jsonl)
+  --payloads LIST      --payload values, bytes        (default: 1024)
+  --clients LIST       --clients values               (default: 16)
+  --windows LIST       --window values                (default: 1)
+  --io-models LIST     --io-model values              (default: shared)
+  --io-threads LIST    --io-threads values            (default: 1)
+  --server-lanes LIST  --server-lanes values          (default: 1)
+  --work-values LIST   --work values                  (default: 0)
+  --seconds S          measured phase of every run    (default: 1)
+  --warmup S           warm-up of every run           (default: 0.25)
+  --repetitions N      runs of each configuration     (default: 3)
+  --keep-going         run the whole matrix even after a failed run
+  -h, --help           this text
+
+Each run is validated: its stdout is one JSON object, ok is true, the exit
+status agrees, and the echoed settings match the request. One progress line
+per run goes to stderr: [k/n] configuration -> round trips/s, p99.
+
+Exit status: 0 all runs valid, 1 a run failed, 2 bad options or missing tool.
+EOF
+}
+
+die() {
+  echo "$PROG: $*" >&2
+  exit 2
+}
+
+bench=""
+output=""
+payloads="1024"
+clients="16"
+windows="1"
+io_models="shared"
+io_threads="1"
+server_lanes="1"
+work_values="0"
+seconds="1"
+warmup="0.25"
+repetitions="3"
+keep_going=0
+
+while [[ $# -gt 0 ]]; do
+  arg="$1"
+  shift
+  name="$arg"
+  value=""
+  has_value=0
+  if [[ "$arg" == --*=* ]]; then
+    name="${arg%%=*}"
+    value="${arg#*=}"
+    has_value=1
+  fi
+  case "$name" in
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    --keep-going)
+      [[ $has_value -eq 0 ]] || die "--keep-going takes no value"
+      keep_going=1
+      continue
+      ;;
+    --bench | --output | --payloads | --clients | --windows | --io-models | --io-threads | \
+      --server-lanes | --work-values | --seconds | --warmup | --repetitions)
+      if [[ $has_value -eq 0 ]]; then
+        [[ $# -gt 0 && "$1" != --* ]] || die "$name: missing value (see --help)"
+        value="$1"
+        shift
+      fi
+      [[ -n "$value" ]] || die "$name: empty value"
+      ;;
+    *)
+      die "unknown option $arg (see --help)"
+      ;;
+  esac
+  case "$name" in
+    --bench) bench="$value" ;;
+    --output) output="$value" ;;
+    --payloads) payloads="$value" ;;
+    --clients) clients="$value" ;;
+    --windows) windows="$value" ;;
+    --io-models) io_models="$value" ;;
+    --io-threads) io_threads="$value" ;;
+    --server-lanes) server_lanes="$value" ;;
+    --work-values) work_values="$value" ;;
+    --seconds) seconds="$value" ;;
+    --warmup) warmup="$value" ;;
+    --repetitions) repetitions="$value" ;;
+  esac
+done
+
+# --- values: syntax here, ranges are the benchmark's to judge ---------------
+
+# split_list NAME VALUE PATTERN: sets the array NAME to the comma-separated
+# items of VALUE, each matching the extended regex PATTERN.
+split_list() {
+  local -n into="$1"
+  local flag="$2" text="$3" pattern="$4" item
+  local -a parts
+  into=()
+  IFS=',' read -r -a parts <<<"$text"
+  for item in "${parts[@]}"; do
+    item="${item// /}"
+    [[ -n "$item" ]] || continue
+    [[ "$item" =~ $pattern ]] || die "$flag: bad item \"$item\" in \"$text\""
+    into+=("$item")
+  done
+  [[ ${#into[@]} -gt 0 ]] || die "$flag: empty list"
+}
+
+payload_list=() client_list=() window_list=() model_list=() thread_list=() lane_list=() work_list=()
+uint='^[0-9]+$'
+split_list payload_list --payloads "$payloads" "$uint"
+split_list client_list --clients "$clients" "$uint"
+split_list window_list --windows "$windows" "$uint"
+split_list model_list --io-models "$io_models" '^[a-z]+$'
+split_list thread_list --io-threads "$io_threads" "$uint"
+split_list lane_list --server-lanes "$server_lanes" "$uint"
+split_list work_list --work-values "$work_values" "$uint"
+decimal='^([0-9]+\.?[0-9]*|\.[0-9]+)$'
+[[ "$seconds" =~ $decimal ]] || die "--seconds: expected a decimal number of seconds, got \"$seconds\""
+[[ "$warmup" =~ $decimal ]] || die "--warmup: expected a decimal number of seconds, got \"$warmup\""
+[[ "$repetitions" =~ $uint && "$repetitions" -ge 1 ]] ||
+  die "--repetitions: expected an integer >= 1, got \"$repetitions\""
+
+# --- tools --------------------------------------------------------------------
+
+command -v python3 >/dev/null 2>&1 ||
+  die "needs python3 to validate each run's JSON (Debian: apt-get install python3)"
+# The interpreter itself, not a version-manager shim in front of it: it
+# starts once per run.
+python="$(python3 -c 'import json, math, sys; print(sys.executable)' 2>/dev/null)" ||
+  die "python3 is there but cannot import json and math; install a complete python3"
+[[ -x "$python" ]] || python="$(command -v python3)"
+
+timeout_cmd=()
+if command -v timeout >/dev/null 2>&1; then
+  # Warm-up + measured phase + up to 2 s of drain, doubled, plus start-up slack.
+  limit="$("$python" -c "import sys, math; print(math.ceil(2 * (float(sys.argv[1]) + float(sys.argv[2]) + 2) + 30))" "$seconds" "$warmup")"
+  # --foreground: the run stays in the terminal's process group, so Ctrl-C
+  # reaches it.
+  timeout_cmd=(timeout --foreground --kill-after=5 "$limit")
+else
+  limit=""
+  echo "$PROG: warning: coreutils' timeout not found; a run that hangs will hold the matrix" >&2
+fi
+
+if [[ -z "$bench" ]]; then
+  bench="$ROOT/target/release/keel-bench"
+  if [[ ! -x "$bench" ]]; then
+    command -v cargo >/dev/null 2>&1 ||
+      die "$bench is missing and cargo is not installed to build it (install Rust with rustup, or pass --bench PATH)"
+    echo "$PROG: building $bench (cargo build --release -p keel-bench)" >&2
+    (cd "$ROOT" && cargo build --release -p keel-bench >&2) || die "building keel-bench failed"
+  fi
+fi
+[[ -f "$bench" && -x "$bench" ]] || die "--bench: $bench is not an executable file"
+
+if [[ -z "$output" ]]; then
+  output="matrix-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
+fi
+[[ ! -s "$output" ]] || die "--output: $output exists and is not empty; remove it or choose another file (report accepts several files)"
+mkdir -p "$(dirname "$output")" || die "--output: cannot create the directory of $output"
+: >"$output" || die "--output: cannot write $output"
+
+k=0
+n=0
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+# Ctrl-C / kill: stop after the run in progress (whose line is not written).
+trap 'echo "$PROG: interrupted in run $k of $n (not recorded); results so far: $output" >&2; exit 130' INT TERM
+
+# --- validation of one run (python3) ---------------------------------------------
+
+# Run as python3 -S (no site packages: it needs the standard library only).
+# argv: output stdout_file stderr_file exit_status repetition k n command
+#       payload clients window io_model io_threads lanes work seconds warmup limit
+# Appends the annotated line to output, prints the progress line on stderr,
+# exits 0 when the run is valid and 1 when not.
+read -r -d '' VALIDATE <<'PY' || true
+import json, math, sys
+
+(output, out_path, err_path, status, rep, k, n, command,
+ payload, clients, window, model, threads, lanes, work, secs, warm, limit) = sys.argv[1:]
+status, rep = int(status), int(rep)
+requested = {
+    "protocol": "udp",
+    "payload_bytes": int(payload),
+    "clients": int(clients),
+    "window": int(window),
+    "io_model": model,
+    "io_threads": int(threads),
+    "server_io_lanes": int(lanes),
+    "handler_work": int(work),
+    "requested_seconds": float(secs),
+    "warmup_seconds": float(warm),
+}
+desc = (f"payload={payload} clients={clients} window={window} io={model}/{threads} "
+        f"lanes={lanes} work={work}")
+
+def reject_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+with open(out_path, encoding="utf-8", errors="replace") as f:
+    stdout = f.read()
+with open(err_path, encoding="utf-8", errors="replace") as f:
+    stderr = f.read()
+
+errors = []
+if status == 124 and limit:
+    errors.append(f"timed out: killed after {limit} s")
+lines = [l for l in stdout.splitlines() if l.strip()]
+obj = None
+if not lines:
+    errors.append(f"no JSON line on stdout (exit status {status})")
+else:
+    if len(lines) > 1:
+        errors.append(f"expected one line on stdout, got {len(lines)}")
+    try:
+        obj = json.loads(lines[-1], parse_constant=reject_constant)
+        if not isinstance(obj, dict):
+            errors.append(f"stdout is JSON but not an object: {lines[-1][:200]}")
+            obj = None
+    except ValueError as e:
+        errors.append(f"stdout is not JSON ({e}): {lines[-1][:200]}")
+
+if obj is None:
+    obj = {"ok": False, "error": "no usable JSON line from the benchmark"}
+else:
+    ok = obj.get("ok")
+    if not isinstance(ok, bool):
+        errors.append("ok missing or not a boolean")
+    elif ok and status != 0:
+        errors.append(f"exit status {status} although ok is true")
+    elif not ok and status == 0:
+        errors.append("exit status 0 although ok is false")
+    if ok is False and not obj.get("error"):
+        errors.append("ok is false without an error")
+
+    def same(want, got):
+        if isinstance(got, bool) or got is None:
+            return False
+        if isinstance(want, str):
+            return got == want
+        if isinstance(want, int):
+            return isinstance(got, int) and got == want
+        return isinstance(got, (int, float)) and math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12)
+
+    expect = dict(requested)
+    expect["io_contexts"] = 1 if model == "shared" else int(threads)
+    for name, want in expect.items():
+        got = obj.get(name)
+        # A failed run may not know its settings (null); a passing one must.
+        if got is None and ok is not True:
+            continue
+        if not same(want, got):
+            errors.append(f"{name}: requested {json.dumps(want)}, got {json.dumps(got)}")
+
+valid = obj.get("ok") is True and not errors
+line = dict(obj)
+line["command"] = command
+line["repetition"] = rep
+line["requested"] = requested
+line["exit_status"] = status
+line["matrix_errors"] = errors
+if not valid and stderr.strip():
+    line["stderr_tail"] = stderr[-4000:]
+with open(output, "a", encoding="utf-8") as f:
+    f.write(json.dumps(line, allow_nan=False) + "\n")
+
+if valid:
+    rate = obj.get("roundtrips_per_second")
+    p99 = obj.get("rtt_p99_us")
+    rate = f"{rate:.0f} rt/s" if isinstance(rate, (int, float)) else "? rt/s"
+    p99 = f"p99 {p99:.1f} us" if isinstance(p99, (int, float)) else "p99 ?"
+    print(f"[{k}/{n}] rep {rep} {desc} -> {rate}, {p99}", file=sys.stderr)
+    sys.exit(0)
+reasons = []
+if obj.get("ok") is not True and obj.get("error"):
+    reasons.append(str(obj["error"]))
+reasons += errors
+print(f"[{k}/{n}] rep {rep} {desc} -> FAILED: {'; '.join(reasons) or 'ok is not true'}",
+      file=sys.stderr)
+if stderr.strip() and not lines:
+    tail = stderr.strip().splitlines()[-5:]
+    print("    stderr: " + "\n    stderr: ".join(tail), file=sys.stderr)
+sys.exit(1)
+PY
+
+# --- the matrix -------------------------------------------------------------------
+
+configs=()
+for p in "${payload_list[@]}"; do
+  for c in "${client_list[@]}"; do
+    for w in "${window_list[@]}"; do
+      for wk in "${work_list[@]}"; do
+        for l in "${lane_list[@]}"; do
+          for m in "${model_list[@]}"; do
+            for t in "${thread_list[@]}"; do
+              configs+=("$p $c $w $m $t $l $wk")
+            done
+          done
+        done
+      done
+    done
+  done
+done
+
+n=$((${#configs[@]} * repetitions))
+echo "$PROG: ${#configs[@]} configurations x $repetitions repetitions = $n runs of $seconds s (+ $warmup s warm-up) -> $output" >&2
+
+k=0
+failed=0
+for ((rep = 1; rep <= repetitions; rep++)); do
+  for config in "${configs[@]}"; do
+    read -r p c w m t l wk <<<"$config"
+    k=$((k + 1))
+    cmd=("$bench" --protocol udp --payload "$p" --clients "$c" --window "$w"
+      --io-model "$m" --io-threads "$t" --server-lanes "$l" --work "$wk"
+      --seconds "$seconds" --warmup "$warmup")
+    printf -v command '%q ' "${cmd[@]}"
+    status=0
+    "${timeout_cmd[@]}" "${cmd[@]}" </dev/null >"$tmp/stdout" 2>"$tmp/stderr" || status=$?
+    if "$python" -S -c "$VALIDATE" "$output" "$tmp/stdout" "$tmp/stderr" "$status" "$rep" "$k" "$n" \
+      "${command% }" "$p" "$c" "$w" "$m" "$t" "$l" "$wk" "$seconds" "$warmup" "$limit"; then
+      :
+    else
+      vstatus=$?
+      [[ $vstatus -eq 1 ]] || die "validating run $k failed (python3 exit status $vstatus)"
+      failed=$((failed + 1))
+      if [[ $keep_going -eq 0 ]]; then
+        echo "$PROG: stopped at the first failed run ($k of $n); --keep-going runs the whole matrix. Results so far: $output" >&2
+        exit 1
+      fi
+    fi
+  done
+done
+
+if [[ $failed -gt 0 ]]; then
+  echo "$PROG: $failed of $n runs failed; results: $output" >&2
+  exit 1
+fi
+echo "$PROG: all $n runs valid; results: $output" >&2
