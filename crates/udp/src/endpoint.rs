@@ -148,7 +148,18 @@ impl Tx {
                     limit_bytes: self.limit_bytes,
                 });
             }
-            self.queue.push(dest, data);
+            // Fix: entries before `queue_start` were already sent but still
+            // occupy the queue's storage until it drains completely. Under
+            // steady pressure it never does, so `push` hit the storage's
+            // capacity while `queued()` was under the bound, and the datagram
+            // was dropped silently (returned Ok, counted as queued, never
+            // sent). Drop the sent prefix to make room, then push.
+            if !self.queue.push(dest, data) {
+                self.queue.drain_front(self.queue_start);
+                self.queue_start = 0;
+                let pushed = self.queue.push(dest, data);
+                debug_assert!(pushed, "admission keeps queued() under capacity");
+            }
             self.queue_bytes += data.len();
             bump(&self.counters.send_queued, 1);
             return Ok(());

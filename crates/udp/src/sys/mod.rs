@@ -517,6 +517,23 @@ impl SendBatch {
         self.entries.clear();
     }
 
+    /// Forgets datagrams `0..n` (already sent), keeping the others in order
+    /// and every allocation. Used to reclaim a send queue's storage when it
+    /// is refilled before it ever drains completely.
+    pub(crate) fn drain_front(&mut self, n: usize) {
+        let n = n.min(self.entries.len());
+        if n == 0 {
+            return;
+        }
+        // Payloads are appended in order, so the kept ones start at `cut`.
+        let cut = self.entries.get(n).map_or(self.arena.len(), |e| e.start);
+        self.arena.drain(..cut);
+        self.entries.drain(..n);
+        for e in &mut self.entries {
+            e.start -= cut;
+        }
+    }
+
     /// Destination and payload of queued datagram `i`.
     ///
     /// # Panics

@@ -437,6 +437,24 @@ fn send_batch_push_clear_and_capacity() {
     assert_eq!(batch.entry(0), (None, &b"again"[..]));
 }
 
+/// Guards the send-queue fix: dropping the sent prefix frees capacity and
+/// keeps the rest (payloads and destinations) in order.
+#[test]
+fn send_batch_drain_front_keeps_the_rest() {
+    let mut batch = SendBatch::new(3, 1);
+    assert!(batch.push(None, b"sent"));
+    assert!(batch.push(Some(v4()), b""));
+    assert!(batch.push(Some(v6()), b"kept"));
+    assert!(!batch.push(None, b"x"));
+    batch.drain_front(2);
+    assert_eq!(batch.len(), 1);
+    assert_eq!(batch.entry(0), (Some(v6()), &b"kept"[..]));
+    assert!(batch.push(None, b"new"));
+    assert_eq!(batch.entry(1), (None, &b"new"[..]));
+    batch.drain_front(5);
+    assert_eq!(batch.len(), 0);
+}
+
 #[test]
 fn sockaddr_round_trip() {
     let addrs = [
