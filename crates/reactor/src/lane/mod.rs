@@ -198,17 +198,18 @@ impl<L: Lane> LaneTask for LaneCell<L> {
         if !self.sched.start() {
             return;
         }
-        let mut body = match self.body.try_lock() {
-            Ok(b) => b,
-            // The state machine hands a lane to one runner at a time; if
-            // that ever failed, stopping loudly beats corrupting state.
-            Err(std::sync::TryLockError::WouldBlock) => {
-                panic!("keel-reactor bug: a lane was started on two threads at once")
-            }
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-        };
         let mut rounds = 0;
         loop {
+            // The state machine gives the lane to one runner at a time, so
+            // the body is free; if that ever failed, stopping loudly beats
+            // corrupting state.
+            let mut body = match self.body.try_lock() {
+                Ok(b) => b,
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    panic!("keel-reactor bug: a lane was started on two threads at once")
+                }
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            };
             let result = catch_unwind(AssertUnwindSafe(|| self.round(core, &mut body)));
             match result {
                 Err(payload) => {
@@ -224,8 +225,11 @@ impl<L: Lane> LaneTask for LaneCell<L> {
                         return;
                     }
                     rounds += 1;
+                    // Release the body *before* the state says the lane may
+                    // run elsewhere: once `finish` or `requeue` lets go,
+                    // another thread may start it at once.
+                    drop(body);
                     if yielded || rounds >= ROUNDS_PER_RUN {
-                        drop(body);
                         if self.sched.requeue() {
                             core.enqueue(self);
                         }
