@@ -289,13 +289,8 @@ fn usage_errors_exit_2_with_a_clear_message() {
 }
 
 /// The real benchmark: a tiny matrix of 0.2 s runs, then the report.
-///
-/// Ignored while keel-reactor sometimes panics with "a lane was started on
-/// two threads at once" in shared runs with two IO threads (a few runs in a
-/// hundred): every run of the matrix must pass here. Run it with
-/// `cargo test -p keel-bench --test matrix_e2e -- --ignored`.
+/// Every run of the matrix must pass.
 #[test]
-#[ignore = "needs a reliable benchmark run: keel-reactor panics 'a lane was started on two threads at once' in some shared --io-threads 2 runs"]
 fn real_tiny_matrix_then_report() {
     let dir = scratch("real");
     let out = dir.join("res.jsonl");
