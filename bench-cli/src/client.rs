@@ -2,6 +2,7 @@
 //! [`Client`](keel_udp::Client), every echo checked byte for byte.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -111,6 +112,30 @@ impl ClientTally {
     }
 }
 
+/// Hashes the client's own sequence numbers (not attacker-chosen, so no
+/// need for SipHash's cost on every echo): a Fibonacci multiply.
+#[derive(Default)]
+pub struct SeqHasher(u64);
+
+impl Hasher for SeqHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type SeqMap<V> = HashMap<u64, V, BuildHasherDefault<SeqHasher>>;
+type SeqSet = HashSet<u64, BuildHasherDefault<SeqHasher>>;
+
 /// Most given-up sequence numbers remembered, so memory stays bounded on a
 /// very lossy path; a late echo beyond that counts as unexpected.
 const GIVEN_UP_LIMIT: usize = 1 << 20;
@@ -122,8 +147,8 @@ pub struct BenchClient {
     buf: Vec<u8>,
     schedule: Option<Schedule>,
     next_seq: u64,
-    outstanding: HashMap<u64, (Instant, Phase)>,
-    given_up: HashSet<u64>,
+    outstanding: SeqMap<(Instant, Phase)>,
+    given_up: SeqSet,
     highest: [Option<u64>; 2],
     /// Measured-phase RTTs.
     pub rtt: Rtt,
@@ -154,8 +179,8 @@ impl BenchClient {
             buf: vec![0u8; payload],
             schedule: None,
             next_seq: 0,
-            outstanding: HashMap::with_capacity(window as usize * 2),
-            given_up: HashSet::new(),
+            outstanding: SeqMap::with_capacity_and_hasher(window as usize * 2, Default::default()),
+            given_up: SeqSet::default(),
             highest: [None, None],
             rtt: Rtt::new(),
             tally: ClientTally::default(),

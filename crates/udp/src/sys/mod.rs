@@ -165,6 +165,10 @@ pub(crate) struct RecvBatch {
     meta: Box<[SlotMeta]>,
     /// How many slots the last call filled.
     filled: usize,
+    /// Leading slots whose headers must be rebuilt before the next batched
+    /// call (all of them at first).
+    #[cfg(target_os = "linux")]
+    dirty: usize,
     drops: KernelDrops,
     #[cfg(target_os = "linux")]
     iovs: Box<[libc::iovec]>,
@@ -209,6 +213,8 @@ impl RecvBatch {
             cmsgs: vec![CmsgSlot([0; CMSG_SLOT]); batch].into_boxed_slice(),
             meta: vec![SlotMeta::default(); batch].into_boxed_slice(),
             filled: 0,
+            #[cfg(target_os = "linux")]
+            dirty: batch,
             drops: KernelDrops::default(),
             #[cfg(target_os = "linux")]
             iovs: vec![
