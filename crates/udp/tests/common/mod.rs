@@ -1,0 +1,259 @@
+//! Helpers shared by keel-udp's integration tests: a condvar progress
+//! counter to await events without sleeping, blocking std clients with
+//! bounded waits, lane barriers, and handlers that echo or record events.
+#![allow(dead_code)]
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use keel_reactor::{IoModel, Runtime};
+use keel_udp::{
+    DisconnectReason, Server, ServerConfig, ServerCtx, ServerHandler, Session, SocketOptions,
+};
+
+/// Upper bound of every wait in these tests. Loopback events arrive in
+/// microseconds; this only bounds how long a broken build hangs.
+pub const LIMIT: Duration = Duration::from_secs(10);
+
+/// A counter that handlers bump and test threads wait on (no sleeping).
+#[derive(Default)]
+pub struct Progress {
+    count: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Progress {
+    pub fn add(&self, n: u64) {
+        *self.count.lock().unwrap() += n;
+        self.cv.notify_all();
+    }
+
+    pub fn get(&self) -> u64 {
+        *self.count.lock().unwrap()
+    }
+
+    /// Waits until `pred(count)` holds; panics after `limit` with `what`.
+    pub fn wait_for(&self, limit: Duration, what: &str, pred: impl Fn(u64) -> bool) -> u64 {
+        let deadline = Instant::now() + limit;
+        let mut c = self.count.lock().unwrap();
+        while !pred(*c) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "timed out after {limit:?} waiting for {what}: count is {}",
+                *c
+            );
+            c = self.cv.wait_timeout(c, left).unwrap().0;
+        }
+        *c
+    }
+
+    /// Waits up to `limit` for `pred(count)`; returns whether it holds.
+    pub fn wait_quietly(&self, limit: Duration, pred: impl Fn(u64) -> bool) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut c = self.count.lock().unwrap();
+        while !pred(*c) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            c = self.cv.wait_timeout(c, left).unwrap().0;
+        }
+        true
+    }
+
+    /// Waits until the count is at least `n`.
+    pub fn wait_at_least(&self, n: u64, what: &str) -> u64 {
+        self.wait_for(LIMIT, what, |c| c >= n)
+    }
+}
+
+/// Receives from a channel within [`LIMIT`], or panics naming `what`.
+pub fn recv_within<T>(rx: &mpsc::Receiver<T>, what: &str) -> T {
+    match rx.recv_timeout(LIMIT) {
+        Ok(v) => v,
+        Err(e) => panic!("waiting for {what}: {e} after {LIMIT:?}"),
+    }
+}
+
+/// The loopback address of `addr`'s family, port 0.
+pub fn loopback_like(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        SocketAddr::V6(_) => SocketAddr::from((Ipv6Addr::LOCALHOST, 0)),
+    }
+}
+
+pub fn v4() -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+}
+
+pub fn v6() -> SocketAddr {
+    SocketAddr::from((Ipv6Addr::LOCALHOST, 0))
+}
+
+/// A blocking std socket on loopback (family of `peer`) whose receives give
+/// up after [`LIMIT`], with 4 MiB buffers requested (the kernel caps them
+/// at `rmem_max`/`wmem_max`).
+pub fn std_client(peer: SocketAddr) -> UdpSocket {
+    let local = loopback_like(peer);
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(local),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )
+    .unwrap();
+    s.set_recv_buffer_size(4 << 20).unwrap();
+    s.set_send_buffer_size(4 << 20).unwrap();
+    s.bind(&local.into()).unwrap();
+    let s: UdpSocket = s.into();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    s
+}
+
+/// Receives one datagram or panics (after [`LIMIT`]) naming `what`.
+pub fn recv_from(s: &UdpSocket, buf: &mut [u8], what: &str) -> (usize, SocketAddr) {
+    match s.recv_from(buf) {
+        Ok(r) => r,
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            panic!("timed out after {LIMIT:?} waiting for {what}")
+        }
+        Err(e) => panic!("receiving {what}: {e}"),
+    }
+}
+
+/// A port on `family`'s loopback that nobody listens on (bound, then
+/// released).
+pub fn closed_port(family: SocketAddr) -> SocketAddr {
+    let s = UdpSocket::bind(loopback_like(family)).unwrap();
+    s.local_addr().unwrap()
+}
+
+/// Socket options with 4 MiB buffers requested (capped by the kernel).
+pub fn big_buffers() -> SocketOptions {
+    SocketOptions {
+        send_buffer: Some(4 << 20),
+        recv_buffer: Some(4 << 20),
+        ..SocketOptions::default()
+    }
+}
+
+/// Runs a closure on every lane of `server` and waits until each has run:
+/// everything a lane did before (counters included) is visible afterwards.
+pub fn barrier<H: ServerHandler>(server: &Server<H>) {
+    for lane in 0..server.lanes() {
+        let (tx, rx) = mpsc::channel();
+        assert!(
+            server.with_lane(lane, move |_, _| tx.send(()).unwrap()),
+            "lane {lane} is closed"
+        );
+        recv_within(&rx, &format!("a closure on lane {lane}"));
+    }
+}
+
+/// The runtime models the echo tests run on.
+pub fn models() -> [IoModel; 3] {
+    [
+        IoModel::Shared { threads: 1 },
+        IoModel::Shared { threads: 4 },
+        IoModel::Sharded { contexts: 4 },
+    ]
+}
+
+pub fn runtime(model: IoModel) -> Runtime {
+    Runtime::new(model).unwrap()
+}
+
+/// A payload of `len` bytes that differs per `(client, seq)`, over every
+/// byte value (binary, not text).
+pub fn payload(client: usize, seq: usize, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|j| (client * 131 + seq * 31 + j * 7) as u8)
+        .collect()
+}
+
+/// An echo handler: sends every datagram back to its peer and counts it.
+pub struct Echo {
+    pub seen: Arc<Progress>,
+}
+
+impl ServerHandler for Echo {
+    type Session = ();
+
+    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr) {}
+
+    fn datagram(&mut self, s: &mut Session<'_, ()>, data: &[u8]) {
+        s.send(data).expect("echo send");
+        self.seen.add(1);
+    }
+}
+
+/// Starts an echo server on `rt` at `addr` with `config`.
+pub fn echo_server(
+    rt: &Runtime,
+    addr: SocketAddr,
+    config: ServerConfig,
+) -> (Server<Echo>, Arc<Progress>) {
+    let seen = Arc::new(Progress::default());
+    let s = seen.clone();
+    let server = Server::bind(rt.handles(), addr, config, move |_| Echo {
+        seen: s.clone(),
+    })
+    .expect("bind echo server");
+    (server, seen)
+}
+
+/// What a recording handler saw, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Connect(SocketAddr),
+    Datagram(SocketAddr, Vec<u8>),
+    Disconnect(SocketAddr, DisconnectReason),
+}
+
+/// A shared, ordered event log that test threads can await.
+#[derive(Default)]
+pub struct Log {
+    events: Mutex<Vec<Event>>,
+    pub progress: Progress,
+}
+
+impl Log {
+    pub fn push(&self, e: Event) {
+        self.events.lock().unwrap().push(e);
+        self.progress.add(1);
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Waits until `pred` holds for the events so far; returns them.
+    pub fn wait(&self, what: &str, pred: impl Fn(&[Event]) -> bool) -> Vec<Event> {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            let seen = self.progress.get();
+            {
+                let ev = self.events.lock().unwrap();
+                if pred(&ev) {
+                    return ev.clone();
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || !self.progress.wait_quietly(left, |c| c > seen) {
+                panic!(
+                    "timed out after {LIMIT:?} waiting for {what}; events: {:?}",
+                    self.events()
+                );
+            }
+        }
+    }
+}

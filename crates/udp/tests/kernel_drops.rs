@@ -1,0 +1,127 @@
+//! Kernel receive-buffer drops (`SO_RXQ_OVFL`) are counted exactly: a
+//! burst into a tiny receive buffer while the lane is held busy loses
+//! datagrams in the kernel, and `kernel_drops` equals sent minus received.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use keel_reactor::IoModel;
+use keel_udp::{
+    EndpointConfig, Server, ServerConfig, ServerCtx, ServerHandler, Session, SocketOptions,
+};
+
+/// Records the sequence numbers of burst datagrams and counts markers.
+struct Count {
+    burst: Arc<Mutex<Vec<u32>>>,
+    markers: Arc<Progress>,
+}
+
+impl ServerHandler for Count {
+    type Session = ();
+
+    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr) {}
+
+    fn datagram(&mut self, _: &mut Session<'_, ()>, data: &[u8]) {
+        if data.starts_with(b"marker") {
+            self.markers.add(1);
+        } else {
+            let seq = u32::from_le_bytes(data[..4].try_into().unwrap());
+            self.burst.lock().unwrap().push(seq);
+        }
+    }
+}
+
+fn drops_are_counted(batch: usize) {
+    const BURST: u32 = 200;
+    let rt = runtime(IoModel::Shared { threads: 1 });
+    let burst = Arc::new(Mutex::new(Vec::new()));
+    let markers = Arc::new(Progress::default());
+    let config = ServerConfig {
+        idle_timeout: None,
+        endpoint: EndpointConfig {
+            batch,
+            socket: SocketOptions {
+                // Raised by the kernel to its minimum: a few datagrams.
+                recv_buffer: Some(1),
+                ..SocketOptions::default()
+            },
+            ..EndpointConfig::default()
+        },
+        ..ServerConfig::default()
+    };
+    let (b, m) = (burst.clone(), markers.clone());
+    let server = Server::bind(rt.handles(), v4(), config, move |_| Count {
+        burst: b.clone(),
+        markers: m.clone(),
+    })
+    .unwrap();
+    assert!(server.buffers().recv < 16 * 1024, "{:?}", server.buffers());
+    let addr = server.local_addr();
+    let client = std_client(addr);
+
+    // Hold the lane (the runtime's only thread) until the burst is sent.
+    let (entered, is_in) = mpsc::channel();
+    let (release, go) = mpsc::channel::<()>();
+    server.with_lane(0, move |_, _| {
+        entered.send(()).unwrap();
+        go.recv_timeout(LIMIT).expect("released");
+    });
+    recv_within(&is_in, "the lane to be held");
+    for seq in 0..BURST {
+        let mut d = [0u8; 100];
+        d[..4].copy_from_slice(&seq.to_le_bytes());
+        client.send_to(&d, addr).unwrap();
+    }
+    release.send(()).unwrap();
+
+    // The kernel reports drops with the next datagram it queues: send a
+    // marker (another if a marker itself is dropped) until everything is
+    // accounted for.
+    let mut sent = u64::from(BURST);
+    let deadline = Instant::now() + LIMIT;
+    let c = loop {
+        client.send_to(b"marker", addr).unwrap();
+        sent += 1;
+        if markers.wait_quietly(Duration::from_millis(200), |m| m >= 1) {
+            barrier(&server);
+            let c = server.counters();
+            if c.datagrams_in + c.kernel_drops == sent {
+                break c;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "drops never reported: {:?}",
+            server.counters()
+        );
+    };
+    println!("batch {batch}: {c:?}");
+    let received = burst.lock().unwrap().clone();
+    let got = received.len() as u64 + markers.get();
+    assert_eq!(c.datagrams_in, got, "{c:?}");
+    assert!(
+        c.kernel_drops > 0,
+        "nothing dropped: the buffer was not small: {c:?}"
+    );
+    assert_eq!(c.kernel_drops, sent - got, "drops = sent - received: {c:?}");
+    // What got in is the head of the burst, in order.
+    let head: Vec<u32> = (0..received.len() as u32).collect();
+    assert_eq!(received, head, "received burst datagrams");
+    server.stop();
+    rt.stop().unwrap();
+}
+
+#[test]
+fn kernel_drops_equal_sent_minus_received_batched() {
+    drops_are_counted(64);
+}
+
+#[test]
+fn kernel_drops_equal_sent_minus_received_one_per_call() {
+    drops_are_counted(1);
+}
