@@ -1,0 +1,170 @@
+// Run: cargo run -p keel-udp --example game_server -- [--addr 127.0.0.1:9001] [--seconds 10] [--idle-ms 3000]
+//
+// A toy game server: a 60 Hz tick (a periodic lane timer started in
+// `ServerHandler::started`) broadcasts a small state datagram to every
+// session: the tick number (u64 LE) and the session count (u32 LE).
+// Players join with their first datagram (inputs, anything) and leave when
+// they fall silent for `--idle-ms` (idle timeout). Joins and leaves are
+// printed; it runs for `--seconds N`, then prints the counters.
+//
+// Pair it with the client: cargo run -p keel-udp --example game_client
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keel_reactor::{IoModel, Runtime, TimerId};
+use keel_udp::{DisconnectReason, Server, ServerConfig, ServerCtx, ServerHandler, Session};
+
+/// 60 Hz.
+const TICK: Duration = Duration::from_nanos(1_000_000_000 / 60);
+
+struct Game {
+    tick: u64,
+    ticks: Arc<AtomicU64>,
+    state: [u8; 12],
+}
+
+/// What the server keeps per player.
+struct Player {
+    joined: Instant,
+    inputs: u64,
+}
+
+impl ServerHandler for Game {
+    type Session = Player;
+
+    fn started(&mut self, ctx: &mut ServerCtx<'_, Player>) {
+        ctx.timer(Instant::now() + TICK, Some(TICK));
+    }
+
+    fn connect(&mut self, ctx: &mut ServerCtx<'_, Player>, peer: SocketAddr) -> Player {
+        println!(
+            "tick {:>5}: join  {peer} ({} players)",
+            self.tick,
+            ctx.session_count() + 1
+        );
+        Player {
+            joined: Instant::now(),
+            inputs: 0,
+        }
+    }
+
+    fn datagram(&mut self, s: &mut Session<'_, Player>, _input: &[u8]) {
+        // A real game would apply the input to the world here.
+        s.state().inputs += 1;
+    }
+
+    fn disconnect(
+        &mut self,
+        ctx: &mut ServerCtx<'_, Player>,
+        peer: SocketAddr,
+        player: Player,
+        reason: DisconnectReason,
+    ) {
+        println!(
+            "tick {:>5}: leave {peer} ({reason}) after {:.1} s and {} inputs ({} players)",
+            self.tick,
+            player.joined.elapsed().as_secs_f64(),
+            player.inputs,
+            ctx.session_count()
+        );
+    }
+
+    fn timer(&mut self, ctx: &mut ServerCtx<'_, Player>, _: TimerId) {
+        self.tick += 1;
+        self.ticks.store(self.tick, Ordering::Relaxed);
+        self.state[..8].copy_from_slice(&self.tick.to_le_bytes());
+        self.state[8..].copy_from_slice(&(ctx.session_count() as u32).to_le_bytes());
+        ctx.broadcast(&self.state);
+    }
+}
+
+struct Args {
+    addr: SocketAddr,
+    seconds: u64,
+    idle_ms: u64,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args {
+        addr: "127.0.0.1:9001".parse().unwrap(),
+        seconds: 10,
+        idle_ms: 3_000,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--addr" => a.addr = value()?.parse().map_err(|e| format!("--addr: {e}"))?,
+            "--seconds" => a.seconds = value()?.parse().map_err(|e| format!("--seconds: {e}"))?,
+            "--idle-ms" => a.idle_ms = value()?.parse().map_err(|e| format!("--idle-ms: {e}"))?,
+            "-h" | "--help" => {
+                return Err(
+                    "usage: game_server [--addr IP:PORT] [--seconds N] [--idle-ms N]".into(),
+                )
+            }
+            other => return Err(format!("unknown flag {other} (try --help)")),
+        }
+    }
+    if a.idle_ms == 0 {
+        return Err("--idle-ms must be positive".into());
+    }
+    Ok(a)
+}
+
+fn main() {
+    let args = parse().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
+    let rt = Runtime::new(IoModel::Shared { threads: 1 }).expect("runtime");
+    let ticks = Arc::new(AtomicU64::new(0));
+    let config = ServerConfig {
+        idle_timeout: Some(Duration::from_millis(args.idle_ms)),
+        ..ServerConfig::default()
+    };
+    let t = ticks.clone();
+    let server = Server::bind(rt.handles(), args.addr, config, move |_| Game {
+        tick: 0,
+        ticks: t.clone(),
+        state: [0; 12],
+    })
+    .unwrap_or_else(|e| {
+        eprintln!("game_server: {e}");
+        std::process::exit(1)
+    });
+    println!(
+        "game server on {}: 60 Hz, idle timeout {} ms, for {} s",
+        server.local_addr(),
+        args.idle_ms,
+        args.seconds
+    );
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_secs(args.seconds));
+    let elapsed = start.elapsed();
+
+    // Stop is asynchronous: players still connected leave with "shut down".
+    server.stop();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !server.is_stopped() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    rt.stop().expect("runtime stopped cleanly");
+    let c = server.counters();
+    let ticks = ticks.load(Ordering::Relaxed);
+    println!(
+        "{ticks} ticks in {:.2} s ({:.1} Hz); players: {} joined, {} timed out; \
+         datagrams in {}, out {}; kernel drops {}, queue refusals {}, send errors {}",
+        elapsed.as_secs_f64(),
+        ticks as f64 / elapsed.as_secs_f64(),
+        c.sessions_opened,
+        c.sessions_timed_out,
+        c.datagrams_in,
+        c.datagrams_out,
+        c.kernel_drops,
+        c.send_queue_rejections,
+        c.send_errors
+    );
+}
