@@ -8,7 +8,7 @@
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,9 @@ use crate::timer::{poll_timeout, TimerId, TimerQueue};
 /// The token reserved for the reactor's waker. Source tokens pack a slab
 /// index and generation and never reach this value.
 pub(crate) const WAKER_TOKEN: Token = Token(usize::MAX);
+
+/// How long an idle runtime thread spins for work before it parks.
+const SPIN_FOR: Duration = Duration::from_micros(50);
 
 /// How many readiness events one poll collects.
 const EVENTS_CAPACITY: usize = 1024;
@@ -68,6 +71,14 @@ pub(crate) struct Core {
     sched: Mutex<Sched>,
     cv: Condvar,
     stopped: AtomicBool,
+    /// A thread of a shared runtime that found no work and is spinning
+    /// briefly before it parks (at most one at a time): work handed to the
+    /// runtime while it spins needs no futex wake.
+    spinning: AtomicBool,
+    /// Lanes on the run queue, readable without the lock (for the spinner).
+    queued: AtomicUsize,
+    /// No thread is polling (readable without the lock, for the spinner).
+    io_free: AtomicBool,
     panic: Mutex<Option<String>>,
     reactor_lane: OnceLock<LaneHandle<ReactorLane>>,
 }
@@ -122,6 +133,9 @@ impl Core {
             }),
             cv: Condvar::new(),
             stopped: AtomicBool::new(false),
+            spinning: AtomicBool::new(false),
+            queued: AtomicUsize::new(0),
+            io_free: AtomicBool::new(true),
             panic: Mutex::new(None),
             reactor_lane: OnceLock::new(),
         });
@@ -159,7 +173,8 @@ impl Core {
     pub(crate) fn enqueue(&self, task: Arc<dyn LaneTask>) {
         let mut s = lock(&self.sched);
         s.runq.push_back(task);
-        if s.idle > 0 {
+        self.queued.store(s.runq.len(), Ordering::SeqCst);
+        if s.idle > 0 && !self.spinning.load(Ordering::SeqCst) {
             self.cv.notify_one();
         } else if s.io.is_none() && !self.in_runner() {
             drop(s);
@@ -312,36 +327,49 @@ impl Core {
     pub(crate) fn run_worker(self: &Arc<Core>) -> Result<(), Error> {
         let _runner = RunnerGuard::enter(self);
         let mut s = lock(&self.sched);
+        // Whether this thread may spin before parking: not twice in a row
+        // without finding work, so an idle runtime parks all its threads.
+        let mut may_spin = true;
         loop {
             if s.stopped {
                 return Ok(());
             }
             if let Some(task) = s.runq.pop_front() {
-                if !s.runq.is_empty() && s.idle > 0 {
+                self.queued.store(s.runq.len(), Ordering::SeqCst);
+                if !s.runq.is_empty() && s.idle > 0 && !self.spinning.load(Ordering::SeqCst) {
                     self.cv.notify_one();
                 }
                 drop(s);
                 task.run(self);
+                may_spin = true;
                 s = lock(&self.sched);
                 continue;
             }
             if let Some(mut io) = s.io.take() {
                 // Leader: wait for readiness while followers wait for us.
+                self.io_free.store(false, Ordering::SeqCst);
                 drop(s);
                 let polled = self.poll_io(&mut io, None);
                 s = lock(&self.sched);
                 s.runq.extend(io.ready.drain(..));
                 s.io = Some(io);
-                // Hand the poll on: an idle follower becomes the next
-                // leader (and takes a lane if there are several) while this
-                // thread runs the first ready lane.
+                self.io_free.store(true, Ordering::SeqCst);
+                self.queued.store(s.runq.len(), Ordering::SeqCst);
+                // Hand the poll on: this thread runs one ready lane; the
+                // others and the poll want one thread each. A spinning
+                // thread takes one of those without a futex wake.
                 if s.idle > 0 {
-                    if s.runq.len() > 1 {
+                    let spinner = usize::from(self.spinning.load(Ordering::SeqCst));
+                    let wanted = s.runq.len().saturating_sub(spinner);
+                    if wanted >= s.idle {
                         self.cv.notify_all();
                     } else {
-                        self.cv.notify_one();
+                        for _ in 0..wanted {
+                            self.cv.notify_one();
+                        }
                     }
                 }
+                may_spin = true;
                 if let Err(e) = polled {
                     drop(s);
                     self.stop();
@@ -349,10 +377,44 @@ impl Core {
                 }
                 continue;
             }
-            // Follower: someone else polls; wait for lanes or for the poll.
+            // Nothing to run and someone else polls. One thread spins for a
+            // moment (work usually comes within microseconds when the
+            // runtime is busy, and a futex sleep/wake costs more than
+            // that); the others park.
+            if may_spin && !self.spinning.swap(true, Ordering::SeqCst) {
+                drop(s);
+                may_spin = self.spin_for_work();
+                self.spinning.store(false, Ordering::SeqCst);
+                s = lock(&self.sched);
+                continue;
+            }
             s.idle += 1;
             s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
             s.idle -= 1;
+            may_spin = true;
+        }
+    }
+
+    /// Spins (yielding the CPU between checks) until work shows up or
+    /// `SPIN_FOR` passes. Returns whether work showed up.
+    fn spin_for_work(&self) -> bool {
+        let start = Instant::now();
+        loop {
+            if self.queued.load(Ordering::SeqCst) > 0
+                || self.io_free.load(Ordering::SeqCst)
+                || self.stopped.load(Ordering::SeqCst)
+            {
+                return true;
+            }
+            for _ in 0..32 {
+                std::hint::spin_loop();
+            }
+            // On an oversubscribed machine the thread that would make the
+            // work may be waiting for this CPU.
+            std::thread::yield_now();
+            if start.elapsed() >= SPIN_FOR {
+                return false;
+            }
         }
     }
 
