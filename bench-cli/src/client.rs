@@ -10,7 +10,7 @@ use keel_reactor::TimerId;
 use keel_udp::{ClientCtx, ClientHandler, DisconnectReason};
 
 use crate::message::{decode_header, encode, verify_fill, Phase};
-use crate::stats::Rtt;
+use crate::stats::RttShards;
 
 /// The run's schedule, shared by every client.
 #[derive(Clone, Copy, Debug)]
@@ -150,15 +150,16 @@ pub struct BenchClient {
     outstanding: SeqMap<(Instant, Phase)>,
     given_up: SeqSet,
     highest: [Option<u64>; 2],
-    /// Measured-phase RTTs.
-    pub rtt: Rtt,
+    /// Measured-phase RTTs (shared by the run's clients, one histogram per
+    /// runtime thread).
+    rtt: Arc<RttShards>,
     /// Counts so far.
     pub tally: ClientTally,
     latch: Arc<DrainLatch>,
     drained: bool,
     /// Where the tally goes if the client ends early (its lane, and the
     /// handler with it, are gone by the time the run collects).
-    last_words: Arc<Mutex<Option<(ClientTally, Rtt)>>>,
+    last_words: Arc<Mutex<Option<ClientTally>>>,
     reported: bool,
     loss_timer: Option<TimerId>,
 }
@@ -171,7 +172,8 @@ impl BenchClient {
         payload: usize,
         window: u32,
         latch: Arc<DrainLatch>,
-        last_words: Arc<Mutex<Option<(ClientTally, Rtt)>>>,
+        rtt: Arc<RttShards>,
+        last_words: Arc<Mutex<Option<ClientTally>>>,
     ) -> BenchClient {
         BenchClient {
             id,
@@ -182,7 +184,7 @@ impl BenchClient {
             outstanding: SeqMap::with_capacity_and_hasher(window as usize * 2, Default::default()),
             given_up: SeqSet::default(),
             highest: [None, None],
-            rtt: Rtt::new(),
+            rtt,
             tally: ClientTally::default(),
             latch,
             drained: false,
@@ -251,15 +253,15 @@ impl BenchClient {
         }
     }
 
-    /// Ends the run for this client and hands over its tally and samples,
-    /// once (later calls return `None`).
-    pub fn report(&mut self) -> Option<(ClientTally, Rtt)> {
+    /// Ends the run for this client and hands over its tally, once (later
+    /// calls return `None`). Its RTTs are in the shared [`RttShards`].
+    pub fn report(&mut self) -> Option<ClientTally> {
         if self.reported {
             return None;
         }
         self.reported = true;
         self.finish();
-        Some((self.tally.clone(), std::mem::take(&mut self.rtt)))
+        Some(self.tally.clone())
     }
 
     /// Ends the run for this client: whatever is still outstanding is lost.

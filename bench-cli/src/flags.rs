@@ -598,7 +598,13 @@ fn no_positionals(raw: &RawArgs) -> Result<(), FlagError> {
     match raw.positionals.first() {
         None => Ok(()),
         Some(p) => Err(FlagError::new(
-            p.clone(),
+            // An empty argument (`keel-bench ""`) would otherwise make the
+            // error read ": unexpected argument", naming nothing.
+            if p.is_empty() {
+                "\"\" (an empty argument)".to_string()
+            } else {
+                p.clone()
+            },
             format!(
                 "unexpected argument for {} (subcommands serve and report come first; \
                  everything else is --flag VALUE)",

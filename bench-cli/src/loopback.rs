@@ -15,7 +15,7 @@ use crate::echo::{Echo, EchoMode, EchoStats};
 use crate::flags::{AddressFamily, IoModel, RunConfig};
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
 use crate::procstats::{peak_rss_bytes, process_cpu_time, udp_delta, UdpCounters};
-use crate::stats::Rtt;
+use crate::stats::RttShards;
 
 /// How long echoes in flight may take after the measured phase.
 pub const DRAIN: Duration = Duration::from_secs(2);
@@ -113,7 +113,10 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let client_config = ClientConfig {
         local: None,
         endpoint: EndpointConfig {
-            batch: cfg.batch as usize,
+            // A client never has more than `window` echoes to read; two
+            // slots keep the short-batch drain (one call per wake-up) even
+            // at window 1, unless --batch 1 asks for one per call.
+            batch: (cfg.batch as usize).min(window.max(2)),
             // The whole window may wait in the queue if the socket blocks.
             send_queue_datagrams: window.max(keel_udp::DEFAULT_SEND_QUEUE_DATAGRAMS),
             send_queue_bytes: (window * payload).max(keel_udp::DEFAULT_SEND_QUEUE_BYTES),
@@ -128,12 +131,20 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         },
     };
     let latch = Arc::new(DrainLatch::default());
+    let rtt_shards = Arc::new(RttShards::new(cfg.io_threads as usize));
     let mut clients = Vec::with_capacity(cfg.clients as usize);
     let mut last_words = Vec::with_capacity(cfg.clients as usize);
     for id in 0..cfg.clients {
         let words = Arc::new(Mutex::new(None));
         last_words.push(words.clone());
-        let handler = BenchClient::new(id, payload, cfg.window, latch.clone(), words);
+        let handler = BenchClient::new(
+            id,
+            payload,
+            cfg.window,
+            latch.clone(),
+            rtt_shards.clone(),
+            words,
+        );
         let client = Client::connect(rt.next_context(), target, client_config.clone(), handler)
             .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
         clients.push(client);
@@ -179,7 +190,6 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     // Collect every client's tally and samples on its own lane.
     let (tx, rx) = mpsc::channel();
     let mut tally = ClientTally::default();
-    let mut rtt = Rtt::new();
     let mut collected = 0;
     for c in &clients {
         let tx = tx.clone();
@@ -194,9 +204,8 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     while collected < clients.len() {
         let left = collect_deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
-            Ok((t, r)) => {
+            Ok(t) => {
                 tally.add(&t);
-                rtt.merge(&r);
                 collected += 1;
             }
             Err(_) => break,
@@ -204,9 +213,8 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     }
     // Clients that ended early (e.g. port unreachable) left their tally.
     for words in &last_words {
-        if let Some((t, r)) = words.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(t) = words.lock().unwrap_or_else(|p| p.into_inner()).take() {
             tally.add(&t);
-            rtt.merge(&r);
             collected += 1;
         }
     }
@@ -242,7 +250,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     report.udp_lost_warmup_messages = Some(tally.warmup_lost);
     report.warmup_errors = tally.warmup_errors;
     report.warmup_ok = tally.warmup_errors == 0;
-    report.set_rtt(&rtt.summary());
+    report.set_rtt(&rtt_shards.merged().summary());
     report.set_throughput(drain_end.saturating_duration_since(measure_start));
     if let (Some(a), Some(b)) = (cpu_start, cpu_end) {
         report.set_cpu(
