@@ -231,7 +231,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         report.server_send_rejections = Some(k.send_queue_rejections + k.send_too_large);
         report.server_send_completion_errors = Some(k.send_errors);
         kernel_drops += k.kernel_drops;
-        s.stop();
+        s.stop_and_wait(Duration::from_secs(1));
     }
     let snmp_after = snmp(cfg.address_family);
     let stopped = rt.stop();

@@ -114,7 +114,7 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
     let elapsed = started.elapsed();
     let k = server.counters();
     let b = server.buffers();
-    server.stop();
+    server.stop_and_wait(Duration::from_secs(1));
     let stopped = rt.stop();
     Ok(ServeSummary {
         role: "serve",

@@ -618,6 +618,33 @@ impl<H: ServerHandler> Server<H> {
         }
     }
 
+    /// Stops the server as [`Server::stop`] does and waits until every lane
+    /// has ended its sessions and closed its socket, at most `timeout`.
+    /// Returns whether all lanes finished in time (false if the runtime is
+    /// no longer running them).
+    pub fn stop_and_wait(&self, timeout: Duration) -> bool {
+        let (done, finished) = std::sync::mpsc::channel();
+        let mut expected = 0;
+        for l in &self.shared.lanes {
+            let done = done.clone();
+            if l.post(move |st, cx| {
+                st.shutdown(cx);
+                let _ = done.send(());
+            }) {
+                expected += 1;
+            }
+        }
+        drop(done);
+        let deadline = Instant::now() + timeout;
+        for _ in 0..expected {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if finished.recv_timeout(left).is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Whether every lane is closed.
     pub fn is_stopped(&self) -> bool {
         self.shared.lanes.iter().all(|l| l.is_closed())

@@ -435,3 +435,61 @@ fn close_ends_a_session_with_reason_closed() {
     });
     f.rt.stop().unwrap();
 }
+
+/// `stop_and_wait` returns once every lane has ended its sessions
+/// (disconnect with `Shutdown`) and closed its socket.
+#[test]
+fn stop_and_wait_ends_every_session_before_returning() {
+    use keel_udp::{DisconnectReason, ServerCtx, ServerHandler, Session};
+    use std::net::SocketAddr;
+    use std::sync::{Arc, Mutex};
+
+    struct Track(Arc<Mutex<Vec<DisconnectReason>>>);
+    impl ServerHandler for Track {
+        type Session = ();
+        fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr) {}
+        fn datagram(&mut self, s: &mut Session<'_, ()>, data: &[u8]) {
+            let _ = s.send(data);
+        }
+        fn disconnect(
+            &mut self,
+            _: &mut ServerCtx<'_, ()>,
+            _: SocketAddr,
+            _: (),
+            r: DisconnectReason,
+        ) {
+            self.0.lock().unwrap().push(r);
+        }
+    }
+    let rt = keel_reactor::Runtime::new(keel_reactor::IoModel::Shared { threads: 2 }).unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let config = keel_udp::ServerConfig {
+        lanes: 2,
+        ..Default::default()
+    };
+    let l2 = log.clone();
+    let server = keel_udp::Server::bind(
+        rt.handles(),
+        "127.0.0.1:0".parse().unwrap(),
+        config,
+        move |_| Track(l2.clone()),
+    )
+    .unwrap();
+    let mut peers = Vec::new();
+    for _ in 0..8 {
+        let c = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        c.send_to(b"hi", server.local_addr()).unwrap();
+        let mut buf = [0u8; 8];
+        c.recv(&mut buf).unwrap();
+        peers.push(c);
+    }
+    assert!(server.stop_and_wait(std::time::Duration::from_secs(5)));
+    assert!(server.is_stopped());
+    assert_eq!(server.counters().sessions_open, 0);
+    let reasons = log.lock().unwrap().clone();
+    assert_eq!(reasons.len(), 8);
+    assert!(reasons.iter().all(|r| *r == DisconnectReason::Shutdown));
+    rt.stop().unwrap();
+}
