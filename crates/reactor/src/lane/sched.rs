@@ -132,8 +132,8 @@ mod tests {
     }
 }
 
-/// Run with:
-/// `RUSTFLAGS="--cfg loom" cargo test -p keel-reactor --lib --release lane::sched`
+/// Run with (scripts/test.sh does):
+/// `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p keel-reactor --lib --release lane::sched`
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
@@ -141,73 +141,137 @@ mod loom_tests {
     use loom::sync::{Arc, Mutex};
     use loom::thread;
 
-    /// Two notifiers each add one unit of work and notify; a run queue is a
-    /// mutex-protected vec; two runner threads pop and run. Invariants: never
-    /// two runners inside the lane, and all work is consumed.
+    /// Exhaustive search over every interleaving does not finish in useful
+    /// time (even a three-thread model ran for over 13 minutes). Bugs in a
+    /// protocol this small show up within very few preemptions: with 2,
+    /// both tests take ~6 s in release and catch each seeded protocol bug
+    /// (lost NOTIFIED, notify enqueueing a running lane, requeue ignoring
+    /// NOTIFIED, body released after `finish`); 3 takes over a minute.
+    /// `LOOM_MAX_PREEMPTIONS` overrides it.
+    const PREEMPTION_BOUND: usize = 2;
+
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(PREEMPTION_BOUND);
+        }
+        builder.check(f);
+    }
+
+    /// A lane as `LaneCell::run` drives it: taking the body (`inside`, a
+    /// counter rather than a mutex: loom does not branch before a mutex
+    /// release, so a `try_lock` could never observe the window) fails if
+    /// another runner holds it; it is released *before* `finish` or
+    /// `requeue` lets another thread start the lane. The first `yields`
+    /// rounds stop early (budget, `Flow::Yielded`): the runner requeues the
+    /// lane itself.
+    struct Model {
+        sched: LaneSched,
+        inside: AtomicUsize,
+        work: AtomicUsize,
+        done: AtomicUsize,
+        queue: Mutex<Vec<()>>,
+        yields: AtomicUsize,
+    }
+
+    impl Model {
+        fn new(yields: usize) -> Arc<Model> {
+            let m = Arc::new(Model {
+                sched: LaneSched::new_running(),
+                inside: AtomicUsize::new(0),
+                work: AtomicUsize::new(0),
+                done: AtomicUsize::new(0),
+                queue: Mutex::new(Vec::new()),
+                yields: AtomicUsize::new(yields),
+            });
+            // The creator finishes set-up.
+            assert!(!m.sched.finish());
+            m
+        }
+
+        /// A producer: queue one unit of work, notify, enqueue if told to.
+        fn produce(&self) {
+            self.work.fetch_add(1, Ordering::SeqCst);
+            if self.sched.notify() {
+                self.queue.lock().unwrap().push(());
+            }
+        }
+
+        fn run(&self) {
+            if !self.sched.start() {
+                return;
+            }
+            loop {
+                assert_eq!(
+                    self.inside.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "lane ran on two threads at once"
+                );
+                let n = self.work.swap(0, Ordering::SeqCst);
+                self.done.fetch_add(n, Ordering::SeqCst);
+                let yielded = self
+                    .yields
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |y| y.checked_sub(1))
+                    .is_ok();
+                // Release the body, then let the state go.
+                self.inside.fetch_sub(1, Ordering::SeqCst);
+                if yielded {
+                    if self.sched.requeue() {
+                        self.queue.lock().unwrap().push(());
+                    }
+                    return;
+                }
+                if !self.sched.finish() {
+                    return;
+                }
+            }
+        }
+
+        /// A worker: take one lane off the queue, if any, and run it.
+        fn work_once(&self) {
+            let item = self.queue.lock().unwrap().pop();
+            if item.is_some() {
+                self.run();
+            }
+        }
+    }
+
+    /// Two producers and two workers race; then the queue is drained as the
+    /// next worker would. Never two runners inside the lane, and every
+    /// unit of work is consumed (no lost notification).
+    fn two_producers_two_workers(yields: usize) {
+        model(move || {
+            let m = Model::new(yields);
+            let threads: Vec<_> = (0..4)
+                .map(|i| {
+                    let m = m.clone();
+                    thread::spawn(move || if i < 2 { m.produce() } else { m.work_once() })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            loop {
+                let item = m.queue.lock().unwrap().pop();
+                if item.is_none() {
+                    break;
+                }
+                m.run();
+            }
+            assert_eq!(m.done.load(Ordering::SeqCst), 2, "a notification was lost");
+            assert!(m.sched.notify(), "the lane ends idle, not stuck scheduled");
+        });
+    }
+
     #[test]
     fn no_concurrent_runs_and_no_lost_work() {
-        loom::model(|| {
-            let sched = Arc::new(LaneSched::new_running());
-            let work = Arc::new(AtomicUsize::new(0));
-            let done = Arc::new(AtomicUsize::new(0));
-            let inside = Arc::new(AtomicUsize::new(0));
-            let queue: Arc<Mutex<Vec<()>>> = Arc::new(Mutex::new(Vec::new()));
+        two_producers_two_workers(0);
+    }
 
-            // The creator finishes set-up.
-            assert!(!sched.finish());
-
-            let run = {
-                let (sched, work, done, inside) =
-                    (sched.clone(), work.clone(), done.clone(), inside.clone());
-                move || {
-                    if !sched.start() {
-                        return;
-                    }
-                    loop {
-                        assert_eq!(
-                            inside.fetch_add(1, Ordering::SeqCst),
-                            0,
-                            "lane ran twice at once"
-                        );
-                        let n = work.swap(0, Ordering::SeqCst);
-                        done.fetch_add(n, Ordering::SeqCst);
-                        inside.fetch_sub(1, Ordering::SeqCst);
-                        if !sched.finish() {
-                            break;
-                        }
-                    }
-                }
-            };
-
-            let mut handles = Vec::new();
-            for _ in 0..2 {
-                let (sched, work, queue) = (sched.clone(), work.clone(), queue.clone());
-                handles.push(thread::spawn(move || {
-                    work.fetch_add(1, Ordering::SeqCst);
-                    if sched.notify() {
-                        queue.lock().unwrap().push(());
-                    }
-                }));
-            }
-            let runner = {
-                let queue = queue.clone();
-                let run = run.clone();
-                thread::spawn(move || {
-                    let item = queue.lock().unwrap().pop();
-                    if item.is_some() {
-                        run();
-                    }
-                })
-            };
-            for h in handles {
-                h.join().unwrap();
-            }
-            runner.join().unwrap();
-            // Drain what is left on the queue, as the next worker would.
-            while queue.lock().unwrap().pop().is_some() {
-                run();
-            }
-            assert_eq!(done.load(Ordering::SeqCst), 2, "a notification was lost");
-        });
+    /// The same where the first round stops early and goes through
+    /// `requeue` (the budget path).
+    #[test]
+    fn yield_requeue_keeps_exclusivity_and_work() {
+        two_producers_two_workers(1);
     }
 }

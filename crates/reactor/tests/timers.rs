@@ -1,0 +1,406 @@
+//! Timers: deadline order, cancellation, lane timers, no spinning on
+//! sub-millisecond deadlines, drift-free periodic fires, and posts that
+//! wake a reactor sleeping in poll.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{wait_until_in_poll, Progress, Watchdog};
+use keel_reactor::{Handle, IoModel, Lane, LaneCx, LaneHandle, Reactor, Runtime, TimerId};
+
+const LIMIT: Duration = Duration::from_secs(10);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A watchdog that stops `handle`'s reactor if the test is still turning
+/// after `LIMIT`: `turn(None)` then returns, and the loop asserts.
+fn watchdog(handle: &Handle) -> Watchdog {
+    let h = handle.clone();
+    Watchdog::new(LIMIT, move || h.stop())
+}
+
+/// Turns `reactor` with no timeout until `done()`; returns the number of
+/// `turn` calls. Panics if the watchdog had to stop the reactor.
+fn turn_until(reactor: &mut Reactor, what: &str, done: impl Fn() -> bool) -> u64 {
+    let handle = reactor.handle();
+    let _dog = watchdog(&handle);
+    let mut turns = 0;
+    while !done() {
+        assert!(
+            !handle.is_stopped(),
+            "timed out after {LIMIT:?} and {turns} turns waiting for {what}"
+        );
+        reactor.turn(None).unwrap();
+        turns += 1;
+    }
+    turns
+}
+
+#[test]
+fn closure_timers_fire_in_deadline_order_and_cancelled_never_fires() {
+    let mut reactor = Reactor::new().unwrap();
+    let h = reactor.handle();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let record = |name: &'static str| {
+        let log = log.clone();
+        move || log.lock().unwrap().push(name)
+    };
+    let t0 = Instant::now();
+    // Scheduled out of order; each is a different turn's deadline.
+    h.timer(t0 + ms(40), None, record("40"));
+    h.timer(t0 + ms(10), None, record("10"));
+    let cancelled = h.timer(t0 + ms(15), None, record("15-cancelled"));
+    h.timer(t0 + ms(30), None, record("30"));
+    let cancelled_periodic = h.timer(t0 + ms(5), Some(ms(5)), record("5-periodic-cancelled"));
+    h.timer(t0 + ms(20), None, record("20"));
+    // Fires last, well past both cancelled deadlines.
+    h.timer(t0 + ms(60), None, record("60"));
+    assert!(h.cancel_timer(cancelled), "was scheduled");
+    assert!(h.cancel_timer(cancelled_periodic), "was scheduled");
+    turn_until(&mut reactor, "the 60 ms timer", || {
+        log.lock().unwrap().contains(&"60")
+    });
+    assert!(t0.elapsed() >= ms(60), "a timer fired before its deadline");
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["10", "20", "30", "40", "60"],
+        "out of deadline order, or a cancelled timer fired"
+    );
+    assert!(!h.cancel_timer(cancelled), "second cancel is a no-op");
+
+    // Already due at distinct instants: all fire in one turn, oldest first.
+    log.lock().unwrap().clear();
+    let now = Instant::now();
+    h.timer(now - ms(2), None, record("b"));
+    h.timer(now - ms(3), None, record("a"));
+    h.timer(now, None, record("d"));
+    h.timer(now - ms(1), None, record("c"));
+    reactor.turn(Some(LIMIT)).unwrap();
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["a", "b", "c", "d"],
+        "timers due in one turn fired out of deadline order"
+    );
+}
+
+/// A lane logging its timer calls where the test thread can read them;
+/// `cancel_on` maps a timer to the timer its `on_timer` cancels through
+/// `LaneCx::cancel_timer`.
+#[derive(Default)]
+struct Timed {
+    log: Arc<Mutex<Vec<TimerId>>>,
+    cancel_on: Option<(TimerId, TimerId)>,
+    cancelled: Arc<Mutex<Vec<(TimerId, bool)>>>,
+}
+
+impl Lane for Timed {
+    fn on_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+        self.log.lock().unwrap().push(timer);
+        if let Some((when, victim)) = self.cancel_on {
+            if when == timer {
+                let was = cx.cancel_timer(victim);
+                self.cancelled.lock().unwrap().push((victim, was));
+            }
+        }
+    }
+}
+
+/// A reactor with one `Timed` lane; returns its log and cancellations.
+#[allow(clippy::type_complexity)]
+fn timed_lane() -> (
+    Reactor,
+    LaneHandle<Timed>,
+    Arc<Mutex<Vec<TimerId>>>,
+    Arc<Mutex<Vec<(TimerId, bool)>>>,
+) {
+    let reactor = Reactor::new().unwrap();
+    let st = Timed::default();
+    let (log, cancelled) = (st.log.clone(), st.cancelled.clone());
+    let lane = reactor.handle().add_lane(st);
+    (reactor, lane, log, cancelled)
+}
+
+#[test]
+fn lane_timer_from_handle_and_from_cx_fire_on_timer() {
+    let (mut reactor, lane, log, _) = timed_lane();
+    let t0 = Instant::now();
+    let outside = lane.timer(t0 + ms(2), None).unwrap();
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |_, cx| tx.send(cx.timer(t0 + ms(1), None)).unwrap());
+    turn_until(&mut reactor, "both lane timers", || {
+        log.lock().unwrap().len() >= 2
+    });
+    let inside = rx.try_recv().expect("the post ran");
+    assert!(t0.elapsed() >= ms(2), "a lane timer fired early");
+    assert_eq!(*log.lock().unwrap(), [inside, outside]);
+}
+
+#[test]
+fn cancel_from_on_timer_is_final() {
+    // `first` and the periodic `victim` are due at the same instant and
+    // fire in the same turn, first before victim (FIFO). first's on_timer
+    // cancels victim: victim's fire, already delivered to the lane in that
+    // turn, must not be handled, nor any later one.
+    let (mut reactor, lane, log, cancelled) = timed_lane();
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |st, cx| {
+        let due = Instant::now();
+        let first = cx.timer(due, None);
+        let victim = cx.timer(due, Some(ms(1)));
+        st.cancel_on = Some((first, victim));
+        tx.send((first, victim)).unwrap();
+    });
+    reactor.turn(Some(LIMIT)).unwrap();
+    let (first, victim) = rx.try_recv().expect("the post ran");
+    // Turn past many of victim's periods: until a sentinel 20 ms out fires.
+    let sentinel = lane.timer(Instant::now() + ms(20), None).unwrap();
+    turn_until(&mut reactor, "the sentinel timer", || {
+        log.lock().unwrap().contains(&sentinel)
+    });
+    assert_eq!(*cancelled.lock().unwrap(), [(victim, true)]);
+    assert_eq!(
+        *log.lock().unwrap(),
+        [first, sentinel],
+        "a timer cancelled with LaneCx::cancel_timer was handled after all"
+    );
+}
+
+#[test]
+fn cancel_from_post_drops_a_fire_delivered_in_the_same_turn() {
+    // The periodic timer is already due, and the cancelling post is queued:
+    // one turn delivers the fire and runs the lane, posts first. The fire
+    // must be dropped, and no later one comes.
+    let (mut reactor, lane, log, cancelled) = timed_lane();
+    let due = lane.timer(Instant::now() - ms(1), Some(ms(1))).unwrap();
+    let c = cancelled.clone();
+    lane.post(move |_, cx| c.lock().unwrap().push((due, cx.cancel_timer(due))));
+    reactor.turn(Some(LIMIT)).unwrap();
+    let sentinel = lane.timer(Instant::now() + ms(10), None).unwrap();
+    turn_until(&mut reactor, "the sentinel timer", || {
+        log.lock().unwrap().contains(&sentinel)
+    });
+    assert_eq!(*cancelled.lock().unwrap(), [(due, true)]);
+    assert_eq!(
+        *log.lock().unwrap(),
+        [sentinel],
+        "a fire delivered with the cancelling post was handled"
+    );
+}
+
+#[test]
+fn sub_millisecond_one_shot_does_not_spin() {
+    let mut reactor = Reactor::new().unwrap();
+    let fired = Arc::new(AtomicBool::new(false));
+    let f = fired.clone();
+    let t0 = Instant::now();
+    reactor
+        .handle()
+        .timer(t0 + Duration::from_micros(500), None, move || {
+            f.store(true, Ordering::SeqCst)
+        });
+    let turns = turn_until(&mut reactor, "the 0.5 ms timer", || {
+        fired.load(Ordering::SeqCst)
+    });
+    assert!(t0.elapsed() >= Duration::from_micros(500), "fired early");
+    // One turn installs the closure, one waits 1 ms (0.5 ms rounded up)
+    // and fires. A timeout rounded down to 0 would take hundreds of turns.
+    assert!(
+        turns <= 3,
+        "{turns} turns for one 0.5 ms timer: the loop spun"
+    );
+}
+
+#[test]
+fn sub_millisecond_periodic_is_bounded_and_drift_free() {
+    const PERIOD: Duration = Duration::from_micros(500);
+    let mut reactor = Reactor::new().unwrap();
+    let handle = reactor.handle();
+    let _dog = watchdog(&handle);
+    let fires = Arc::new(AtomicU64::new(0));
+    let f = fires.clone();
+    let t0 = Instant::now();
+    handle.timer(t0 + PERIOD, Some(PERIOD), move || {
+        f.fetch_add(1, Ordering::SeqCst);
+    });
+    let mut turns = 0u64;
+    let mut last_turn_start = t0;
+    loop {
+        let start = Instant::now();
+        if start - t0 >= ms(50) {
+            break;
+        }
+        assert!(!handle.is_stopped(), "watchdog fired after {turns} turns");
+        last_turn_start = start;
+        reactor.turn(None).unwrap();
+        turns += 1;
+    }
+    let fires = fires.load(Ordering::SeqCst);
+    let periods = |d: Duration| (d.as_nanos() / PERIOD.as_nanos()) as u64;
+    // Every wait is at least 1 ms (0.5 ms rounded up), so ~50 turns in
+    // 50 ms; a loop polling with a zero timeout would make thousands.
+    assert!(turns <= 80, "{turns} turns in ~50 ms: the idle loop spun");
+    // The last turn fired every deadline up to its start, each missed
+    // period once (drift-free catch-up: ~2 fires per 1 ms wait). A
+    // schedule that drifted (next = now + period) makes ~1 per wait.
+    let due = periods(last_turn_start - t0);
+    assert!(
+        fires + 2 >= due,
+        "{fires} fires for {due} periods elapsed: missed periods were dropped or the schedule drifted"
+    );
+    assert!(
+        fires <= periods(t0.elapsed()),
+        "{fires} fires: more than periods elapsed"
+    );
+}
+
+/// A lane recording when its timer fires.
+struct Stamps {
+    at: Vec<Instant>,
+    progress: Arc<Progress>,
+}
+
+impl Lane for Stamps {
+    fn on_timer(&mut self, _cx: &mut LaneCx<'_, Self>, _timer: TimerId) {
+        self.at.push(Instant::now());
+        self.progress.add(1);
+    }
+}
+
+/// Fires `at` (instants taken by the reactor thread in the timer callback)
+/// of a timer due at `t0 + k * period`, k = 1, 2, ...: none early, and as
+/// many as periods elapsed up to the last one, within one.
+fn check_periodic(what: &str, t0: Instant, period: Duration, at: &[Instant]) {
+    let n = at.len() as u64;
+    for (k, t) in at.iter().enumerate() {
+        assert!(
+            *t >= t0 + period * (k as u32 + 1),
+            "{what}: fire {} came before its deadline",
+            k + 1
+        );
+    }
+    let elapsed = *at.last().expect("fired") - t0;
+    let expected = (elapsed.as_nanos() / period.as_nanos()) as u64;
+    assert!(
+        n.abs_diff(expected) <= 1,
+        "{what}: {n} fires in {elapsed:?} of {period:?} periods (expected {expected} +- 1)"
+    );
+}
+
+#[test]
+fn periodic_100hz_on_runtime_keeps_its_rate() {
+    const PERIOD: Duration = Duration::from_millis(10);
+    const FIRES: u64 = 30; // ~300 ms
+
+    // A lane timer on a shared runtime, scheduled by LaneHandle::timer from
+    // this thread while the runtime sleeps in poll with no timers: only the
+    // timer's own wake can make it fire.
+    let shared = Runtime::new(IoModel::Shared { threads: 2 }).unwrap();
+    let lane_progress = Arc::new(Progress::default());
+    let lane = shared.add_lane(Stamps {
+        at: Vec::new(),
+        progress: lane_progress.clone(),
+    });
+    wait_until_in_poll("keel-shared-", LIMIT);
+    let lane_t0 = Instant::now();
+    let lane_timer = lane.timer(lane_t0 + PERIOD, Some(PERIOD)).unwrap();
+
+    // A closure timer (Handle::timer) on a sharded runtime's second reactor.
+    let sharded = Runtime::new(IoModel::Sharded { contexts: 2 }).unwrap();
+    let reactor = sharded.context(1).unwrap().clone();
+    let at = Arc::new(Mutex::new(Vec::new()));
+    let closure_progress = Arc::new(Progress::default());
+    let (a, p) = (at.clone(), closure_progress.clone());
+    let closure_t0 = Instant::now();
+    let closure_timer = reactor.timer(closure_t0 + PERIOD, Some(PERIOD), move || {
+        a.lock().unwrap().push(Instant::now());
+        p.add(1);
+    });
+
+    lane_progress.wait_for(LIMIT, "30 lane timer fires", |n| n >= FIRES);
+    closure_progress.wait_for(LIMIT, "30 closure timer fires", |n| n >= FIRES);
+
+    // Stop both, then read what the reactors recorded, serialized after
+    // any fire already under way.
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |st, cx| {
+        cx.cancel_timer(lane_timer);
+        tx.send(st.at.clone()).unwrap();
+    });
+    let lane_at = rx.recv_timeout(LIMIT).expect("lane runs posts");
+    reactor.cancel_timer(closure_timer);
+    let (tx, rx) = mpsc::channel();
+    reactor.post(move || tx.send(()).unwrap());
+    rx.recv_timeout(LIMIT).expect("reactor runs posts");
+    let closure_at = at.lock().unwrap().clone();
+    shared.stop().unwrap();
+    sharded.stop().unwrap();
+
+    check_periodic("lane timer", lane_t0, PERIOD, &lane_at);
+    check_periodic("closure timer", closure_t0, PERIOD, &closure_at);
+}
+
+#[test]
+fn post_wakes_a_reactor_sleeping_in_run() {
+    const NAME: &str = "keel-t-runpost";
+    let (htx, hrx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name(NAME.into())
+        .spawn(move || {
+            let mut reactor = Reactor::new().unwrap();
+            htx.send(reactor.handle()).unwrap();
+            done_tx.send(reactor.run()).unwrap();
+        })
+        .unwrap();
+    let handle = hrx.recv_timeout(LIMIT).unwrap();
+    for round in 0..3 {
+        // No timers: the reactor sleeps in poll with no timeout.
+        wait_until_in_poll(NAME, LIMIT);
+        let (tx, rx) = mpsc::channel();
+        assert!(handle.post(move || tx.send(round).unwrap()));
+        assert_eq!(
+            rx.recv_timeout(LIMIT)
+                .expect("the post did not wake the reactor"),
+            round
+        );
+    }
+    handle.stop();
+    done_rx
+        .recv_timeout(LIMIT)
+        .expect("run() did not return after stop")
+        .unwrap();
+    thread.join().unwrap();
+}
+
+#[test]
+fn idle_turn_waits_its_timeout() {
+    let mut reactor = Reactor::new().unwrap();
+    let t = Instant::now();
+    assert_eq!(reactor.turn(Some(ms(50))).unwrap(), 0);
+    assert!(
+        t.elapsed() >= ms(45),
+        "an idle turn returned after {:?}",
+        t.elapsed()
+    );
+
+    // After a post has run (the waker fired), the next idle turn waits too.
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = ran.clone();
+    reactor
+        .handle()
+        .post(move || r.store(true, Ordering::SeqCst));
+    assert!(reactor.turn(Some(LIMIT)).unwrap() >= 1);
+    assert!(ran.load(Ordering::SeqCst));
+    let t = Instant::now();
+    assert_eq!(reactor.turn(Some(ms(50))).unwrap(), 0);
+    assert!(
+        t.elapsed() >= ms(45),
+        "an idle turn after a post returned after {:?}",
+        t.elapsed()
+    );
+}
