@@ -81,6 +81,8 @@ pub(crate) struct Core {
     io_free: AtomicBool,
     panic: Mutex<Option<String>>,
     reactor_lane: OnceLock<LaneHandle<ReactorLane>>,
+    /// Shared with the reactor lane: closure timers cancelled by a handle.
+    cancelled_closures: Arc<Mutex<Vec<TimerId>>>,
 }
 
 /// The lane every reactor has for closures posted to the reactor itself and
@@ -89,12 +91,18 @@ pub(crate) struct Core {
 pub(crate) struct ReactorLane {
     /// Closure timers: the callback and whether it is one-shot.
     timers: HashMap<TimerId, (TimerFn, bool)>,
+    /// Timers cancelled through a handle whose cleanup has not run yet: a
+    /// fire already delivered in the same round must not call them.
+    cancelled: Arc<Mutex<Vec<TimerId>>>,
 }
 
 type TimerFn = Box<dyn FnMut() + Send>;
 
 impl Lane for ReactorLane {
     fn on_timer(&mut self, _cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+        if lock(&self.cancelled).contains(&timer) {
+            return;
+        }
         let one_shot = match self.timers.get_mut(&timer) {
             Some((f, one_shot)) => {
                 f();
@@ -138,8 +146,13 @@ impl Core {
             io_free: AtomicBool::new(true),
             panic: Mutex::new(None),
             reactor_lane: OnceLock::new(),
+            cancelled_closures: Arc::new(Mutex::new(Vec::new())),
         });
-        let lane = LaneHandle::create(&core, ReactorLane::default(), |_, _| ()).0;
+        let state = ReactorLane {
+            timers: HashMap::new(),
+            cancelled: core.cancelled_closures.clone(),
+        };
+        let lane = LaneHandle::create(&core, state, |_, _| ()).0;
         let _ = core.reactor_lane.set(lane);
         Ok(core)
     }
@@ -475,8 +488,13 @@ pub(crate) fn closure_timer(
 
 pub(crate) fn cancel_closure_timer(core: &Core, id: TimerId) -> bool {
     let was = lock(&core.timers).cancel(id);
+    // Marked first: a fire of it already delivered (even in the round that
+    // is running this cancel) is skipped; the cleanup below runs before any
+    // later round's timers.
+    lock(&core.cancelled_closures).push(id);
     core.reactor_lane().post(move |st: &mut ReactorLane, _| {
         st.timers.remove(&id);
+        lock(&st.cancelled).retain(|t| *t != id);
     });
     was
 }

@@ -65,8 +65,10 @@ impl Handle {
         closure_timer(&self.core, deadline, period, Box::new(f))
     }
 
-    /// Cancels a timer made by [`Handle::timer`]. Returns whether it was
-    /// still scheduled.
+    /// Cancels a timer made by [`Handle::timer`]: it does not run again, even
+    /// if its fire was already delivered to the reactor (e.g. cancelled by
+    /// another timer of the same turn). Returns whether it was still in the
+    /// timer queue (a one-shot whose fire is delivered is not).
     pub fn cancel_timer(&self, id: TimerId) -> bool {
         cancel_closure_timer(&self.core, id)
     }

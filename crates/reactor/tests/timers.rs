@@ -404,3 +404,39 @@ fn idle_turn_waits_its_timeout() {
         t.elapsed()
     );
 }
+
+/// A closure timer that cancels another closure timer due in the same turn
+/// (both already due): the cancelled one never runs, although its fire was
+/// delivered to the reactor lane together with the first.
+#[test]
+fn closure_timer_cancelled_by_a_timer_of_the_same_turn_never_runs() {
+    let mut reactor = Reactor::new().unwrap();
+    let handle = reactor.handle();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let now = Instant::now();
+    let victim_id = Arc::new(Mutex::new(None::<TimerId>));
+    let (h, l, v) = (handle.clone(), log.clone(), victim_id.clone());
+    handle.timer(now, None, move || {
+        let id = v.lock().unwrap().expect("victim scheduled");
+        // The victim already left the timer queue (its fire is delivered),
+        // so this may return false; what matters is that it never runs.
+        h.cancel_timer(id);
+        l.lock().unwrap().push("first".to_string());
+    });
+    let l = log.clone();
+    let id = handle.timer(now + Duration::from_micros(1), None, move || {
+        l.lock().unwrap().push("victim".to_string());
+    });
+    *victim_id.lock().unwrap() = Some(id);
+    // Both are due once this sleep is over, so one poll delivers both.
+    std::thread::sleep(ms(2));
+    let l = log.clone();
+    turn_until(&mut reactor, "the first timer", move || {
+        !l.lock().unwrap().is_empty()
+    });
+    // More turns: nothing else may run.
+    for _ in 0..3 {
+        reactor.turn(Some(ms(5))).unwrap();
+    }
+    assert_eq!(*log.lock().unwrap(), vec!["first".to_string()]);
+}
