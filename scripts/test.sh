@@ -13,6 +13,29 @@ need_component() {
 need_component fmt rustfmt
 need_component clippy clippy
 
+# Peers and tools some tests use: sockperf (sockperf's ping-pong client
+# against `keel-bench serve --sockperf`), iproute2 and nftables (network
+# namespaces and kernel faults). Installed when apt-get can; the tests that
+# need them say why they skipped otherwise.
+need_pkg() { # command package
+  command -v "$1" >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "test.sh: installing Debian package $2 (for $1)" >&2
+    if [ -z "${apt_updated:-}" ]; then
+      apt-get update -qq >/dev/null 2>&1 || true
+      apt_updated=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null 2>&1 ||
+      echo "test.sh: could not install $2; tests needing $1 will skip" >&2
+  else
+    echo "test.sh: $1 missing and cannot install $2 (not root or no apt-get); tests needing it will skip" >&2
+  fi
+}
+need_pkg sockperf sockperf
+need_pkg ip iproute2
+need_pkg nft nftables
+need_pkg tc iproute2
+
 echo "== cargo fmt --check" >&2
 cargo fmt --all -- --check
 echo "== cargo clippy" >&2
