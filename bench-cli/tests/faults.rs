@@ -1,0 +1,122 @@
+//! Real kernel faults between two network namespaces (scripts/faults.sh):
+//! loss, a rate-limited link, reordering and duplication, each for half a
+//! second. Every run ends on time, nothing panics, and the counters add up,
+//! with each other and with the kernel's own counts of what it dropped and
+//! copied. Skips with a printed reason without the privileges.
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// One `key=value ...` line of faults.sh.
+fn fields(line: &str) -> HashMap<&str, &str> {
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .collect()
+}
+
+fn num(f: &HashMap<&str, &str>, key: &str) -> u64 {
+    f.get(key)
+        .unwrap_or_else(|| panic!("no {key} in {f:?}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("{key} in {f:?}: {e}"))
+}
+
+#[test]
+fn kernel_faults_end_on_time_and_every_message_is_accounted_for() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/faults.sh");
+    let started = Instant::now();
+    let out = Command::new("bash")
+        .args([script, "--bench", env!("CARGO_BIN_EXE_keel-bench")])
+        .args(["--seconds", "0.5"])
+        .output()
+        .expect("run bash");
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() == Some(3) {
+        eprintln!(
+            "SKIPPED kernel_faults_end_on_time_and_every_message_is_accounted_for: {}",
+            stderr.trim()
+        );
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    // Six faults of 0.5 s, each ending within its loss timeout; setup and
+    // teardown are quick.
+    assert!(took < Duration::from_secs(40), "took {took:?}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let names: Vec<&str> = lines.iter().map(|l| fields(l)["fault"]).collect();
+    assert_eq!(
+        names,
+        ["none", "loss", "rate", "reorder", "duplicate", "mixed"],
+        "{stdout}"
+    );
+    for line in &lines {
+        let f = fields(line);
+        assert_eq!(f["checks"], "ok", "{line}\n{stderr}");
+        let sent = num(&f, "sent");
+        assert!(sent > 0, "{line}");
+        // The identity the script checks, checked again here.
+        assert_eq!(
+            sent,
+            num(&f, "completed") + num(&f, "lost") + num(&f, "order") + num(&f, "content"),
+            "{line}"
+        );
+        // The run ends on time: 0.5 s measured plus the 200 ms loss
+        // timeout (the drain allows 2 s; the margin is for a busy machine).
+        let wall: f64 = f["wall_s"].parse().unwrap();
+        assert!(wall < 4.0, "{line}");
+        // The server never echoes more than it received; echoes of lost
+        // echoes are not completed.
+        assert!(num(&f, "echoed") >= num(&f, "completed"), "{line}");
+        // Against the kernel's own counts: every loss is a datagram the
+        // kernel dropped, every duplicate a copy it made.
+        if num(&f, "kernel_copies") == 0 {
+            assert_eq!(num(&f, "lost"), num(&f, "kernel_dropped"), "{line}");
+        } else {
+            assert!(num(&f, "lost") <= num(&f, "kernel_dropped"), "{line}");
+        }
+        assert!(num(&f, "duplicate") <= num(&f, "kernel_copies"), "{line}");
+        match f["fault"] {
+            "none" => {
+                assert_eq!(num(&f, "lost"), 0, "{line}");
+                assert_eq!(num(&f, "order"), 0, "{line}");
+                assert_eq!(num(&f, "duplicate"), 0, "{line}");
+                assert_eq!(f["exit"], "0", "{line}");
+            }
+            "loss" => {
+                assert!(num(&f, "lost") > 0, "{line}");
+                assert_eq!(num(&f, "order"), 0, "{line}");
+                assert_eq!(num(&f, "duplicate"), 0, "{line}");
+            }
+            "rate" => {
+                // A FIFO link neither reorders nor duplicates; whether its
+                // queue overflowed depends on timing.
+                assert_eq!(num(&f, "order"), 0, "{line}");
+                assert_eq!(num(&f, "duplicate"), 0, "{line}");
+            }
+            "reorder" => {
+                assert!(num(&f, "order") > 0, "{line}");
+                assert_eq!(num(&f, "duplicate"), 0, "{line}");
+            }
+            "duplicate" => {
+                assert!(num(&f, "duplicate") > 0, "{line}");
+                // All but the last window's copies (4 clients x 16).
+                assert!(
+                    num(&f, "kernel_copies") - num(&f, "duplicate") <= 64,
+                    "{line}"
+                );
+                assert_eq!(num(&f, "order"), 0, "{line}");
+                assert_eq!(num(&f, "lost"), 0, "{line}");
+            }
+            "mixed" => {
+                assert!(num(&f, "lost") > 0, "{line}");
+                assert!(num(&f, "order") > 0, "{line}");
+                assert!(num(&f, "duplicate") > 0, "{line}");
+            }
+            other => panic!("unexpected fault {other}"),
+        }
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
