@@ -650,9 +650,9 @@ fn is_plain_decimal(s: &str) -> bool {
     };
     let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
     let mantissa_ok = digits(int)
-        && frac.map_or(true, digits)
+        && frac.is_none_or(digits)
         && (!int.is_empty() || frac.is_some_and(|f| !f.is_empty()));
-    let exponent_ok = exponent.map_or(true, |e| {
+    let exponent_ok = exponent.is_none_or(|e| {
         let e = e.strip_prefix(['+', '-']).unwrap_or(e);
         !e.is_empty() && digits(e)
     });

@@ -31,17 +31,37 @@ pub fn runtime_for(model: IoModel, threads: u32) -> io::Result<Runtime> {
     })
 }
 
-/// The echo server of a run or of `serve`.
+/// How to set up the echo server of a run or of `serve`.
+#[derive(Clone, Debug)]
+pub struct EchoServerSpec {
+    /// Address to bind (port 0 picks one).
+    pub bind: SocketAddr,
+    /// `--server-lanes`.
+    pub lanes: u32,
+    /// `--batch`.
+    pub batch: u32,
+    /// `--udp-server-receive-buffer`; `None` = the 4 MiB request.
+    pub receive_buffer: Option<u64>,
+    /// `--work`.
+    pub work: u64,
+    /// What the server answers.
+    pub mode: EchoMode,
+}
+
+/// Starts the echo server described by `spec` on `rt`.
 pub fn start_server(
     rt: &Runtime,
-    bind: SocketAddr,
-    lanes: u32,
-    batch: u32,
-    receive_buffer: Option<u64>,
-    work: u64,
-    mode: EchoMode,
+    spec: &EchoServerSpec,
     stats: Arc<EchoStats>,
 ) -> io::Result<Server<Echo>> {
+    let EchoServerSpec {
+        bind,
+        lanes,
+        batch,
+        receive_buffer,
+        work,
+        mode,
+    } = spec.clone();
     let config = ServerConfig {
         lanes: lanes as usize,
         // A benchmark's peers never go idle on purpose; keep every session.
@@ -88,12 +108,14 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         None => Some(
             start_server(
                 &rt,
-                cfg.server_addr(),
-                cfg.server_lanes,
-                cfg.batch,
-                cfg.udp_server_receive_buffer,
-                cfg.work,
-                EchoMode::Bench,
+                &EchoServerSpec {
+                    bind: cfg.server_addr(),
+                    lanes: cfg.server_lanes,
+                    batch: cfg.batch,
+                    receive_buffer: cfg.udp_server_receive_buffer,
+                    work: cfg.work,
+                    mode: EchoMode::Bench,
+                },
                 echo_stats.clone(),
             )
             .map_err(|e| format!("starting the echo server: {e}"))?,

@@ -12,7 +12,7 @@ use signal_hook::iterator::Signals;
 
 use crate::echo::{EchoMode, EchoStats};
 use crate::flags::ServeConfig;
-use crate::loopback::{runtime_for, start_server};
+use crate::loopback::{runtime_for, start_server, EchoServerSpec};
 
 /// The summary line `serve` prints when it ends.
 #[derive(Debug, Serialize)]
@@ -88,17 +88,16 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
     } else {
         EchoMode::Bench
     };
-    let server = start_server(
-        &rt,
-        cfg.bind,
-        cfg.server_lanes,
-        cfg.batch,
-        cfg.udp_server_receive_buffer,
-        cfg.work,
+    let spec = EchoServerSpec {
+        bind: cfg.bind,
+        lanes: cfg.server_lanes,
+        batch: cfg.batch,
+        receive_buffer: cfg.udp_server_receive_buffer,
+        work: cfg.work,
         mode,
-        stats.clone(),
-    )
-    .map_err(|e| format!("--bind {}: {e}", cfg.bind))?;
+    };
+    let server =
+        start_server(&rt, &spec, stats.clone()).map_err(|e| format!("--bind {}: {e}", cfg.bind))?;
     eprintln!("keel-bench serve: listening on {}", server.local_addr());
     let started = Instant::now();
     let ended_by = match cfg.seconds {

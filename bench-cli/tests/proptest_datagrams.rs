@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use keel_bench::client::{BenchClient, ClientTally, DrainLatch, Schedule};
 use keel_bench::echo::{EchoMode, EchoStats};
 use keel_bench::flags::IoModel;
-use keel_bench::loopback::{runtime_for, start_server};
+use keel_bench::loopback::{runtime_for, start_server, EchoServerSpec};
 use keel_bench::message::{
     decode_header, encode, sockperf_classify, Phase, SockperfVerdict, HEADER_LEN, MAGIC,
 };
@@ -77,17 +77,15 @@ fn bad_header() -> impl Strategy<Value = Vec<u8>> {
 fn echo_server_counts_every_invalid_datagram_and_keeps_echoing() {
     let rt = runtime_for(IoModel::Shared, 1).unwrap();
     let stats = Arc::new(EchoStats::default());
-    let server = start_server(
-        &rt,
-        "127.0.0.1:0".parse().unwrap(),
-        1,
-        64,
-        None,
-        0,
-        EchoMode::Bench,
-        stats.clone(),
-    )
-    .unwrap();
+    let spec = EchoServerSpec {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        lanes: 1,
+        batch: 64,
+        receive_buffer: None,
+        work: 0,
+        mode: EchoMode::Bench,
+    };
+    let server = start_server(&rt, &spec, stats.clone()).unwrap();
     let target = server.local_addr();
     let player = socket();
     let stranger = socket();
@@ -160,17 +158,15 @@ fn echo_server_counts_every_invalid_datagram_and_keeps_echoing() {
 fn sockperf_echo_mode_classifies_arbitrary_datagrams_without_crashing() {
     let rt = runtime_for(IoModel::Shared, 1).unwrap();
     let stats = Arc::new(EchoStats::default());
-    let server = start_server(
-        &rt,
-        "127.0.0.1:0".parse().unwrap(),
-        1,
-        64,
-        None,
-        0,
-        EchoMode::Sockperf,
-        stats.clone(),
-    )
-    .unwrap();
+    let spec = EchoServerSpec {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        lanes: 1,
+        batch: 64,
+        receive_buffer: None,
+        work: 0,
+        mode: EchoMode::Sockperf,
+    };
+    let server = start_server(&rt, &spec, stats.clone()).unwrap();
     let target = server.local_addr();
     let sock = socket();
     let expected_invalid = Cell::new(0u64);
