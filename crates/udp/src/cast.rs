@@ -73,17 +73,21 @@ impl<H: CastHandler> Lane for CastLane<H> {
         for _ in 0..RECV_BATCHES_PER_EVENT {
             match self.rx.recv(&self.tx) {
                 Ok(n) => {
-                    for i in 0..n {
-                        if self.rx.batch.truncated(i) {
-                            bump(&self.tx.counters.truncated, 1);
-                            continue;
+                    if self.rx.link.is_some() {
+                        self.handle_batch_impaired(cx, n);
+                    } else {
+                        for i in 0..n {
+                            if self.rx.batch.truncated(i) {
+                                bump(&self.tx.counters.truncated, 1);
+                                continue;
+                            }
+                            let mut ctx = CastCtx {
+                                tx: &mut self.tx,
+                                timers: cx,
+                            };
+                            let from = self.rx.batch.addr(i);
+                            self.handler.datagram(&mut ctx, from, self.rx.batch.data(i));
                         }
-                        let mut ctx = CastCtx {
-                            tx: &mut self.tx,
-                            timers: cx,
-                        };
-                        let from = self.rx.batch.addr(i);
-                        self.handler.datagram(&mut ctx, from, self.rx.batch.data(i));
                     }
                     self.tx.flush();
                     if !self.rx.was_full(n) {
@@ -104,12 +108,64 @@ impl<H: CastHandler> Lane for CastLane<H> {
     }
 
     fn on_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId) {
-        let mut ctx = CastCtx {
-            tx: &mut self.tx,
-            timers: cx,
-        };
-        self.handler.timer(&mut ctx, timer);
+        if self.tx.release_held(timer) {
+            // Held sends went to the send path; `finish` flushes them.
+        } else if self.rx.owns_timer(timer) {
+            self.deliver_held(cx);
+        } else {
+            let mut ctx = CastCtx {
+                tx: &mut self.tx,
+                timers: cx,
+            };
+            self.handler.timer(&mut ctx, timer);
+        }
         self.tx.finish(cx);
+    }
+}
+
+impl<H: CastHandler> CastLane<H> {
+    /// The batch loop through the receive conditioner: each datagram is
+    /// dropped, held (delivered by [`Self::deliver_held`]), or handed to
+    /// the handler now, once or twice.
+    #[inline(never)]
+    fn handle_batch_impaired(&mut self, cx: &mut LaneCx<'_, Self>, n: usize) {
+        let now = Instant::now();
+        for i in 0..n {
+            if self.rx.batch.truncated(i) {
+                bump(&self.tx.counters.truncated, 1);
+                continue;
+            }
+            let from = self.rx.batch.addr(i);
+            let at_once = match self.rx.link.as_deref_mut() {
+                Some(link) => link.route(now, Some(from), self.rx.batch.data(i)),
+                None => 1,
+            };
+            for _ in 0..at_once {
+                let mut ctx = CastCtx {
+                    tx: &mut self.tx,
+                    timers: cx,
+                };
+                self.handler.datagram(&mut ctx, from, self.rx.batch.data(i));
+            }
+        }
+        self.rx.arm(cx);
+    }
+
+    /// The receive conditioner's timer fired: hands what is due to the
+    /// handler, as if just received.
+    fn deliver_held(&mut self, cx: &mut LaneCx<'_, Self>) {
+        let now = Instant::now();
+        while let Some((from, data)) = self.rx.pop_held(now) {
+            if let Some(from) = from {
+                let mut ctx = CastCtx {
+                    tx: &mut self.tx,
+                    timers: cx,
+                };
+                self.handler.datagram(&mut ctx, from, &data);
+            }
+            self.rx.recycle(data);
+        }
+        self.rx.arm(cx);
     }
 }
 
@@ -154,10 +210,10 @@ impl<H: CastHandler> Cast<H> {
         let (sock, buffers) = socket::bind(addr, &config.socket)?;
         let local = sock.local_addr()?;
         let counters = Arc::new(Counters::default());
-        let tx = Tx::new(sock, &config, counters.clone())?;
+        let tx = Tx::new(sock, &config, counters.clone(), 0)?;
         let state = CastLane {
             handler,
-            rx: Rx::new(&config),
+            rx: Rx::new(&config, &counters, 0),
             tx,
         };
         let (lane, registered) = reactor.add_lane_with(state, |st, cx| {

@@ -15,7 +15,7 @@ use crate::socket::{self, SocketBuffers};
 use crate::sys;
 
 /// Client settings.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClientConfig {
     /// Local address to bind; `None` binds the unspecified address of the
     /// server's family, port 0.
@@ -130,6 +130,46 @@ impl<H: ClientHandler> ClientLane<H> {
         cx.close();
     }
 
+    /// The batch loop through the receive conditioner: each datagram is
+    /// dropped, held (delivered by [`Self::deliver_held`]), or handed to
+    /// the handler now, once or twice.
+    #[inline(never)]
+    fn handle_batch_impaired(&mut self, cx: &mut LaneCx<'_, Self>, n: usize) {
+        let now = Instant::now();
+        for i in 0..n {
+            if self.rx.batch.truncated(i) {
+                bump(&self.tx.counters.truncated, 1);
+                continue;
+            }
+            let at_once = match self.rx.link.as_deref_mut() {
+                Some(link) => link.route(now, None, self.rx.batch.data(i)),
+                None => 1,
+            };
+            for _ in 0..at_once {
+                if self.close {
+                    break;
+                }
+                let mut ctx = cctx!(self, cx);
+                self.handler.datagram(&mut ctx, self.rx.batch.data(i));
+            }
+        }
+        self.rx.arm(cx);
+    }
+
+    /// The receive conditioner's timer fired: hands what is due to the
+    /// handler, as if just received.
+    fn deliver_held(&mut self, cx: &mut LaneCx<'_, Self>) {
+        let now = Instant::now();
+        while let Some((_, data)) = self.rx.pop_held(now) {
+            if !self.close {
+                let mut ctx = cctx!(self, cx);
+                self.handler.datagram(&mut ctx, &data);
+            }
+            self.rx.recycle(data);
+        }
+        self.rx.arm(cx);
+    }
+
     /// Ends the client if something asked for it; returns whether it did.
     fn settle(&mut self, cx: &mut LaneCx<'_, Self>) -> bool {
         self.tx.finish(cx);
@@ -154,15 +194,19 @@ impl<H: ClientHandler> Lane for ClientLane<H> {
         for _ in 0..RECV_BATCHES_PER_EVENT {
             match self.rx.recv(&self.tx) {
                 Ok(n) => {
-                    for i in 0..n {
-                        if self.rx.batch.truncated(i) {
-                            bump(&self.tx.counters.truncated, 1);
-                            continue;
-                        }
-                        let mut ctx = cctx!(self, cx);
-                        self.handler.datagram(&mut ctx, self.rx.batch.data(i));
-                        if self.close {
-                            break;
+                    if self.rx.link.is_some() {
+                        self.handle_batch_impaired(cx, n);
+                    } else {
+                        for i in 0..n {
+                            if self.rx.batch.truncated(i) {
+                                bump(&self.tx.counters.truncated, 1);
+                                continue;
+                            }
+                            let mut ctx = cctx!(self, cx);
+                            self.handler.datagram(&mut ctx, self.rx.batch.data(i));
+                            if self.close {
+                                break;
+                            }
                         }
                     }
                     self.tx.flush();
@@ -195,8 +239,14 @@ impl<H: ClientHandler> Lane for ClientLane<H> {
     }
 
     fn on_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId) {
-        let mut ctx = cctx!(self, cx);
-        self.handler.timer(&mut ctx, timer);
+        if self.tx.release_held(timer) {
+            // Held sends went to the send path; `settle` flushes them.
+        } else if self.rx.owns_timer(timer) {
+            self.deliver_held(cx);
+        } else {
+            let mut ctx = cctx!(self, cx);
+            self.handler.timer(&mut ctx, timer);
+        }
         self.settle(cx);
     }
 }
@@ -280,10 +330,10 @@ impl<H: ClientHandler> Client<H> {
         let (sock, buffers) = socket::connect(config.local, server, &config.endpoint.socket)?;
         let local = sock.local_addr()?;
         let counters = Arc::new(Counters::default());
-        let tx = Tx::new(sock, &config.endpoint, counters.clone())?;
+        let tx = Tx::new(sock, &config.endpoint, counters.clone(), 0)?;
         let state = ClientLane {
             handler,
-            rx: Rx::new(&config.endpoint),
+            rx: Rx::new(&config.endpoint, &counters, 0),
             tx,
             peer: server,
             close: false,

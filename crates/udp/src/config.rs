@@ -3,6 +3,7 @@
 use std::io;
 use std::time::Duration;
 
+use crate::conditioner::Impairment;
 use crate::socket::SocketOptions;
 
 /// Default bound of a send queue in bytes (16 MiB).
@@ -17,7 +18,7 @@ pub const DEFAULT_BATCH: usize = 64;
 pub const DEFAULT_MAX_DATAGRAM: usize = 65_536;
 
 /// Settings every endpoint (server lane, client, cast socket) shares.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct EndpointConfig {
     /// Datagrams per receive and send system call (`recvmmsg`/`sendmmsg`);
     /// 1 selects the portable one-datagram-per-call path. 1..=1024.
@@ -32,6 +33,13 @@ pub struct EndpointConfig {
     pub send_queue_datagrams: usize,
     /// Socket options (buffer sizes, reuse, `IPV6_V6ONLY`).
     pub socket: SocketOptions,
+    /// Link conditioner on the send path (loss, delay, jitter, duplicates,
+    /// reordering; see [`crate::conditioner`]). `None` (the default) or an
+    /// impairment that [is off](Impairment::is_off) costs nothing.
+    pub send_impairment: Option<Impairment>,
+    /// Link conditioner on the receive path: datagrams are impaired after
+    /// the kernel hands them over and before the handler sees them.
+    pub recv_impairment: Option<Impairment>,
 }
 
 impl Default for EndpointConfig {
@@ -42,6 +50,8 @@ impl Default for EndpointConfig {
             send_queue_bytes: DEFAULT_SEND_QUEUE_BYTES,
             send_queue_datagrams: DEFAULT_SEND_QUEUE_DATAGRAMS,
             socket: SocketOptions::default(),
+            send_impairment: None,
+            recv_impairment: None,
         }
     }
 }
@@ -67,6 +77,17 @@ impl EndpointConfig {
         if self.send_queue_bytes == 0 {
             return Err(invalid("send_queue_bytes", "at least 1", 0));
         }
+        for (field, imp) in [
+            ("send_impairment", &self.send_impairment),
+            ("recv_impairment", &self.recv_impairment),
+        ] {
+            if let Some(Err(e)) = imp.as_ref().map(Impairment::validate) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{field}.{e}"),
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -89,7 +110,7 @@ pub enum FullPolicy {
 }
 
 /// Server settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ServerConfig {
     /// Receive lanes: sockets bound to the same address and port with
     /// `SO_REUSEPORT`, each its own serialized lane. 1..=1024; default 1.

@@ -73,6 +73,20 @@ counters! {
     sessions_closed,
     /// Sessions evicted to make room for a new peer.
     sessions_evicted,
+    /// Link conditioner (both directions): datagrams dropped by its `loss`
+    /// rate.
+    conditioner_dropped,
+    /// Link conditioner: extra copies made by its `duplicate` rate.
+    conditioner_duplicated,
+    /// Link conditioner: copies held for later delivery (delay, jitter or
+    /// reorder).
+    conditioner_delayed,
+    /// Link conditioner: datagrams held back its reorder delay.
+    conditioner_reordered,
+    /// Link conditioner: copies discarded because its store was at its
+    /// bound (`limit`, `limit_bytes`), or still held when the endpoint
+    /// closed.
+    conditioner_discarded,
 }
 
 /// Single-writer increment: only the lane's thread writes a lane's counters,

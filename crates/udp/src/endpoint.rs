@@ -1,5 +1,6 @@
 //! The parts every endpoint (server lane, client, cast socket) shares: the
-//! receive batch, the send path with its bounded queue, timers, counters.
+//! receive batch, the send path with its bounded queue, timers, counters,
+//! and the optional link conditioner of each path.
 
 use std::io;
 use std::net::SocketAddr;
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 use keel_reactor::{Interest, Lane, LaneCx, SourceId, TimerId};
 use mio::net::UdpSocket;
 
+use crate::conditioner::Link;
 use crate::config::EndpointConfig;
 use crate::counters::{bump, Counters};
 use crate::error::SendError;
@@ -31,15 +33,57 @@ impl<L: Lane> Timers for LaneCx<'_, L> {
     }
 }
 
-/// The receive side: one caller-owned batch, reused for every call.
+/// Seed streams of receive paths are offset by this, so that a socket's
+/// two directions decide independently with one seed.
+const RECV_STREAM: u64 = 1 << 32;
+
+/// The receive side: one caller-owned batch, reused for every call, and the
+/// receive path's link conditioner if one is configured.
 pub(crate) struct Rx {
     pub(crate) batch: RecvBatch,
+    /// `None` unless `recv_impairment` is set: lanes test it once per
+    /// batch and take their plain loop when it is `None`.
+    pub(crate) link: Option<Box<Link>>,
 }
 
 impl Rx {
-    pub(crate) fn new(cfg: &EndpointConfig) -> Rx {
+    /// `stream` selects the conditioner's seed stream (the server lane).
+    pub(crate) fn new(cfg: &EndpointConfig, counters: &Arc<Counters>, stream: u64) -> Rx {
         Rx {
             batch: RecvBatch::new(cfg.batch, cfg.max_datagram),
+            link: Link::for_config(
+                cfg.recv_impairment.as_ref(),
+                counters,
+                stream.wrapping_add(RECV_STREAM),
+            ),
+        }
+    }
+
+    /// Makes sure the receive conditioner's timer fires when its earliest
+    /// held datagram is due.
+    pub(crate) fn arm(&mut self, timers: &mut dyn Timers) {
+        if let Some(link) = self.link.as_deref_mut() {
+            link.arm(timers);
+        }
+    }
+
+    /// Whether `timer` is the receive conditioner's (then it has fired and
+    /// the lane delivers what [`Rx::pop_held`] gives).
+    pub(crate) fn owns_timer(&mut self, timer: TimerId) -> bool {
+        self.link
+            .as_deref_mut()
+            .is_some_and(|l| l.take_timer(timer))
+    }
+
+    /// A held datagram due at `now`: its source and bytes. Hand the buffer
+    /// back with [`Rx::recycle`].
+    pub(crate) fn pop_held(&mut self, now: Instant) -> Option<(Option<SocketAddr>, Vec<u8>)> {
+        self.link.as_deref_mut()?.pop_due(now)
+    }
+
+    pub(crate) fn recycle(&mut self, buf: Vec<u8>) {
+        if let Some(link) = self.link.as_deref_mut() {
+            link.recycle(buf);
         }
     }
 
@@ -85,15 +129,21 @@ pub(crate) struct Tx {
     writable_registered: bool,
     /// A send met ECONNREFUSED (connected sockets: ICMP port unreachable).
     pub(crate) refused: bool,
+    /// The send path's link conditioner; `None` unless `send_impairment`
+    /// is set (then `send` pays exactly one branch for it).
+    link: Option<Box<Link>>,
 }
 
 impl Tx {
+    /// `stream` selects the conditioner's seed stream (the server lane).
     pub(crate) fn new(
         socket: UdpSocket,
         cfg: &EndpointConfig,
         counters: Arc<Counters>,
+        stream: u64,
     ) -> io::Result<Tx> {
         let local = socket.local_addr()?;
+        let link = Link::for_config(cfg.send_impairment.as_ref(), &counters, stream);
         Ok(Tx {
             socket,
             source: None,
@@ -109,6 +159,7 @@ impl Tx {
             default_limit: sys::max_payload(&local),
             writable_registered: false,
             refused: false,
+            link,
         })
     }
 
@@ -137,6 +188,56 @@ impl Tx {
                 limit,
             });
         }
+        if self.link.is_some() {
+            return self.send_impaired(dest, data);
+        }
+        self.enqueue(dest, data)
+    }
+
+    /// The send path through the link conditioner: dropped, held (released
+    /// by [`Tx::release_held`]), or enqueued now, once or twice. A datagram
+    /// the conditioner drops or holds is `Ok`, as on a real network.
+    #[inline(never)]
+    fn send_impaired(&mut self, dest: Option<SocketAddr>, data: &[u8]) -> Result<(), SendError> {
+        let at_once = match self.link.as_deref_mut() {
+            Some(link) => link.route(Instant::now(), dest, data),
+            None => 1,
+        };
+        let mut result = Ok(());
+        for i in 0..at_once {
+            let r = self.enqueue(dest, data);
+            if i == 0 {
+                result = r;
+            }
+        }
+        result
+    }
+
+    /// If `timer` is the send conditioner's, hands every held datagram now
+    /// due to the normal send path and returns true; the caller's `finish`
+    /// flushes them and re-arms the timer.
+    pub(crate) fn release_held(&mut self, timer: TimerId) -> bool {
+        if !self
+            .link
+            .as_deref_mut()
+            .is_some_and(|l| l.take_timer(timer))
+        {
+            return false;
+        }
+        let now = Instant::now();
+        while let Some((dest, data)) = self.link.as_deref_mut().and_then(|l| l.pop_due(now)) {
+            // A refusal here (queue full) is counted like any other.
+            let _ = self.enqueue(dest, &data);
+            if let Some(link) = self.link.as_deref_mut() {
+                link.recycle(data);
+            }
+        }
+        true
+    }
+
+    /// The send path after the size check (and the conditioner): into the
+    /// pending batch, or the bounded queue while the socket blocks.
+    fn enqueue(&mut self, dest: Option<SocketAddr>, data: &[u8]) -> Result<(), SendError> {
         if self.blocked() {
             let queued = self.queued();
             if queued >= self.limit_datagrams || self.queue_bytes + data.len() > self.limit_bytes {
@@ -167,7 +268,7 @@ impl Tx {
         if self.pending.is_full() {
             self.flush();
             if self.blocked() {
-                return self.send(dest, data);
+                return self.enqueue(dest, data);
             }
         }
         self.pending.push(dest, data);
@@ -248,9 +349,13 @@ impl Tx {
     }
 
     /// Flushes, then asks for WRITABLE readiness exactly while datagrams
-    /// wait in the queue.
+    /// wait in the queue, and arms the send conditioner's timer if it holds
+    /// datagrams.
     pub(crate) fn finish<L: Lane>(&mut self, cx: &mut LaneCx<'_, L>) {
         self.flush();
+        if let Some(link) = self.link.as_deref_mut() {
+            link.arm(cx);
+        }
         let want = self.blocked();
         if want != self.writable_registered {
             if let Some(id) = self.source {

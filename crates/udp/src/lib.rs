@@ -19,6 +19,14 @@
 //! from `SO_RXQ_OVFL`. A payload over 65,507 bytes (IPv4) or 65,527 (IPv6)
 //! is refused before any system call ([`SendError::TooLarge`]).
 //!
+//! A link conditioner ([`conditioner`]) impairs a socket's send or receive
+//! path for testing under a bad network: seeded, deterministic loss,
+//! latency with jitter, duplicates and reordering, configured per socket
+//! with [`EndpointConfig::send_impairment`] and
+//! [`EndpointConfig::recv_impairment`] ([`Impairment`], which also parses
+//! from `loss=0.05,delay=20ms,jitter=5ms,dup=0.01,reorder=0.1,seed=7`).
+//! It is off by default, and off it costs one branch.
+//!
 //! The steady-state receive and echo path allocates nothing: buffers are
 //! caller-owned and reused, sessions live in a slab.
 //!
@@ -36,6 +44,7 @@
 
 mod cast;
 mod client;
+pub mod conditioner;
 mod config;
 mod counters;
 mod endpoint;
@@ -47,6 +56,7 @@ mod sys;
 
 pub use cast::{Cast, CastCtx, CastHandler};
 pub use client::{Client, ClientConfig, ClientCtx, ClientHandler};
+pub use conditioner::{Conditioner, Impairment, ImpairmentError, Verdict};
 pub use config::{
     EndpointConfig, FullPolicy, ServerConfig, DEFAULT_BATCH, DEFAULT_MAX_DATAGRAM,
     DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_DATAGRAMS,

@@ -208,40 +208,104 @@ macro_rules! ctx {
     };
 }
 
+/// Where the bytes of a datagram being delivered are: slot `i` of the
+/// receive batch, or a buffer the receive conditioner held.
+#[derive(Clone, Copy)]
+enum Bytes<'b> {
+    Batch(usize),
+    Held(&'b [u8]),
+}
+
 impl<H: ServerHandler> ServerLane<H> {
     fn handle_batch(&mut self, cx: &mut LaneCx<'_, Self>, n: usize, now: Instant) {
+        if self.rx.link.is_some() {
+            self.handle_batch_impaired(cx, n, now);
+            return;
+        }
         for i in 0..n {
             if self.rx.batch.truncated(i) {
                 bump(&self.tx.counters.truncated, 1);
                 continue;
             }
             let peer = self.rx.batch.addr(i);
-            let index = match self.sessions.find(&peer) {
-                Some(index) => index,
-                None => match self.open(cx, peer, now) {
-                    Some(index) => index,
-                    None => continue,
-                },
-            };
-            let Some(slot) = self.sessions.get_mut(index) else {
+            self.deliver(cx, peer, Bytes::Batch(i), now);
+        }
+    }
+
+    /// The batch loop through the receive conditioner: each datagram is
+    /// dropped, held (delivered later by [`Self::deliver_held`]), or
+    /// delivered now, once or twice.
+    #[inline(never)]
+    fn handle_batch_impaired(&mut self, cx: &mut LaneCx<'_, Self>, n: usize, now: Instant) {
+        for i in 0..n {
+            if self.rx.batch.truncated(i) {
+                bump(&self.tx.counters.truncated, 1);
                 continue;
-            };
-            slot.last_active = now;
-            let mut session = Session {
-                peer,
-                state: &mut slot.state,
-                tx: &mut self.tx,
-                timers: cx,
-                close: false,
-                lane: self.lane,
-            };
-            self.handler.datagram(&mut session, self.rx.batch.data(i));
-            if session.close {
-                self.to_close.push(peer);
             }
-            if !self.to_close.is_empty() {
-                self.close_requested(cx);
+            let peer = self.rx.batch.addr(i);
+            let at_once = match self.rx.link.as_deref_mut() {
+                Some(link) => link.route(now, Some(peer), self.rx.batch.data(i)),
+                None => 1,
+            };
+            for _ in 0..at_once {
+                self.deliver(cx, peer, Bytes::Batch(i), now);
             }
+        }
+        self.rx.arm(cx);
+    }
+
+    /// The receive conditioner's timer fired: delivers what is due, through
+    /// the same session logic as a datagram just received.
+    fn deliver_held(&mut self, cx: &mut LaneCx<'_, Self>) {
+        let now = Instant::now();
+        while let Some((peer, data)) = self.rx.pop_held(now) {
+            if let Some(peer) = peer {
+                self.deliver(cx, peer, Bytes::Held(&data), now);
+            }
+            self.rx.recycle(data);
+        }
+        self.rx.arm(cx);
+    }
+
+    /// Hands one datagram from `peer` to its session (opening it first, or
+    /// refusing it per the full policy).
+    #[inline(always)]
+    fn deliver(
+        &mut self,
+        cx: &mut LaneCx<'_, Self>,
+        peer: SocketAddr,
+        bytes: Bytes<'_>,
+        now: Instant,
+    ) {
+        let index = match self.sessions.find(&peer) {
+            Some(index) => index,
+            None => match self.open(cx, peer, now) {
+                Some(index) => index,
+                None => return,
+            },
+        };
+        let Some(slot) = self.sessions.get_mut(index) else {
+            return;
+        };
+        slot.last_active = now;
+        let data = match bytes {
+            Bytes::Batch(i) => self.rx.batch.data(i),
+            Bytes::Held(data) => data,
+        };
+        let mut session = Session {
+            peer,
+            state: &mut slot.state,
+            tx: &mut self.tx,
+            timers: cx,
+            close: false,
+            lane: self.lane,
+        };
+        self.handler.datagram(&mut session, data);
+        if session.close {
+            self.to_close.push(peer);
+        }
+        if !self.to_close.is_empty() {
+            self.close_requested(cx);
         }
     }
 
@@ -367,6 +431,10 @@ impl<H: ServerHandler> Lane for ServerLane<H> {
     fn on_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId) {
         if Some(timer) == self.sweep {
             self.sweep_idle(cx);
+        } else if self.tx.release_held(timer) {
+            // Held sends went to the send path; `finish` flushes them.
+        } else if self.rx.owns_timer(timer) {
+            self.deliver_held(cx);
         } else {
             let mut ctx = ctx!(self, cx);
             self.handler.timer(&mut ctx, timer);
@@ -484,10 +552,11 @@ impl<H: ServerHandler> Server<H> {
         let mut counters = Vec::with_capacity(config.lanes);
         for (i, sock) in sockets.into_iter().enumerate() {
             let c = Arc::new(Counters::default());
-            let tx = Tx::new(sock, &config.endpoint, c.clone())?;
+            // Lane i decides with stream i of the conditioners' seeds.
+            let tx = Tx::new(sock, &config.endpoint, c.clone(), i as u64)?;
             let state = ServerLane {
                 handler: handler(i),
-                rx: Rx::new(&config.endpoint),
+                rx: Rx::new(&config.endpoint, &c, i as u64),
                 tx,
                 sessions: Sessions::new(),
                 to_close: Vec::new(),
