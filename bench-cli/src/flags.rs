@@ -33,6 +33,8 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 
+use keel_udp::Impairment;
+
 /// Largest UDP payload over IPv4 (65,535 − 20 IP − 8 UDP).
 pub const MAX_PAYLOAD_IPV4: u64 = 65_507;
 /// Largest UDP payload over IPv6 without jumbograms (65,535 − 8 UDP).
@@ -217,6 +219,13 @@ pub struct RunConfig {
     pub loss_timeout_ms: Option<u64>,
     /// `--connect`: drive clients only, against a `keel-bench serve` there.
     pub connect: Option<SocketAddr>,
+    /// `--impair`: link conditioner on each client's send path (client `i`
+    /// uses seed + `i`); `None` = off. Boxed: rarely set, and it would
+    /// double the size of every [`Command`].
+    pub impair: Option<Box<Impairment>>,
+    /// `--impair-server`: link conditioner on the server's send path (its
+    /// echoes; lane `i` uses stream `i` of the seed); `None` = off.
+    pub impair_server: Option<Box<Impairment>>,
 }
 
 impl Default for RunConfig {
@@ -237,6 +246,8 @@ impl Default for RunConfig {
             batch: DEFAULT_BATCH,
             loss_timeout_ms: None,
             connect: None,
+            impair: None,
+            impair_server: None,
         }
     }
 }
@@ -384,6 +395,13 @@ const fn spec(
     }
 }
 
+/// What `--impair` and `--impair-server` accept.
+pub const IMPAIR_ACCEPTED: &str = "off, or comma-separated KEY=VALUE (each key once, no spaces): \
+loss=P, dup=P, reorder=P (P a probability such as 0.05, or 5%); delay=D, jitter=D (at most delay), \
+reorder-delay=D (default 10ms; how long a reordered datagram is held back) (D such as 20ms, 1.5ms, \
+500us or 0, at most 3600s); seed=N (default 0); limit=N datagrams (default 4096) and limit-bytes=N \
+(default 16777216) held at most";
+
 /// Every flag keel-bench knows, in `--help` order.
 pub const FLAGS: &[FlagSpec] = &[
     spec("protocol", "NAME", "udp", "udp (arknet's tcp is not supported)", "transport", RUN),
@@ -400,6 +418,8 @@ pub const FLAGS: &[FlagSpec] = &[
     spec("server-lanes", "N", "1", "1..=64", "keel: server receive lanes; N > 1 opens N SO_REUSEPORT sockets on one port, one serialized lane each", RUN | SERVE),
     spec("batch", "N", "64", "1..=1024", "keel: datagrams per receive/send system call (recvmmsg/sendmmsg); 1 = one per call", RUN | SERVE),
     spec("loss-timeout", "MS", "off", "1..=3600000", "keel: count a datagram unanswered after MS as lost and release its window slot (off: it holds the slot until the drain ends, as in arknet)", RUN),
+    spec("impair", "SPEC", "off", IMPAIR_ACCEPTED, "keel: link conditioner on each client's send path, e.g. loss=0.05,delay=20ms,jitter=5ms,dup=0.01,reorder=0.1 (client i uses seed+i); pair loss with --loss-timeout (longer than the delay it adds) and --warmup 0 to keep measuring: messages_sent = messages + udp_lost_messages + order_errors; duplicates show as unexpected_messages, reordering (and jitter) as order_errors", RUN),
+    spec("impair-server", "SPEC", "off", IMPAIR_ACCEPTED, "keel: link conditioner on the server's send path (its echoes), same SPEC as --impair", RUN),
     spec("connect", "ADDR:PORT", "none (server in this process)", "IP:PORT literal, port 1..=65535 (e.g. 10.0.0.2:7000, [fd00::2]:7000)", "keel: clients only, against `keel-bench serve` at ADDR:PORT; server-side flags go to serve", RUN),
     spec("bind", "ADDR:PORT", "required", "IP:PORT literal (e.g. 0.0.0.0:7000, [::]:7000); port 0 picks a free port", "serve: address to serve on", SERVE),
     spec("sockperf", "", "off", "switch", "serve: answer sockperf's UDP ping-pong client (clear the client bit) instead of keel-bench clients", SERVE),
@@ -738,6 +758,15 @@ fn parse_server_rcvbuf(value: &str) -> Result<u64, FlagError> {
     parse_uint("udp-server-receive-buffer", value, 1, 1 << 30)
 }
 
+/// A link conditioner spec ([`Impairment`]'s textual shape); `off` (or an
+/// impairment that does nothing) is `None`.
+pub fn parse_impair(flag: &str, value: &str) -> Result<Option<Box<Impairment>>, FlagError> {
+    let imp: Impairment = value.parse().map_err(|e: keel_udp::ImpairmentError| {
+        FlagError::new(format!("--{flag}"), e.to_string())
+    })?;
+    Ok((!imp.is_off()).then(|| Box::new(imp)))
+}
+
 fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
     no_positionals(raw)?;
     let mut cfg = RunConfig::default();
@@ -798,6 +827,8 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
                 cfg.loss_timeout_ms = Some(parse_uint("loss-timeout", v, 1, 3_600_000)?)
             }
             "connect" => cfg.connect = Some(parse_addr("connect", v, false)?),
+            "impair" => cfg.impair = parse_impair("impair", v)?,
+            "impair-server" => cfg.impair_server = parse_impair("impair-server", v)?,
             other => unreachable!("flag --{other} is not in the run scope"),
         }
     }
@@ -815,6 +846,13 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
             ));
         }
         cfg.address_family = family;
+        if has(raw, "impair-server") {
+            return Err(FlagError::new(
+                "--impair-server",
+                "impairs the in-process server's sends, and --connect runs no server; \
+                 use --impair to impair the clients' sends instead",
+            ));
+        }
         for server_side in ["work", "server-lanes", "udp-server-receive-buffer"] {
             if has(raw, server_side) {
                 return Err(FlagError::new(
@@ -962,7 +1000,8 @@ pub fn help_text() -> String {
          clients x window x payload <= 268435456 (256 MiB in flight)\n  \
          payload <= 65507 for ipv4, <= 65527 for ipv6\n  \
          --connect: --address-family (if given) must match the address; --work, \
-         --server-lanes and\n  --udp-server-receive-buffer belong to `serve`\n\
+         --server-lanes and\n  --udp-server-receive-buffer belong to `serve`; \
+         --impair-server needs the in-process server\n\
          \n\
          DIFFERENCES FROM ARKNET (additive; no field renamed):\n  \
          backend is \"keel\"; percentiles come from every sample (rtt_sample_limit is null);\n  \
@@ -1006,6 +1045,7 @@ mod tests {
             "bind" => "127.0.0.1:7000",
             "out" => "dir",
             "payload" => "64",
+            "impair" | "impair-server" => "loss=0.1,delay=1ms",
             _ => "1",
         };
         for f in FLAGS.iter().filter(|f| f.name != "help") {

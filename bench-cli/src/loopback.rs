@@ -8,7 +8,9 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use keel_reactor::{IoModel as KeelModel, Runtime};
-use keel_udp::{Client, ClientConfig, EndpointConfig, Server, ServerConfig, SocketOptions};
+use keel_udp::{
+    Client, ClientConfig, EndpointConfig, Impairment, Server, ServerConfig, SocketOptions,
+};
 
 use crate::client::{BenchClient, ClientTally, DrainLatch, Schedule};
 use crate::echo::{Echo, EchoMode, EchoStats};
@@ -54,6 +56,17 @@ pub fn start_server(
     spec: &EchoServerSpec,
     stats: Arc<EchoStats>,
 ) -> io::Result<Server<Echo>> {
+    start_server_impaired(rt, spec, None, stats)
+}
+
+/// As [`start_server`], with a link conditioner on the server's send path
+/// (`--impair-server`; `None` = off).
+pub fn start_server_impaired(
+    rt: &Runtime,
+    spec: &EchoServerSpec,
+    send_impairment: Option<Impairment>,
+    stats: Arc<EchoStats>,
+) -> io::Result<Server<Echo>> {
     let EchoServerSpec {
         bind,
         lanes,
@@ -73,6 +86,7 @@ pub fn start_server(
                 recv_buffer: Some(receive_buffer.unwrap_or(UDP_RECEIVE_BUFFER_REQUEST) as usize),
                 ..SocketOptions::default()
             },
+            send_impairment,
             ..EndpointConfig::default()
         },
         ..ServerConfig::default()
@@ -106,7 +120,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let server = match cfg.connect {
         Some(_) => None,
         None => Some(
-            start_server(
+            start_server_impaired(
                 &rt,
                 &EchoServerSpec {
                     bind: cfg.server_addr(),
@@ -116,6 +130,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
                     work: cfg.work,
                     mode: EchoMode::Bench,
                 },
+                cfg.impair_server.as_deref().cloned(),
                 echo_stats.clone(),
             )
             .map_err(|e| format!("starting the echo server: {e}"))?,
@@ -150,6 +165,9 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
                 recv_buffer: Some(UDP_RECEIVE_BUFFER_REQUEST as usize),
                 ..SocketOptions::default()
             },
+            // Set per client below (`--impair`).
+            send_impairment: None,
+            recv_impairment: None,
         },
     };
     let latch = Arc::new(DrainLatch::default());
@@ -167,7 +185,13 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             rtt_shards.clone(),
             words,
         );
-        let client = Client::connect(rt.next_context(), target, client_config.clone(), handler)
+        let mut config = client_config.clone();
+        // Each client its own seed, so their decisions are independent.
+        config.endpoint.send_impairment = cfg.impair.as_ref().map(|imp| Impairment {
+            seed: imp.seed.wrapping_add(u64::from(id)),
+            ..(**imp).clone()
+        });
+        let client = Client::connect(rt.next_context(), target, config, handler)
             .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
         clients.push(client);
     }
