@@ -87,7 +87,9 @@ fn the_parser_never_panics_names_what_it_rejects_and_accepts_only_valid_runs() {
                         .iter()
                         .any(|a| a == f || a.split('=').next() == Some(f))
                         || FLAGS.iter().any(|spec| f == format!("--{}", spec.name))
-                        || (f.len() == 2
+                        // A short flag is '-' and one character, which may
+                        // take several bytes (e.g. `-🩠`).
+                        || (f.chars().count() == 2
                             && f.starts_with('-')
                             && args
                                 .iter()
