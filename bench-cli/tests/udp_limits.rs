@@ -1,0 +1,263 @@
+//! scripts/udp-limits.sh end to end: options and exit codes, the files it
+//! writes (with the fake benchmark, tests/fixtures/fake-keel-bench, for the
+//! runs and the real `keel-bench report`), and one tiny real probe that
+//! checks the relation the probe exists to show: lost echoes never exceed
+//! the part of the opening burst that does not fit the server's receive
+//! buffer, and every loss is a kernel receive-buffer drop.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A fresh, empty directory for one test under cargo's per-target tmpdir.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("udp_limits-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A benchmark for the script: runs go to the fake, `report` to the real
+/// keel-bench.
+fn fake_with_real_report(dir: &Path) -> PathBuf {
+    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-keel-bench");
+    let path = dir.join("bench");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/usr/bin/env bash\n\
+             if [[ \"${{1:-}}\" == report ]]; then exec '{}' \"$@\"; fi\n\
+             exec '{}' \"$@\"\n",
+            env!("CARGO_BIN_EXE_keel-bench"),
+            fake.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn limits(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new("bash");
+    cmd.arg(repo_root().join("scripts/udp-limits.sh"))
+        .args(args);
+    cmd.env_remove("FAKE_BENCH_MODE")
+        .env_remove("FAKE_BENCH_LOSS_WINDOW");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run scripts/udp-limits.sh")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn summary(out: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("limits.json")).unwrap()).unwrap()
+}
+
+fn cell(json: &Value, payload: u64, window: u64) -> &Value {
+    json["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["payload_bytes"] == payload && c["window"] == window)
+        .unwrap_or_else(|| panic!("no cell {payload} x {window}"))
+}
+
+#[test]
+fn help_and_bad_options() {
+    let o = limits(&["--help"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("Usage: scripts/udp-limits.sh"));
+
+    for (args, says) in [
+        (&["--windows", "1,x"][..], "--windows"),
+        (&["--payloads", ""][..], "--payloads"),
+        (&["--repetitions", "0"][..], "--repetitions"),
+        (&["--seconds", "fast"][..], "--seconds"),
+        (&["--clients"][..], "--clients: missing value"),
+        (&["--bogus"][..], "unknown option --bogus"),
+    ] {
+        let o = limits(args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn fake_probe_writes_runs_snmp_report_and_tables() {
+    let dir = scratch("fake");
+    let bench = fake_with_real_report(&dir);
+    let out = dir.join("probe");
+    let o = limits(
+        &[
+            "--bench",
+            s(&bench),
+            "--out",
+            s(&out),
+            "--payloads",
+            "1472,65507",
+            "--windows",
+            "1,16",
+            "--repetitions",
+            "2",
+            "--seconds",
+            "0.1",
+        ],
+        &[("FAKE_BENCH_LOSS_WINDOW", "16")],
+    );
+    // Lossy cells fail their runs by design; the probe itself succeeds.
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for f in [
+        "runs.jsonl",
+        "snmp-before.txt",
+        "snmp-after.txt",
+        "limits.json",
+        "limits.md",
+        "report/report.md",
+        "report/loss.svg",
+    ] {
+        assert!(out.join(f).is_file(), "{f} missing");
+        assert!(
+            stdout(&o).contains(s(&out.join(f))),
+            "{f} not announced: {}",
+            stdout(&o)
+        );
+    }
+    let runs = std::fs::read_to_string(out.join("runs.jsonl")).unwrap();
+    assert_eq!(runs.lines().count(), 8, "2 payloads x 2 windows x 2 runs");
+
+    let json = summary(&out);
+    assert_eq!(json["settings"]["clients"], 16);
+    assert_eq!(json["settings"]["io_model"], "shared");
+    assert_eq!(json["settings"]["io_threads"], 1);
+    assert_eq!(json["totals"]["runs"], 8);
+    assert_eq!(json["totals"]["failed_by_loss"], 4);
+    assert_eq!(json["totals"]["failed_otherwise"], 0);
+    let lossy = cell(&json, 65507, 16);
+    assert_eq!(lossy["burst_datagrams"], 16 * 16);
+    assert_eq!(lossy["burst_payload_bytes"], 16 * 16 * 65507);
+    // The fake loses 3 x window echoes per run.
+    assert_eq!(lossy["lost_per_run"], serde_json::json!([48, 48]));
+    assert_eq!(cell(&json, 1472, 1)["passed"], 2);
+    if cfg!(target_os = "linux") {
+        // The fill test measured the receive buffer: a datagram costs at
+        // least its payload, and at least one fits.
+        let fill = &json["fill"][1];
+        assert_eq!(fill["payload_bytes"], 65507);
+        assert!(fill["charged_bytes_per_datagram"].as_u64().unwrap() >= 65507);
+        assert!(fill["datagrams_that_fit"].as_u64().unwrap() >= 1);
+        assert!(json["snmp_delta"]["Udp"]["RcvbufErrors"].is_i64());
+    }
+
+    let md = std::fs::read_to_string(out.join("limits.md")).unwrap();
+    assert!(md.contains("## Lost echoes per cell"), "{md}");
+    assert!(
+        md.contains("| 65507 | 0 (0/2 failed) | 48 (2/2 failed) |"),
+        "{md}"
+    );
+    assert!(md.contains("## Loss, burst and the server's receive buffer"));
+    assert!(md.contains("| Udp RcvbufErrors |"));
+    assert!(md.contains("Command: `scripts/udp-limits.sh --bench"));
+
+    // A second probe into the same directory would mix two runs: refused.
+    let again = limits(&["--bench", s(&bench), "--out", s(&out)], &[]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(stderr(&again).contains("exists and is not empty"));
+}
+
+#[test]
+fn a_run_failing_for_another_reason_than_loss_exits_1() {
+    let dir = scratch("crash");
+    let bench = fake_with_real_report(&dir);
+    let out = dir.join("probe");
+    let o = limits(
+        &[
+            "--bench",
+            s(&bench),
+            "--out",
+            s(&out),
+            "--payloads",
+            "1472",
+            "--windows",
+            "1",
+            "--repetitions",
+            "1",
+        ],
+        &[("FAKE_BENCH_MODE", "garbage")],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("other than lost echoes"),
+        "{}",
+        stderr(&o)
+    );
+    let json = summary(&out);
+    assert_eq!(json["totals"]["failed_otherwise"], 1);
+    let md = std::fs::read_to_string(out.join("limits.md")).unwrap();
+    assert!(md.contains("## Runs that failed for another reason than loss"));
+}
+
+/// The real benchmark, two short runs: 16 clients with 64 KiB datagrams,
+/// window 1 and 16. Whatever the host's buffer limits, a lost echo must be
+/// a kernel receive-buffer drop, and no more are lost than the opening burst
+/// exceeds what the server's buffer holds.
+#[cfg(target_os = "linux")]
+#[test]
+fn real_probe_loss_is_bounded_by_the_burst_over_the_buffer() {
+    let dir = scratch("real");
+    let out = dir.join("probe");
+    let o = limits(
+        &[
+            "--bench",
+            env!("CARGO_BIN_EXE_keel-bench"),
+            "--out",
+            s(&out),
+            "--payloads",
+            "65507",
+            "--windows",
+            "1,16",
+            "--repetitions",
+            "1",
+            "--seconds",
+            "0.1",
+            "--warmup",
+            "0",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let json = summary(&out);
+    assert_eq!(json["totals"]["failed_otherwise"], 0);
+    for w in [1, 16] {
+        let c = cell(&json, 65507, w);
+        let excess = c["opening_burst_excess"].as_u64().unwrap();
+        let lost = c["lost_per_run"][0].as_u64().unwrap();
+        let drops = c["kernel_rcvbuf_drops_per_run"][0].as_u64().unwrap();
+        assert!(lost <= excess, "window {w}: lost {lost} > excess {excess}");
+        assert_eq!(lost, drops, "window {w}: every lost echo is a kernel drop");
+        assert_eq!(
+            c["server_receive_buffer_bytes"], json["fill"][0]["receive_buffer_granted_bytes"],
+            "the fill test used the server's buffer size"
+        );
+    }
+}
