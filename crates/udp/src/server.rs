@@ -194,6 +194,16 @@ pub(crate) struct ServerLane<H: ServerHandler> {
     policy: FullPolicy,
     idle_timeout: Option<Duration>,
     sweep: Option<TimerId>,
+    /// Told when this lane's state is dropped (see `Server::stop_and_wait`).
+    on_dropped: Vec<std::sync::mpsc::Sender<()>>,
+}
+
+impl<H: ServerHandler> Drop for ServerLane<H> {
+    fn drop(&mut self) {
+        for done in self.on_dropped.drain(..) {
+            let _ = done.send(());
+        }
+    }
 }
 
 macro_rules! ctx {
@@ -566,6 +576,7 @@ impl<H: ServerHandler> Server<H> {
                 policy: config.full_policy,
                 idle_timeout: config.idle_timeout,
                 sweep: None,
+                on_dropped: Vec::new(),
             };
             let reactor = &reactors[i % reactors.len()];
             let (lane, registered) = reactor.add_lane_with(state, |st, cx| {
@@ -697,8 +708,10 @@ impl<H: ServerHandler> Server<H> {
         for l in &self.shared.lanes {
             let done = done.clone();
             if l.post(move |st, cx| {
+                // Signalled when the lane drops its state, which is after it
+                // is marked closed and its socket is gone.
+                st.on_dropped.push(done);
                 st.shutdown(cx);
-                let _ = done.send(());
             }) {
                 expected += 1;
             }
