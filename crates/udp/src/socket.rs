@@ -20,13 +20,13 @@ use crate::sys;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SocketOptions {
     /// Requested send buffer size in bytes (`SO_SNDBUF`); `None` keeps the
-    /// kernel default. Linux doubles the request (for bookkeeping overhead)
-    /// and caps it at `net.core.wmem_max`; see [`SocketBuffers`] for what was
-    /// granted.
+    /// kernel default. Linux caps the request at `net.core.wmem_max`, then
+    /// doubles it (for bookkeeping overhead), so up to twice `wmem_max` can
+    /// be granted; see [`SocketBuffers`] for what was.
     pub send_buffer: Option<usize>,
     /// Requested receive buffer size in bytes (`SO_RCVBUF`); `None` keeps the
-    /// kernel default. Linux doubles the request and caps it at
-    /// `net.core.rmem_max`. Datagrams that arrive while it is full are
+    /// kernel default. Linux caps the request at `net.core.rmem_max`, then
+    /// doubles it. Datagrams that arrive while it is full are
     /// dropped by the kernel and counted (`SO_RXQ_OVFL`).
     pub recv_buffer: Option<usize>,
     /// Sets `SO_REUSEADDR`.

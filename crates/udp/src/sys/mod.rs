@@ -48,6 +48,10 @@ pub const MAX_PAYLOAD_V6: usize = 65_527;
 pub fn max_payload(addr: &SocketAddr) -> usize {
     match addr {
         SocketAddr::V4(_) => MAX_PAYLOAD_V4,
+        // An IPv4-mapped address (`::ffff:a.b.c.d`, a dual-stack socket's
+        // IPv4 peer) is reached over IPv4: the kernel refuses more than the
+        // IPv4 limit with EMSGSIZE.
+        SocketAddr::V6(v6) if v6.ip().to_ipv4_mapped().is_some() => MAX_PAYLOAD_V4,
         SocketAddr::V6(_) => MAX_PAYLOAD_V6,
     }
 }

@@ -257,6 +257,10 @@ fn kernel_drops_tracker_wraps() {
 fn max_payload_by_family() {
     assert_eq!(max_payload(&v4()), 65_507);
     assert_eq!(max_payload(&v6()), 65_527);
+    // A dual-stack socket's IPv4 peer shows as IPv4-mapped; it is reached
+    // over IPv4.
+    let mapped: SocketAddr = "[::ffff:127.0.0.1]:9".parse().unwrap();
+    assert_eq!(max_payload(&mapped), 65_507);
 }
 
 /// Queues `count` datagrams of distinct content for `to`.
