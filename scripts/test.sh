@@ -48,7 +48,7 @@ cargo test --workspace
 echo "== loom: keel-reactor lane::sched" >&2
 mkdir -p target/loom
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p keel-reactor --lib --release lane::sched 2>&1 | tee target/loom/sched.log
+  cargo test -p keel-reactor --lib --profile loom lane::sched 2>&1 | tee target/loom/sched.log
 grep -q 'no_concurrent_runs_and_no_lost_work \.\.\. ok' target/loom/sched.log || {
   echo "test.sh: the loom model of lane::sched did not run" >&2
   exit 1

@@ -133,7 +133,7 @@ mod tests {
 }
 
 /// Run with (scripts/test.sh does):
-/// `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p keel-reactor --lib --release lane::sched`
+/// `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p keel-reactor --lib --profile loom lane::sched`
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
