@@ -38,14 +38,22 @@
 //! * `report.md`: the table, excluded configurations with their errors,
 //!   loss per payload × window, unreadable lines, and links to the charts;
 //! * `throughput.svg`: round trips per second by IO model (median bars,
-//!   min–max whiskers), one bar colour per workload;
-//! * `p99.svg`: p99 RTT by IO model, the same layout;
+//!   min–max whiskers): on the x axis, the thread (shared) or context
+//!   (sharded) count, grouped by IO model; one bar colour per series
+//!   (server lanes and whatever else of the workload varies), named in a
+//!   legend;
+//! * `p99.svg`: p99 RTT, the same layout with median dots on a log axis, so
+//!   one slow configuration does not flatten the others;
 //! * `loss.svg`: lost echoes per run (`udp_lost_messages`) for each payload ×
 //!   window cell, from every run that reports it, failed runs included (loss
 //!   fails a run, and the chart is there to show where it starts). It is
 //!   written whenever some run has `payload_bytes`, `window` and
 //!   `udp_lost_messages`; when nothing was lost it says "no loss" rather
 //!   than being left out, so "no chart" never has to be read as "no loss".
+//!
+//! The charts are sized to be read in a docs page about 900 px wide: at
+//! most 960 px wide whatever the number of configurations, no text under
+//! 16 px.
 //!
 //! The throughput and p99 charts are written when at least one
 //! configuration is summarised. A chart this run does not write is removed

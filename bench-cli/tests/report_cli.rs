@@ -92,6 +92,13 @@ fn writes_table_and_charts_and_excludes_failed_configurations() {
             md.contains(&format!("]({chart})")),
             "report.md links {chart}"
         );
+        // Sized for a docs page, not for the number of configurations.
+        let width: u32 = svg
+            .split_once("width=\"")
+            .and_then(|(_, rest)| rest.split('"').next())
+            .and_then(|w| w.parse().ok())
+            .unwrap_or_else(|| panic!("{chart} has no width"));
+        assert!(width <= 1200, "{chart} is {width} px wide");
     }
 
     // Only failed runs without any configuration: no throughput/p99 chart,

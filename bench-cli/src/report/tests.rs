@@ -293,6 +293,55 @@ fn is_svg(svg: &str) -> bool {
     svg.trim_start().starts_with("<svg") && svg.trim_end().ends_with("</svg>")
 }
 
+/// The value of each `name="…"` attribute in `svg`, in order.
+fn attrs<'a>(svg: &'a str, name: &str) -> Vec<&'a str> {
+    let pat = format!(" {name}=\"");
+    svg.match_indices(&pat)
+        .map(|(i, _)| {
+            let rest = &svg[i + pat.len()..];
+            &rest[..rest.find('"').unwrap()]
+        })
+        .collect()
+}
+
+/// The canvas width of `svg`, in px.
+fn svg_width(svg: &str) -> f64 {
+    attrs(svg, "width")[0].parse().unwrap()
+}
+
+/// The elements `<tag …/>` of `svg`.
+fn elements<'a>(svg: &'a str, tag: &str) -> Vec<&'a str> {
+    let open = format!("<{tag} ");
+    svg.match_indices(&open)
+        .map(|(i, _)| {
+            let rest = &svg[i..];
+            &rest[..rest.find('>').unwrap() + 1]
+        })
+        .collect()
+}
+
+/// Asserts that `svg` fits a page and its text stays legible there: at
+/// most 1200 px wide, and no text under 14 px once the whole chart is
+/// scaled down to 900 px (it is not scaled up when narrower).
+#[track_caller]
+fn assert_legible_on_a_page(name: &str, svg: &str) {
+    let width = svg_width(svg);
+    assert!(width <= 1200.0, "{name} is {width} px wide");
+    let scale = (900.0 / width).min(1.0);
+    let sizes: Vec<f64> = attrs(svg, "font-size")
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    assert!(!sizes.is_empty());
+    for size in sizes {
+        assert!(
+            size * scale >= 14.0,
+            "{name}: {size} px text is {} px on a 900 px page",
+            size * scale
+        );
+    }
+}
+
 #[test]
 fn charts_have_titles_units_and_labels() {
     let mut lines = Vec::new();
@@ -310,19 +359,39 @@ fn charts_have_titles_units_and_labels() {
     assert!(is_svg(&t));
     for text in [
         "UDP round trips per second by IO model",
-        "round trips per second",
-        "shared: 1 context, 4 threads",
-        "sharded: 4 contexts, 1 thread each",
+        "round trips per second (higher is better)",
+        // The x axis: counts under their IO model.
+        ">\n1\n<",
+        ">\n4\n<",
+        "shared",
+        "threads, 1 context",
+        "sharded",
+        "contexts, 1 thread each",
+        // The legend names what varies, the subtitle what does not.
         "window 1",
-        "workload",
+        "window 16",
+        "udp/ipv4 · payload 1024 B · 16 clients · work 0 · batch 64 · 1 server lane",
         "101k",
     ] {
         assert!(t.contains(text), "throughput.svg lacks {text:?}");
     }
-    // The window 16 / shared 1 configuration failed: no bar, but its loss shows.
+    // One bar per configuration that passed: the window 16 / shared 1
+    // configuration failed, so 5 bars, plus the 2 legend swatches.
+    let coloured = elements(&t, "rect")
+        .iter()
+        .filter(|e| e.contains("fill=\"#0072B2\"") || e.contains("fill=\"#E69F00\""))
+        .count();
+    assert_eq!(coloured, 5 + 2);
+
     let p = charts::p99_svg(&r).unwrap().unwrap();
     assert!(is_svg(&p));
-    assert!(p.contains("p99 RTT, µs"));
+    assert!(p.contains("p99 RTT, µs, log scale (lower is better)"));
+    let dots = elements(&p, "circle")
+        .iter()
+        .filter(|e| !e.contains("fill=\"none\""))
+        .count();
+    assert_eq!(dots, 5, "one dot per configuration that passed");
+
     let l = charts::loss_svg(&r).unwrap().unwrap();
     assert!(is_svg(&l));
     for text in [
@@ -330,11 +399,79 @@ fn charts_have_titles_units_and_labels() {
         "window (datagrams in flight per client)",
         "payload (bytes per datagram)",
         "1 of 18 runs lost echoes",
-        "max 5 · 9 runs, 1 failed",
+        "max 5 · 9 runs",
+        "1 failed",
         "no loss",
         "pooled over IO model",
     ] {
         assert!(l.contains(text), "loss.svg lacks {text:?}");
+    }
+    for (name, svg) in [("throughput", &t), ("p99", &p), ("loss", &l)] {
+        assert_legible_on_a_page(name, svg);
+    }
+}
+
+#[test]
+fn charts_stay_page_sized_with_many_configurations() {
+    // 2 models × 6 counts × 4 lane counts × 2 windows = 96 configurations.
+    let mut lines = Vec::new();
+    for model in ["shared", "sharded"] {
+        for threads in [1, 2, 3, 4, 8, 16] {
+            for lanes in [1, 2, 3, 4] {
+                for window in [1, 16] {
+                    let mut v = line(model, threads, window, 123_456.0, 250.0);
+                    v["server_io_lanes"] = json!(lanes);
+                    lines.push(v);
+                }
+            }
+        }
+    }
+    let r = report_of(&lines);
+    assert_eq!(r.summarised().count(), 96);
+    let t = charts::throughput_svg(&r).unwrap().unwrap();
+    let p = charts::p99_svg(&r).unwrap().unwrap();
+    for (name, svg) in [("throughput", &t), ("p99", &p)] {
+        assert_legible_on_a_page(name, svg);
+        // Short labels: the IO shape is never spelled out per position.
+        assert!(!svg.contains("shared: 1 context"), "{name}");
+        assert!(svg.contains("window 16, 4 server lanes"), "{name}");
+        assert!(svg.contains(">\n16\n<"), "{name}");
+    }
+
+    // A wide loss grid: 12 windows.
+    let lines: Vec<Value> = (0..12)
+        .map(|i| failed(line("shared", 1, 1 << i, 0.0, 1.0), "lost", 1 << (2 * i)))
+        .collect();
+    let l = charts::loss_svg(&report_of(&lines)).unwrap().unwrap();
+    assert_legible_on_a_page("loss", &l);
+    assert!(l.contains(">\n2048\n<"));
+}
+
+#[test]
+fn p99_is_on_a_log_axis_so_one_outlier_does_not_flatten_the_rest() {
+    let r = report_of(&[
+        line("shared", 1, 1, 100.0, 100.0),
+        line("shared", 2, 1, 100.0, 200.0),
+        line("shared", 4, 1, 100.0, 8000.0),
+    ]);
+    let p = charts::p99_svg(&r).unwrap().unwrap();
+    let mut ys: Vec<f64> = elements(&p, "circle")
+        .iter()
+        .filter(|e| !e.contains("fill=\"none\""))
+        .map(|e| attrs(e, "cy")[0].parse().unwrap())
+        .collect();
+    assert_eq!(ys.len(), 3);
+    ys.sort_by(f64::total_cmp);
+    let (y8000, y200, y100) = (ys[0], ys[1], ys[2]);
+    // On a linear axis 100 → 200 µs would be 1.3 % of 100 → 8000 µs; on a
+    // log axis it is 16 %.
+    let share = (y100 - y200) / (y100 - y8000);
+    assert!(share > 0.1, "100 and 200 µs are {share} of the span apart");
+    for tick in ["100", "1000"] {
+        assert!(
+            p.contains(&format!(">\n{tick}\n<")),
+            "p99.svg lacks tick {tick}"
+        );
     }
 }
 
