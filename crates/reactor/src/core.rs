@@ -79,6 +79,13 @@ pub(crate) struct Core {
     queued: AtomicUsize,
     /// No thread is polling (readable without the lock, for the spinner).
     io_free: AtomicBool,
+    /// Threads driving this core (set by the runtime as it starts them).
+    workers: AtomicUsize,
+    /// At most this many of them are kept awake (running lanes, polling or
+    /// spinning): the CPUs this process may use. Waking more only makes
+    /// them queue for a CPU and adds futex round trips, which is what made
+    /// oversubscribed shared runtimes slower than smaller ones.
+    max_awake: AtomicUsize,
     panic: Mutex<Option<String>>,
     reactor_lane: OnceLock<LaneHandle<ReactorLane>>,
     /// Shared with the reactor lane: closure timers cancelled by a handle.
@@ -144,6 +151,10 @@ impl Core {
             spinning: AtomicBool::new(false),
             queued: AtomicUsize::new(0),
             io_free: AtomicBool::new(true),
+            workers: AtomicUsize::new(0),
+            max_awake: AtomicUsize::new(
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            ),
             panic: Mutex::new(None),
             reactor_lane: OnceLock::new(),
             cancelled_closures: Arc::new(Mutex::new(Vec::new())),
@@ -187,7 +198,7 @@ impl Core {
         let mut s = lock(&self.sched);
         s.runq.push_back(task);
         self.queued.store(s.runq.len(), Ordering::SeqCst);
-        if s.idle > 0 && !self.spinning.load(Ordering::SeqCst) {
+        if s.idle > 0 && !self.spinning.load(Ordering::SeqCst) && self.room_to_wake(&s) > 0 {
             self.cv.notify_one();
         } else if s.io.is_none() && !self.in_runner() {
             drop(s);
@@ -349,7 +360,11 @@ impl Core {
             }
             if let Some(task) = s.runq.pop_front() {
                 self.queued.store(s.runq.len(), Ordering::SeqCst);
-                if !s.runq.is_empty() && s.idle > 0 && !self.spinning.load(Ordering::SeqCst) {
+                if !s.runq.is_empty()
+                    && s.idle > 0
+                    && !self.spinning.load(Ordering::SeqCst)
+                    && self.room_to_wake(&s) > 0
+                {
                     self.cv.notify_one();
                 }
                 drop(s);
@@ -373,7 +388,11 @@ impl Core {
                 // thread takes one of those without a futex wake.
                 if s.idle > 0 {
                     let spinner = usize::from(self.spinning.load(Ordering::SeqCst));
-                    let wanted = s.runq.len().saturating_sub(spinner);
+                    let wanted = s
+                        .runq
+                        .len()
+                        .saturating_sub(spinner)
+                        .min(self.room_to_wake(&s));
                     if wanted >= s.idle {
                         self.cv.notify_all();
                     } else {
@@ -406,6 +425,22 @@ impl Core {
             s.idle -= 1;
             may_spin = true;
         }
+    }
+
+    /// How many parked threads may be woken without exceeding `max_awake`.
+    fn room_to_wake(&self, s: &Sched) -> usize {
+        let awake = self.workers.load(Ordering::Relaxed).saturating_sub(s.idle);
+        self.max_awake.load(Ordering::Relaxed).saturating_sub(awake)
+    }
+
+    /// Caps the threads kept awake (runtime start-up; at least 1).
+    pub(crate) fn set_max_awake(&self, n: usize) {
+        self.max_awake.store(n.max(1), Ordering::Relaxed);
+    }
+
+    /// Registers one more thread driving this core (runtime start-up).
+    pub(crate) fn add_worker(&self) {
+        self.workers.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Spins (yielding the CPU between checks) until work shows up or

@@ -98,7 +98,7 @@ pub use handle::Handle;
 pub use lane::{Flow, Lane, LaneCx, LaneHandle, SourceId};
 pub use reactor::Reactor;
 pub use ready::Ready;
-pub use runtime::{IoModel, Runtime};
+pub use runtime::{IoModel, Runtime, RuntimeOptions};
 pub use timer::TimerId;
 
 /// mio's interest type, re-exported for [`LaneCx::register`].

@@ -48,6 +48,21 @@ impl IoModel {
     }
 }
 
+/// Settings of a [`Runtime`] beyond its [`IoModel`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeOptions {
+    /// In the shared model, how many of its threads are kept awake at once
+    /// (running lanes, polling, or spinning briefly for work); the others
+    /// stay parked until one of these parks. `None` (the default) is the
+    /// number of CPUs this process may use
+    /// ([`std::thread::available_parallelism`]): more awake threads than
+    /// CPUs only queue for a CPU and cost futex round trips, so an
+    /// oversubscribed runtime (`Shared { threads: 4 }` on 2 CPUs) runs like
+    /// one that fits. Set it to the thread count to have every thread
+    /// compete (tests of lane exclusivity do).
+    pub awake_threads: Option<usize>,
+}
+
 /// Reactors and the threads that drive them.
 ///
 /// # Examples
@@ -80,6 +95,21 @@ impl Runtime {
     /// `InvalidInput` if the model asks for 0 threads or contexts; the OS
     /// error if a poll instance or thread cannot be created.
     pub fn new(model: IoModel) -> io::Result<Runtime> {
+        Runtime::with_options(model, RuntimeOptions::default())
+    }
+
+    /// Starts the reactors and threads of `model` with `options`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Runtime::new`]; also `InvalidInput` for `awake_threads: Some(0)`.
+    pub fn with_options(model: IoModel, options: RuntimeOptions) -> io::Result<Runtime> {
+        if options.awake_threads == Some(0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "awake_threads: expected at least 1 (or None for the CPU count)",
+            ));
+        }
         let (contexts, per_context) = match model {
             IoModel::Shared { threads } => (1, threads),
             IoModel::Sharded { contexts } => (contexts, 1),
@@ -99,9 +129,13 @@ impl Runtime {
         };
         for c in 0..contexts {
             let core = Core::new()?;
+            if let Some(n) = options.awake_threads {
+                core.set_max_awake(n);
+            }
             rt.handles.push(Handle::from_core(core.clone()));
             for t in 0..per_context {
                 let core = core.clone();
+                core.add_worker();
                 let exited = rt.exited.clone();
                 let name = match model {
                     IoModel::Shared { .. } => format!("keel-shared-{t}"),

@@ -10,7 +10,9 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use common::{udp, Progress};
-use keel_reactor::{Flow, Interest, IoModel, Lane, LaneCx, Reactor, Ready, Runtime, SourceId};
+use keel_reactor::{
+    Flow, Interest, IoModel, Lane, LaneCx, Reactor, Ready, Runtime, RuntimeOptions, SourceId,
+};
 use mio::net::UdpSocket;
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -67,6 +69,15 @@ impl Lane for Flooded {
     }
 }
 
+/// Every thread of the runtime awake and competing for lanes, whatever the
+/// machine's CPU count, so the guarantees are tested under real contention.
+fn all_awake(model: IoModel) -> Runtime {
+    let options = RuntimeOptions {
+        awake_threads: Some(model.threads()),
+    };
+    Runtime::with_options(model, options).unwrap()
+}
+
 fn exclusivity(model: IoModel) {
     const SOCKETS: usize = 8;
     const SENDERS: u32 = 4;
@@ -74,7 +85,7 @@ fn exclusivity(model: IoModel) {
     const POSTS_PER_SENDER: u64 = 2_000;
     const WINDOW: u64 = 256;
 
-    let rt = Runtime::new(model).unwrap();
+    let rt = all_awake(model);
     let inside = Arc::new(AtomicBool::new(false));
     let violations = Arc::new(AtomicU64::new(0));
     let progress = Arc::new(Progress::default());
@@ -197,7 +208,7 @@ impl Lane for Holding {
 fn no_lost_wakeup(model: IoModel) {
     const BURSTS: u64 = 200;
     const PER_BURST: u64 = 5;
-    let rt = Runtime::new(model).unwrap();
+    let rt = all_awake(model);
     let (socket, addr) = udp();
     let progress = Arc::new(Progress::default());
     let inside = Arc::new(Progress::default());
@@ -381,7 +392,7 @@ impl Lane for Replacing {
 
 #[test]
 fn churn_under_shared_4_never_misdelivers() {
-    let rt = Runtime::new(IoModel::Shared { threads: 4 }).unwrap();
+    let rt = all_awake(IoModel::Shared { threads: 4 });
     let progress = Arc::new(Progress::default());
     let mut addrs = Vec::new();
     let mut socks = Vec::new();
@@ -452,7 +463,7 @@ fn yielded_lane_runs_again_without_new_events() {
         IoModel::Shared { threads: 1 },
         IoModel::Shared { threads: 3 },
     ] {
-        let rt = Runtime::new(model).unwrap();
+        let rt = all_awake(model);
         let (socket, addr) = udp();
         let progress = Arc::new(Progress::default());
         let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
