@@ -266,10 +266,13 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     }
     let mut client_send_errors = 0;
     let mut kernel_drops = 0;
+    let (mut cond_dropped, mut cond_duplicated) = (0, 0);
     for c in &clients {
         let k = c.counters();
         client_send_errors += k.send_errors;
         kernel_drops += k.kernel_drops;
+        cond_dropped += k.conditioner_dropped;
+        cond_duplicated += k.conditioner_duplicated;
         c.close();
     }
     if let Some(s) = &server {
@@ -277,6 +280,8 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         report.server_send_rejections = Some(k.send_queue_rejections + k.send_too_large);
         report.server_send_completion_errors = Some(k.send_errors);
         kernel_drops += k.kernel_drops;
+        cond_dropped += k.conditioner_dropped;
+        cond_duplicated += k.conditioner_duplicated;
         s.stop_and_wait(Duration::from_secs(1));
     }
     let snmp_after = snmp(cfg.address_family);
@@ -306,6 +311,8 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     }
     report.peak_rss_bytes = peak_rss_bytes();
     report.kernel_rcvbuf_drops = Some(kernel_drops);
+    report.conditioner_dropped = Some(cond_dropped);
+    report.conditioner_duplicated = Some(cond_duplicated);
     report.set_snmp(udp_delta(snmp_before.as_ref(), snmp_after.as_ref()).as_ref());
     if let Err(e) = stopped {
         report.callback_exceptions += 1;

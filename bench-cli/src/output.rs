@@ -118,6 +118,10 @@ pub const KEEL_FIELDS: &[&str] = &[
     "snmp_udp_in_errors",
     "late_echoes",
     "udp_lost_warmup_messages",
+    "impair",
+    "impair_server",
+    "conditioner_dropped",
+    "conditioner_duplicated",
 ];
 
 /// Which part of the benchmark produced a report.
@@ -288,6 +292,16 @@ pub struct RunReport {
     /// outstanding after the drain as lost, whatever its phase), so that
     /// `messages_sent = messages + udp_lost_messages - udp_lost_warmup_messages`.
     pub udp_lost_warmup_messages: Option<u64>,
+    /// `--impair` as applied (the link conditioner on the clients' send
+    /// path); `null` when off.
+    pub impair: Option<String>,
+    /// `--impair-server` as applied; `null` when off.
+    pub impair_server: Option<String>,
+    /// Datagrams the link conditioners dropped on purpose (clients and
+    /// server), so a lossy impaired run shows where its losses came from.
+    pub conditioner_dropped: Option<u64>,
+    /// Extra copies the link conditioners sent.
+    pub conditioner_duplicated: Option<u64>,
 }
 
 impl RunReport {
@@ -367,6 +381,10 @@ impl RunReport {
             snmp_udp_in_errors: None,
             late_echoes: None,
             udp_lost_warmup_messages: None,
+            impair: None,
+            impair_server: None,
+            conditioner_dropped: None,
+            conditioner_duplicated: None,
         }
     }
 
@@ -409,6 +427,8 @@ impl RunReport {
             ),
             batch: Some(cfg.batch),
             loss_timeout_ms: cfg.loss_timeout_ms,
+            impair: cfg.impair.as_ref().map(|i| i.to_string()),
+            impair_server: cfg.impair_server.as_ref().map(|i| i.to_string()),
             ..RunReport::blank()
         }
     }
