@@ -109,12 +109,31 @@ pub enum FullPolicy {
     EvictIdlest,
 }
 
+/// How datagrams are spread over a server's receive lanes (sockets sharing
+/// a port with `SO_REUSEPORT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LaneSteering {
+    /// The kernel hashes each peer's address and port to a lane: one peer
+    /// always reaches the same lane, peers spread at random.
+    #[default]
+    KernelHash,
+    /// Lane = peer's UDP source port modulo the number of lanes (a classic
+    /// BPF program on the reuseport group; Linux only; IPv4 without options
+    /// and IPv6 without extension headers). For deployments that choose
+    /// their peers' ports, so a peer's datagrams land on the lane (and, in
+    /// the sharded model, the core) that also runs that peer: benchmarks,
+    /// tests, internal services behind no NAT.
+    PeerPort,
+}
+
 /// Server settings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServerConfig {
     /// Receive lanes: sockets bound to the same address and port with
     /// `SO_REUSEPORT`, each its own serialized lane. 1..=1024; default 1.
     pub lanes: usize,
+    /// How datagrams are spread over the lanes (with more than one).
+    pub steering: LaneSteering,
     /// Sessions per lane at most. Default 65,536.
     pub max_sessions: usize,
     /// What happens when the table is full.
@@ -130,6 +149,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             lanes: 1,
+            steering: LaneSteering::KernelHash,
             max_sessions: 65_536,
             full_policy: FullPolicy::Refuse,
             idle_timeout: Some(Duration::from_secs(60)),

@@ -58,7 +58,7 @@ pub use cast::{Cast, CastCtx, CastHandler};
 pub use client::{Client, ClientConfig, ClientCtx, ClientHandler};
 pub use conditioner::{Conditioner, Impairment, ImpairmentError, Verdict};
 pub use config::{
-    EndpointConfig, FullPolicy, ServerConfig, DEFAULT_BATCH, DEFAULT_MAX_DATAGRAM,
+    EndpointConfig, FullPolicy, LaneSteering, ServerConfig, DEFAULT_BATCH, DEFAULT_MAX_DATAGRAM,
     DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_DATAGRAMS,
 };
 pub use counters::CounterSnapshot;

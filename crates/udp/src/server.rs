@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, Ready, SourceId, TimerId};
 
-use crate::config::{FullPolicy, ServerConfig};
+use crate::config::{FullPolicy, LaneSteering, ServerConfig};
 use crate::counters::{bump, set, CounterSnapshot, Counters};
 use crate::endpoint::{Rx, Timers, Tx, RECV_BATCHES_PER_EVENT};
 use crate::error::{DisconnectReason, SendError};
@@ -557,6 +557,15 @@ impl<H: ServerHandler> Server<H> {
         sockets.push(first);
         for _ in 1..config.lanes {
             sockets.push(socket::bind(local_addr, &opts)?.0);
+        }
+        if config.lanes > 1 && config.steering == LaneSteering::PeerPort {
+            sys::attach_port_steering(&sockets[0], config.lanes as u32, local_addr.is_ipv6())
+                .map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("steering: attaching the peer-port program on {local_addr}: {e}"),
+                    )
+                })?;
         }
         let mut lanes = Vec::with_capacity(config.lanes);
         let mut counters = Vec::with_capacity(config.lanes);

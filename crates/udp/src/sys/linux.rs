@@ -194,3 +194,63 @@ pub(crate) fn send_batch(
     })?;
     Ok(sent as usize)
 }
+
+/// `SO_ATTACH_REUSEPORT_CBPF` (asm-generic value; libc does not export it
+/// for every target).
+#[cfg(not(target_arch = "sparc64"))]
+const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
+#[cfg(target_arch = "sparc64")]
+const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 0x35;
+
+/// Steers each datagram arriving at `fd`'s `SO_REUSEPORT` group to socket
+/// number `source port % lanes` (in the order the sockets were bound),
+/// with a classic BPF program: load the UDP source port (IPv4 without
+/// options: 20 bytes past the network header; IPv6 without extension
+/// headers: 40), take it modulo `lanes`, return it. A datagram the program
+/// cannot read falls back to the kernel's hash.
+pub(crate) fn attach_port_steering(fd: &impl AsRawFd, lanes: u32, ipv6: bool) -> io::Result<()> {
+    if lanes == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "lanes: expected at least 1",
+        ));
+    }
+    let port_offset = libc::SKF_NET_OFF as u32 + if ipv6 { 40 } else { 20 };
+    let mut program = [
+        libc::sock_filter {
+            code: (libc::BPF_LD | libc::BPF_H | libc::BPF_ABS) as u16,
+            jt: 0,
+            jf: 0,
+            k: port_offset,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_ALU | libc::BPF_MOD | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: lanes,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_A) as u16,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+    ];
+    let prog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: `prog` points at `program`, three valid instructions that live
+    // until the call returns (the kernel copies the program); the length
+    // passed is the size of `prog`.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_ATTACH_REUSEPORT_CBPF,
+            ptr::addr_of!(prog).cast(),
+            mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}

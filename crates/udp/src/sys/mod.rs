@@ -25,12 +25,12 @@ use std::ptr;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-pub(crate) use linux::{enable_rxq_ovfl, recv_batch, send_batch};
+pub(crate) use linux::{attach_port_steering, enable_rxq_ovfl, recv_batch, send_batch};
 
 #[cfg(any(not(target_os = "linux"), test))]
 mod portable;
 #[cfg(not(target_os = "linux"))]
-pub(crate) use portable::{enable_rxq_ovfl, recv_batch, send_batch};
+pub(crate) use portable::{attach_port_steering, enable_rxq_ovfl, recv_batch, send_batch};
 
 /// Largest UDP payload that fits in one IPv4 datagram:
 /// 65,535 (IPv4 total length) − 20 (IPv4 header) − 8 (UDP header).

@@ -22,6 +22,16 @@ pub(crate) fn enable_rxq_ovfl(fd: &impl AsRawFd) -> io::Result<()> {
     ))
 }
 
+/// Steering a reuseport group by port needs Linux's
+/// `SO_ATTACH_REUSEPORT_CBPF`: returns `ErrorKind::Unsupported`.
+pub(crate) fn attach_port_steering(fd: &impl AsRawFd, _lanes: u32, _ipv6: bool) -> io::Result<()> {
+    let _ = fd.as_raw_fd();
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "lane steering by peer port needs Linux (SO_ATTACH_REUSEPORT_CBPF)",
+    ))
+}
+
 /// Receives one datagram with `recvmsg(MSG_DONTWAIT)` into slot 0 whatever
 /// the batch size: returns `Ok(1)` or the error (`WouldBlock` when nothing
 /// is queued).
