@@ -182,6 +182,19 @@ impl IoModel {
     }
 }
 
+/// `--lane-steering`: how datagrams spread over the server's lanes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LaneSteeringChoice {
+    /// `port` for a sharded run with several lanes, `hash` otherwise.
+    #[default]
+    Auto,
+    /// The kernel hashes the peer's address to a lane.
+    Hash,
+    /// Lane = peer port % lanes; the run binds each client to a port whose
+    /// lane is on the client's own context.
+    Port,
+}
+
 /// A validated benchmark run (`keel-bench [flags]`, or clients only with
 /// `--connect`). `Default` is the reference table's defaults.
 #[derive(Clone, Debug, PartialEq)]
@@ -226,6 +239,8 @@ pub struct RunConfig {
     /// `--impair-server`: link conditioner on the server's send path (its
     /// echoes; lane `i` uses stream `i` of the seed); `None` = off.
     pub impair_server: Option<Box<Impairment>>,
+    /// `--lane-steering`.
+    pub lane_steering: LaneSteeringChoice,
 }
 
 impl Default for RunConfig {
@@ -248,6 +263,7 @@ impl Default for RunConfig {
             connect: None,
             impair: None,
             impair_server: None,
+            lane_steering: LaneSteeringChoice::Auto,
         }
     }
 }
@@ -288,6 +304,9 @@ pub struct ServeConfig {
     pub batch: u32,
     /// `--udp-server-receive-buffer`.
     pub udp_server_receive_buffer: Option<u64>,
+    /// `--lane-steering` (`auto` is `hash` here: remote peers pick their
+    /// own ports).
+    pub lane_steering: LaneSteeringChoice,
 }
 
 /// A validated `keel-bench report`.
@@ -415,6 +434,7 @@ pub const FLAGS: &[FlagSpec] = &[
     spec("io-threads", "N", "1", "1..=64", "N of --io-model", RUN | SERVE),
     spec("work", "ROUNDS", "0", "0..=10000000", "xorshift64 rounds the server runs per echo, inside its receive lane", RUN | SERVE),
     spec("udp-server-receive-buffer", "BYTES", "none (the 4 MiB request every socket makes)", "1..=1073741824", "keel: receive buffer request of the server socket(s) only", RUN | SERVE),
+    spec("lane-steering", "HOW", "auto", "auto, hash, port", "keel: how datagrams spread over --server-lanes: hash = the kernel's hash of the peer address; port = peer port % lanes, and each client binds a port whose lane runs on the client's own context (flows stay on one core); auto = port for --io-model sharded with several lanes, else hash", RUN | SERVE),
     spec("server-lanes", "N", "1", "1..=64", "keel: server receive lanes; N > 1 opens N SO_REUSEPORT sockets on one port, one serialized lane each", RUN | SERVE),
     spec("batch", "N", "64", "1..=1024", "keel: datagrams per receive/send system call (recvmmsg/sendmmsg); 1 = one per call", RUN | SERVE),
     spec("loss-timeout", "MS", "off", "1..=3600000", "keel: count a datagram unanswered after MS as lost and release its window slot (off: it holds the slot until the drain ends, as in arknet)", RUN),
@@ -767,6 +787,18 @@ pub fn parse_impair(flag: &str, value: &str) -> Result<Option<Box<Impairment>>, 
     Ok((!imp.is_off()).then(|| Box::new(imp)))
 }
 
+fn parse_lane_steering(value: &str) -> Result<LaneSteeringChoice, FlagError> {
+    match value {
+        "auto" => Ok(LaneSteeringChoice::Auto),
+        "hash" => Ok(LaneSteeringChoice::Hash),
+        "port" => Ok(LaneSteeringChoice::Port),
+        _ => Err(FlagError::new(
+            "--lane-steering",
+            format!("expected auto, hash or port, got {value:?}"),
+        )),
+    }
+}
+
 fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
     no_positionals(raw)?;
     let mut cfg = RunConfig::default();
@@ -822,6 +854,7 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
                 cfg.udp_server_receive_buffer = Some(parse_server_rcvbuf(v)?)
             }
             "server-lanes" => cfg.server_lanes = parse_lanes(v)?,
+            "lane-steering" => cfg.lane_steering = parse_lane_steering(v)?,
             "batch" => cfg.batch = parse_batch(v)?,
             "loss-timeout" => {
                 cfg.loss_timeout_ms = Some(parse_uint("loss-timeout", v, 1, 3_600_000)?)
@@ -853,7 +886,12 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
                  use --impair to impair the clients' sends instead",
             ));
         }
-        for server_side in ["work", "server-lanes", "udp-server-receive-buffer"] {
+        for server_side in [
+            "work",
+            "server-lanes",
+            "udp-server-receive-buffer",
+            "lane-steering",
+        ] {
             if has(raw, server_side) {
                 return Err(FlagError::new(
                     format!("--{server_side}"),
@@ -908,6 +946,7 @@ fn validate_serve(raw: &RawArgs) -> Result<ServeConfig, FlagError> {
         work: DEFAULT_WORK,
         batch: DEFAULT_BATCH,
         udp_server_receive_buffer: None,
+        lane_steering: LaneSteeringChoice::Auto,
     };
     for f in &raw.flags {
         let v = f.value.as_deref().unwrap_or("");
@@ -916,6 +955,7 @@ fn validate_serve(raw: &RawArgs) -> Result<ServeConfig, FlagError> {
             "io-model" => cfg.io_model = parse_io_model(v)?,
             "io-threads" => cfg.io_threads = parse_threads(v)?,
             "server-lanes" => cfg.server_lanes = parse_lanes(v)?,
+            "lane-steering" => cfg.lane_steering = parse_lane_steering(v)?,
             "seconds" => cfg.seconds = Some(parse_seconds("seconds", v, false, 86_400.0)?),
             "sockperf" => cfg.sockperf = true,
             "work" => cfg.work = parse_work(v)?,
@@ -1041,6 +1081,7 @@ mod tests {
             "protocol" => "udp",
             "address-family" => "ipv4",
             "io-model" => "shared",
+            "lane-steering" => "auto",
             "connect" => "127.0.0.1:7000",
             "bind" => "127.0.0.1:7000",
             "out" => "dir",

@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 
 use keel_reactor::{IoModel as KeelModel, Runtime};
 use keel_udp::{
-    Client, ClientConfig, EndpointConfig, Impairment, Server, ServerConfig, SocketOptions,
+    Client, ClientConfig, EndpointConfig, Impairment, LaneSteering, Server, ServerConfig,
+    SocketOptions,
 };
 
 use crate::client::{BenchClient, ClientTally, DrainLatch, Schedule};
 use crate::echo::{Echo, EchoMode, EchoStats};
-use crate::flags::{AddressFamily, IoModel, RunConfig};
+use crate::flags::{AddressFamily, IoModel, LaneSteeringChoice, RunConfig};
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
 use crate::procstats::{peak_rss_bytes, process_cpu_time, udp_delta, UdpCounters};
 use crate::stats::RttShards;
@@ -48,6 +49,8 @@ pub struct EchoServerSpec {
     pub work: u64,
     /// What the server answers.
     pub mode: EchoMode,
+    /// How datagrams spread over the lanes.
+    pub steering: LaneSteering,
 }
 
 /// Starts the echo server described by `spec` on `rt`.
@@ -74,9 +77,11 @@ pub fn start_server_impaired(
         receive_buffer,
         work,
         mode,
+        steering,
     } = spec.clone();
     let config = ServerConfig {
         lanes: lanes as usize,
+        steering,
         // A benchmark's peers never go idle on purpose; keep every session.
         idle_timeout: None,
         endpoint: EndpointConfig {
@@ -117,6 +122,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let rt = runtime_for(cfg.io_model, cfg.io_threads)
         .map_err(|e| format!("starting the runtime: {e}"))?;
     let echo_stats = Arc::new(EchoStats::default());
+    let steering = run_steering(cfg);
     let server = match cfg.connect {
         Some(_) => None,
         None => Some(
@@ -129,6 +135,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
                     receive_buffer: cfg.udp_server_receive_buffer,
                     work: cfg.work,
                     mode: EchoMode::Bench,
+                    steering,
                 },
                 cfg.impair_server.as_deref().cloned(),
                 echo_stats.clone(),
@@ -143,7 +150,12 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         let b = s.buffers();
         report.udp_server_send_buffer_bytes = Some(b.send as u64);
         report.udp_server_receive_buffer_bytes = Some(b.recv as u64);
+        report.lane_steering = Some(match steering {
+            LaneSteering::PeerPort => "peer-port",
+            _ => "kernel-hash",
+        });
     }
+    let mut ports = PortPicker::new(cfg, steering, target);
 
     let payload = cfg.payload as usize;
     let window = cfg.window as usize;
@@ -177,21 +189,27 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     for id in 0..cfg.clients {
         let words = Arc::new(Mutex::new(None));
         last_words.push(words.clone());
-        let handler = BenchClient::new(
-            id,
-            payload,
-            cfg.window,
-            latch.clone(),
-            rtt_shards.clone(),
-            words,
-        );
+        let handler = || {
+            BenchClient::new(
+                id,
+                payload,
+                cfg.window,
+                latch.clone(),
+                rtt_shards.clone(),
+                words.clone(),
+            )
+        };
         let mut config = client_config.clone();
         // Each client its own seed, so their decisions are independent.
         config.endpoint.send_impairment = cfg.impair.as_ref().map(|imp| Impairment {
             seed: imp.seed.wrapping_add(u64::from(id)),
             ..(**imp).clone()
         });
-        let client = Client::connect(rt.next_context(), target, config, handler)
+        // Client `id` runs on context `id % contexts`.
+        let context = id as usize % rt.contexts();
+        let reactor = rt.context(context).expect("context index in range");
+        let client = ports
+            .connect(context, reactor, config, handler)
             .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
         clients.push(client);
     }
@@ -327,6 +345,81 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The lane steering a run's server uses (`--lane-steering`).
+pub fn run_steering(cfg: &RunConfig) -> LaneSteering {
+    match cfg.lane_steering {
+        LaneSteeringChoice::Port => LaneSteering::PeerPort,
+        LaneSteeringChoice::Hash => LaneSteering::KernelHash,
+        LaneSteeringChoice::Auto if cfg.io_model == IoModel::Sharded && cfg.server_lanes > 1 => {
+            LaneSteering::PeerPort
+        }
+        LaneSteeringChoice::Auto => LaneSteering::KernelHash,
+    }
+}
+
+/// Chooses each client's local port when the server steers by peer port:
+/// a client on context `c` gets a port `p` with `p % lanes` = a lane that
+/// runs on context `c` (lane `j` runs on context `j % contexts`), so its
+/// datagrams and their echoes stay on one core. Otherwise the kernel picks
+/// the port.
+struct PortPicker {
+    lanes: u16,
+    contexts: usize,
+    ip: std::net::IpAddr,
+    target: SocketAddr,
+    next: u16,
+    enabled: bool,
+}
+
+/// Tries before giving up on finding a free port for one client.
+const PORT_TRIES: usize = 4096;
+
+impl PortPicker {
+    fn new(cfg: &RunConfig, steering: LaneSteering, target: SocketAddr) -> PortPicker {
+        let lanes = cfg.server_lanes as u16;
+        PortPicker {
+            lanes,
+            contexts: cfg.io_contexts() as usize,
+            ip: cfg.address_family.loopback(),
+            target,
+            // Spread concurrent runs over the range (bind failures retry).
+            next: 20_000 + (std::process::id() % 10_000) as u16 * 2,
+            enabled: steering == LaneSteering::PeerPort && lanes > 1 && cfg.connect.is_none(),
+        }
+    }
+
+    fn connect(
+        &mut self,
+        context: usize,
+        reactor: &keel_reactor::Handle,
+        mut config: ClientConfig,
+        handler: impl Fn() -> BenchClient,
+    ) -> io::Result<Client<BenchClient>> {
+        if !self.enabled {
+            return Client::connect(reactor, self.target, config, handler());
+        }
+        // A lane on this context if there is one, else any (cross-core).
+        let lane = (0..self.lanes as usize)
+            .find(|j| j % self.contexts == context)
+            .unwrap_or(context % self.lanes as usize) as u16;
+        let mut last = None;
+        for _ in 0..PORT_TRIES {
+            let mut port = self.next - self.next % self.lanes + lane;
+            if port < self.next {
+                port += self.lanes;
+            }
+            self.next = if port > 60_000 { 20_000 } else { port + 1 };
+            config.local = Some(SocketAddr::new(self.ip, port));
+            match Client::connect(reactor, self.target, config.clone(), handler()) {
+                Ok(client) => return Ok(client),
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no free port")))
+    }
 }
 
 /// Sleeps until `t` (phase timing, not synchronization).

@@ -122,6 +122,7 @@ pub const KEEL_FIELDS: &[&str] = &[
     "impair_server",
     "conditioner_dropped",
     "conditioner_duplicated",
+    "lane_steering",
 ];
 
 /// Which part of the benchmark produced a report.
@@ -302,6 +303,10 @@ pub struct RunReport {
     pub conditioner_dropped: Option<u64>,
     /// Extra copies the link conditioners sent.
     pub conditioner_duplicated: Option<u64>,
+    /// How the server spread datagrams over its lanes: `"kernel-hash"` or
+    /// `"peer-port"` (clients bound to ports whose lane runs on their own
+    /// context); `null` when no server runs here.
+    pub lane_steering: Option<&'static str>,
 }
 
 impl RunReport {
@@ -385,6 +390,7 @@ impl RunReport {
             impair_server: None,
             conditioner_dropped: None,
             conditioner_duplicated: None,
+            lane_steering: None,
         }
     }
 

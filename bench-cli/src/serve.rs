@@ -11,8 +11,9 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::echo::{EchoMode, EchoStats};
-use crate::flags::ServeConfig;
+use crate::flags::{LaneSteeringChoice, ServeConfig};
 use crate::loopback::{runtime_for, start_server, EchoServerSpec};
+use keel_udp::LaneSteering;
 
 /// The summary line `serve` prints when it ends.
 #[derive(Debug, Serialize)]
@@ -95,6 +96,11 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
         receive_buffer: cfg.udp_server_receive_buffer,
         work: cfg.work,
         mode,
+        // Remote peers pick their own ports: `auto` is the kernel's hash.
+        steering: match cfg.lane_steering {
+            LaneSteeringChoice::Port => LaneSteering::PeerPort,
+            _ => LaneSteering::KernelHash,
+        },
     };
     let server =
         start_server(&rt, &spec, stats.clone()).map_err(|e| format!("--bind {}: {e}", cfg.bind))?;

@@ -97,6 +97,7 @@ fn benchmark_echo_path_allocates_nothing_per_echo() {
         receive_buffer: None,
         work: 0,
         mode: EchoMode::Bench,
+        steering: keel_udp::LaneSteering::KernelHash,
     };
     let server = start_server(&rt, &spec, stats.clone()).unwrap();
     let latch = Arc::new(DrainLatch::default());

@@ -84,6 +84,7 @@ fn echo_server_counts_every_invalid_datagram_and_keeps_echoing() {
         receive_buffer: None,
         work: 0,
         mode: EchoMode::Bench,
+        steering: keel_udp::LaneSteering::KernelHash,
     };
     let server = start_server(&rt, &spec, stats.clone()).unwrap();
     let target = server.local_addr();
@@ -165,6 +166,7 @@ fn sockperf_echo_mode_classifies_arbitrary_datagrams_without_crashing() {
         receive_buffer: None,
         work: 0,
         mode: EchoMode::Sockperf,
+        steering: keel_udp::LaneSteering::KernelHash,
     };
     let server = start_server(&rt, &spec, stats.clone()).unwrap();
     let target = server.local_addr();

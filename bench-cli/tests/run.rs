@@ -117,6 +117,37 @@ fn io_models_and_shapes_are_ok() {
         "2",
     ]);
     assert_eq!(v["server_io_lanes"], 2);
+    // auto: sharded with several lanes steers by peer port.
+    assert_eq!(v["lane_steering"], "peer-port");
+    let v = assert_ok(&[
+        "--io-model",
+        "sharded",
+        "--io-threads",
+        "2",
+        "--server-lanes",
+        "2",
+        "--lane-steering",
+        "hash",
+    ]);
+    assert_eq!(v["lane_steering"], "kernel-hash");
+    // More lanes than contexts, and shared with port steering on IPv6.
+    assert_ok(&[
+        "--io-model",
+        "sharded",
+        "--io-threads",
+        "2",
+        "--server-lanes",
+        "3",
+    ]);
+    let v = assert_ok(&[
+        "--server-lanes",
+        "2",
+        "--lane-steering",
+        "port",
+        "--address-family",
+        "ipv6",
+    ]);
+    assert_eq!(v["lane_steering"], "peer-port");
     assert_ok(&["--window", "16"]);
     assert_ok(&["--work", "10000"]);
     assert_ok(&["--batch", "1"]);
