@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token};
@@ -55,8 +55,11 @@ pub(crate) struct Sched {
     runq: VecDeque<Arc<dyn LaneTask>>,
     /// Present when no thread is polling; taken by the thread that polls.
     io: Option<IoDriver>,
-    /// Threads of a shared runtime waiting for work or for the poll.
-    idle: usize,
+    /// Threads of a shared runtime parked until there is work or the poll
+    /// is free, most recently parked last: they are woken last-in
+    /// first-out, so the thread woken is the one whose cache is warmest
+    /// and the others stay asleep.
+    parked: Vec<std::thread::Thread>,
     stopped: bool,
 }
 
@@ -69,7 +72,6 @@ pub(crate) struct Core {
     pub(crate) timers: Mutex<TimerQueue<Arc<dyn LaneTask>>>,
     pub(crate) lanes: Mutex<Slab<Arc<dyn LaneTask>>>,
     sched: Mutex<Sched>,
-    cv: Condvar,
     stopped: AtomicBool,
     /// A thread of a shared runtime that found no work and is spinning
     /// briefly before it parks (at most one at a time): work handed to the
@@ -143,10 +145,9 @@ impl Core {
                     ready: Vec::new(),
                     fired: Vec::new(),
                 }),
-                idle: 0,
+                parked: Vec::new(),
                 stopped: false,
             }),
-            cv: Condvar::new(),
             stopped: AtomicBool::new(false),
             spinning: AtomicBool::new(false),
             queued: AtomicUsize::new(0),
@@ -198,8 +199,11 @@ impl Core {
         let mut s = lock(&self.sched);
         s.runq.push_back(task);
         self.queued.store(s.runq.len(), Ordering::SeqCst);
-        if s.idle > 0 && !self.spinning.load(Ordering::SeqCst) && self.room_to_wake(&s) > 0 {
-            self.cv.notify_one();
+        if !s.parked.is_empty()
+            && !self.spinning.load(Ordering::SeqCst)
+            && self.room_to_wake(&s) > 0
+        {
+            wake_one(&mut s);
         } else if s.io.is_none() && !self.in_runner() {
             drop(s);
             self.wake();
@@ -231,8 +235,14 @@ impl Core {
 
     pub(crate) fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
-        lock(&self.sched).stopped = true;
-        self.cv.notify_all();
+        let parked = {
+            let mut s = lock(&self.sched);
+            s.stopped = true;
+            std::mem::take(&mut s.parked)
+        };
+        for t in parked {
+            t.unpark();
+        }
         self.wake();
     }
 
@@ -361,11 +371,11 @@ impl Core {
             if let Some(task) = s.runq.pop_front() {
                 self.queued.store(s.runq.len(), Ordering::SeqCst);
                 if !s.runq.is_empty()
-                    && s.idle > 0
+                    && !s.parked.is_empty()
                     && !self.spinning.load(Ordering::SeqCst)
                     && self.room_to_wake(&s) > 0
                 {
-                    self.cv.notify_one();
+                    wake_one(&mut s);
                 }
                 drop(s);
                 task.run(self);
@@ -386,19 +396,15 @@ impl Core {
                 // Hand the poll on: this thread runs one ready lane; the
                 // others and the poll want one thread each. A spinning
                 // thread takes one of those without a futex wake.
-                if s.idle > 0 {
+                if !s.parked.is_empty() {
                     let spinner = usize::from(self.spinning.load(Ordering::SeqCst));
                     let wanted = s
                         .runq
                         .len()
                         .saturating_sub(spinner)
                         .min(self.room_to_wake(&s));
-                    if wanted >= s.idle {
-                        self.cv.notify_all();
-                    } else {
-                        for _ in 0..wanted {
-                            self.cv.notify_one();
-                        }
+                    for _ in 0..wanted {
+                        wake_one(&mut s);
                     }
                 }
                 may_spin = true;
@@ -420,16 +426,26 @@ impl Core {
                 s = lock(&self.sched);
                 continue;
             }
-            s.idle += 1;
-            s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
-            s.idle -= 1;
+            // Park. Whoever wakes us takes our entry off the stack; a
+            // spurious return removes it here.
+            let me = std::thread::current();
+            s.parked.push(me.clone());
+            drop(s);
+            std::thread::park();
+            s = lock(&self.sched);
+            if let Some(pos) = s.parked.iter().position(|t| t.id() == me.id()) {
+                s.parked.remove(pos);
+            }
             may_spin = true;
         }
     }
 
     /// How many parked threads may be woken without exceeding `max_awake`.
     fn room_to_wake(&self, s: &Sched) -> usize {
-        let awake = self.workers.load(Ordering::Relaxed).saturating_sub(s.idle);
+        let awake = self
+            .workers
+            .load(Ordering::Relaxed)
+            .saturating_sub(s.parked.len());
         self.max_awake.load(Ordering::Relaxed).saturating_sub(awake)
     }
 
@@ -483,6 +499,13 @@ impl Core {
         };
         drop(runq);
         drop(io);
+    }
+}
+
+/// Wakes the most recently parked thread.
+fn wake_one(s: &mut Sched) {
+    if let Some(t) = s.parked.pop() {
+        t.unpark();
     }
 }
 
