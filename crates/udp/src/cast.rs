@@ -10,7 +10,7 @@ use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, Ready, SourceId, Time
 
 use crate::config::EndpointConfig;
 use crate::counters::{bump, CounterSnapshot, Counters};
-use crate::endpoint::{Rx, Timers, Tx, RECV_BATCHES_PER_EVENT};
+use crate::endpoint::{receive, Receiver, Rx, Timers, Tx};
 use crate::error::SendError;
 use crate::socket::{self, SocketBuffers};
 use crate::sys;
@@ -64,45 +64,35 @@ pub(crate) struct CastLane<H: CastHandler> {
     tx: Tx,
 }
 
+impl<H: CastHandler> Receiver for CastLane<H> {
+    fn sides(&mut self) -> (&mut Rx, &mut Tx) {
+        (&mut self.rx, &mut self.tx)
+    }
+
+    fn batch(&mut self, cx: &mut LaneCx<'_, Self>, n: usize) -> bool {
+        if self.rx.link.is_some() {
+            self.handle_batch_impaired(cx, n);
+            return true;
+        }
+        for i in 0..n {
+            if self.rx.batch.truncated(i) {
+                bump(&self.tx.counters.truncated, 1);
+                continue;
+            }
+            let mut ctx = CastCtx {
+                tx: &mut self.tx,
+                timers: cx,
+            };
+            let from = self.rx.batch.addr(i);
+            self.handler.datagram(&mut ctx, from, self.rx.batch.data(i));
+        }
+        true
+    }
+}
+
 impl<H: CastHandler> Lane for CastLane<H> {
     fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, _source: SourceId, ready: Ready) -> Flow {
-        if ready.is_writable() {
-            self.tx.on_writable();
-        }
-        let mut flow = Flow::Yielded;
-        for _ in 0..RECV_BATCHES_PER_EVENT {
-            match self.rx.recv(&self.tx) {
-                Ok(n) => {
-                    if self.rx.link.is_some() {
-                        self.handle_batch_impaired(cx, n);
-                    } else {
-                        for i in 0..n {
-                            if self.rx.batch.truncated(i) {
-                                bump(&self.tx.counters.truncated, 1);
-                                continue;
-                            }
-                            let mut ctx = CastCtx {
-                                tx: &mut self.tx,
-                                timers: cx,
-                            };
-                            let from = self.rx.batch.addr(i);
-                            self.handler.datagram(&mut ctx, from, self.rx.batch.data(i));
-                        }
-                    }
-                    self.tx.flush();
-                    if !self.rx.was_full(n) {
-                        flow = Flow::Drained;
-                        break;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    flow = Flow::Drained;
-                    break;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => bump(&self.tx.counters.recv_errors, 1),
-            }
-        }
+        let flow = receive(self, cx, ready);
         self.tx.finish(cx);
         flow
     }

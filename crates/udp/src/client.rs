@@ -9,7 +9,7 @@ use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, Ready, SourceId, Time
 
 use crate::config::EndpointConfig;
 use crate::counters::{bump, CounterSnapshot, Counters};
-use crate::endpoint::{Rx, Timers, Tx, RECV_BATCHES_PER_EVENT};
+use crate::endpoint::{receive, Receiver, Rx, Timers, Tx};
 use crate::error::{DisconnectReason, SendError};
 use crate::socket::{self, SocketBuffers};
 use crate::sys;
@@ -108,6 +108,8 @@ pub(crate) struct ClientLane<H: ClientHandler> {
     tx: Tx,
     peer: SocketAddr,
     close: bool,
+    /// `end` ran: the disconnect was reported and the lane is closing.
+    ended: bool,
 }
 
 macro_rules! cctx {
@@ -123,6 +125,7 @@ macro_rules! cctx {
 
 impl<H: ClientHandler> ClientLane<H> {
     fn end(&mut self, cx: &mut LaneCx<'_, Self>, reason: DisconnectReason) {
+        self.ended = true;
         self.tx.flush();
         let mut ctx = cctx!(self, cx);
         self.handler.disconnect(&mut ctx, reason);
@@ -185,54 +188,47 @@ impl<H: ClientHandler> ClientLane<H> {
     }
 }
 
-impl<H: ClientHandler> Lane for ClientLane<H> {
-    fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, _source: SourceId, ready: Ready) -> Flow {
-        if ready.is_writable() {
-            self.tx.on_writable();
-        }
-        let mut flow = Flow::Yielded;
-        for _ in 0..RECV_BATCHES_PER_EVENT {
-            match self.rx.recv(&self.tx) {
-                Ok(n) => {
-                    if self.rx.link.is_some() {
-                        self.handle_batch_impaired(cx, n);
-                    } else {
-                        for i in 0..n {
-                            if self.rx.batch.truncated(i) {
-                                bump(&self.tx.counters.truncated, 1);
-                                continue;
-                            }
-                            let mut ctx = cctx!(self, cx);
-                            self.handler.datagram(&mut ctx, self.rx.batch.data(i));
-                            if self.close {
-                                break;
-                            }
-                        }
-                    }
-                    self.tx.flush();
-                    if self.close || !self.rx.was_full(n) {
-                        flow = Flow::Drained;
-                        break;
-                    }
+impl<H: ClientHandler> Receiver for ClientLane<H> {
+    fn sides(&mut self) -> (&mut Rx, &mut Tx) {
+        (&mut self.rx, &mut self.tx)
+    }
+
+    fn batch(&mut self, cx: &mut LaneCx<'_, Self>, n: usize) -> bool {
+        if self.rx.link.is_some() {
+            self.handle_batch_impaired(cx, n);
+        } else {
+            for i in 0..n {
+                if self.rx.batch.truncated(i) {
+                    bump(&self.tx.counters.truncated, 1);
+                    continue;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    flow = Flow::Drained;
+                let mut ctx = cctx!(self, cx);
+                self.handler.datagram(&mut ctx, self.rx.batch.data(i));
+                if self.close {
                     break;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    bump(&self.tx.counters.recv_errors, 1);
-                    let reason = if e.kind() == io::ErrorKind::ConnectionRefused {
-                        DisconnectReason::Refused
-                    } else {
-                        DisconnectReason::Error(e.kind())
-                    };
-                    self.end(cx, reason);
-                    return Flow::Drained;
                 }
             }
         }
-        if self.settle(cx) {
+        !self.close
+    }
+
+    /// ICMP port unreachable (`ECONNREFUSED`) or another socket error ends
+    /// the client.
+    fn recv_error(&mut self, cx: &mut LaneCx<'_, Self>, e: io::Error) -> bool {
+        let reason = if e.kind() == io::ErrorKind::ConnectionRefused {
+            DisconnectReason::Refused
+        } else {
+            DisconnectReason::Error(e.kind())
+        };
+        self.end(cx, reason);
+        false
+    }
+}
+
+impl<H: ClientHandler> Lane for ClientLane<H> {
+    fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, _source: SourceId, ready: Ready) -> Flow {
+        let flow = receive(self, cx, ready);
+        if self.ended || self.settle(cx) {
             return Flow::Drained;
         }
         flow
@@ -337,6 +333,7 @@ impl<H: ClientHandler> Client<H> {
             tx,
             peer: server,
             close: false,
+            ended: false,
         };
         let (lane, registered) = reactor.add_lane_with(state, |st, cx| {
             st.tx.register(cx)?;

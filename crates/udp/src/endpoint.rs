@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel_reactor::{Interest, Lane, LaneCx, SourceId, TimerId};
+use keel_reactor::{Flow, Interest, Lane, LaneCx, Ready, SourceId, TimerId};
 use mio::net::UdpSocket;
 
 use crate::conditioner::Link;
@@ -375,3 +375,55 @@ impl Tx {
 /// Batches of datagrams one readiness event may handle before the lane
 /// yields to other lanes (it is put back on the run queue).
 pub(crate) const RECV_BATCHES_PER_EVENT: usize = 16;
+
+/// What an endpoint lane (server lane, client, cast socket) does with what
+/// [`receive`] reads.
+pub(crate) trait Receiver: Lane {
+    /// The lane's receive and send sides.
+    fn sides(&mut self) -> (&mut Rx, &mut Tx);
+
+    /// Handles the `n` datagrams just received. Returning false stops the
+    /// loop (the endpoint ended).
+    fn batch(&mut self, cx: &mut LaneCx<'_, Self>, n: usize) -> bool;
+
+    /// A receive error other than `WouldBlock` and `Interrupted`, already
+    /// counted in `recv_errors`. Returning false stops the loop.
+    fn recv_error(&mut self, cx: &mut LaneCx<'_, Self>, e: io::Error) -> bool {
+        let _ = (cx, e);
+        true
+    }
+}
+
+/// The receive loop every endpoint runs on readiness: flushes the send
+/// queue if writable, then reads batches until the socket is drained (a
+/// short batch: a datagram arriving later raises a new edge), the
+/// endpoint stops, or `RECV_BATCHES_PER_EVENT` batches were read (then the
+/// lane yields). What the handlers sent during a batch goes out with one
+/// `sendmmsg` right after it.
+pub(crate) fn receive<L: Receiver>(lane: &mut L, cx: &mut LaneCx<'_, L>, ready: Ready) -> Flow {
+    if ready.is_writable() {
+        lane.sides().1.on_writable();
+    }
+    for _ in 0..RECV_BATCHES_PER_EVENT {
+        let (rx, tx) = lane.sides();
+        match rx.recv(tx) {
+            Ok(n) => {
+                let drained = !rx.was_full(n);
+                let go_on = lane.batch(cx, n);
+                lane.sides().1.flush();
+                if drained || !go_on {
+                    return Flow::Drained;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Flow::Drained,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                bump(&tx.counters.recv_errors, 1);
+                if !lane.recv_error(cx, e) {
+                    return Flow::Drained;
+                }
+            }
+        }
+    }
+    Flow::Yielded
+}

@@ -9,7 +9,7 @@ use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, Ready, SourceId, Time
 
 use crate::config::{FullPolicy, LaneSteering, ServerConfig};
 use crate::counters::{bump, set, CounterSnapshot, Counters};
-use crate::endpoint::{Rx, Timers, Tx, RECV_BATCHES_PER_EVENT};
+use crate::endpoint::{receive, Receiver, Rx, Timers, Tx};
 use crate::error::{DisconnectReason, SendError};
 use crate::sessions::Sessions;
 use crate::socket::{self, SocketBuffers};
@@ -402,38 +402,22 @@ impl<H: ServerHandler> ServerLane<H> {
     }
 }
 
+impl<H: ServerHandler> Receiver for ServerLane<H> {
+    fn sides(&mut self) -> (&mut Rx, &mut Tx) {
+        (&mut self.rx, &mut self.tx)
+    }
+
+    fn batch(&mut self, cx: &mut LaneCx<'_, Self>, n: usize) -> bool {
+        self.handle_batch(cx, n, Instant::now());
+        true
+    }
+}
+
 impl<H: ServerHandler> Lane for ServerLane<H> {
     fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, _source: SourceId, ready: Ready) -> Flow {
-        if ready.is_writable() {
-            self.tx.on_writable();
-        }
-        let mut flow = Flow::Yielded;
-        for _ in 0..RECV_BATCHES_PER_EVENT {
-            match self.rx.recv(&self.tx) {
-                Ok(n) => {
-                    let now = Instant::now();
-                    self.handle_batch(cx, n, now);
-                    // Replies made during the batch: one sendmmsg.
-                    self.tx.flush();
-                    // A short batch means the queue was empty when read; a
-                    // datagram arriving later raises a new edge.
-                    if !self.rx.was_full(n) {
-                        flow = Flow::Drained;
-                        break;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    flow = Flow::Drained;
-                    break;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    // ICMP errors and the like on the unconnected socket:
-                    // counted, never fatal for the server.
-                    bump(&self.tx.counters.recv_errors, 1);
-                }
-            }
-        }
+        // Receive errors on the unconnected socket (ICMP errors and the
+        // like) are counted and never fatal for the server.
+        let flow = receive(self, cx, ready);
         self.tx.finish(cx);
         flow
     }
