@@ -285,22 +285,28 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let mut client_send_errors = 0;
     let mut kernel_drops = 0;
     let (mut cond_dropped, mut cond_duplicated) = (0, 0);
+    // Close first: an endpoint reads its socket's drop counter as it
+    // closes, so drops at the very end of the run (no later datagram
+    // reported them) are counted too.
     for c in &clients {
+        c.close();
+    }
+    for c in &clients {
+        c.close_and_wait(Duration::from_secs(1));
         let k = c.counters();
         client_send_errors += k.send_errors;
         kernel_drops += k.kernel_drops;
         cond_dropped += k.conditioner_dropped;
         cond_duplicated += k.conditioner_duplicated;
-        c.close();
     }
     if let Some(s) = &server {
+        s.stop_and_wait(Duration::from_secs(1));
         let k = s.counters();
         report.server_send_rejections = Some(k.send_queue_rejections + k.send_too_large);
         report.server_send_completion_errors = Some(k.send_errors);
         kernel_drops += k.kernel_drops;
         cond_dropped += k.conditioner_dropped;
         cond_duplicated += k.conditioner_duplicated;
-        s.stop_and_wait(Duration::from_secs(1));
     }
     let snmp_after = snmp(cfg.address_family);
     let stopped = rt.stop();

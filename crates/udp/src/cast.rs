@@ -269,7 +269,10 @@ impl<H: CastHandler> Cast<H> {
 
     /// Closes the socket.
     pub fn close(&self) {
-        self.lane.close();
+        self.lane.post(|st, cx| {
+            st.rx.sync_kernel_drops(&st.tx);
+            cx.close();
+        });
     }
 
     /// The socket's counters.

@@ -110,6 +110,16 @@ pub(crate) struct ClientLane<H: ClientHandler> {
     close: bool,
     /// `end` ran: the disconnect was reported and the lane is closing.
     ended: bool,
+    /// Told when this client's state is dropped (see `Client::close_and_wait`).
+    on_dropped: Vec<std::sync::mpsc::Sender<()>>,
+}
+
+impl<H: ClientHandler> Drop for ClientLane<H> {
+    fn drop(&mut self) {
+        for done in self.on_dropped.drain(..) {
+            let _ = done.send(());
+        }
+    }
 }
 
 macro_rules! cctx {
@@ -126,6 +136,7 @@ macro_rules! cctx {
 impl<H: ClientHandler> ClientLane<H> {
     fn end(&mut self, cx: &mut LaneCx<'_, Self>, reason: DisconnectReason) {
         self.ended = true;
+        self.rx.sync_kernel_drops(&self.tx);
         self.tx.flush();
         let mut ctx = cctx!(self, cx);
         self.handler.disconnect(&mut ctx, reason);
@@ -334,6 +345,7 @@ impl<H: ClientHandler> Client<H> {
             peer: server,
             close: false,
             ended: false,
+            on_dropped: Vec::new(),
         };
         let (lane, registered) = reactor.add_lane_with(state, |st, cx| {
             st.tx.register(cx)?;
@@ -398,6 +410,21 @@ impl<H: ClientHandler> Client<H> {
     pub fn close(&self) {
         self.lane
             .post(|st, cx| st.end(cx, DisconnectReason::Closed));
+    }
+
+    /// Closes the client as [`Client::close`] does and waits, at most
+    /// `timeout`, until its socket is closed (its counters are final then,
+    /// kernel drops included). Returns whether it closed in time; true if
+    /// it had already ended.
+    pub fn close_and_wait(&self, timeout: std::time::Duration) -> bool {
+        let (done, closed) = std::sync::mpsc::channel();
+        let posted = self.lane.post(move |st, cx| {
+            st.on_dropped.push(done);
+            if !st.ended {
+                st.end(cx, DisconnectReason::Closed);
+            }
+        });
+        !posted || closed.recv_timeout(timeout).is_ok()
     }
 
     /// Whether the client has ended.

@@ -105,6 +105,21 @@ impl Rx {
         Ok(n)
     }
 
+    /// Reads the socket's drop counter directly and counts drops no
+    /// received datagram has reported yet (`SO_RXQ_OVFL` only arrives with
+    /// the next datagram that gets through: drops at the end of a burst, or
+    /// just before the socket closes, would otherwise never be counted).
+    /// One system call; endpoints call it when they close.
+    pub(crate) fn sync_kernel_drops(&mut self, tx: &Tx) {
+        if let Ok(cumulative) = sys::kernel_drops_now(&tx.socket) {
+            self.batch.observe_kernel_drops(cumulative);
+            let drops = self.batch.take_kernel_drops_delta();
+            if drops > 0 {
+                bump(&tx.counters.kernel_drops, drops);
+            }
+        }
+    }
+
     /// Whether the last call filled the whole batch (more may be waiting).
     pub(crate) fn was_full(&self, n: usize) -> bool {
         n >= self.batch.batch()

@@ -362,6 +362,9 @@ impl<H: ServerHandler> ServerLane<H> {
     }
 
     fn sweep_idle(&mut self, cx: &mut LaneCx<'_, Self>) {
+        // The sweep runs every quarter of the idle timeout (at most 1 s):
+        // also the moment to count drops no datagram has reported yet.
+        self.rx.sync_kernel_drops(&self.tx);
         let Some(timeout) = self.idle_timeout else {
             return;
         };
@@ -390,6 +393,7 @@ impl<H: ServerHandler> ServerLane<H> {
     }
 
     fn shutdown(&mut self, cx: &mut LaneCx<'_, Self>) {
+        self.rx.sync_kernel_drops(&self.tx);
         self.tx.finish(cx);
         for slot in self.sessions.drain() {
             let mut ctx = ctx!(self, cx);

@@ -125,3 +125,58 @@ fn kernel_drops_equal_sent_minus_received_batched() {
 fn kernel_drops_equal_sent_minus_received_one_per_call() {
     drops_are_counted(1);
 }
+
+/// Drops at the very end of a burst, with no datagram after them to carry
+/// the count (`SO_RXQ_OVFL` arrives only with a later datagram), are still
+/// counted: the lane reads the socket's drop counter when it stops.
+#[test]
+fn drops_no_datagram_reported_are_counted_at_stop() {
+    const BURST: u32 = 200;
+    let rt = runtime(IoModel::Shared { threads: 1 });
+    let burst = Arc::new(Mutex::new(Vec::new()));
+    let markers = Arc::new(Progress::default());
+    let config = ServerConfig {
+        idle_timeout: None,
+        endpoint: EndpointConfig {
+            socket: SocketOptions {
+                recv_buffer: Some(1),
+                ..SocketOptions::default()
+            },
+            ..EndpointConfig::default()
+        },
+        ..ServerConfig::default()
+    };
+    let (b, m) = (burst.clone(), markers.clone());
+    let server = Server::bind(rt.handles(), v4(), config, move |_| Count {
+        burst: b.clone(),
+        markers: m.clone(),
+    })
+    .unwrap();
+    let addr = server.local_addr();
+    let client = std_client(addr);
+    let (entered, is_in) = mpsc::channel();
+    let (release, go) = mpsc::channel::<()>();
+    server.with_lane(0, move |_, _| {
+        entered.send(()).unwrap();
+        go.recv_timeout(LIMIT).expect("released");
+    });
+    recv_within(&is_in, "the lane to be held");
+    for seq in 0..BURST {
+        let mut d = [0u8; 100];
+        d[..4].copy_from_slice(&seq.to_le_bytes());
+        client.send_to(&d, addr).unwrap();
+    }
+    release.send(()).unwrap();
+    // Nothing more is sent: the lane drains what fit, then stops.
+    assert!(server.stop_and_wait(LIMIT));
+    let c = server.counters();
+    let received = burst.lock().unwrap().len() as u64;
+    assert!(c.kernel_drops > 0, "nothing dropped: {c:?}");
+    assert_eq!(c.datagrams_in, received, "{c:?}");
+    assert_eq!(
+        c.kernel_drops,
+        u64::from(BURST) - received,
+        "every drop counted: {c:?}"
+    );
+    rt.stop().unwrap();
+}

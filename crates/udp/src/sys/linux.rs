@@ -254,3 +254,41 @@ pub(crate) fn attach_port_steering(fd: &impl AsRawFd, lanes: u32, ipv6: bool) ->
     })?;
     Ok(())
 }
+
+/// `SO_MEMINFO` (asm-generic value; libc does not export it for every
+/// target).
+#[cfg(not(target_arch = "sparc64"))]
+const SO_MEMINFO: libc::c_int = 55;
+#[cfg(target_arch = "sparc64")]
+const SO_MEMINFO: libc::c_int = 0x39;
+
+/// The socket's cumulative receive-buffer drop counter, read directly
+/// (`getsockopt(SO_MEMINFO)`, entry `SK_MEMINFO_DROPS`): the same counter
+/// `SO_RXQ_OVFL` attaches to received datagrams, but available when no
+/// datagram follows the drops (the end of a burst, a socket about to close).
+pub(crate) fn kernel_drops_now(fd: &impl AsRawFd) -> io::Result<u32> {
+    // SK_MEMINFO_VARS is 9 on current kernels; ask for more room so a
+    // kernel with more entries still fits (it writes at most `len`).
+    let mut info = [0u32; 16];
+    let mut len = mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: `info` is a live, writable buffer of `len` bytes and `len`
+    // is a live socklen_t; the kernel writes at most `len` bytes and
+    // stores the length it wrote back into `len`.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    })?;
+    let index = libc::SK_MEMINFO_DROPS as usize;
+    if (len as usize) < (index + 1) * mem::size_of::<u32>() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "SO_MEMINFO returned no drop counter",
+        ));
+    }
+    Ok(info[index])
+}

@@ -25,12 +25,16 @@ use std::ptr;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-pub(crate) use linux::{attach_port_steering, enable_rxq_ovfl, recv_batch, send_batch};
+pub(crate) use linux::{
+    attach_port_steering, enable_rxq_ovfl, kernel_drops_now, recv_batch, send_batch,
+};
 
 #[cfg(any(not(target_os = "linux"), test))]
 mod portable;
 #[cfg(not(target_os = "linux"))]
-pub(crate) use portable::{attach_port_steering, enable_rxq_ovfl, recv_batch, send_batch};
+pub(crate) use portable::{
+    attach_port_steering, enable_rxq_ovfl, kernel_drops_now, recv_batch, send_batch,
+};
 
 /// Largest UDP payload that fits in one IPv4 datagram:
 /// 65,535 (IPv4 total length) − 20 (IPv4 header) − 8 (UDP header).
@@ -295,6 +299,13 @@ impl RecvBatch {
     /// exist or was not enabled ([`enable_rxq_ovfl`]).
     pub(crate) fn take_kernel_drops_delta(&mut self) -> u64 {
         self.drops.take_delta()
+    }
+
+    /// Feeds a cumulative drop count read directly from the socket
+    /// ([`kernel_drops_now`]) to the tracker, so drops that no later
+    /// datagram reported are counted too.
+    pub(crate) fn observe_kernel_drops(&mut self, cumulative: u32) {
+        self.drops.observe(cumulative);
     }
 
     fn meta(&self, i: usize) -> &SlotMeta {

@@ -22,6 +22,15 @@ pub(crate) fn enable_rxq_ovfl(fd: &impl AsRawFd) -> io::Result<()> {
     ))
 }
 
+/// There is no per-socket drop counter to read here.
+pub(crate) fn kernel_drops_now(fd: &impl AsRawFd) -> io::Result<u32> {
+    let _ = fd.as_raw_fd();
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "the socket drop counter is only available on Linux",
+    ))
+}
+
 /// Steering a reuseport group by port needs Linux's
 /// `SO_ATTACH_REUSEPORT_CBPF`: returns `ErrorKind::Unsupported`.
 pub(crate) fn attach_port_steering(fd: &impl AsRawFd, _lanes: u32, _ipv6: bool) -> io::Result<()> {
