@@ -270,6 +270,9 @@ impl<H: CastHandler> Cast<H> {
     /// Closes the socket.
     pub fn close(&self) {
         self.lane.post(|st, cx| {
+            // Handle what already arrived, then count unreported drops.
+            receive(st, cx, Ready::READABLE);
+            st.tx.flush();
             st.rx.sync_kernel_drops(&st.tx);
             cx.close();
         });

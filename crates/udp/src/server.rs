@@ -393,6 +393,10 @@ impl<H: ServerHandler> ServerLane<H> {
     }
 
     fn shutdown(&mut self, cx: &mut LaneCx<'_, Self>) {
+        // Handle what already arrived (up to the usual per-event budget)
+        // instead of closing the socket on it, then count the drops no
+        // datagram reported.
+        receive(self, cx, Ready::READABLE);
         self.rx.sync_kernel_drops(&self.tx);
         self.tx.finish(cx);
         for slot in self.sessions.drain() {
@@ -686,9 +690,12 @@ impl<H: ServerHandler> Server<H> {
         })
     }
 
-    /// Stops the server: each lane flushes, ends every session with
+    /// Stops the server: each lane handles the datagrams already queued on
+    /// its socket (up to one readiness budget), flushes, counts the kernel
+    /// drops no datagram reported, ends every session with
     /// [`DisconnectReason::Shutdown`] and closes its socket. Asynchronous:
-    /// it happens on the lanes; counters stay readable.
+    /// it happens on the lanes ([`Server::stop_and_wait`] waits for it);
+    /// counters stay readable.
     pub fn stop(&self) {
         for l in &self.shared.lanes {
             l.post(|st, cx| st.shutdown(cx));
