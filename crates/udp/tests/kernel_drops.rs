@@ -36,8 +36,18 @@ impl ServerHandler for Count {
     }
 }
 
-fn drops_are_counted(batch: usize) {
-    const BURST: u32 = 200;
+/// The runtime, the server, the burst sequence numbers it received, and
+/// the markers it counted.
+type Fixture = (
+    keel_reactor::Runtime,
+    Server<Count>,
+    Arc<Mutex<Vec<u32>>>,
+    Arc<Progress>,
+);
+
+/// A server on a one-thread runtime whose socket has the kernel's minimum
+/// receive buffer (a few datagrams), recording what its lane receives.
+fn small_buffer_server(batch: usize) -> Fixture {
     let rt = runtime(IoModel::Shared { threads: 1 });
     let burst = Arc::new(Mutex::new(Vec::new()));
     let markers = Arc::new(Progress::default());
@@ -61,10 +71,13 @@ fn drops_are_counted(batch: usize) {
     })
     .unwrap();
     assert!(server.buffers().recv < 16 * 1024, "{:?}", server.buffers());
-    let addr = server.local_addr();
-    let client = std_client(addr);
+    (rt, server, burst, markers)
+}
 
-    // Hold the lane (the runtime's only thread) until the burst is sent.
+/// Sends `count` numbered datagrams from `client` while the server's lane
+/// (the runtime's only thread) is held busy, so most are dropped.
+fn burst_while_held(server: &Server<Count>, client: &std::net::UdpSocket, count: u32) {
+    let addr = server.local_addr();
     let (entered, is_in) = mpsc::channel();
     let (release, go) = mpsc::channel::<()>();
     server.with_lane(0, move |_, _| {
@@ -72,12 +85,20 @@ fn drops_are_counted(batch: usize) {
         go.recv_timeout(LIMIT).expect("released");
     });
     recv_within(&is_in, "the lane to be held");
-    for seq in 0..BURST {
+    for seq in 0..count {
         let mut d = [0u8; 100];
         d[..4].copy_from_slice(&seq.to_le_bytes());
         client.send_to(&d, addr).unwrap();
     }
     release.send(()).unwrap();
+}
+
+fn drops_are_counted(batch: usize) {
+    const BURST: u32 = 200;
+    let (rt, server, burst, markers) = small_buffer_server(batch);
+    let addr = server.local_addr();
+    let client = std_client(addr);
+    burst_while_held(&server, &client, BURST);
 
     // The kernel reports drops with the next datagram it queues: send a
     // marker (another if a marker itself is dropped) until everything is
@@ -132,41 +153,9 @@ fn kernel_drops_equal_sent_minus_received_one_per_call() {
 #[test]
 fn drops_no_datagram_reported_are_counted_at_stop() {
     const BURST: u32 = 200;
-    let rt = runtime(IoModel::Shared { threads: 1 });
-    let burst = Arc::new(Mutex::new(Vec::new()));
-    let markers = Arc::new(Progress::default());
-    let config = ServerConfig {
-        idle_timeout: None,
-        endpoint: EndpointConfig {
-            socket: SocketOptions {
-                recv_buffer: Some(1),
-                ..SocketOptions::default()
-            },
-            ..EndpointConfig::default()
-        },
-        ..ServerConfig::default()
-    };
-    let (b, m) = (burst.clone(), markers.clone());
-    let server = Server::bind(rt.handles(), v4(), config, move |_| Count {
-        burst: b.clone(),
-        markers: m.clone(),
-    })
-    .unwrap();
-    let addr = server.local_addr();
-    let client = std_client(addr);
-    let (entered, is_in) = mpsc::channel();
-    let (release, go) = mpsc::channel::<()>();
-    server.with_lane(0, move |_, _| {
-        entered.send(()).unwrap();
-        go.recv_timeout(LIMIT).expect("released");
-    });
-    recv_within(&is_in, "the lane to be held");
-    for seq in 0..BURST {
-        let mut d = [0u8; 100];
-        d[..4].copy_from_slice(&seq.to_le_bytes());
-        client.send_to(&d, addr).unwrap();
-    }
-    release.send(()).unwrap();
+    let (rt, server, burst, _markers) = small_buffer_server(64);
+    let client = std_client(server.local_addr());
+    burst_while_held(&server, &client, BURST);
     // Nothing more is sent: the lane drains what fit, then stops.
     assert!(server.stop_and_wait(LIMIT));
     let c = server.counters();
