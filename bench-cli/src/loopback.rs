@@ -291,8 +291,11 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     for c in &clients {
         c.close();
     }
+    // One shared deadline, so a wedged runtime cannot stretch the run by a
+    // second per client.
+    let close_deadline = Instant::now() + Duration::from_secs(1);
     for c in &clients {
-        c.close_and_wait(Duration::from_secs(1));
+        c.close_and_wait(close_deadline.saturating_duration_since(Instant::now()));
         let k = c.counters();
         client_send_errors += k.send_errors;
         kernel_drops += k.kernel_drops;
@@ -300,7 +303,9 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         cond_duplicated += k.conditioner_duplicated;
     }
     if let Some(s) = &server {
-        s.stop_and_wait(Duration::from_secs(1));
+        s.stop_and_wait(
+            close_deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(500),
+        );
         let k = s.counters();
         report.server_send_rejections = Some(k.send_queue_rejections + k.send_too_large);
         report.server_send_completion_errors = Some(k.send_errors);
