@@ -159,6 +159,20 @@ pub fn barrier<H: ServerHandler>(server: &Server<H>) {
     }
 }
 
+/// The server's counters read on its (single) lane between two rounds, so
+/// no batch is half counted: `datagrams_in` is bumped when a batch is read,
+/// the per-datagram counters while it is handled.
+pub fn settled_counters<H: ServerHandler>(server: &Server<H>) -> keel_udp::CounterSnapshot {
+    assert_eq!(server.lanes(), 1, "settled_counters reads one lane");
+    let (tx, rx) = mpsc::channel();
+    let s = server.clone();
+    assert!(
+        server.with_lane(0, move |_, _| tx.send(s.counters()).unwrap()),
+        "lane 0 is closed"
+    );
+    recv_within(&rx, "the counters from lane 0")
+}
+
 /// The runtime models the echo tests run on.
 pub fn models() -> [IoModel; 3] {
     [
