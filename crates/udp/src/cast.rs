@@ -70,22 +70,18 @@ impl<H: CastHandler> Receiver for CastLane<H> {
     }
 
     fn batch(&mut self, cx: &mut LaneCx<'_, Self>, n: usize) -> bool {
-        if self.rx.link.is_some() {
-            self.handle_batch_impaired(cx, n);
-            return true;
-        }
-        for i in 0..n {
-            if self.rx.batch.truncated(i) {
-                bump(&self.tx.counters.truncated, 1);
-                continue;
+        let (handler, tx) = (&mut self.handler, &mut self.tx);
+        self.rx.deliver_batch(n, true, |from, data| {
+            if let Some(from) = from {
+                let mut ctx = CastCtx {
+                    tx: &mut *tx,
+                    timers: &mut *cx,
+                };
+                handler.datagram(&mut ctx, from, data);
             }
-            let mut ctx = CastCtx {
-                tx: &mut self.tx,
-                timers: cx,
-            };
-            let from = self.rx.batch.addr(i);
-            self.handler.datagram(&mut ctx, from, self.rx.batch.data(i));
-        }
+            true
+        });
+        self.rx.arm(cx);
         true
     }
 }
@@ -114,47 +110,20 @@ impl<H: CastHandler> Lane for CastLane<H> {
 }
 
 impl<H: CastHandler> CastLane<H> {
-    /// The batch loop through the receive conditioner: each datagram is
-    /// dropped, held (delivered by [`Self::deliver_held`]), or handed to
-    /// the handler now, once or twice.
-    #[inline(never)]
-    fn handle_batch_impaired(&mut self, cx: &mut LaneCx<'_, Self>, n: usize) {
-        let now = Instant::now();
-        for i in 0..n {
-            if self.rx.batch.truncated(i) {
-                bump(&self.tx.counters.truncated, 1);
-                continue;
-            }
-            let from = self.rx.batch.addr(i);
-            let at_once = match self.rx.link.as_deref_mut() {
-                Some(link) => link.route(now, Some(from), self.rx.batch.data(i)),
-                None => 1,
-            };
-            for _ in 0..at_once {
-                let mut ctx = CastCtx {
-                    tx: &mut self.tx,
-                    timers: cx,
-                };
-                self.handler.datagram(&mut ctx, from, self.rx.batch.data(i));
-            }
-        }
-        self.rx.arm(cx);
-    }
-
     /// The receive conditioner's timer fired: hands what is due to the
     /// handler, as if just received.
     fn deliver_held(&mut self, cx: &mut LaneCx<'_, Self>) {
-        let now = Instant::now();
-        while let Some((from, data)) = self.rx.pop_held(now) {
+        let (handler, tx) = (&mut self.handler, &mut self.tx);
+        self.rx.deliver_held(|from, data| {
             if let Some(from) = from {
                 let mut ctx = CastCtx {
-                    tx: &mut self.tx,
-                    timers: cx,
+                    tx: &mut *tx,
+                    timers: &mut *cx,
                 };
-                self.handler.datagram(&mut ctx, from, &data);
+                handler.datagram(&mut ctx, from, data);
             }
-            self.rx.recycle(data);
-        }
+            true
+        });
         self.rx.arm(cx);
     }
 }

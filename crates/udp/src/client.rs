@@ -144,44 +144,31 @@ impl<H: ClientHandler> ClientLane<H> {
         cx.close();
     }
 
-    /// The batch loop through the receive conditioner: each datagram is
-    /// dropped, held (delivered by [`Self::deliver_held`]), or handed to
-    /// the handler now, once or twice.
-    #[inline(never)]
-    fn handle_batch_impaired(&mut self, cx: &mut LaneCx<'_, Self>, n: usize) {
-        let now = Instant::now();
-        for i in 0..n {
-            if self.rx.batch.truncated(i) {
-                bump(&self.tx.counters.truncated, 1);
-                continue;
-            }
-            let at_once = match self.rx.link.as_deref_mut() {
-                Some(link) => link.route(now, None, self.rx.batch.data(i)),
-                None => 1,
-            };
-            for _ in 0..at_once {
-                if self.close {
-                    break;
-                }
-                let mut ctx = cctx!(self, cx);
-                self.handler.datagram(&mut ctx, self.rx.batch.data(i));
-            }
-        }
-        self.rx.arm(cx);
-    }
-
     /// The receive conditioner's timer fired: hands what is due to the
-    /// handler, as if just received.
+    /// handler, as if just received (nothing once the client is closing).
     fn deliver_held(&mut self, cx: &mut LaneCx<'_, Self>) {
-        let now = Instant::now();
-        while let Some((_, data)) = self.rx.pop_held(now) {
-            if !self.close {
-                let mut ctx = cctx!(self, cx);
-                self.handler.datagram(&mut ctx, &data);
+        let ClientLane {
+            handler,
+            rx,
+            tx,
+            peer,
+            close,
+            ..
+        } = self;
+        rx.deliver_held(|_, data| {
+            if *close {
+                return false;
             }
-            self.rx.recycle(data);
-        }
-        self.rx.arm(cx);
+            let mut ctx = ClientCtx {
+                tx: &mut *tx,
+                timers: &mut *cx,
+                peer: *peer,
+                close: &mut *close,
+            };
+            handler.datagram(&mut ctx, data);
+            !*close
+        });
+        rx.arm(cx);
     }
 
     /// Ends the client if something asked for it; returns whether it did.
@@ -205,21 +192,25 @@ impl<H: ClientHandler> Receiver for ClientLane<H> {
     }
 
     fn batch(&mut self, cx: &mut LaneCx<'_, Self>, n: usize) -> bool {
-        if self.rx.link.is_some() {
-            self.handle_batch_impaired(cx, n);
-        } else {
-            for i in 0..n {
-                if self.rx.batch.truncated(i) {
-                    bump(&self.tx.counters.truncated, 1);
-                    continue;
-                }
-                let mut ctx = cctx!(self, cx);
-                self.handler.datagram(&mut ctx, self.rx.batch.data(i));
-                if self.close {
-                    break;
-                }
-            }
-        }
+        let ClientLane {
+            handler,
+            rx,
+            tx,
+            peer,
+            close,
+            ..
+        } = self;
+        rx.deliver_batch(n, false, |_, data| {
+            let mut ctx = ClientCtx {
+                tx: &mut *tx,
+                timers: &mut *cx,
+                peer: *peer,
+                close: &mut *close,
+            };
+            handler.datagram(&mut ctx, data);
+            !*close
+        });
+        rx.arm(cx);
         !self.close
     }
 

@@ -44,6 +44,8 @@ pub(crate) struct Rx {
     /// `None` unless `recv_impairment` is set: lanes test it once per
     /// batch and take their plain loop when it is `None`.
     pub(crate) link: Option<Box<Link>>,
+    /// The endpoint's counters (truncated datagrams are counted here).
+    counters: Arc<Counters>,
 }
 
 impl Rx {
@@ -56,6 +58,64 @@ impl Rx {
                 counters,
                 stream.wrapping_add(RECV_STREAM),
             ),
+            counters: counters.clone(),
+        }
+    }
+
+    /// Hands the `n` datagrams just received to `deliver(source, bytes)` in
+    /// arrival order (`source` only if `with_source`): a truncated one is
+    /// counted and skipped; through the receive conditioner each is dropped,
+    /// held for [`Rx::deliver_held`], or delivered once or twice. When
+    /// `deliver` returns false (the endpoint is closing) nothing more is
+    /// delivered; the conditioner still decides the rest of the batch, so
+    /// its counters cover every datagram. Without a conditioner the cost is
+    /// one branch per batch. Call [`Rx::arm`] afterwards.
+    pub(crate) fn deliver_batch(
+        &mut self,
+        n: usize,
+        with_source: bool,
+        mut deliver: impl FnMut(Option<SocketAddr>, &[u8]) -> bool,
+    ) {
+        let Some(link) = self.link.as_deref_mut() else {
+            for i in 0..n {
+                if self.batch.truncated(i) {
+                    bump(&self.counters.truncated, 1);
+                    continue;
+                }
+                let source = with_source.then(|| self.batch.addr(i));
+                if !deliver(source, self.batch.data(i)) {
+                    return;
+                }
+            }
+            return;
+        };
+        let now = Instant::now();
+        let mut open = true;
+        for i in 0..n {
+            if self.batch.truncated(i) {
+                bump(&self.counters.truncated, 1);
+                continue;
+            }
+            let source = with_source.then(|| self.batch.addr(i));
+            let copies = link.route(now, source, self.batch.data(i));
+            for _ in 0..copies {
+                open = open && deliver(source, self.batch.data(i));
+            }
+        }
+    }
+
+    /// The receive conditioner's timer fired: hands what is due to
+    /// `deliver`, as if just received (nothing more once it returns
+    /// false). Call [`Rx::arm`] afterwards.
+    pub(crate) fn deliver_held(
+        &mut self,
+        mut deliver: impl FnMut(Option<SocketAddr>, &[u8]) -> bool,
+    ) {
+        let now = Instant::now();
+        let mut open = true;
+        while let Some((source, data)) = self.pop_held(now) {
+            open = open && deliver(source, &data);
+            self.recycle(data);
         }
     }
 
