@@ -142,8 +142,11 @@ impl Core {
                 io: Some(IoDriver {
                     poll,
                     events: Events::with_capacity(EVENTS_CAPACITY),
-                    ready: Vec::new(),
-                    fired: Vec::new(),
+                    // Reserved for the same reason as the lane inboxes: a
+                    // catch-up of many missed periods, or many ready lanes,
+                    // must not allocate on the polling thread.
+                    ready: Vec::with_capacity(EVENTS_CAPACITY),
+                    fired: Vec::with_capacity(64),
                 }),
                 parked: Vec::new(),
                 stopped: false,

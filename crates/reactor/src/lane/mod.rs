@@ -74,12 +74,32 @@ struct Inbox<L: Lane> {
     timers: Vec<TimerId>,
 }
 
-impl<L: Lane> Default for Inbox<L> {
-    fn default() -> Self {
+/// Room reserved in each of a lane's two inboxes when the lane is made, so
+/// that a burst the lane has not seen before (a stall that makes a periodic
+/// timer fire many missed periods at once, many sources ready together)
+/// does not grow a vector on the hot thread: the steady state allocates
+/// nothing, and bursts up to these sizes do not either.
+const INBOX_POSTS: usize = 16;
+const INBOX_EVENTS: usize = 16;
+const INBOX_TIMERS: usize = 64;
+
+impl<L: Lane> Inbox<L> {
+    /// An inbox with no room reserved, for a lane that is closing.
+    fn empty() -> Self {
         Inbox {
             posts: Vec::new(),
             events: Vec::new(),
             timers: Vec::new(),
+        }
+    }
+}
+
+impl<L: Lane> Default for Inbox<L> {
+    fn default() -> Self {
+        Inbox {
+            posts: Vec::with_capacity(INBOX_POSTS),
+            events: Vec::with_capacity(INBOX_EVENTS),
+            timers: Vec::with_capacity(INBOX_TIMERS),
         }
     }
 }
@@ -176,7 +196,9 @@ impl<L: Lane> LaneCell<L> {
             }
         }
         body.state = None;
-        *lock(&self.inbox) = Inbox::default();
+        // Dropped outside the lock: posted closures may own anything.
+        let pending = std::mem::replace(&mut *lock(&self.inbox), Inbox::empty());
+        drop(pending);
         if let Some(key) = lock(&self.key).take() {
             lock(&core.lanes).remove(key);
         }
@@ -264,7 +286,9 @@ impl<L: Lane> LaneTask for LaneCell<L> {
             body.local.sources.clear();
             body.state.take()
         };
-        *lock(&self.inbox) = Inbox::default();
+        // Dropped outside the lock: posted closures may own anything.
+        let pending = std::mem::replace(&mut *lock(&self.inbox), Inbox::empty());
+        drop(pending);
         drop(state);
     }
 }
