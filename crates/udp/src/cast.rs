@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, Ready, SourceId, TimerId};
 
 use crate::config::EndpointConfig;
-use crate::counters::{bump, CounterSnapshot, Counters};
+use crate::counters::{bump_shared, CounterSnapshot, Counters};
 use crate::endpoint::{receive, Receiver, Rx, Timers, Tx};
 use crate::error::SendError;
 use crate::socket::{self, SocketBuffers};
@@ -220,7 +220,7 @@ impl<H: CastHandler> Cast<H> {
     pub fn send_to(&self, to: SocketAddr, data: &[u8]) -> Result<(), SendError> {
         let limit = sys::max_payload(&to);
         if data.len() > limit {
-            bump(&self.counters.send_too_large, 1);
+            bump_shared(&self.counters.send_too_large, 1);
             return Err(SendError::TooLarge {
                 size: data.len(),
                 limit,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, Ready, SourceId, TimerId};
 
 use crate::config::EndpointConfig;
-use crate::counters::{bump, CounterSnapshot, Counters};
+use crate::counters::{bump_shared, CounterSnapshot, Counters};
 use crate::endpoint::{receive, Receiver, Rx, Timers, Tx};
 use crate::error::{DisconnectReason, SendError};
 use crate::socket::{self, SocketBuffers};
@@ -380,7 +380,7 @@ impl<H: ClientHandler> Client<H> {
     pub fn send(&self, data: &[u8]) -> Result<(), SendError> {
         let limit = sys::max_payload(&self.peer);
         if data.len() > limit {
-            bump(&self.counters.send_too_large, 1);
+            bump_shared(&self.counters.send_too_large, 1);
             return Err(SendError::TooLarge {
                 size: data.len(),
                 limit,

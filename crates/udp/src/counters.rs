@@ -58,6 +58,14 @@ counters! {
     send_errors,
     /// Datagrams that met `WouldBlock` and waited in the send queue.
     send_queued,
+    /// Sends that were accepted (`Ok`) but never reached the kernel: still
+    /// in the send queue, the pending batch or the lane's inbox when the
+    /// endpoint closed, or addressed through a session handle to a session
+    /// that had ended.
+    send_discarded,
+    /// Sends from other threads refused because the lane's inbox was at its
+    /// bound ([`SendError::QueueFull`](crate::SendError::QueueFull)).
+    send_inbox_full,
     /// Receive errors other than `WouldBlock` (e.g. ICMP errors reported on
     /// an unconnected socket).
     recv_errors,
@@ -67,6 +75,9 @@ counters! {
     sessions_opened,
     /// Datagrams from new peers refused because the session table was full.
     sessions_refused,
+    /// New peers the handler turned away in `connect` (admission): no
+    /// session state was made and no `disconnect` follows.
+    sessions_rejected,
     /// Sessions ended by the idle timeout.
     sessions_timed_out,
     /// Sessions closed by the application.
@@ -94,6 +105,13 @@ counters! {
 #[inline]
 pub(crate) fn bump(c: &AtomicU64, n: u64) {
     c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+/// Increment from any thread (a caller of `Server::send_to` and the like,
+/// racing with the lane and with other callers): an atomic add.
+#[inline]
+pub(crate) fn bump_shared(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
 }
 
 /// Sets a gauge.

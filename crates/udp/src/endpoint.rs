@@ -12,7 +12,7 @@ use mio::net::UdpSocket;
 
 use crate::conditioner::Link;
 use crate::config::EndpointConfig;
-use crate::counters::{bump, Counters};
+use crate::counters::{bump, bump_shared, Counters};
 use crate::error::SendError;
 use crate::sys::{self, RecvBatch, SendBatch};
 
@@ -257,7 +257,7 @@ impl Tx {
     pub(crate) fn send(&mut self, dest: Option<SocketAddr>, data: &[u8]) -> Result<(), SendError> {
         let limit = dest.as_ref().map_or(self.default_limit, sys::max_payload);
         if data.len() > limit {
-            bump(&self.counters.send_too_large, 1);
+            bump_shared(&self.counters.send_too_large, 1);
             return Err(SendError::TooLarge {
                 size: data.len(),
                 limit,

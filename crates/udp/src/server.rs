@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, Ready, SourceId, TimerId};
 
 use crate::config::{FullPolicy, LaneSteering, ServerConfig};
-use crate::counters::{bump, set, CounterSnapshot, Counters};
+use crate::counters::{bump, bump_shared, set, CounterSnapshot, Counters};
 use crate::endpoint::{receive, Receiver, Rx, Timers, Tx};
 use crate::error::{DisconnectReason, SendError};
 use crate::sessions::Sessions;
@@ -651,7 +651,7 @@ impl<H: ServerHandler> Server<H> {
     pub fn send_to(&self, peer: SocketAddr, data: &[u8]) -> Result<(), SendError> {
         let limit = sys::max_payload(&peer);
         if data.len() > limit {
-            bump(&self.shared.counters[0].send_too_large, 1);
+            bump_shared(&self.shared.counters[0].send_too_large, 1);
             return Err(SendError::TooLarge {
                 size: data.len(),
                 limit,
