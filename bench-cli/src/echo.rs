@@ -52,7 +52,9 @@ impl Echo {
 impl ServerHandler for Echo {
     type Session = ();
 
-    fn connect(&mut self, _ctx: &mut ServerCtx<'_, ()>, _peer: SocketAddr) {}
+    fn connect(&mut self, _ctx: &mut ServerCtx<'_, ()>, _peer: SocketAddr, _: &[u8]) -> Option<()> {
+        Some(())
+    }
 
     fn datagram(&mut self, session: &mut Session<'_, ()>, data: &[u8]) {
         match self.mode {

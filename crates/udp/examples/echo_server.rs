@@ -20,7 +20,9 @@ struct Echo;
 impl ServerHandler for Echo {
     type Session = ();
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr) {}
+    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+        Some(())
+    }
 
     fn datagram(&mut self, s: &mut Session<'_, ()>, data: &[u8]) {
         // Refusals (queue full) are counted in the lane's counters.

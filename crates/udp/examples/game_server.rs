@@ -39,16 +39,21 @@ impl ServerHandler for Game {
         ctx.timer(Instant::now() + TICK, Some(TICK));
     }
 
-    fn connect(&mut self, ctx: &mut ServerCtx<'_, Player>, peer: SocketAddr) -> Player {
+    fn connect(
+        &mut self,
+        ctx: &mut ServerCtx<'_, Player>,
+        peer: SocketAddr,
+        _first: &[u8],
+    ) -> Option<Player> {
         println!(
             "tick {:>5}: join  {peer} ({} players)",
             self.tick,
             ctx.session_count() + 1
         );
-        Player {
+        Some(Player {
             joined: Instant::now(),
             inputs: 0,
-        }
+        })
     }
 
     fn datagram(&mut self, s: &mut Session<'_, Player>, _input: &[u8]) {

@@ -6,12 +6,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, Ready, SourceId, TimerId};
+use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, LaneOptions, Ready, SourceId, TimerId};
 
 use crate::config::EndpointConfig;
 use crate::counters::{bump_shared, CounterSnapshot, Counters};
 use crate::endpoint::{receive, Receiver, Rx, Timers, Tx};
 use crate::error::SendError;
+use crate::inbox::{offer, Accepted};
 use crate::socket::{self, SocketBuffers};
 use crate::sys;
 
@@ -62,6 +63,8 @@ pub(crate) struct CastLane<H: CastHandler> {
     handler: H,
     rx: Rx,
     tx: Tx,
+    /// `close` ran; the lane closes when this round ends.
+    closing: bool,
 }
 
 impl<H: CastHandler> Receiver for CastLane<H> {
@@ -88,12 +91,20 @@ impl<H: CastHandler> Receiver for CastLane<H> {
 
 impl<H: CastHandler> Lane for CastLane<H> {
     fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, _source: SourceId, ready: Ready) -> Flow {
+        if self.closing {
+            return Flow::Drained;
+        }
         let flow = receive(self, cx, ready);
         self.tx.finish(cx);
         flow
     }
 
     fn on_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+        // Closed earlier in this round: held datagrams are counted as
+        // discarded when the conditioner drops, never delivered.
+        if self.closing {
+            return;
+        }
         if self.tx.release_held(timer) {
             // Held sends went to the send path; `finish` flushes them.
         } else if self.rx.owns_timer(timer) {
@@ -174,8 +185,13 @@ impl<H: CastHandler> Cast<H> {
             handler,
             rx: Rx::new(&config, &counters, 0),
             tx,
+            closing: false,
         };
-        let (lane, registered) = reactor.add_lane_with(state, |st, cx| {
+        let options = LaneOptions {
+            max_posts: config.inbox_capacity,
+            ..LaneOptions::default()
+        };
+        let (lane, registered) = reactor.add_lane_with_options(state, options, |st, cx| {
             st.tx.register(cx)?;
             let mut ctx = CastCtx {
                 tx: &mut st.tx,
@@ -198,6 +214,8 @@ impl<H: CastHandler> Cast<H> {
     }
 
     /// Runs `f` on the socket's lane with its handler and context.
+    /// Returns false if the socket is closed or its inbox is at its bound
+    /// ([`inbox_capacity`](crate::EndpointConfig)).
     pub fn post<F>(&self, f: F) -> bool
     where
         F: FnOnce(&mut H, &mut CastCtx<'_>) + Send + 'static,
@@ -212,11 +230,15 @@ impl<H: CastHandler> Cast<H> {
         })
     }
 
-    /// Sends `data` to `to` from any thread.
+    /// Sends `data` to `to` from any thread (the size is checked now, the
+    /// send happens on the socket's lane). An accepted send that the socket
+    /// closes before it gets to is counted in `send_discarded`.
     ///
     /// # Errors
     ///
-    /// [`SendError::TooLarge`] (checked now), [`SendError::Closed`].
+    /// [`SendError::TooLarge`], [`SendError::InboxFull`] when the lane has
+    /// [`inbox_capacity`](crate::EndpointConfig) jobs waiting,
+    /// [`SendError::Closed`]. All counted.
     pub fn send_to(&self, to: SocketAddr, data: &[u8]) -> Result<(), SendError> {
         let limit = sys::max_payload(&to);
         if data.len() > limit {
@@ -227,18 +249,26 @@ impl<H: CastHandler> Cast<H> {
             });
         }
         let data = data.to_vec();
-        if self.post(move |_, ctx| {
-            let _ = ctx.send_to(to, &data);
-        }) {
-            Ok(())
-        } else {
-            Err(SendError::Closed)
-        }
+        let guard = Accepted::new(&self.counters);
+        offer(&self.lane, &self.counters, move |st, cx| {
+            if st.closing {
+                return; // `guard` counts it
+            }
+            guard.done();
+            let _ = st.tx.send(Some(to), &data);
+            st.tx.finish(cx);
+        })
     }
 
-    /// Closes the socket.
+    /// Closes the socket (after what already arrived is handled). A full
+    /// inbox does not delay or lose it; sends still waiting are counted in
+    /// `send_discarded`.
     pub fn close(&self) {
-        self.lane.post(|st, cx| {
+        self.lane.post_control(|st, cx| {
+            if st.closing {
+                return;
+            }
+            st.closing = true;
             // Handle what already arrived, then count unreported drops.
             receive(st, cx, Ready::READABLE);
             st.tx.flush();

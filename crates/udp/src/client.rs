@@ -5,12 +5,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, Ready, SourceId, TimerId};
+use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, LaneOptions, Ready, SourceId, TimerId};
 
 use crate::config::EndpointConfig;
 use crate::counters::{bump_shared, CounterSnapshot, Counters};
 use crate::endpoint::{receive, Receiver, Rx, Timers, Tx};
 use crate::error::{DisconnectReason, SendError};
+use crate::inbox::{offer, Accepted};
 use crate::socket::{self, SocketBuffers};
 use crate::sys;
 
@@ -229,6 +230,9 @@ impl<H: ClientHandler> Receiver for ClientLane<H> {
 
 impl<H: ClientHandler> Lane for ClientLane<H> {
     fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, _source: SourceId, ready: Ready) -> Flow {
+        if self.ended {
+            return Flow::Drained;
+        }
         let flow = receive(self, cx, ready);
         if self.ended || self.settle(cx) {
             return Flow::Drained;
@@ -237,6 +241,10 @@ impl<H: ClientHandler> Lane for ClientLane<H> {
     }
 
     fn on_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+        // Ended earlier in this round: nothing more is delivered or sent.
+        if self.ended {
+            return;
+        }
         if self.tx.release_held(timer) {
             // Held sends went to the send path; `settle` flushes them.
         } else if self.rx.owns_timer(timer) {
@@ -338,7 +346,11 @@ impl<H: ClientHandler> Client<H> {
             ended: false,
             on_dropped: Vec::new(),
         };
-        let (lane, registered) = reactor.add_lane_with(state, |st, cx| {
+        let options = LaneOptions {
+            max_posts: config.endpoint.inbox_capacity,
+            ..LaneOptions::default()
+        };
+        let (lane, registered) = reactor.add_lane_with_options(state, options, |st, cx| {
             st.tx.register(cx)?;
             let mut ctx = cctx!(st, cx);
             st.handler.started(&mut ctx);
@@ -359,12 +371,16 @@ impl<H: ClientHandler> Client<H> {
     }
 
     /// Runs `f` on the client's lane with its handler and context.
-    /// Returns false if the client is closed.
+    /// Returns false if the client is closed or its inbox is at its bound
+    /// ([`inbox_capacity`](crate::EndpointConfig)).
     pub fn post<F>(&self, f: F) -> bool
     where
         F: FnOnce(&mut H, &mut ClientCtx<'_>) + Send + 'static,
     {
         self.lane.post(move |st, cx| {
+            if st.ended {
+                return;
+            }
             let mut ctx = cctx!(st, cx);
             f(&mut st.handler, &mut ctx);
             st.settle(cx);
@@ -372,11 +388,14 @@ impl<H: ClientHandler> Client<H> {
     }
 
     /// Sends `data` to the server from any thread (the size is checked now,
-    /// the send happens on the client's lane).
+    /// the send happens on the client's lane). An accepted send that the
+    /// client closes before it gets to is counted in `send_discarded`.
     ///
     /// # Errors
     ///
-    /// [`SendError::TooLarge`], [`SendError::Closed`].
+    /// [`SendError::TooLarge`], [`SendError::InboxFull`] when the lane has
+    /// [`inbox_capacity`](crate::EndpointConfig) jobs waiting,
+    /// [`SendError::Closed`]. All counted.
     pub fn send(&self, data: &[u8]) -> Result<(), SendError> {
         let limit = sys::max_payload(&self.peer);
         if data.len() > limit {
@@ -387,20 +406,25 @@ impl<H: ClientHandler> Client<H> {
             });
         }
         let data = data.to_vec();
-        if self.post(move |_, ctx| {
-            let _ = ctx.send(&data);
-        }) {
-            Ok(())
-        } else {
-            Err(SendError::Closed)
-        }
+        let guard = Accepted::new(&self.counters);
+        offer(&self.lane, &self.counters, move |st, cx| {
+            if st.ended {
+                return; // `guard` counts it
+            }
+            guard.done();
+            let _ = st.tx.send(None, &data);
+            st.settle(cx);
+        })
     }
 
     /// Closes the client: [`ClientHandler::disconnect`] runs with
     /// [`DisconnectReason::Closed`], then the socket is closed.
     pub fn close(&self) {
-        self.lane
-            .post(|st, cx| st.end(cx, DisconnectReason::Closed));
+        self.lane.post_control(|st, cx| {
+            if !st.ended {
+                st.end(cx, DisconnectReason::Closed);
+            }
+        });
     }
 
     /// Closes the client as [`Client::close`] does and waits, at most
@@ -409,7 +433,7 @@ impl<H: ClientHandler> Client<H> {
     /// it had already ended.
     pub fn close_and_wait(&self, timeout: std::time::Duration) -> bool {
         let (done, closed) = std::sync::mpsc::channel();
-        let posted = self.lane.post(move |st, cx| {
+        let posted = self.lane.post_control(move |st, cx| {
             st.on_dropped.push(done);
             if !st.ended {
                 st.end(cx, DisconnectReason::Closed);

@@ -10,6 +10,9 @@ use crate::socket::SocketOptions;
 pub const DEFAULT_SEND_QUEUE_BYTES: usize = 16 * 1024 * 1024;
 /// Default bound of a send queue in datagrams.
 pub const DEFAULT_SEND_QUEUE_DATAGRAMS: usize = 1024;
+/// Default bound of a lane's inbox: sends and closures other threads hand
+/// one lane (server lane, client, cast socket) that it has not run yet.
+pub const DEFAULT_INBOX_CAPACITY: usize = 16_384;
 /// Default datagrams per `recvmmsg`/`sendmmsg`.
 pub const DEFAULT_BATCH: usize = 64;
 /// Default receive slot: large enough for any UDP payload, so nothing is
@@ -31,6 +34,13 @@ pub struct EndpointConfig {
     pub send_queue_bytes: usize,
     /// Bound of the send queue in datagrams.
     pub send_queue_datagrams: usize,
+    /// Bound of the lane's inbox: sends from other threads
+    /// (`Server::send_to`, `SessionHandle::send`, `Client::send`,
+    /// `Cast::send_to`) and posted closures waiting for the lane. Past it
+    /// those sends fail at once with `SendError::InboxFull` (counted in
+    /// `send_inbox_full`) instead of growing memory without bound.
+    /// At least 1; default [`DEFAULT_INBOX_CAPACITY`].
+    pub inbox_capacity: usize,
     /// Socket options (buffer sizes, reuse, `IPV6_V6ONLY`).
     pub socket: SocketOptions,
     /// Link conditioner on the send path (loss, delay, jitter, duplicates,
@@ -49,6 +59,7 @@ impl Default for EndpointConfig {
             max_datagram: DEFAULT_MAX_DATAGRAM,
             send_queue_bytes: DEFAULT_SEND_QUEUE_BYTES,
             send_queue_datagrams: DEFAULT_SEND_QUEUE_DATAGRAMS,
+            inbox_capacity: DEFAULT_INBOX_CAPACITY,
             socket: SocketOptions::default(),
             send_impairment: None,
             recv_impairment: None,
@@ -73,6 +84,9 @@ impl EndpointConfig {
         }
         if self.send_queue_datagrams == 0 {
             return Err(invalid("send_queue_datagrams", "at least 1", 0));
+        }
+        if self.inbox_capacity == 0 {
+            return Err(invalid("inbox_capacity", "at least 1", 0));
         }
         if self.send_queue_bytes == 0 {
             return Err(invalid("send_queue_bytes", "at least 1", 0));

@@ -27,6 +27,14 @@ pub enum SendError {
         /// The queue's byte bound.
         limit_bytes: usize,
     },
+    /// A send from another thread found the lane's inbox at its bound
+    /// ([`EndpointConfig::inbox_capacity`](crate::EndpointConfig)): the
+    /// lane is not keeping up with what other threads hand it. Nothing was
+    /// queued; retry later or send less. Counted in `send_inbox_full`.
+    InboxFull {
+        /// The inbox's bound (closures waiting for the lane).
+        capacity: usize,
+    },
     /// The lane or endpoint is closed.
     Closed,
 }
@@ -48,6 +56,11 @@ impl fmt::Display for SendError {
                 "send queue full: {queued_datagrams} datagrams / {queued_bytes} bytes queued \
                  (bounds: {limit_datagrams} datagrams, {limit_bytes} bytes)"
             ),
+            SendError::InboxFull { capacity } => write!(
+                f,
+                "the lane's inbox is full ({capacity} sends and posts waiting): \
+                 the lane is not keeping up with other threads; retry later"
+            ),
             SendError::Closed => write!(f, "the endpoint is closed"),
         }
     }
@@ -59,7 +72,7 @@ impl From<SendError> for io::Error {
     fn from(e: SendError) -> io::Error {
         let kind = match e {
             SendError::TooLarge { .. } => io::ErrorKind::InvalidInput,
-            SendError::QueueFull { .. } => io::ErrorKind::WouldBlock,
+            SendError::QueueFull { .. } | SendError::InboxFull { .. } => io::ErrorKind::WouldBlock,
             SendError::Closed => io::ErrorKind::NotConnected,
         };
         io::Error::new(kind, e)

@@ -49,6 +49,7 @@ mod config;
 mod counters;
 mod endpoint;
 mod error;
+mod inbox;
 mod server;
 mod sessions;
 mod socket;
@@ -58,11 +59,12 @@ pub use cast::{Cast, CastCtx, CastHandler};
 pub use client::{Client, ClientConfig, ClientCtx, ClientHandler};
 pub use conditioner::{Conditioner, Impairment, ImpairmentError, Verdict};
 pub use config::{
-    EndpointConfig, FullPolicy, LaneSteering, ServerConfig, DEFAULT_BATCH, DEFAULT_MAX_DATAGRAM,
+    EndpointConfig, FullPolicy, LaneSteering, ServerConfig, DEFAULT_BATCH, DEFAULT_INBOX_CAPACITY,
+    DEFAULT_MAX_DATAGRAM,
     DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_DATAGRAMS,
 };
 pub use counters::CounterSnapshot;
 pub use error::{DisconnectReason, SendError};
-pub use server::{Server, ServerCtx, ServerHandler, Session};
+pub use server::{Server, ServerCtx, ServerHandler, ServerStatus, Session, SessionHandle};
 pub use socket::{SocketBuffers, SocketOptions};
 pub use sys::{max_payload, MAX_PAYLOAD_V4, MAX_PAYLOAD_V6};

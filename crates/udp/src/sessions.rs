@@ -4,10 +4,26 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use keel_reactor::TimerId;
+
 pub(crate) struct Slot<S> {
     pub(crate) peer: SocketAddr,
     pub(crate) state: S,
     pub(crate) last_active: Instant,
+    /// This session's timers (cancelled when it ends). Empty, and so not
+    /// allocated, for a session that never made one.
+    pub(crate) timers: Vec<TimerId>,
+    /// The generation of the slot when this session took it.
+    pub(crate) gen: u32,
+}
+
+/// Names one session across threads: its slot and the slot's generation
+/// when the session opened, so a handle to an ended session never reaches
+/// the next session that reuses the slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct SessionKey {
+    pub(crate) index: u32,
+    pub(crate) gen: u32,
 }
 
 /// Sessions in a slab (stable indices, no allocation per datagram) with an
@@ -15,6 +31,8 @@ pub(crate) struct Slot<S> {
 /// who picks source addresses from degrading the map.
 pub(crate) struct Sessions<S> {
     slots: Vec<Option<Slot<S>>>,
+    /// Per slot: bumped each time a session leaves it.
+    gens: Vec<u32>,
     free: Vec<usize>,
     index: HashMap<SocketAddr, usize>,
     rng: u64,
@@ -24,6 +42,7 @@ impl<S> Sessions<S> {
     pub(crate) fn new() -> Self {
         Sessions {
             slots: Vec::new(),
+            gens: Vec::new(),
             free: Vec::new(),
             index: HashMap::new(),
             rng: 0x9E37_79B9_7F4A_7C15,
@@ -39,21 +58,21 @@ impl<S> Sessions<S> {
     }
 
     pub(crate) fn insert(&mut self, peer: SocketAddr, state: S, now: Instant) -> usize {
-        let slot = Slot {
-            peer,
-            state,
-            last_active: now,
-        };
         let i = match self.free.pop() {
-            Some(i) => {
-                self.slots[i] = Some(slot);
-                i
-            }
+            Some(i) => i,
             None => {
-                self.slots.push(Some(slot));
+                self.slots.push(None);
+                self.gens.push(0);
                 self.slots.len() - 1
             }
         };
+        self.slots[i] = Some(Slot {
+            peer,
+            state,
+            last_active: now,
+            timers: Vec::new(),
+            gen: self.gens[i],
+        });
         self.index.insert(peer, i);
         i
     }
@@ -62,13 +81,30 @@ impl<S> Sessions<S> {
         self.slots.get_mut(i).and_then(Option::as_mut)
     }
 
+    /// The key of the session in slot `i`.
+    pub(crate) fn key(&self, i: usize) -> Option<SessionKey> {
+        let slot = self.slots.get(i)?.as_ref()?;
+        Some(SessionKey {
+            index: i as u32,
+            gen: slot.gen,
+        })
+    }
+
+    /// The session `key` names, if it is still open.
+    pub(crate) fn by_key(&mut self, key: SessionKey) -> Option<&mut Slot<S>> {
+        self.get_mut(key.index as usize)
+            .filter(|slot| slot.gen == key.gen)
+    }
+
     pub(crate) fn remove_at(&mut self, i: usize) -> Option<Slot<S>> {
         let slot = self.slots.get_mut(i)?.take()?;
         self.index.remove(&slot.peer);
+        self.gens[i] = self.gens[i].wrapping_add(1);
         self.free.push(i);
         Some(slot)
     }
 
+    #[cfg(test)]
     pub(crate) fn remove(&mut self, peer: &SocketAddr) -> Option<Slot<S>> {
         let i = self.find(peer)?;
         self.remove_at(i)
@@ -115,14 +151,20 @@ impl<S> Sessions<S> {
             .filter_map(|s| s.as_mut().map(|s| (s.peer, &mut s.state)))
     }
 
-    pub(crate) fn peers(&self) -> impl Iterator<Item = SocketAddr> + '_ {
-        self.slots.iter().filter_map(|s| s.as_ref().map(|s| s.peer))
+    /// Every open session with its slot index.
+    pub(crate) fn slots_mut(&mut self) -> impl Iterator<Item = (usize, &mut Slot<S>)> {
+        self.slots
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_mut().map(|s| (i, s)))
     }
 
-    pub(crate) fn drain(&mut self) -> Vec<Slot<S>> {
-        self.index.clear();
-        self.free.clear();
-        self.slots.drain(..).flatten().collect()
+    /// Slot indices of every open session (for ending them all).
+    pub(crate) fn open_indices(&self) -> Vec<usize> {
+        let mut out = Vec::with_capacity(self.index.len());
+        out.extend(self.index.values().copied());
+        out.sort_unstable();
+        out
     }
 }
 
@@ -147,6 +189,15 @@ mod tests {
         let c = s.insert(addr(3), "c", t);
         assert_eq!(c, a, "freed slot reused");
         assert_eq!(s.len(), 2);
+        // The reused slot has a new generation: a key to the old session
+        // does not reach the new one.
+        let old = SessionKey {
+            index: a as u32,
+            gen: 0,
+        };
+        assert!(s.by_key(old).is_none());
+        let new = s.key(c).unwrap();
+        assert_eq!(s.by_key(new).unwrap().state, "c");
     }
 
     #[test]

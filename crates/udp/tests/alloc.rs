@@ -81,7 +81,9 @@ impl ServerHandler for Ticking {
         ctx.timer(Instant::now() + every, Some(every));
     }
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr) {}
+    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+        Some(())
+    }
 
     fn datagram(&mut self, s: &mut Session<'_, ()>, data: &[u8]) {
         s.send(data).expect("echo send");

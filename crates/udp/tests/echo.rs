@@ -148,7 +148,9 @@ struct Oversize {
 impl ServerHandler for Oversize {
     type Session = ();
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr) {}
+    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+        Some(())
+    }
 
     fn datagram(&mut self, s: &mut Session<'_, ()>, data: &[u8]) {
         let limit = keel_udp::max_payload(&s.peer());

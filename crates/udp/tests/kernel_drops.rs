@@ -24,7 +24,9 @@ struct Count {
 impl ServerHandler for Count {
     type Session = ();
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr) {}
+    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+        Some(())
+    }
 
     fn datagram(&mut self, _: &mut Session<'_, ()>, data: &[u8]) {
         if data.starts_with(b"marker") {

@@ -55,9 +55,10 @@ impl ServerHandler for Serial {
         ctx.timer(Instant::now() + every, Some(every));
     }
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr) {
+    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         self.flag.enter();
         self.flag.exit();
+        Some(())
     }
 
     fn datagram(&mut self, s: &mut Session<'_, ()>, data: &[u8]) {
@@ -191,7 +192,9 @@ struct Recorder(Arc<Mutex<Seen>>);
 impl ServerHandler for Recorder {
     type Session = ();
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr) {}
+    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+        Some(())
+    }
 
     fn datagram(&mut self, s: &mut Session<'_, ()>, data: &[u8]) {
         self.0.lock().unwrap().push((s.peer(), data.to_vec()));

@@ -272,8 +272,8 @@ const REPLIES: u32 = 30;
 impl ServerHandler for Burst {
     type Session = u32;
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, u32>, _: SocketAddr) -> u32 {
-        0
+    fn connect(&mut self, _: &mut ServerCtx<'_, u32>, _: SocketAddr, _: &[u8]) -> Option<u32> {
+        Some(0)
     }
 
     fn datagram(&mut self, s: &mut Session<'_, u32>, _: &[u8]) {

@@ -25,11 +25,12 @@ struct Rec {
 impl ServerHandler for Rec {
     type Session = ();
 
-    fn connect(&mut self, ctx: &mut ServerCtx<'_, ()>, peer: SocketAddr) {
+    fn connect(&mut self, ctx: &mut ServerCtx<'_, ()>, peer: SocketAddr, _: &[u8]) -> Option<()> {
         // Sessions already open; the new one is added after this returns.
         self.max_open
             .fetch_max(ctx.session_count() + 1, Ordering::SeqCst);
         self.log.push(Event::Connect(peer));
+        Some(())
     }
 
     fn datagram(&mut self, s: &mut Session<'_, ()>, data: &[u8]) {
@@ -447,7 +448,9 @@ fn stop_and_wait_ends_every_session_before_returning() {
     struct Track(Arc<Mutex<Vec<DisconnectReason>>>);
     impl ServerHandler for Track {
         type Session = ();
-        fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr) {}
+        fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+        Some(())
+    }
         fn datagram(&mut self, s: &mut Session<'_, ()>, data: &[u8]) {
             let _ = s.send(data);
         }
