@@ -353,10 +353,10 @@ fn full_table_evicts_the_idlest_when_asked() {
             assert_eq!(new[0], Event::Connect(addrs[i]), "{new:?}");
             continue;
         }
-        // Full: one session is evicted before the newcomer connects, and
-        // never the one that was active last.
+        // Full: the newcomer is admitted (connect), then one session is
+        // evicted to make room, never the one that was active last.
         match &new[..] {
-            [Event::Disconnect(victim, DisconnectReason::Evicted), Event::Connect(p), Event::Datagram(..)] =>
+            [Event::Connect(p), Event::Disconnect(victim, DisconnectReason::Evicted), Event::Datagram(..)] =>
             {
                 assert_eq!(*p, addrs[i]);
                 assert!(addrs[..i].contains(victim), "{victim} was not a session");
@@ -366,7 +366,7 @@ fn full_table_evicts_the_idlest_when_asked() {
                     "evicted the most recently active peer"
                 );
             }
-            other => panic!("peer {i}: expected evict, connect, datagram; got {other:?}"),
+            other => panic!("peer {i}: expected connect, evict, datagram; got {other:?}"),
         }
     }
     barrier(&f.server);
