@@ -68,3 +68,11 @@ pub use error::{DisconnectReason, SendError};
 pub use server::{Server, ServerCtx, ServerHandler, ServerStatus, Session, SessionHandle};
 pub use socket::{SocketBuffers, SocketOptions};
 pub use sys::{max_payload, MAX_PAYLOAD_V4, MAX_PAYLOAD_V6};
+
+/// The guide, `docs/guide.md`: each of its Rust blocks is a doctest, so the
+/// guide compiles and runs against this crate as it is
+/// (`cargo test -p keel-udp --doc`); `tests/guide.rs` makes sure none is
+/// skipped.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide.md")]
+pub struct Guide;
