@@ -1,8 +1,9 @@
 // Run: cargo run -p keel-udp --example game_client -- [--server 127.0.0.1:9001] [--send-seconds 2] [--seconds 15]
 //
-// A toy player for the game_server example: joins with a keel `Client`,
+// A toy player for the game_server example: joins with a keel `Client`
+// (`join <name>`; it says "joined" when the server's welcome arrives),
 // sends an input datagram every 100 ms for `--send-seconds`, prints the
-// server's ticks it receives (one line a second), then stops sending and
+// server's snapshots it receives (one line a second), then stops sending and
 // waits for the server to time it out: when no tick has come for a second
 // it says so and exits. It gives up after `--seconds` in any case, and
 // exits with an error if the server's port is closed.
@@ -20,6 +21,8 @@ const INPUT_EVERY: Duration = Duration::from_millis(100);
 const SILENCE: Duration = Duration::from_secs(1);
 
 struct Player {
+    name: String,
+    joined: bool,
     started: Instant,
     send_for: Duration,
     sending: bool,
@@ -31,18 +34,33 @@ struct Player {
 
 impl ClientHandler for Player {
     fn started(&mut self, ctx: &mut ClientCtx<'_>) {
-        // The first input joins the game; then one every 100 ms.
-        self.input(ctx);
+        // Ask to join; inputs follow every 100 ms (the server keeps the
+        // first ones only once it has admitted us).
+        let join = format!("join {}", self.name);
+        let _ = ctx.send(join.as_bytes());
         ctx.timer(Instant::now() + INPUT_EVERY, Some(INPUT_EVERY));
     }
 
-    fn datagram(&mut self, _: &mut ClientCtx<'_>, data: &[u8]) {
-        let Some((tick, players)) = parse_state(data) else {
+    fn datagram(&mut self, ctx: &mut ClientCtx<'_>, data: &[u8]) {
+        if let Some(name) = data.strip_prefix(b"welcome ") {
+            if !self.joined {
+                self.joined = true;
+                println!(
+                    "joined {} as {}",
+                    ctx.peer(),
+                    String::from_utf8_lossy(name)
+                );
+            }
+            return;
+        }
+        let Some((tick, players, inputs)) = parse_state(data) else {
             return;
         };
         self.ticks += 1;
         if self.ticks % 60 == 1 {
-            println!("tick {tick:>5}: {players} player(s) on the server");
+            println!(
+                "tick {tick:>5}: {players} player(s) on the server, {inputs} of our inputs seen"
+            );
         }
         self.last_tick = Some((tick, Instant::now()));
     }
@@ -83,11 +101,13 @@ impl Player {
     }
 }
 
-/// The server's state datagram: tick (u64 LE), players (u32 LE).
-fn parse_state(data: &[u8]) -> Option<(u64, u32)> {
+/// The server's snapshot: tick (u64 LE), players (u32 LE), our inputs
+/// (u32 LE).
+fn parse_state(data: &[u8]) -> Option<(u64, u32, u32)> {
     let tick = u64::from_le_bytes(data.get(..8)?.try_into().ok()?);
     let players = u32::from_le_bytes(data.get(8..12)?.try_into().ok()?);
-    Some((tick, players))
+    let inputs = u32::from_le_bytes(data.get(12..16)?.try_into().ok()?);
+    Some((tick, players, inputs))
 }
 
 struct Args {
@@ -132,6 +152,8 @@ fn main() {
     let rt = Runtime::new(IoModel::Shared { threads: 1 }).expect("runtime");
     let (done, finished) = mpsc::channel();
     let player = Player {
+        name: format!("player-{}", std::process::id()),
+        joined: false,
         started: Instant::now(),
         send_for: Duration::from_secs(args.send_seconds),
         sending: true,
@@ -145,7 +167,7 @@ fn main() {
             eprintln!("game_client: {e}");
             std::process::exit(1)
         });
-    println!("joined {} from {}", args.server, client.local_addr());
+    println!("joining {} from {}", args.server, client.local_addr());
     let code = match finished.recv_timeout(Duration::from_secs(args.seconds)) {
         Ok(DisconnectReason::Closed) => 0,
         Ok(reason) => {

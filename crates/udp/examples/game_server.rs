@@ -1,11 +1,14 @@
 // Run: cargo run -p keel-udp --example game_server -- [--addr 127.0.0.1:9001] [--seconds 10] [--idle-ms 3000]
 //
-// A toy game server: a 60 Hz tick (a periodic lane timer started in
-// `ServerHandler::started`) broadcasts a small state datagram to every
-// session: the tick number (u64 LE) and the session count (u32 LE).
-// Players join with their first datagram (inputs, anything) and leave when
-// they fall silent for `--idle-ms` (idle timeout). Joins and leaves are
-// printed; it runs for `--seconds N`, then prints the counters.
+// A toy game server: players join with a first datagram `join <name>`
+// (admission in `ServerHandler::connect`: anything else is turned away and
+// counted), are welcomed with `welcome <name>`, then send inputs. A 60 Hz
+// tick (a periodic lane timer started in `ServerHandler::started`) sends
+// every player its own snapshot in one pass (`for_each_session`): the tick
+// number (u64 LE), the player count (u32 LE) and that player's inputs so
+// far (u32 LE). Players leave when they fall silent for `--idle-ms` (idle
+// timeout). Joins and leaves are printed; it stops by itself after
+// `--seconds N` (10 by default, and it says so), then prints the counters.
 //
 // Pair it with the client: cargo run -p keel-udp --example game_client
 
@@ -23,13 +26,13 @@ const TICK: Duration = Duration::from_nanos(1_000_000_000 / 60);
 struct Game {
     tick: u64,
     ticks: Arc<AtomicU64>,
-    state: [u8; 12],
 }
 
 /// What the server keeps per player.
 struct Player {
+    name: String,
     joined: Instant,
-    inputs: u64,
+    inputs: u32,
 }
 
 impl ServerHandler for Game {
@@ -43,20 +46,30 @@ impl ServerHandler for Game {
         &mut self,
         ctx: &mut ServerCtx<'_, Player>,
         peer: SocketAddr,
-        _first: &[u8],
+        first: &[u8],
     ) -> Option<Player> {
+        // Admission: only a `join <name>` opens a session (a real game would
+        // check a token here). Nothing is kept for anyone else.
+        let name = first.strip_prefix(b"join ")?;
+        let name = String::from_utf8_lossy(name).into_owned();
         println!(
-            "tick {:>5}: join  {peer} ({} players)",
+            "tick {:>5}: join  {name} from {peer} ({} players)",
             self.tick,
             ctx.session_count() + 1
         );
         Some(Player {
+            name,
             joined: Instant::now(),
             inputs: 0,
         })
     }
 
-    fn datagram(&mut self, s: &mut Session<'_, Player>, _input: &[u8]) {
+    fn datagram(&mut self, s: &mut Session<'_, Player>, input: &[u8]) {
+        if input.starts_with(b"join ") {
+            let welcome = format!("welcome {}", s.state().name);
+            let _ = s.send(welcome.as_bytes());
+            return;
+        }
         // A real game would apply the input to the world here.
         s.state().inputs += 1;
     }
@@ -69,8 +82,9 @@ impl ServerHandler for Game {
         reason: DisconnectReason,
     ) {
         println!(
-            "tick {:>5}: leave {peer} ({reason}) after {:.1} s and {} inputs ({} players)",
+            "tick {:>5}: leave {} from {peer} ({reason}) after {:.1} s and {} inputs ({} players)",
             self.tick,
+            player.name,
             player.joined.elapsed().as_secs_f64(),
             player.inputs,
             ctx.session_count()
@@ -80,9 +94,14 @@ impl ServerHandler for Game {
     fn timer(&mut self, ctx: &mut ServerCtx<'_, Player>, _: TimerId) {
         self.tick += 1;
         self.ticks.store(self.tick, Ordering::Relaxed);
-        self.state[..8].copy_from_slice(&self.tick.to_le_bytes());
-        self.state[8..].copy_from_slice(&(ctx.session_count() as u32).to_le_bytes());
-        ctx.broadcast(&self.state);
+        let mut snapshot = [0u8; 16];
+        snapshot[..8].copy_from_slice(&self.tick.to_le_bytes());
+        snapshot[8..12].copy_from_slice(&(ctx.session_count() as u32).to_le_bytes());
+        // Each player's own snapshot, read and sent in one pass.
+        ctx.for_each_session(|s| {
+            snapshot[12..].copy_from_slice(&s.state().inputs.to_le_bytes());
+            let _ = s.send(&snapshot); // a refusal is counted
+        });
     }
 }
 
@@ -134,14 +153,13 @@ fn main() {
     let server = Server::bind(rt.handles(), args.addr, config, move |_| Game {
         tick: 0,
         ticks: t.clone(),
-        state: [0; 12],
     })
     .unwrap_or_else(|e| {
         eprintln!("game_server: {e}");
         std::process::exit(1)
     });
     println!(
-        "game server on {}: 60 Hz, idle timeout {} ms, for {} s",
+        "game server on {}: 60 Hz, idle timeout {} ms; stops by itself after {} s (--seconds)",
         server.local_addr(),
         args.idle_ms,
         args.seconds
@@ -150,22 +168,23 @@ fn main() {
     std::thread::sleep(Duration::from_secs(args.seconds));
     let elapsed = start.elapsed();
 
-    // Stop is asynchronous: players still connected leave with "shut down".
-    server.stop();
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while !server.is_stopped() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
+    println!("{} s are up (--seconds): stopping", args.seconds);
+    // Players still connected leave with "shut down".
+    if !server.stop_and_wait(Duration::from_secs(2)) {
+        eprintln!("game_server: the lanes did not finish stopping within 2 s");
     }
     rt.stop().expect("runtime stopped cleanly");
     let c = server.counters();
     let ticks = ticks.load(Ordering::Relaxed);
     println!(
         "{ticks} ticks in {:.2} s ({:.1} Hz); players: {} joined, {} timed out; \
-         datagrams in {}, out {}; kernel drops {}, queue refusals {}, send errors {}",
+         turned away {}; datagrams in {}, out {}; kernel drops {}, queue refusals {}, \
+         send errors {}",
         elapsed.as_secs_f64(),
         ticks as f64 / elapsed.as_secs_f64(),
         c.sessions_opened,
         c.sessions_timed_out,
+        c.sessions_rejected,
         c.datagrams_in,
         c.datagrams_out,
         c.kernel_drops,
