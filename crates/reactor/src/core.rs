@@ -8,14 +8,14 @@
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token};
 
 use crate::error::Error;
-use crate::lane::{Lane, LaneCx, LaneHandle, LaneTask, SourceId};
+use crate::lane::{Lane, LaneCx, LaneHandle, LaneOptions, LaneTask, SourceId};
 use crate::ready::Ready;
 use crate::slab::{Key, Slab};
 use crate::timer::{poll_timeout, TimerId, TimerQueue};
@@ -89,6 +89,9 @@ pub(crate) struct Core {
     /// oversubscribed shared runtimes slower than smaller ones.
     max_awake: AtomicUsize,
     panic: Mutex<Option<String>>,
+    /// Posted closures dropped without running (stop, closed lanes,
+    /// shutdown).
+    discarded: AtomicU64,
     reactor_lane: OnceLock<LaneHandle<ReactorLane>>,
     /// Shared with the reactor lane: closure timers cancelled by a handle.
     cancelled_closures: Arc<Mutex<Vec<TimerId>>>,
@@ -160,6 +163,7 @@ impl Core {
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
             ),
             panic: Mutex::new(None),
+            discarded: AtomicU64::new(0),
             reactor_lane: OnceLock::new(),
             cancelled_closures: Arc::new(Mutex::new(Vec::new())),
         });
@@ -167,7 +171,7 @@ impl Core {
             timers: HashMap::new(),
             cancelled: core.cancelled_closures.clone(),
         };
-        let lane = LaneHandle::create(&core, state, |_, _| ()).0;
+        let lane = LaneHandle::create(&core, state, LaneOptions::default(), |_, _| ()).0;
         let _ = core.reactor_lane.set(lane);
         Ok(core)
     }
@@ -230,6 +234,17 @@ impl Core {
             self.wake();
         }
         id
+    }
+
+    /// Counts posted closures dropped without running.
+    pub(crate) fn add_discarded(&self, n: usize) {
+        if n > 0 {
+            self.discarded.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn discarded(&self) -> u64 {
+        self.discarded.load(Ordering::Relaxed)
     }
 
     pub(crate) fn is_stopped(&self) -> bool {
@@ -491,7 +506,7 @@ impl Core {
         self.stop();
         let lanes = lock(&self.lanes).drain();
         for lane in &lanes {
-            lane.shutdown();
+            lane.shutdown(self);
         }
         drop(lanes);
         drop(lock(&self.sources).drain());
@@ -541,7 +556,8 @@ pub(crate) fn closure_timer(
     core.add_timer(deadline, period, task, |id| {
         // Queued before the timer can fire (we hold the timer lock), and a
         // lane runs its posts before its timers, so the closure is in place.
-        lane.post(move |st: &mut ReactorLane, _| {
+        // A control post: a flood of Handle::post must not lose a timer.
+        lane.post_control(move |st: &mut ReactorLane, _| {
             st.timers.insert(id, (f, period.is_none()));
         });
     })
@@ -553,9 +569,10 @@ pub(crate) fn cancel_closure_timer(core: &Core, id: TimerId) -> bool {
     // is running this cancel) is skipped; the cleanup below runs before any
     // later round's timers.
     lock(&core.cancelled_closures).push(id);
-    core.reactor_lane().post(move |st: &mut ReactorLane, _| {
-        st.timers.remove(&id);
-        lock(&st.cancelled).retain(|t| *t != id);
-    });
+    core.reactor_lane()
+        .post_control(move |st: &mut ReactorLane, _| {
+            st.timers.remove(&id);
+            lock(&st.cancelled).retain(|t| *t != id);
+        });
     was
 }

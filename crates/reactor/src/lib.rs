@@ -93,9 +93,9 @@ mod runtime;
 mod slab;
 mod timer;
 
-pub use error::Error;
+pub use error::{Error, PostError};
 pub use handle::Handle;
-pub use lane::{Flow, Lane, LaneCx, LaneHandle, SourceId};
+pub use lane::{Flow, Lane, LaneCx, LaneHandle, LaneOptions, SourceId, DEFAULT_MAX_POSTS};
 pub use reactor::Reactor;
 pub use ready::Ready;
 pub use runtime::{IoModel, Runtime, RuntimeOptions};

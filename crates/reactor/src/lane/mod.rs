@@ -5,6 +5,7 @@ pub(crate) mod sched;
 
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ use mio::event::Source;
 use mio::{Interest, Token};
 
 use crate::core::{lock, Core};
-use crate::error::panic_message;
+use crate::error::{panic_message, PostError};
 use crate::handle::Handle;
 use crate::ready::Ready;
 use crate::slab::Key;
@@ -61,6 +62,48 @@ pub trait Lane: Send + Sized + 'static {
     /// A timer scheduled for this lane fired.
     fn on_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId) {
         let _ = (cx, timer);
+    }
+}
+
+/// The default of [`LaneOptions::max_posts`].
+pub const DEFAULT_MAX_POSTS: usize = 65_536;
+
+/// Settings of one lane, for
+/// [`Handle::add_lane_with_options`](crate::Handle::add_lane_with_options).
+/// Build it with struct update syntax so later fields keep their defaults:
+///
+/// ```
+/// use keel_reactor::LaneOptions;
+///
+/// let options = LaneOptions {
+///     max_posts: 1024,
+///     ..LaneOptions::default()
+/// };
+/// assert!(!options.contain_panics);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaneOptions {
+    /// How many posted closures may wait in the lane's inbox. A post over
+    /// the bound is refused ([`LaneHandle::try_post`] returns
+    /// [`PostError::Full`], [`LaneHandle::post`] false), so producers that
+    /// outrun the lane cannot grow memory without limit. Only
+    /// [`LaneHandle::post_control`] may go over it. 0 is treated as 1.
+    /// Default: [`DEFAULT_MAX_POSTS`].
+    pub max_posts: usize,
+    /// Whether a panic in this lane's handlers, posted closures or timers
+    /// closes only this lane (its state and waiting closures are dropped,
+    /// the message is kept for [`LaneHandle::panic_message`]) instead of
+    /// stopping the whole reactor with
+    /// [`Error::HandlerPanic`](crate::Error::HandlerPanic). Default: false.
+    pub contain_panics: bool,
+}
+
+impl Default for LaneOptions {
+    fn default() -> Self {
+        LaneOptions {
+            max_posts: DEFAULT_MAX_POSTS,
+            contain_panics: false,
+        }
     }
 }
 
@@ -122,6 +165,13 @@ pub(crate) struct LaneCell<L: Lane> {
     core: Weak<Core>,
     key: Mutex<Option<Key>>,
     sched: LaneSched,
+    /// Posted closures accepted and neither started nor dropped yet (those
+    /// in the inbox and those of the running round not reached yet). Only
+    /// incremented under the inbox lock, so the bound checked under that
+    /// lock cannot be overshot by racing posters.
+    pending: AtomicUsize,
+    /// Bound on `pending` for ordinary posts (at least 1).
+    max_posts: usize,
     inbox: Mutex<Inbox<L>>,
     body: Mutex<Body<L>>,
 }
@@ -134,7 +184,7 @@ pub(crate) trait LaneTask: Send + Sync {
     /// Queues a timer fire; true if the caller must enqueue the lane.
     fn deliver_timer(&self, timer: TimerId) -> bool;
     fn is_closed(&self) -> bool;
-    fn shutdown(&self);
+    fn shutdown(&self, core: &Core);
 }
 
 /// How many rounds a lane may run back to back before it goes to the back
@@ -149,7 +199,7 @@ impl<L: Lane> LaneCell<L> {
         }
         let Body { state, local, work } = body;
         let Some(state) = state.as_mut() else {
-            work.posts.clear();
+            self.discard_posts(core, &mut work.posts);
             work.events.clear();
             work.timers.clear();
             return false;
@@ -161,6 +211,9 @@ impl<L: Lane> LaneCell<L> {
             local,
         };
         for post in work.posts.drain(..) {
+            // Before the call: the running closure no longer waits, so it
+            // may post its successor even into a full inbox.
+            self.pending.fetch_sub(1, Ordering::Relaxed);
             post(state, &mut cx);
         }
         let mut i = 0;
@@ -187,6 +240,8 @@ impl<L: Lane> LaneCell<L> {
     }
 
     fn close_now(&self, core: &Core, body: &mut Body<L>) {
+        // Closed before the inbox is taken: a post checks this under the
+        // inbox lock, so none can land in the inbox after it is taken.
         self.sched.close();
         let sources = std::mem::take(&mut body.local.sources);
         if !sources.is_empty() {
@@ -195,12 +250,29 @@ impl<L: Lane> LaneCell<L> {
                 table.remove(s.0);
             }
         }
-        body.state = None;
-        // Dropped outside the lock: posted closures may own anything.
-        let pending = std::mem::replace(&mut *lock(&self.inbox), Inbox::empty());
-        drop(pending);
         if let Some(key) = lock(&self.key).take() {
             lock(&core.lanes).remove(key);
+        }
+        let inbox = std::mem::replace(&mut *lock(&self.inbox), Inbox::empty());
+        // Counted before anything is dropped, as a drop may panic.
+        core.add_discarded(self.pending.swap(0, Ordering::Relaxed));
+        // The rest of an interrupted round (a panic drops it while
+        // unwinding; this is for any path that does not).
+        body.work.posts.clear();
+        body.work.events.clear();
+        body.work.timers.clear();
+        // Dropped outside the locks: state and closures may own anything.
+        body.state = None;
+        drop(inbox);
+    }
+
+    /// Drops posted closures that will not run, keeping the counts right.
+    fn discard_posts(&self, core: &Core, posts: &mut Vec<Post<L>>) {
+        let n = posts.len();
+        if n > 0 {
+            self.pending.fetch_sub(n, Ordering::Relaxed);
+            core.add_discarded(n);
+            posts.clear();
         }
     }
 }
@@ -279,16 +351,18 @@ impl<L: Lane> LaneTask for LaneCell<L> {
         self.sched.is_closed()
     }
 
-    fn shutdown(&self) {
+    fn shutdown(&self, core: &Core) {
         self.sched.close();
-        let state = {
+        let (state, leftover) = {
             let mut body = lock(&self.body);
             body.local.sources.clear();
-            body.state.take()
+            (body.state.take(), std::mem::take(&mut body.work.posts))
         };
-        // Dropped outside the lock: posted closures may own anything.
-        let pending = std::mem::replace(&mut *lock(&self.inbox), Inbox::empty());
-        drop(pending);
+        let inbox = std::mem::replace(&mut *lock(&self.inbox), Inbox::empty());
+        core.add_discarded(self.pending.swap(0, Ordering::Relaxed));
+        // Dropped outside the locks: posted closures may own anything.
+        drop(leftover);
+        drop(inbox);
         drop(state);
     }
 }
@@ -322,12 +396,15 @@ impl<L: Lane> LaneHandle<L> {
     pub(crate) fn create<R>(
         core: &Arc<Core>,
         state: L,
+        options: LaneOptions,
         init: impl FnOnce(&mut L, &mut LaneCx<'_, L>) -> R,
     ) -> (LaneHandle<L>, R) {
         let cell = Arc::new(LaneCell {
             core: Arc::downgrade(core),
             key: Mutex::new(None),
             sched: LaneSched::new_running(),
+            pending: AtomicUsize::new(0),
+            max_posts: options.max_posts.max(1),
             inbox: Mutex::new(Inbox::default()),
             body: Mutex::new(Body {
                 state: Some(state),
@@ -351,7 +428,7 @@ impl<L: Lane> LaneHandle<L> {
         };
         if core.is_stopped() {
             // Created after stop: nobody will run or shut it down.
-            cell.shutdown();
+            cell.shutdown(core);
             lock(&core.lanes).remove(key);
         } else if cell.sched.finish() && cell.sched.requeue() {
             core.enqueue(cell.clone());
@@ -364,22 +441,83 @@ impl<L: Lane> LaneHandle<L> {
     }
 
     /// Runs `f` on the lane with `&mut` to its state. Returns false (and
-    /// drops `f`) if the lane is closed or its reactor is gone.
+    /// drops `f` before returning) if the lane is closed, its reactor
+    /// stopped or is gone, or its inbox is full ([`LaneOptions::max_posts`]
+    /// closures waiting). [`LaneHandle::try_post`] says which.
     pub fn post<F>(&self, f: F) -> bool
     where
         F: FnOnce(&mut L, &mut LaneCx<'_, L>) + Send + 'static,
     {
+        self.try_post(f).is_ok()
+    }
+
+    /// Runs `f` on the lane with `&mut` to its state, if the lane accepts
+    /// it. The bound holds for posts from any thread, the lane's own
+    /// handlers included.
+    ///
+    /// # Errors
+    ///
+    /// [`PostError::Full`] if [`LaneOptions::max_posts`] closures already
+    /// wait; [`PostError::Closed`] if the lane is closed or its reactor
+    /// stopped or is gone. Either way `f` is dropped before this returns,
+    /// on the calling thread.
+    pub fn try_post<F>(&self, f: F) -> Result<(), PostError>
+    where
+        F: FnOnce(&mut L, &mut LaneCx<'_, L>) + Send + 'static,
+    {
+        // Checked once before boxing, so a refused post costs no
+        // allocation; checked again under the lock to be exact.
+        if self.cell.pending.load(Ordering::Relaxed) >= self.cell.max_posts {
+            drop(f);
+            return Err(PostError::Full {
+                capacity: self.cell.max_posts,
+            });
+        }
+        self.push_post(Box::new(f), true)
+    }
+
+    /// Runs `f` on the lane like [`LaneHandle::post`], but is never refused
+    /// for a full inbox, only when the lane is closed or its reactor stopped
+    /// (false). Meant for rare control work (stop, shutdown, close) that a
+    /// flood of ordinary posts must not crowd out; it counts towards the
+    /// bound that ordinary posts see.
+    pub fn post_control<F>(&self, f: F) -> bool
+    where
+        F: FnOnce(&mut L, &mut LaneCx<'_, L>) + Send + 'static,
+    {
+        self.push_post(Box::new(f), false).is_ok()
+    }
+
+    fn push_post(&self, post: Post<L>, bounded: bool) -> Result<(), PostError> {
         let Some(core) = self.cell.core.upgrade() else {
-            return false;
+            return Err(PostError::Closed);
         };
-        if self.cell.sched.is_closed() {
-            return false;
-        }
-        lock(&self.cell.inbox).posts.push(Box::new(f));
-        if self.cell.sched.notify() {
-            core.enqueue(self.cell.clone());
-        }
-        true
+        let mut inbox = lock(&self.cell.inbox);
+        let refused = if self.cell.sched.is_closed() || core.is_stopped() {
+            PostError::Closed
+        } else if bounded && self.cell.pending.load(Ordering::Relaxed) >= self.cell.max_posts {
+            PostError::Full {
+                capacity: self.cell.max_posts,
+            }
+        } else {
+            inbox.posts.push(post);
+            self.cell.pending.fetch_add(1, Ordering::Relaxed);
+            drop(inbox);
+            if self.cell.sched.notify() {
+                core.enqueue(self.cell.clone());
+            }
+            return Ok(());
+        };
+        // Dropped outside the lock: its destructor may post to this lane.
+        drop(inbox);
+        drop(post);
+        Err(refused)
+    }
+
+    /// How many posted closures are waiting to run (accepted, not started).
+    /// One atomic load.
+    pub fn queued_posts(&self) -> usize {
+        self.cell.pending.load(Ordering::Relaxed)
     }
 
     /// Schedules a timer that calls this lane's [`Lane::on_timer`] at
@@ -403,8 +541,10 @@ impl<L: Lane> LaneHandle<L> {
 
     /// Closes the lane: after the closures already posted run, its state is
     /// dropped (closing the sockets it owns) and it never runs again.
+    /// Returns false if it was already closed or its reactor stopped. Never
+    /// refused for a full inbox (it is a [`LaneHandle::post_control`]).
     pub fn close(&self) -> bool {
-        self.post(|_, cx| cx.close())
+        self.post_control(|_, cx| cx.close())
     }
 
     /// Whether the lane is closed.
