@@ -7,14 +7,14 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::{open_fds, threads_named, udp, wait_until_in_poll, Progress};
 use keel_reactor::{
-    Error, Flow, Handle, Interest, IoModel, Lane, LaneCx, LaneHandle, Reactor, Ready, Runtime,
-    SourceId, TimerId,
+    Error, Flow, Handle, Interest, IoModel, Lane, LaneCx, LaneHandle, LaneOptions, Reactor, Ready,
+    Runtime, SourceId, TimerId,
 };
 use mio::net::UdpSocket;
 
@@ -376,4 +376,95 @@ fn posted_closure_panic_is_returned_by_turn() {
         reactor.run(),
         "boom in a reactor post (a panic this test expects)",
     );
+}
+
+/// What the closures of `stop_drops_queued_posts_instead_of_running_them`
+/// report: how many ran, how many were dropped without running.
+#[derive(Default)]
+struct Counts {
+    ran: AtomicU64,
+    dropped: AtomicU64,
+}
+
+/// Held by each posted closure; counts it as dropped unless it ran.
+struct Counted {
+    counts: Arc<Counts>,
+    ran: bool,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if !self.ran {
+            self.counts.dropped.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[test]
+fn stop_drops_queued_posts_instead_of_running_them() {
+    let _serial = serial();
+    const POSTERS: u64 = 4;
+    const PER_POSTER: u64 = 250_000;
+    const POSTED: u64 = POSTERS * PER_POSTER;
+    struct Plain;
+    impl Lane for Plain {}
+    let rt = Runtime::new(IoModel::Shared { threads: 2 }).unwrap();
+    let handle = rt.handle().clone();
+    let options = LaneOptions {
+        max_posts: 1 << 20,
+        ..LaneOptions::default()
+    };
+    let (lane, ()) = rt.add_lane_with_options(Plain, options, |_, _| ());
+    // The lane is busy in this closure while the others queue up.
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    assert!(lane.post(move |_, _| {
+        entered_tx.send(()).unwrap();
+        let _ = release_rx.recv_timeout(LIMIT);
+    }));
+    entered_rx
+        .recv_timeout(LIMIT)
+        .expect("the blocking post runs");
+    let counts = Arc::new(Counts::default());
+    let posters: Vec<_> = (0..POSTERS)
+        .map(|_| {
+            let (lane, counts) = (lane.clone(), counts.clone());
+            std::thread::spawn(move || {
+                for _ in 0..PER_POSTER {
+                    let mut guard = Counted {
+                        counts: counts.clone(),
+                        ran: false,
+                    };
+                    lane.try_post(move |_, _| {
+                        guard.ran = true;
+                        guard.counts.ran.fetch_add(1, Ordering::SeqCst);
+                    })
+                    .expect("room for every post");
+                }
+            })
+        })
+        .collect();
+    for p in posters {
+        p.join().unwrap();
+    }
+    assert_eq!(lane.queued_posts() as u64, POSTED);
+    // Stop first, then let the blocking closure return: the lane must see
+    // the stop before its next closure and run none of them.
+    handle.stop();
+    release_tx.send(()).unwrap();
+    bounded("Runtime::stop with a million posts queued", move || {
+        rt.stop()
+    })
+    .unwrap();
+    let ran = counts.ran.load(Ordering::SeqCst);
+    let dropped = counts.dropped.load(Ordering::SeqCst);
+    assert_eq!(
+        ran + dropped,
+        POSTED,
+        "a closure was leaked (neither run nor dropped)"
+    );
+    assert_eq!(ran, 0, "queued closures ran after stop");
+    assert_eq!(handle.discarded_posts(), dropped);
+    assert_eq!(lane.queued_posts(), 0);
+    assert!(lane.is_closed());
 }

@@ -210,14 +210,31 @@ impl<L: Lane> LaneCell<L> {
             cell: self,
             local,
         };
-        for post in work.posts.drain(..) {
+        let mut posts = work.posts.drain(..);
+        // Stop is checked before each closure (one atomic load), so a
+        // stopped reactor does not first run everything still queued.
+        while !core.is_stopped() {
+            let Some(post) = posts.next() else { break };
             // Before the call: the running closure no longer waits, so it
             // may post its successor even into a full inbox.
             self.pending.fetch_sub(1, Ordering::Relaxed);
             post(state, &mut cx);
         }
+        let left = posts.len();
+        if left > 0 {
+            self.pending.fetch_sub(left, Ordering::Relaxed);
+            core.add_discarded(left);
+        }
+        // Drops the closures left (their destructors run).
+        drop(posts);
+        if core.is_stopped() {
+            work.events.clear();
+            work.timers.clear();
+            cx.local.cancelled.clear();
+            return false;
+        }
         let mut i = 0;
-        while i < work.events.len() {
+        while i < work.events.len() && !core.is_stopped() {
             let (source, ready) = work.events[i];
             i += 1;
             // Deregistered while the event was queued: drop it.
@@ -231,6 +248,9 @@ impl<L: Lane> LaneCell<L> {
         }
         work.events.clear();
         for timer in work.timers.drain(..) {
+            if core.is_stopped() {
+                break;
+            }
             if !cx.local.cancelled.contains(&timer) {
                 state.on_timer(&mut cx, timer);
             }
@@ -316,6 +336,13 @@ impl<L: Lane> LaneTask for LaneCell<L> {
                 Ok(yielded) => {
                     if body.local.close {
                         self.close_now(core, &mut body);
+                        return;
+                    }
+                    if core.is_stopped() {
+                        // No more rounds: what is left is dropped (and
+                        // counted) at shutdown.
+                        drop(body);
+                        self.sched.finish();
                         return;
                     }
                     rounds += 1;
