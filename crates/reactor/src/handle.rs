@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::core::{cancel_closure_timer, closure_timer, Core};
 use crate::error::PostError;
 use crate::lane::{Lane, LaneCx, LaneHandle, LaneOptions};
-use crate::timer::TimerId;
+use crate::timer::{MissedTicks, TimerId};
 
 /// A handle to one reactor, usable from any thread: post closures, add
 /// lanes, schedule and cancel timers, stop.
@@ -93,14 +93,41 @@ impl Handle {
         LaneHandle::create(&self.core, state, options, init)
     }
 
-    /// Calls `f` on the reactor at `deadline`, then every `period` if given.
-    /// Periodic timers keep a drift-free schedule: each fire is due at
-    /// `deadline + k * period`, and a late loop catches up fire by fire.
+    /// Calls `f` on the reactor at `deadline`, then every `period` if given
+    /// (at least [`MIN_PERIOD`](crate::MIN_PERIOD)). Periodic timers keep a
+    /// drift-free schedule: each fire is due at `deadline + k * period`,
+    /// and a late loop catches up fire by fire, up to
+    /// [`MAX_CATCH_UP`](crate::MAX_CATCH_UP) fires per turn
+    /// ([`MissedTicks::Burst`]).
     pub fn timer<F>(&self, deadline: Instant, period: Option<Duration>, f: F) -> TimerId
     where
         F: FnMut() + Send + 'static,
     {
-        closure_timer(&self.core, deadline, period, Box::new(f))
+        self.timer_with(deadline, period, MissedTicks::default(), f)
+    }
+
+    /// As [`Handle::timer`], with `missed` deciding what a periodic timer
+    /// does when ticks were missed.
+    pub fn timer_with<F>(
+        &self,
+        deadline: Instant,
+        period: Option<Duration>,
+        missed: MissedTicks,
+        f: F,
+    ) -> TimerId
+    where
+        F: FnMut() + Send + 'static,
+    {
+        closure_timer(&self.core, deadline, period, missed, Box::new(f))
+    }
+
+    /// How many ticks of this reactor's periodic timers were missed and
+    /// not fired: passed over by [`MissedTicks::Skip`] and
+    /// [`MissedTicks::Delay`], beyond [`MAX_CATCH_UP`](crate::MAX_CATCH_UP)
+    /// under [`MissedTicks::Burst`], or dropped because a lane had a large
+    /// backlog of timer fires it had not handled yet.
+    pub fn skipped_ticks(&self) -> u64 {
+        self.core.skipped_ticks()
     }
 
     /// Cancels a timer made by [`Handle::timer`]: it does not run again, even

@@ -99,7 +99,7 @@ pub use lane::{Flow, Lane, LaneCx, LaneHandle, LaneOptions, SourceId, DEFAULT_MA
 pub use reactor::Reactor;
 pub use ready::Ready;
 pub use runtime::{IoModel, Runtime, RuntimeOptions};
-pub use timer::TimerId;
+pub use timer::{MissedTicks, TimerId, MAX_CATCH_UP, MIN_PERIOD};
 
 /// mio's interest type, re-exported for [`LaneCx::register`].
 pub use mio::Interest;

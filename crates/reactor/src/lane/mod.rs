@@ -17,7 +17,7 @@ use crate::error::{panic_message, PostError};
 use crate::handle::Handle;
 use crate::ready::Ready;
 use crate::slab::Key;
-use crate::timer::TimerId;
+use crate::timer::{MissedTicks, TimerId};
 use sched::LaneSched;
 
 /// Identifies a source registered into a lane. The id carries a generation:
@@ -126,6 +126,12 @@ const INBOX_POSTS: usize = 16;
 const INBOX_EVENTS: usize = 16;
 const INBOX_TIMERS: usize = 64;
 
+/// At most this many periodic timer fires wait in one lane's inbox; more
+/// are dropped and counted as skipped ticks. Far above what the lane's
+/// timers make in a pass (at most `MAX_CATCH_UP` each), so it only bites
+/// when the lane cannot keep up with its timers at all.
+const MAX_QUEUED_TICKS: usize = 65_536;
+
 impl<L: Lane> Inbox<L> {
     /// An inbox with no room reserved, for a lane that is closing.
     fn empty() -> Self {
@@ -182,7 +188,7 @@ pub(crate) trait LaneTask: Send + Sync {
     /// Queues readiness; true if the caller must enqueue the lane.
     fn deliver_ready(&self, source: SourceId, ready: Ready) -> bool;
     /// Queues a timer fire; true if the caller must enqueue the lane.
-    fn deliver_timer(&self, timer: TimerId) -> bool;
+    fn deliver_timer(&self, core: &Core, timer: TimerId, periodic: bool) -> bool;
     fn is_closed(&self) -> bool;
     fn shutdown(&self, core: &Core);
 }
@@ -369,8 +375,19 @@ impl<L: Lane> LaneTask for LaneCell<L> {
         self.sched.notify()
     }
 
-    fn deliver_timer(&self, timer: TimerId) -> bool {
-        lock(&self.inbox).timers.push(timer);
+    fn deliver_timer(&self, core: &Core, timer: TimerId, periodic: bool) -> bool {
+        let mut inbox = lock(&self.inbox);
+        if periodic && inbox.timers.len() >= MAX_QUEUED_TICKS {
+            // The lane is far behind its timers (a poller on another
+            // thread can expire faster than the lane handles fires): drop
+            // the tick rather than grow without bound. One-shot fires are
+            // never dropped.
+            drop(inbox);
+            core.add_skipped_ticks(1);
+            return false;
+        }
+        inbox.timers.push(timer);
+        drop(inbox);
         self.sched.notify()
     }
 
@@ -548,10 +565,23 @@ impl<L: Lane> LaneHandle<L> {
     }
 
     /// Schedules a timer that calls this lane's [`Lane::on_timer`] at
-    /// `deadline`, then every `period` if given (drift-free).
+    /// `deadline`, then every `period` if given (drift-free, at least
+    /// [`MIN_PERIOD`](crate::MIN_PERIOD), late ticks as
+    /// [`MissedTicks::Burst`]). `None` if the reactor is gone.
     pub fn timer(&self, deadline: Instant, period: Option<Duration>) -> Option<TimerId> {
+        self.timer_with(deadline, period, MissedTicks::default())
+    }
+
+    /// As [`LaneHandle::timer`], with `missed` deciding what a periodic
+    /// timer does when ticks were missed.
+    pub fn timer_with(
+        &self,
+        deadline: Instant,
+        period: Option<Duration>,
+        missed: MissedTicks,
+    ) -> Option<TimerId> {
         let core = self.cell.core.upgrade()?;
-        Some(core.add_timer(deadline, period, self.cell.clone(), |_| ()))
+        Some(core.add_timer(deadline, period, missed, self.cell.clone(), |_| ()))
     }
 
     /// Cancels a timer of this lane. From another thread this races with a
@@ -653,10 +683,23 @@ impl<L: Lane> LaneCx<'_, L> {
     }
 
     /// Schedules a timer for this lane at `deadline`, repeating every
-    /// `period` if given; it calls [`Lane::on_timer`].
+    /// `period` if given (drift-free, at least
+    /// [`MIN_PERIOD`](crate::MIN_PERIOD), late ticks as
+    /// [`MissedTicks::Burst`]); it calls [`Lane::on_timer`].
     pub fn timer(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId {
+        self.timer_with(deadline, period, MissedTicks::default())
+    }
+
+    /// As [`LaneCx::timer`], with `missed` deciding what a periodic timer
+    /// does when ticks were missed.
+    pub fn timer_with(
+        &mut self,
+        deadline: Instant,
+        period: Option<Duration>,
+        missed: MissedTicks,
+    ) -> TimerId {
         self.core
-            .add_timer(deadline, period, self.cell.clone(), |_| ())
+            .add_timer(deadline, period, missed, self.cell.clone(), |_| ())
     }
 
     /// Cancels a timer of this lane; no later `on_timer` call is made for it.
@@ -683,5 +726,34 @@ impl<L: Lane> LaneCx<'_, L> {
     /// A handle to the reactor this lane runs on.
     pub fn reactor(&self) -> Handle {
         Handle::from_core(self.core.clone())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    struct Plain;
+    impl Lane for Plain {}
+
+    /// A lane that cannot keep up with a periodic timer holds at most
+    /// `MAX_QUEUED_TICKS` of its fires; the rest are counted as skipped.
+    /// One-shot fires are never dropped.
+    #[test]
+    fn periodic_fires_queued_for_a_lane_are_bounded() {
+        let core = Core::new().unwrap();
+        let (lane, ()) = LaneHandle::create(&core, Plain, LaneOptions::default(), |_, _| ());
+        let task = lane.task();
+        let timer = TimerId(Key::from_u64(1));
+        let extra = 1000;
+        for _ in 0..MAX_QUEUED_TICKS + extra {
+            task.deliver_timer(&core, timer, true);
+        }
+        assert_eq!(lock(&lane.cell.inbox).timers.len(), MAX_QUEUED_TICKS);
+        assert_eq!(core.skipped_ticks(), extra as u64);
+        task.deliver_timer(&core, timer, false);
+        assert_eq!(lock(&lane.cell.inbox).timers.len(), MAX_QUEUED_TICKS + 1);
+        assert_eq!(core.skipped_ticks(), extra as u64);
+        core.shutdown();
     }
 }
