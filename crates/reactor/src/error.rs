@@ -9,7 +9,10 @@ pub enum Error {
     /// Polling or registering failed.
     Io(io::Error),
     /// A lane handler (or a posted closure, or a timer callback) panicked.
-    /// The lane was closed; the reactor stopped.
+    /// The lane was closed; the reactor stopped. (A lane made with
+    /// [`LaneOptions::contain_panics`](crate::LaneOptions::contain_panics)
+    /// is only closed; see
+    /// [`LaneHandle::panic_message`](crate::LaneHandle::panic_message).)
     HandlerPanic {
         /// The panic message, if it was a string.
         message: String,

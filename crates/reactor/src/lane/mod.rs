@@ -178,6 +178,9 @@ pub(crate) struct LaneCell<L: Lane> {
     pending: AtomicUsize,
     /// Bound on `pending` for ordinary posts (at least 1).
     max_posts: usize,
+    contain_panics: bool,
+    /// The message of a contained panic.
+    panic: Mutex<Option<String>>,
     inbox: Mutex<Inbox<L>>,
     body: Mutex<Body<L>>,
 }
@@ -334,9 +337,17 @@ impl<L: Lane> LaneTask for LaneCell<L> {
             match result {
                 Err(payload) => {
                     let message = panic_message(payload.as_ref());
+                    let contained = self.contain_panics;
+                    if contained {
+                        // Recorded before the lane shows as closed, so
+                        // whoever sees it closed finds the message.
+                        *lock(&self.panic) = Some(message.clone());
+                    }
                     // Dropping the state could panic again; contain it too.
                     let _ = catch_unwind(AssertUnwindSafe(|| self.close_now(core, &mut body)));
-                    core.report_panic(message);
+                    if !contained {
+                        core.report_panic(message);
+                    }
                     return;
                 }
                 Ok(yielded) => {
@@ -449,6 +460,8 @@ impl<L: Lane> LaneHandle<L> {
             sched: LaneSched::new_running(),
             pending: AtomicUsize::new(0),
             max_posts: options.max_posts.max(1),
+            contain_panics: options.contain_panics,
+            panic: Mutex::new(None),
             inbox: Mutex::new(Inbox::default()),
             body: Mutex::new(Body {
                 state: Some(state),
@@ -607,6 +620,14 @@ impl<L: Lane> LaneHandle<L> {
     /// Whether the lane is closed.
     pub fn is_closed(&self) -> bool {
         self.cell.sched.is_closed()
+    }
+
+    /// The message of the panic that closed this lane, for a lane made with
+    /// [`LaneOptions::contain_panics`]; `None` while it has not panicked
+    /// (or if it does not contain panics: then the panic stops the reactor
+    /// and is returned as [`Error::HandlerPanic`](crate::Error::HandlerPanic)).
+    pub fn panic_message(&self) -> Option<String> {
+        lock(&self.cell.panic).clone()
     }
 
     /// The reactor this lane lives on, if it still exists.
