@@ -16,6 +16,13 @@
 //! * Timers that keep time: drift-free periodic timers (a 60 Hz tick fires
 //!   600 times in 10 s) and poll timeouts rounded *up* to whole
 //!   milliseconds, so a sub-millisecond timer never makes the loop spin.
+//! * Bounded under overload: a lane's inbox holds at most
+//!   [`LaneOptions::max_posts`] closures ([`LaneHandle::try_post`] says
+//!   [`PostError::Full`] beyond), a late periodic timer fires at most
+//!   [`MAX_CATCH_UP`] ticks per turn ([`MissedTicks`]), and a stopped
+//!   reactor drops what is still queued instead of running it (counted by
+//!   [`Handle::discarded_posts`]). A lane may contain its own panics
+//!   ([`LaneOptions::contain_panics`]).
 //!
 //! # Non-goals
 //!
