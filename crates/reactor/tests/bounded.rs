@@ -191,3 +191,31 @@ fn max_posts_zero_means_one_and_errors_say_what_happened() {
         "control posts need an open lane"
     );
 }
+
+/// A full lane on a stopped reactor says Closed, not Full: retrying will
+/// never help.
+#[test]
+fn full_lane_of_a_stopped_reactor_is_closed() {
+    let reactor = Reactor::new().unwrap();
+    let handle = reactor.handle();
+    let options = LaneOptions {
+        max_posts: 1,
+        ..LaneOptions::default()
+    };
+    let (lane, ()) = handle.add_lane_with_options(Plain, options, |_, _| ());
+    assert_eq!(lane.try_post(|_, _| ()), Ok(()));
+    assert_eq!(
+        lane.try_post(|_, _| ()),
+        Err(PostError::Full { capacity: 1 })
+    );
+    handle.stop();
+    assert_eq!(lane.try_post(|_, _| ()), Err(PostError::Closed));
+    assert_eq!(handle.try_post(|| ()), Err(PostError::Closed));
+    drop(reactor);
+    assert_eq!(
+        handle.discarded_posts(),
+        1,
+        "the waiting closure was dropped"
+    );
+    assert_eq!(lane.queued_posts(), 0);
+}

@@ -522,15 +522,16 @@ impl<L: Lane> LaneHandle<L> {
     where
         F: FnOnce(&mut L, &mut LaneCx<'_, L>) + Send + 'static,
     {
+        let Some(core) = self.cell.core.upgrade() else {
+            return Err(PostError::Closed);
+        };
         // Checked once before boxing, so a refused post costs no
         // allocation; checked again under the lock to be exact.
-        if self.cell.pending.load(Ordering::Relaxed) >= self.cell.max_posts {
+        if let Err(e) = self.admit(&core, true) {
             drop(f);
-            return Err(PostError::Full {
-                capacity: self.cell.max_posts,
-            });
+            return Err(e);
         }
-        self.push_post(Box::new(f), true)
+        self.push_post(&core, Box::new(f), true)
     }
 
     /// Runs `f` on the lane like [`LaneHandle::post`], but is never refused
@@ -542,33 +543,40 @@ impl<L: Lane> LaneHandle<L> {
     where
         F: FnOnce(&mut L, &mut LaneCx<'_, L>) + Send + 'static,
     {
-        self.push_post(Box::new(f), false).is_ok()
+        match self.cell.core.upgrade() {
+            Some(core) => self.push_post(&core, Box::new(f), false).is_ok(),
+            None => false,
+        }
     }
 
-    fn push_post(&self, post: Post<L>, bounded: bool) -> Result<(), PostError> {
-        let Some(core) = self.cell.core.upgrade() else {
-            return Err(PostError::Closed);
-        };
-        let mut inbox = lock(&self.cell.inbox);
-        let refused = if self.cell.sched.is_closed() || core.is_stopped() {
-            PostError::Closed
+    /// Whether a post would be accepted now (closed before full).
+    fn admit(&self, core: &Core, bounded: bool) -> Result<(), PostError> {
+        if self.cell.sched.is_closed() || core.is_stopped() {
+            Err(PostError::Closed)
         } else if bounded && self.cell.pending.load(Ordering::Relaxed) >= self.cell.max_posts {
-            PostError::Full {
+            Err(PostError::Full {
                 capacity: self.cell.max_posts,
-            }
+            })
         } else {
-            inbox.posts.push(post);
-            self.cell.pending.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+
+    fn push_post(&self, core: &Arc<Core>, post: Post<L>, bounded: bool) -> Result<(), PostError> {
+        let mut inbox = lock(&self.cell.inbox);
+        if let Err(e) = self.admit(core, bounded) {
+            // Dropped outside the lock: its destructor may post to this lane.
             drop(inbox);
-            if self.cell.sched.notify() {
-                core.enqueue(self.cell.clone());
-            }
-            return Ok(());
-        };
-        // Dropped outside the lock: its destructor may post to this lane.
+            drop(post);
+            return Err(e);
+        }
+        inbox.posts.push(post);
+        self.cell.pending.fetch_add(1, Ordering::Relaxed);
         drop(inbox);
-        drop(post);
-        Err(refused)
+        if self.cell.sched.notify() {
+            core.enqueue(self.cell.clone());
+        }
+        Ok(())
     }
 
     /// How many posted closures are waiting to run (accepted, not started).
