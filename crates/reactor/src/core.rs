@@ -8,17 +8,17 @@
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token};
 
 use crate::error::Error;
-use crate::lane::{Lane, LaneCx, LaneHandle, LaneTask, SourceId};
+use crate::lane::{Lane, LaneCx, LaneHandle, LaneOptions, LaneTask, SourceId};
 use crate::ready::Ready;
 use crate::slab::{Key, Slab};
-use crate::timer::{poll_timeout, TimerId, TimerQueue};
+use crate::timer::{poll_timeout, Fire, MissedTicks, TimerId, TimerQueue};
 
 /// The token reserved for the reactor's waker. Source tokens pack a slab
 /// index and generation and never reach this value.
@@ -48,7 +48,7 @@ pub(crate) struct IoDriver {
     poll: Poll,
     events: Events,
     ready: Vec<Arc<dyn LaneTask>>,
-    fired: Vec<(TimerId, Arc<dyn LaneTask>)>,
+    fired: Vec<Fire<Arc<dyn LaneTask>>>,
 }
 
 pub(crate) struct Sched {
@@ -89,6 +89,11 @@ pub(crate) struct Core {
     /// oversubscribed shared runtimes slower than smaller ones.
     max_awake: AtomicUsize,
     panic: Mutex<Option<String>>,
+    /// Posted closures dropped without running (stop, closed lanes,
+    /// shutdown).
+    discarded: AtomicU64,
+    /// Ticks of periodic timers missed and not fired.
+    skipped_ticks: AtomicU64,
     reactor_lane: OnceLock<LaneHandle<ReactorLane>>,
     /// Shared with the reactor lane: closure timers cancelled by a handle.
     cancelled_closures: Arc<Mutex<Vec<TimerId>>>,
@@ -160,6 +165,8 @@ impl Core {
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
             ),
             panic: Mutex::new(None),
+            discarded: AtomicU64::new(0),
+            skipped_ticks: AtomicU64::new(0),
             reactor_lane: OnceLock::new(),
             cancelled_closures: Arc::new(Mutex::new(Vec::new())),
         });
@@ -167,7 +174,7 @@ impl Core {
             timers: HashMap::new(),
             cancelled: core.cancelled_closures.clone(),
         };
-        let lane = LaneHandle::create(&core, state, |_, _| ()).0;
+        let lane = LaneHandle::create(&core, state, LaneOptions::default(), |_, _| ()).0;
         let _ = core.reactor_lane.set(lane);
         Ok(core)
     }
@@ -218,11 +225,12 @@ impl Core {
         &self,
         deadline: Instant,
         period: Option<Duration>,
+        missed: MissedTicks,
         lane: Arc<dyn LaneTask>,
         before_unlock: impl FnOnce(TimerId),
     ) -> TimerId {
         let mut timers = lock(&self.timers);
-        let id = timers.insert(deadline, period, lane);
+        let id = timers.insert(deadline, period, missed, lane);
         before_unlock(id);
         let earliest = timers.next_deadline() == Some(deadline);
         drop(timers);
@@ -230,6 +238,28 @@ impl Core {
             self.wake();
         }
         id
+    }
+
+    /// Counts posted closures dropped without running.
+    pub(crate) fn add_discarded(&self, n: usize) {
+        if n > 0 {
+            self.discarded.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn discarded(&self) -> u64 {
+        self.discarded.load(Ordering::Relaxed)
+    }
+
+    /// Counts ticks of periodic timers that were missed and not fired.
+    pub(crate) fn add_skipped_ticks(&self, n: u64) {
+        if n > 0 {
+            self.skipped_ticks.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn skipped_ticks(&self) -> u64 {
+        self.skipped_ticks.load(Ordering::Relaxed)
     }
 
     pub(crate) fn is_stopped(&self) -> bool {
@@ -297,13 +327,14 @@ impl Core {
             }
         }
         let now = Instant::now();
-        lock(&self.timers).expire(now, &mut io.fired);
+        let skipped = lock(&self.timers).expire(now, &mut io.fired);
+        self.add_skipped_ticks(skipped);
         if !io.fired.is_empty() {
             let mut closed = Vec::new();
-            for (id, lane) in io.fired.drain(..) {
+            for (id, lane, periodic) in io.fired.drain(..) {
                 if lane.is_closed() {
                     closed.push(id);
-                } else if lane.deliver_timer(id) {
+                } else if lane.deliver_timer(self, id, periodic) {
                     io.ready.push(lane);
                 }
             }
@@ -491,7 +522,7 @@ impl Core {
         self.stop();
         let lanes = lock(&self.lanes).drain();
         for lane in &lanes {
-            lane.shutdown();
+            lane.shutdown(self);
         }
         drop(lanes);
         drop(lock(&self.sources).drain());
@@ -534,14 +565,16 @@ pub(crate) fn closure_timer(
     core: &Core,
     deadline: Instant,
     period: Option<Duration>,
+    missed: MissedTicks,
     f: Box<dyn FnMut() + Send>,
 ) -> TimerId {
     let lane = core.reactor_lane().clone();
     let task: Arc<dyn LaneTask> = lane.task();
-    core.add_timer(deadline, period, task, |id| {
+    core.add_timer(deadline, period, missed, task, |id| {
         // Queued before the timer can fire (we hold the timer lock), and a
         // lane runs its posts before its timers, so the closure is in place.
-        lane.post(move |st: &mut ReactorLane, _| {
+        // A control post: a flood of Handle::post must not lose a timer.
+        lane.post_control(move |st: &mut ReactorLane, _| {
             st.timers.insert(id, (f, period.is_none()));
         });
     })
@@ -553,9 +586,10 @@ pub(crate) fn cancel_closure_timer(core: &Core, id: TimerId) -> bool {
     // is running this cancel) is skipped; the cleanup below runs before any
     // later round's timers.
     lock(&core.cancelled_closures).push(id);
-    core.reactor_lane().post(move |st: &mut ReactorLane, _| {
-        st.timers.remove(&id);
-        lock(&st.cancelled).retain(|t| *t != id);
-    });
+    core.reactor_lane()
+        .post_control(move |st: &mut ReactorLane, _| {
+            st.timers.remove(&id);
+            lock(&st.cancelled).retain(|t| *t != id);
+        });
     was
 }

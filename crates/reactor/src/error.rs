@@ -9,7 +9,10 @@ pub enum Error {
     /// Polling or registering failed.
     Io(io::Error),
     /// A lane handler (or a posted closure, or a timer callback) panicked.
-    /// The lane was closed; the reactor stopped.
+    /// The lane was closed; the reactor stopped. (A lane made with
+    /// [`LaneOptions::contain_panics`](crate::LaneOptions::contain_panics)
+    /// is only closed; see
+    /// [`LaneHandle::panic_message`](crate::LaneHandle::panic_message).)
     HandlerPanic {
         /// The panic message, if it was a string.
         message: String,
@@ -55,3 +58,38 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         "non-string panic payload".to_string()
     }
 }
+
+/// Why [`LaneHandle::try_post`](crate::LaneHandle::try_post) refused a
+/// closure. The closure was dropped before `try_post` returned, on the
+/// calling thread.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PostError {
+    /// The lane's inbox already holds `capacity` closures waiting to run
+    /// (its [`LaneOptions::max_posts`](crate::LaneOptions::max_posts)).
+    /// Retry once the lane has caught up, or give the lane a larger bound.
+    Full {
+        /// The lane's bound on waiting closures.
+        capacity: usize,
+    },
+    /// The lane is closed (by its handler, by a contained panic, or because
+    /// its reactor stopped or is gone): nothing posted to it will run.
+    Closed,
+}
+
+impl fmt::Display for PostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PostError::Full { capacity } => write!(
+                f,
+                "lane inbox full: {capacity} posted closures already waiting \
+                 (the lane's max_posts bound); the closure was dropped"
+            ),
+            PostError::Closed => write!(
+                f,
+                "lane closed or its reactor stopped; the closure was dropped"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PostError {}

@@ -4,8 +4,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::core::{cancel_closure_timer, closure_timer, Core};
-use crate::lane::{Lane, LaneCx, LaneHandle};
-use crate::timer::TimerId;
+use crate::error::PostError;
+use crate::lane::{Lane, LaneCx, LaneHandle, LaneOptions};
+use crate::timer::{MissedTicks, TimerId};
 
 /// A handle to one reactor, usable from any thread: post closures, add
 /// lanes, schedule and cancel timers, stop.
@@ -31,7 +32,9 @@ impl Handle {
     }
 
     /// Runs `f` on the reactor (on its own lane, serialized with the
-    /// reactor's other closures and closure timers).
+    /// reactor's other closures and closure timers). Returns false (and
+    /// drops `f`) if the reactor stopped or its lane's inbox is full
+    /// ([`DEFAULT_MAX_POSTS`](crate::DEFAULT_MAX_POSTS) closures waiting).
     pub fn post<F>(&self, f: F) -> bool
     where
         F: FnOnce() + Send + 'static,
@@ -39,9 +42,29 @@ impl Handle {
         self.core.reactor_lane().post(move |_, _| f())
     }
 
-    /// Adds a lane owning `state` to this reactor.
+    /// As [`Handle::post`], saying why a closure was refused.
+    ///
+    /// # Errors
+    ///
+    /// As [`LaneHandle::try_post`]; `f` is dropped before this returns.
+    pub fn try_post<F>(&self, f: F) -> Result<(), PostError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.core.reactor_lane().try_post(move |_, _| f())
+    }
+
+    /// How many posted closures this reactor dropped without running them
+    /// (because it stopped, their lane closed, or at shutdown), over all
+    /// its lanes. Their destructors ran.
+    pub fn discarded_posts(&self) -> u64 {
+        self.core.discarded()
+    }
+
+    /// Adds a lane owning `state` to this reactor, with default
+    /// [`LaneOptions`].
     pub fn add_lane<L: Lane>(&self, state: L) -> LaneHandle<L> {
-        LaneHandle::create(&self.core, state, |_, _| ()).0
+        LaneHandle::create(&self.core, state, LaneOptions::default(), |_, _| ()).0
     }
 
     /// Adds a lane and runs `init` on it right away, on the calling thread
@@ -52,17 +75,59 @@ impl Handle {
         L: Lane,
         F: FnOnce(&mut L, &mut LaneCx<'_, L>) -> R,
     {
-        LaneHandle::create(&self.core, state, init)
+        LaneHandle::create(&self.core, state, LaneOptions::default(), init)
     }
 
-    /// Calls `f` on the reactor at `deadline`, then every `period` if given.
-    /// Periodic timers keep a drift-free schedule: each fire is due at
-    /// `deadline + k * period`, and a late loop catches up fire by fire.
+    /// As [`Handle::add_lane_with`], with `options` (the inbox bound, panic
+    /// containment). `max_posts: 0` is treated as 1.
+    pub fn add_lane_with_options<L, R, F>(
+        &self,
+        state: L,
+        options: LaneOptions,
+        init: F,
+    ) -> (LaneHandle<L>, R)
+    where
+        L: Lane,
+        F: FnOnce(&mut L, &mut LaneCx<'_, L>) -> R,
+    {
+        LaneHandle::create(&self.core, state, options, init)
+    }
+
+    /// Calls `f` on the reactor at `deadline`, then every `period` if given
+    /// (at least [`MIN_PERIOD`](crate::MIN_PERIOD)). Periodic timers keep a
+    /// drift-free schedule: each fire is due at `deadline + k * period`,
+    /// and a late loop catches up fire by fire, up to
+    /// [`MAX_CATCH_UP`](crate::MAX_CATCH_UP) fires per turn
+    /// ([`MissedTicks::Burst`]).
     pub fn timer<F>(&self, deadline: Instant, period: Option<Duration>, f: F) -> TimerId
     where
         F: FnMut() + Send + 'static,
     {
-        closure_timer(&self.core, deadline, period, Box::new(f))
+        self.timer_with(deadline, period, MissedTicks::default(), f)
+    }
+
+    /// As [`Handle::timer`], with `missed` deciding what a periodic timer
+    /// does when ticks were missed.
+    pub fn timer_with<F>(
+        &self,
+        deadline: Instant,
+        period: Option<Duration>,
+        missed: MissedTicks,
+        f: F,
+    ) -> TimerId
+    where
+        F: FnMut() + Send + 'static,
+    {
+        closure_timer(&self.core, deadline, period, missed, Box::new(f))
+    }
+
+    /// How many ticks of this reactor's periodic timers were missed and
+    /// not fired: passed over by [`MissedTicks::Skip`] and
+    /// [`MissedTicks::Delay`], beyond [`MAX_CATCH_UP`](crate::MAX_CATCH_UP)
+    /// under [`MissedTicks::Burst`], or dropped because a lane had a large
+    /// backlog of timer fires it had not handled yet.
+    pub fn skipped_ticks(&self) -> u64 {
+        self.core.skipped_ticks()
     }
 
     /// Cancels a timer made by [`Handle::timer`]: it does not run again, even

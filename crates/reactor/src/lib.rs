@@ -16,6 +16,13 @@
 //! * Timers that keep time: drift-free periodic timers (a 60 Hz tick fires
 //!   600 times in 10 s) and poll timeouts rounded *up* to whole
 //!   milliseconds, so a sub-millisecond timer never makes the loop spin.
+//! * Bounded under overload: a lane's inbox holds at most
+//!   [`LaneOptions::max_posts`] closures ([`LaneHandle::try_post`] says
+//!   [`PostError::Full`] beyond), a late periodic timer fires at most
+//!   [`MAX_CATCH_UP`] ticks per turn ([`MissedTicks`]), and a stopped
+//!   reactor drops what is still queued instead of running it (counted by
+//!   [`Handle::discarded_posts`]). A lane may contain its own panics
+//!   ([`LaneOptions::contain_panics`]).
 //!
 //! # Non-goals
 //!
@@ -93,13 +100,13 @@ mod runtime;
 mod slab;
 mod timer;
 
-pub use error::Error;
+pub use error::{Error, PostError};
 pub use handle::Handle;
-pub use lane::{Flow, Lane, LaneCx, LaneHandle, SourceId};
+pub use lane::{Flow, Lane, LaneCx, LaneHandle, LaneOptions, SourceId, DEFAULT_MAX_POSTS};
 pub use reactor::Reactor;
 pub use ready::Ready;
 pub use runtime::{IoModel, Runtime, RuntimeOptions};
-pub use timer::TimerId;
+pub use timer::{MissedTicks, TimerId, MAX_CATCH_UP, MIN_PERIOD};
 
 /// mio's interest type, re-exported for [`LaneCx::register`].
 pub use mio::Interest;

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use crate::core::Core;
 use crate::error::{panic_message, Error};
 use crate::handle::Handle;
-use crate::lane::{Lane, LaneCx, LaneHandle};
+use crate::lane::{Lane, LaneCx, LaneHandle, LaneOptions};
 
 /// How a runtime maps threads to reactors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,6 +204,22 @@ impl Runtime {
         F: FnOnce(&mut L, &mut LaneCx<'_, L>) -> R,
     {
         self.next_context().add_lane_with(state, init)
+    }
+
+    /// As [`Runtime::add_lane_with`], with `options`; see
+    /// [`Handle::add_lane_with_options`].
+    pub fn add_lane_with_options<L, R, F>(
+        &self,
+        state: L,
+        options: LaneOptions,
+        init: F,
+    ) -> (LaneHandle<L>, R)
+    where
+        L: Lane,
+        F: FnOnce(&mut L, &mut LaneCx<'_, L>) -> R,
+    {
+        self.next_context()
+            .add_lane_with_options(state, options, init)
     }
 
     /// Stops every reactor, waits for the threads (running handlers finish

@@ -13,11 +13,61 @@ use crate::slab::{Key, Slab};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TimerId(pub(crate) Key);
 
+/// The most fires one periodic timer makes in one expiry pass under
+/// [`MissedTicks::Burst`]. Small lateness is caught up fire by fire (a
+/// 60 Hz tick late by a few periods reports each one); a timer further
+/// behind jumps to its next future tick, and the ticks passed over are
+/// counted by [`Handle::skipped_ticks`](crate::Handle::skipped_ticks).
+pub const MAX_CATCH_UP: u32 = 64;
+
+/// The shortest period a periodic timer gets: shorter periods (0 and 1 ns
+/// included) are raised to it. Even so, such a timer is due at every turn,
+/// so the loop polls without sleeping while it runs.
+pub const MIN_PERIOD: Duration = Duration::from_micros(1);
+
+/// What a periodic timer does when it is late by a period or more, i.e.
+/// when ticks were missed (the loop was busy, or the lane fell behind).
+/// Lateness under one period changes nothing under any policy: the next
+/// tick stays on the original schedule. Modelled on tokio's
+/// `MissedTickBehavior`.
+///
+/// With a period of 10 ms, deadlines at 10, 20, 30, ... ms, and the loop
+/// first looking at 45 ms:
+///
+/// * `Burst` fires for 10, 20, 30 and 40 back to back; next tick at 50.
+/// * `Skip` fires once (for 10); next tick at 50.
+/// * `Delay` fires once (for 10); next tick at 55 (now + period), and the
+///   schedule continues from there.
+///
+/// Missed ticks that are not fired are counted by
+/// [`Handle::skipped_ticks`](crate::Handle::skipped_ticks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MissedTicks {
+    /// Fire the missed ticks back to back, at most [`MAX_CATCH_UP`] per
+    /// pass; a timer further behind jumps to its next future tick on the
+    /// original schedule. Keeps a drift-free count of ticks for a loop that
+    /// is late now and then. The default.
+    #[default]
+    Burst,
+    /// Fire once, then continue at the original schedule's next future
+    /// tick; the missed ones are dropped.
+    Skip,
+    /// Fire once, then schedule the next tick a full period from now: the
+    /// schedule shifts by the lateness.
+    Delay,
+}
+
 struct Entry<T> {
     deadline: Instant,
     period: Option<Duration>,
+    missed: MissedTicks,
+    /// Fires made in this expiry pass while already behind (Burst).
+    behind: u32,
     target: T,
 }
+
+/// A timer fire: which timer, for whom, and whether it is periodic.
+pub(crate) type Fire<T> = (TimerId, T, bool);
 
 /// Deadline-ordered timers. The heap may hold entries for cancelled timers;
 /// they are skipped lazily when they reach the top.
@@ -39,19 +89,21 @@ impl<T> Default for TimerQueue<T> {
 }
 
 impl<T: Clone> TimerQueue<T> {
-    /// Schedules a timer at `deadline`, repeating every `period` if given.
-    /// A zero period is treated as one nanosecond so the queue cannot loop
-    /// forever on one timer.
+    /// Schedules a timer at `deadline`, repeating every `period` if given
+    /// (at least [`MIN_PERIOD`]), late ticks handled as `missed` says.
     pub(crate) fn insert(
         &mut self,
         deadline: Instant,
         period: Option<Duration>,
+        missed: MissedTicks,
         target: T,
     ) -> TimerId {
-        let period = period.map(|p| p.max(Duration::from_nanos(1)));
+        let period = period.map(|p| p.max(MIN_PERIOD));
         let key = self.entries.insert(Entry {
             deadline,
             period,
+            missed,
+            behind: 0,
             target,
         });
         self.push_heap(deadline, key);
@@ -87,11 +139,15 @@ impl<T: Clone> TimerQueue<T> {
         None
     }
 
-    /// Appends every timer due at `now` to `out`, oldest deadline first.
-    /// A periodic timer is rescheduled at `deadline + period` (not
+    /// Appends every timer due at `now` to `out`, oldest deadline first,
+    /// and returns how many ticks of periodic timers were missed and not
+    /// fired. A periodic timer is rescheduled at `deadline + period` (not
     /// `now + period`), so its schedule does not drift; if `now` is several
-    /// periods late, each missed period is reported once, in order.
-    pub(crate) fn expire(&mut self, now: Instant, out: &mut Vec<(TimerId, T)>) {
+    /// periods late, its [`MissedTicks`] policy decides: under `Burst`
+    /// each missed period is reported once, in order, up to
+    /// [`MAX_CATCH_UP`] fires per call.
+    pub(crate) fn expire(&mut self, now: Instant, out: &mut Vec<Fire<T>>) -> u64 {
+        let mut skipped = 0u64;
         while let Some(Reverse((deadline, _, raw))) = self.heap.peek().copied() {
             if deadline > now {
                 break;
@@ -104,10 +160,35 @@ impl<T: Clone> TimerQueue<T> {
             if entry.deadline != deadline {
                 continue; // stale heap entry
             }
-            out.push((TimerId(key), entry.target.clone()));
-            match entry.period {
-                Some(period) => {
-                    let next = deadline + period;
+            out.push((TimerId(key), entry.target.clone(), entry.period.is_some()));
+            // A deadline past Instant's range ends the timer.
+            match entry
+                .period
+                .and_then(|p| Some((p, deadline.checked_add(p)?)))
+            {
+                Some((period, next)) => {
+                    let next = if next > now {
+                        entry.behind = 0;
+                        next
+                    } else {
+                        match entry.missed {
+                            MissedTicks::Burst if entry.behind + 1 < MAX_CATCH_UP => {
+                                entry.behind += 1;
+                                next
+                            }
+                            MissedTicks::Burst | MissedTicks::Skip => {
+                                entry.behind = 0;
+                                let (ahead, passed) = skip_past(next, period, now);
+                                skipped = skipped.saturating_add(passed);
+                                ahead
+                            }
+                            MissedTicks::Delay => {
+                                let (_, passed) = skip_past(next, period, now);
+                                skipped = skipped.saturating_add(passed);
+                                now.checked_add(period).unwrap_or(next)
+                            }
+                        }
+                    };
                     entry.deadline = next;
                     self.push_heap(next, key);
                 }
@@ -116,6 +197,7 @@ impl<T: Clone> TimerQueue<T> {
                 }
             }
         }
+        skipped
     }
 
     #[cfg(test)]
@@ -127,6 +209,19 @@ impl<T: Clone> TimerQueue<T> {
         self.entries.drain();
         self.heap.clear();
     }
+}
+
+/// For a periodic tick `next` already due at `now`: the first tick on the
+/// same schedule after `now`, and how many ticks (from `next` on) that
+/// passes over.
+fn skip_past(next: Instant, period: Duration, now: Instant) -> (Instant, u64) {
+    let p = period.as_nanos().max(1);
+    let passed = (now - next).as_nanos() / p + 1;
+    let ahead = u64::try_from(passed * p)
+        .ok()
+        .and_then(|n| next.checked_add(Duration::from_nanos(n)))
+        .unwrap_or(now + period);
+    (ahead, u64::try_from(passed).unwrap_or(u64::MAX))
 }
 
 /// The poll timeout for the next deadline: the remaining time rounded *up*
@@ -158,15 +253,15 @@ mod tests {
     fn fires_in_deadline_order_and_fifo_on_ties() {
         let t0 = Instant::now();
         let mut q = TimerQueue::default();
-        q.insert(t0 + ms(30), None, "c");
-        q.insert(t0 + ms(10), None, "a");
-        q.insert(t0 + ms(20), None, "b1");
-        q.insert(t0 + ms(20), None, "b2");
+        q.insert(t0 + ms(30), None, MissedTicks::Burst, "c");
+        q.insert(t0 + ms(10), None, MissedTicks::Burst, "a");
+        q.insert(t0 + ms(20), None, MissedTicks::Burst, "b1");
+        q.insert(t0 + ms(20), None, MissedTicks::Burst, "b2");
         let mut out = Vec::new();
         q.expire(t0 + ms(5), &mut out);
         assert!(out.is_empty());
         q.expire(t0 + ms(25), &mut out);
-        let names: Vec<_> = out.iter().map(|(_, n)| *n).collect();
+        let names: Vec<_> = out.iter().map(|(_, n, _)| *n).collect();
         assert_eq!(names, ["a", "b1", "b2"]);
         assert_eq!(q.next_deadline(), Some(t0 + ms(30)));
         assert_eq!(q.len(), 1);
@@ -176,8 +271,8 @@ mod tests {
     fn cancelled_timer_never_fires() {
         let t0 = Instant::now();
         let mut q = TimerQueue::default();
-        let a = q.insert(t0 + ms(10), None, 1);
-        let b = q.insert(t0 + ms(20), Some(ms(5)), 2);
+        let a = q.insert(t0 + ms(10), None, MissedTicks::Burst, 1);
+        let b = q.insert(t0 + ms(20), Some(ms(5)), MissedTicks::Burst, 2);
         assert!(q.cancel(a));
         assert!(!q.cancel(a), "second cancel is a no-op");
         assert_eq!(q.next_deadline(), Some(t0 + ms(20)));
@@ -196,10 +291,10 @@ mod tests {
     fn one_shot_id_is_not_reused_by_next_timer() {
         let t0 = Instant::now();
         let mut q = TimerQueue::default();
-        let a = q.insert(t0, None, 1);
+        let a = q.insert(t0, None, MissedTicks::Burst, 1);
         let mut out = Vec::new();
         q.expire(t0, &mut out);
-        let b = q.insert(t0 + ms(1), None, 2);
+        let b = q.insert(t0 + ms(1), None, MissedTicks::Burst, 2);
         assert_ne!(a, b);
         assert!(!q.cancel(a), "the old id cannot cancel the new timer");
         assert!(q.contains(b));
@@ -213,7 +308,7 @@ mod tests {
         let t0 = Instant::now();
         let period = Duration::from_nanos(1_000_000_000 / 60);
         let mut q = TimerQueue::default();
-        let id = q.insert(t0 + period, Some(period), ());
+        let id = q.insert(t0 + period, Some(period), MissedTicks::Burst, ());
         let end = t0 + Duration::from_secs(10);
         let mut now = t0;
         let mut fired = 0u32;
@@ -229,7 +324,7 @@ mod tests {
             }
             out.clear();
             q.expire(now, &mut out);
-            for (fid, ()) in &out {
+            for (fid, (), _) in &out {
                 assert_eq!(*fid, id);
                 fired += 1;
             }
@@ -246,11 +341,99 @@ mod tests {
     fn missed_periods_are_each_reported() {
         let t0 = Instant::now();
         let mut q = TimerQueue::default();
-        q.insert(t0 + ms(10), Some(ms(10)), ());
+        q.insert(t0 + ms(10), Some(ms(10)), MissedTicks::Burst, ());
         let mut out = Vec::new();
         q.expire(t0 + ms(55), &mut out);
         assert_eq!(out.len(), 5);
         assert_eq!(q.next_deadline(), Some(t0 + ms(60)));
+    }
+
+    /// Expires at `now`; returns (fires, skipped ticks).
+    fn expire_at<T: Clone>(q: &mut TimerQueue<T>, now: Instant) -> (usize, u64) {
+        let mut out = Vec::new();
+        let skipped = q.expire(now, &mut out);
+        (out.len(), skipped)
+    }
+
+    #[test]
+    fn burst_catch_up_is_capped_per_call_and_keeps_the_grid() {
+        let t0 = Instant::now();
+        let mut q = TimerQueue::default();
+        q.insert(t0 + ms(1), Some(ms(1)), MissedTicks::Burst, ());
+        // 1000 ticks due (1 ms ..= 1000 ms): 64 fire, the rest are skipped.
+        assert_eq!(expire_at(&mut q, t0 + ms(1000)), (64, 1000 - 64));
+        assert_eq!(q.next_deadline(), Some(t0 + ms(1001)));
+        assert_eq!(expire_at(&mut q, t0 + ms(1001)), (1, 0));
+        // Exactly the cap behind: all fire, nothing skipped.
+        assert_eq!(expire_at(&mut q, t0 + ms(1065)), (64, 0));
+        assert_eq!(q.next_deadline(), Some(t0 + ms(1066)));
+    }
+
+    #[test]
+    fn burst_interleaves_catch_up_with_other_timers_in_deadline_order() {
+        let t0 = Instant::now();
+        let mut q = TimerQueue::default();
+        q.insert(t0 + ms(10), Some(ms(10)), MissedTicks::Burst, "p");
+        q.insert(t0 + ms(25), None, MissedTicks::Burst, "o");
+        let mut out = Vec::new();
+        q.expire(t0 + ms(35), &mut out);
+        let names: Vec<_> = out.iter().map(|(_, n, _)| *n).collect();
+        assert_eq!(names, ["p", "p", "o", "p"]);
+        let periodic: Vec<_> = out.iter().map(|(_, _, p)| *p).collect();
+        assert_eq!(periodic, [true, true, false, true]);
+    }
+
+    #[test]
+    fn skip_fires_once_and_keeps_the_original_schedule() {
+        let t0 = Instant::now();
+        let mut q = TimerQueue::default();
+        q.insert(t0 + ms(10), Some(ms(10)), MissedTicks::Skip, ());
+        // Due: 10, 20, 30, 40, 50. One fires; 20..=50 are skipped.
+        assert_eq!(expire_at(&mut q, t0 + ms(55)), (1, 4));
+        assert_eq!(q.next_deadline(), Some(t0 + ms(60)));
+        assert_eq!(expire_at(&mut q, t0 + ms(60)), (1, 0));
+        assert_eq!(q.next_deadline(), Some(t0 + ms(70)));
+    }
+
+    #[test]
+    fn delay_fires_once_and_restarts_the_schedule_from_now() {
+        let t0 = Instant::now();
+        let mut q = TimerQueue::default();
+        q.insert(t0 + ms(10), Some(ms(10)), MissedTicks::Delay, ());
+        assert_eq!(expire_at(&mut q, t0 + ms(55)), (1, 4));
+        assert_eq!(q.next_deadline(), Some(t0 + ms(65)));
+        assert_eq!(expire_at(&mut q, t0 + ms(66)), (1, 0));
+        assert_eq!(q.next_deadline(), Some(t0 + ms(75)));
+    }
+
+    #[test]
+    fn lateness_under_a_period_keeps_every_policy_on_schedule() {
+        for missed in [MissedTicks::Burst, MissedTicks::Skip, MissedTicks::Delay] {
+            let t0 = Instant::now();
+            let mut q = TimerQueue::default();
+            q.insert(t0 + ms(10), Some(ms(10)), missed, ());
+            assert_eq!(expire_at(&mut q, t0 + ms(19)), (1, 0), "{missed:?}");
+            assert_eq!(q.next_deadline(), Some(t0 + ms(20)), "{missed:?}");
+        }
+    }
+
+    #[test]
+    fn tiny_periods_are_raised_to_min_period_and_bounded_per_call() {
+        for period in [Duration::ZERO, Duration::from_nanos(1)] {
+            let t0 = Instant::now();
+            let mut q = TimerQueue::default();
+            q.insert(t0, Some(period), MissedTicks::Burst, ());
+            assert_eq!(expire_at(&mut q, t0), (1, 0));
+            assert_eq!(q.next_deadline(), Some(t0 + MIN_PERIOD));
+            // A second late: a million ticks due, 64 fire.
+            let (fires, skipped) = expire_at(&mut q, t0 + Duration::from_secs(1));
+            assert_eq!(fires, MAX_CATCH_UP as usize);
+            assert_eq!(fires as u64 + skipped, 1_000_000);
+            assert_eq!(
+                q.next_deadline(),
+                Some(t0 + Duration::from_secs(1) + MIN_PERIOD)
+            );
+        }
     }
 
     #[test]

@@ -7,14 +7,14 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::{open_fds, threads_named, udp, wait_until_in_poll, Progress};
 use keel_reactor::{
-    Error, Flow, Handle, Interest, IoModel, Lane, LaneCx, LaneHandle, Reactor, Ready, Runtime,
-    SourceId, TimerId,
+    Error, Flow, Handle, Interest, IoModel, Lane, LaneCx, LaneHandle, LaneOptions, Reactor, Ready,
+    Runtime, SourceId, TimerId,
 };
 use mio::net::UdpSocket;
 
@@ -376,4 +376,240 @@ fn posted_closure_panic_is_returned_by_turn() {
         reactor.run(),
         "boom in a reactor post (a panic this test expects)",
     );
+}
+
+/// What the closures of `stop_drops_queued_posts_instead_of_running_them`
+/// report: how many ran, how many were dropped without running.
+#[derive(Default)]
+struct Counts {
+    ran: AtomicU64,
+    dropped: AtomicU64,
+}
+
+/// Held by each posted closure; counts it as dropped unless it ran.
+struct Counted {
+    counts: Arc<Counts>,
+    ran: bool,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if !self.ran {
+            self.counts.dropped.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[test]
+fn stop_drops_queued_posts_instead_of_running_them() {
+    let _serial = serial();
+    const POSTERS: u64 = 4;
+    const PER_POSTER: u64 = 250_000;
+    const POSTED: u64 = POSTERS * PER_POSTER;
+    struct Plain;
+    impl Lane for Plain {}
+    let rt = Runtime::new(IoModel::Shared { threads: 2 }).unwrap();
+    let handle = rt.handle().clone();
+    let options = LaneOptions {
+        max_posts: 1 << 20,
+        ..LaneOptions::default()
+    };
+    let (lane, ()) = rt.add_lane_with_options(Plain, options, |_, _| ());
+    // The lane is busy in this closure while the others queue up.
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    assert!(lane.post(move |_, _| {
+        entered_tx.send(()).unwrap();
+        let _ = release_rx.recv_timeout(LIMIT);
+    }));
+    entered_rx
+        .recv_timeout(LIMIT)
+        .expect("the blocking post runs");
+    let counts = Arc::new(Counts::default());
+    let posters: Vec<_> = (0..POSTERS)
+        .map(|_| {
+            let (lane, counts) = (lane.clone(), counts.clone());
+            std::thread::spawn(move || {
+                for _ in 0..PER_POSTER {
+                    let guard = Counted {
+                        counts: counts.clone(),
+                        ran: false,
+                    };
+                    lane.try_post(move |_, _| {
+                        // Binds the whole guard: `guard.ran = true` alone
+                        // would capture a copy of the flag, not the guard.
+                        let mut guard = guard;
+                        guard.ran = true;
+                        guard.counts.ran.fetch_add(1, Ordering::SeqCst);
+                    })
+                    .expect("room for every post");
+                }
+            })
+        })
+        .collect();
+    for p in posters {
+        p.join().unwrap();
+    }
+    assert_eq!(lane.queued_posts() as u64, POSTED);
+    assert_eq!(
+        counts.dropped.load(Ordering::SeqCst),
+        0,
+        "the closures hold their guards"
+    );
+    // Stop first, then let the blocking closure return: the lane must see
+    // the stop before its next closure and run none of them.
+    handle.stop();
+    release_tx.send(()).unwrap();
+    bounded("Runtime::stop with a million posts queued", move || {
+        rt.stop()
+    })
+    .unwrap();
+    let ran = counts.ran.load(Ordering::SeqCst);
+    let dropped = counts.dropped.load(Ordering::SeqCst);
+    assert_eq!(
+        ran + dropped,
+        POSTED,
+        "a closure was leaked (neither run nor dropped)"
+    );
+    assert_eq!(ran, 0, "queued closures ran after stop");
+    assert_eq!(handle.discarded_posts(), dropped);
+    assert_eq!(lane.queued_posts(), 0);
+    assert!(lane.is_closed());
+}
+
+/// A lane state that reports its drop (the lane closing) by name, and
+/// panics in `on_timer`, and in `on_ready` on "boom".
+struct Doomed {
+    name: &'static str,
+    socket: Option<UdpSocket>,
+    dropped: mpsc::Sender<&'static str>,
+}
+
+impl Drop for Doomed {
+    fn drop(&mut self) {
+        let _ = self.dropped.send(self.name);
+    }
+}
+
+impl Lane for Doomed {
+    fn on_ready(&mut self, _cx: &mut LaneCx<'_, Self>, _id: SourceId, _r: Ready) -> Flow {
+        let mut buf = [0u8; 16];
+        while let Some(Ok(n)) = self.socket.as_ref().map(|s| s.recv(&mut buf)) {
+            if &buf[..n] == b"boom" {
+                panic!("boom in a contained on_ready (a panic this test expects)");
+            }
+        }
+        Flow::Drained
+    }
+
+    fn on_timer(&mut self, _cx: &mut LaneCx<'_, Self>, _timer: TimerId) {
+        panic!("boom in a contained on_timer (a panic this test expects)");
+    }
+}
+
+#[test]
+fn contained_panics_close_only_their_lane() {
+    let _serial = serial();
+    let rt = Runtime::new(IoModel::Shared { threads: 2 }).unwrap();
+    let handle = rt.handle().clone();
+    let contained = LaneOptions {
+        contain_panics: true,
+        ..LaneOptions::default()
+    };
+    let (dropped_tx, dropped_rx) = mpsc::channel();
+    let doomed = |name, socket| Doomed {
+        name,
+        socket,
+        dropped: dropped_tx.clone(),
+    };
+
+    // A bystander lane with default options, on the same reactor.
+    let (bystander, ()) = rt.add_lane_with(doomed("bystander", None), |_, _| ());
+    let ask_bystander = |round: u32| {
+        let (tx, rx) = mpsc::channel();
+        assert!(bystander.post(move |_, _| tx.send(round).unwrap()));
+        assert_eq!(rx.recv_timeout(LIMIT).expect("bystander runs posts"), round);
+    };
+    ask_bystander(0);
+
+    // 1. A posted closure panics; the closure queued behind it is dropped.
+    let (posts, ()) = rt.add_lane_with_options(doomed("posts", None), contained, |_, _| ());
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    assert!(posts.post(move |_, _| {
+        entered_tx.send(()).unwrap();
+        let _ = release_rx.recv_timeout(LIMIT);
+    }));
+    entered_rx
+        .recv_timeout(LIMIT)
+        .expect("the blocking post runs");
+    assert!(posts.post(|_, _| panic!("boom in a contained post (a panic this test expects)")));
+    let counts = Arc::new(Counts::default());
+    let guard = Counted {
+        counts: counts.clone(),
+        ran: false,
+    };
+    assert!(posts.post(move |_, _| {
+        let mut guard = guard;
+        guard.ran = true;
+    }));
+    release_tx.send(()).unwrap();
+
+    // 2. A timer handler panics.
+    let (timers, ()) = rt.add_lane_with_options(doomed("timers", None), contained, |_, cx| {
+        cx.timer(Instant::now(), None);
+    });
+
+    // 3. A readiness handler panics.
+    let (socket, addr) = udp();
+    let (ready, reg) =
+        rt.add_lane_with_options(doomed("ready", Some(socket)), contained, |st, cx| {
+            cx.register(st.socket.as_mut().unwrap(), Interest::READABLE)
+        });
+    reg.unwrap();
+    let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    client.send_to(b"boom", addr).unwrap();
+
+    let mut closed: Vec<&str> = (0..3)
+        .map(|_| {
+            dropped_rx
+                .recv_timeout(LIMIT)
+                .expect("the panicking lanes close")
+        })
+        .collect();
+    closed.sort_unstable();
+    assert_eq!(closed, ["posts", "ready", "timers"]);
+    for (lane, what) in [
+        (&posts, "post"),
+        (&timers, "on_timer"),
+        (&ready, "on_ready"),
+    ] {
+        assert!(lane.is_closed(), "{what}");
+        let expected = format!("boom in a contained {what} (a panic this test expects)");
+        assert_eq!(lane.panic_message().as_deref(), Some(expected.as_str()));
+        assert_eq!(
+            lane.try_post(|_, _| ()),
+            Err(keel_reactor::PostError::Closed)
+        );
+    }
+    assert_eq!(
+        counts.dropped.load(Ordering::SeqCst),
+        1,
+        "queued closure dropped"
+    );
+    assert_eq!(handle.discarded_posts(), 1);
+    assert!(bystander.panic_message().is_none());
+
+    // The reactor kept running: the other lane still works, the runtime
+    // was not stopped, and stop reports no error.
+    for round in 1..=3 {
+        ask_bystander(round);
+    }
+    assert!(
+        !handle.is_stopped(),
+        "a contained panic stopped the reactor"
+    );
+    bounded("Runtime::stop after contained panics", move || rt.stop())
+        .expect("contained panics are not returned by stop");
+    no_runtime_threads_left();
 }

@@ -9,7 +9,9 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{wait_until_in_poll, Progress, Watchdog};
-use keel_reactor::{Handle, IoModel, Lane, LaneCx, LaneHandle, Reactor, Runtime, TimerId};
+use keel_reactor::{
+    Handle, IoModel, Lane, LaneCx, LaneHandle, MissedTicks, Reactor, Runtime, TimerId, MAX_CATCH_UP,
+};
 
 const LIMIT: Duration = Duration::from_secs(10);
 
@@ -439,4 +441,64 @@ fn closure_timer_cancelled_by_a_timer_of_the_same_turn_never_runs() {
         reactor.turn(Some(ms(5))).unwrap();
     }
     assert_eq!(*log.lock().unwrap(), vec!["first".to_string()]);
+}
+
+/// Counts its timer fires, per timer.
+#[derive(Default)]
+struct Tally {
+    fires: Vec<TimerId>,
+}
+
+impl Lane for Tally {
+    fn on_timer(&mut self, _cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+        self.fires.push(timer);
+    }
+}
+
+/// Each policy, through each way of making a timer, on timers already
+/// many periods late: one turn fires Burst's capped catch-up and one tick
+/// of Skip and Delay, and counts the rest as skipped.
+#[test]
+fn missed_tick_policies_through_the_handles() {
+    const PERIOD: Duration = Duration::from_millis(1);
+    let mut reactor = Reactor::new().unwrap();
+    let handle = reactor.handle();
+    let t0 = Instant::now();
+    let ago = |n: u32| t0.checked_sub(PERIOD * n).expect("uptime of a second");
+    let burst = Arc::new(AtomicU64::new(0));
+    let b = burst.clone();
+    handle.timer(ago(1000), Some(PERIOD), move || {
+        b.fetch_add(1, Ordering::SeqCst);
+    });
+    let skip = Arc::new(AtomicU64::new(0));
+    let s = skip.clone();
+    handle.timer_with(ago(100), Some(PERIOD), MissedTicks::Skip, move || {
+        s.fetch_add(1, Ordering::SeqCst);
+    });
+    let (lane, delay) = reactor.handle().add_lane_with(Tally::default(), |_, cx| {
+        cx.timer_with(ago(100), Some(PERIOD), MissedTicks::Delay)
+    });
+    let lane_skip = lane
+        .timer_with(ago(100), Some(PERIOD), MissedTicks::Skip)
+        .unwrap();
+    reactor.turn(Some(LIMIT)).unwrap();
+    assert_eq!(burst.load(Ordering::SeqCst), u64::from(MAX_CATCH_UP));
+    assert_eq!(skip.load(Ordering::SeqCst), 1);
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |st, _| tx.send(std::mem::take(&mut st.fires)).unwrap());
+    reactor.turn(Some(LIMIT)).unwrap();
+    let late = t0.elapsed();
+    let mut fires = rx.try_recv().expect("the post ran");
+    fires.sort_by_key(|id| *id == lane_skip);
+    assert_eq!(fires, [delay, lane_skip], "Skip and Delay fire once");
+    // At most: the ticks due by the end of the second turn, minus those
+    // fired.
+    let due = |n: u64| n + 1 + (late.as_nanos() / PERIOD.as_nanos()) as u64;
+    let skipped = handle.skipped_ticks();
+    let least = (1000 + 1 - u64::from(MAX_CATCH_UP)) + 3 * 100;
+    let most = due(1000) - u64::from(MAX_CATCH_UP) + 3 * (due(100) - 1);
+    assert!(
+        (least..=most).contains(&skipped),
+        "{skipped} skipped ticks, expected {least}..={most}"
+    );
 }

@@ -5,6 +5,7 @@ pub(crate) mod sched;
 
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -12,11 +13,11 @@ use mio::event::Source;
 use mio::{Interest, Token};
 
 use crate::core::{lock, Core};
-use crate::error::panic_message;
+use crate::error::{panic_message, PostError};
 use crate::handle::Handle;
 use crate::ready::Ready;
 use crate::slab::Key;
-use crate::timer::TimerId;
+use crate::timer::{MissedTicks, TimerId};
 use sched::LaneSched;
 
 /// Identifies a source registered into a lane. The id carries a generation:
@@ -64,6 +65,48 @@ pub trait Lane: Send + Sized + 'static {
     }
 }
 
+/// The default of [`LaneOptions::max_posts`].
+pub const DEFAULT_MAX_POSTS: usize = 65_536;
+
+/// Settings of one lane, for
+/// [`Handle::add_lane_with_options`](crate::Handle::add_lane_with_options).
+/// Build it with struct update syntax so later fields keep their defaults:
+///
+/// ```
+/// use keel_reactor::LaneOptions;
+///
+/// let options = LaneOptions {
+///     max_posts: 1024,
+///     ..LaneOptions::default()
+/// };
+/// assert!(!options.contain_panics);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaneOptions {
+    /// How many posted closures may wait in the lane's inbox. A post over
+    /// the bound is refused ([`LaneHandle::try_post`] returns
+    /// [`PostError::Full`], [`LaneHandle::post`] false), so producers that
+    /// outrun the lane cannot grow memory without limit. Only
+    /// [`LaneHandle::post_control`] may go over it. 0 is treated as 1.
+    /// Default: [`DEFAULT_MAX_POSTS`].
+    pub max_posts: usize,
+    /// Whether a panic in this lane's handlers, posted closures or timers
+    /// closes only this lane (its state and waiting closures are dropped,
+    /// the message is kept for [`LaneHandle::panic_message`]) instead of
+    /// stopping the whole reactor with
+    /// [`Error::HandlerPanic`](crate::Error::HandlerPanic). Default: false.
+    pub contain_panics: bool,
+}
+
+impl Default for LaneOptions {
+    fn default() -> Self {
+        LaneOptions {
+            max_posts: DEFAULT_MAX_POSTS,
+            contain_panics: false,
+        }
+    }
+}
+
 type Post<L> = Box<dyn FnOnce(&mut L, &mut LaneCx<'_, L>) + Send>;
 
 /// Work delivered to a lane, handled in the lane's next round:
@@ -82,6 +125,12 @@ struct Inbox<L: Lane> {
 const INBOX_POSTS: usize = 16;
 const INBOX_EVENTS: usize = 16;
 const INBOX_TIMERS: usize = 64;
+
+/// At most this many periodic timer fires wait in one lane's inbox; more
+/// are dropped and counted as skipped ticks. Far above what the lane's
+/// timers make in a pass (at most `MAX_CATCH_UP` each), so it only bites
+/// when the lane cannot keep up with its timers at all.
+const MAX_QUEUED_TICKS: usize = 65_536;
 
 impl<L: Lane> Inbox<L> {
     /// An inbox with no room reserved, for a lane that is closing.
@@ -122,6 +171,16 @@ pub(crate) struct LaneCell<L: Lane> {
     core: Weak<Core>,
     key: Mutex<Option<Key>>,
     sched: LaneSched,
+    /// Posted closures accepted and neither started nor dropped yet (those
+    /// in the inbox and those of the running round not reached yet). Only
+    /// incremented under the inbox lock, so the bound checked under that
+    /// lock cannot be overshot by racing posters.
+    pending: AtomicUsize,
+    /// Bound on `pending` for ordinary posts (at least 1).
+    max_posts: usize,
+    contain_panics: bool,
+    /// The message of a contained panic.
+    panic: Mutex<Option<String>>,
     inbox: Mutex<Inbox<L>>,
     body: Mutex<Body<L>>,
 }
@@ -132,9 +191,9 @@ pub(crate) trait LaneTask: Send + Sync {
     /// Queues readiness; true if the caller must enqueue the lane.
     fn deliver_ready(&self, source: SourceId, ready: Ready) -> bool;
     /// Queues a timer fire; true if the caller must enqueue the lane.
-    fn deliver_timer(&self, timer: TimerId) -> bool;
+    fn deliver_timer(&self, core: &Core, timer: TimerId, periodic: bool) -> bool;
     fn is_closed(&self) -> bool;
-    fn shutdown(&self);
+    fn shutdown(&self, core: &Core);
 }
 
 /// How many rounds a lane may run back to back before it goes to the back
@@ -149,7 +208,7 @@ impl<L: Lane> LaneCell<L> {
         }
         let Body { state, local, work } = body;
         let Some(state) = state.as_mut() else {
-            work.posts.clear();
+            self.discard_posts(core, &mut work.posts);
             work.events.clear();
             work.timers.clear();
             return false;
@@ -160,11 +219,31 @@ impl<L: Lane> LaneCell<L> {
             cell: self,
             local,
         };
-        for post in work.posts.drain(..) {
+        let mut posts = work.posts.drain(..);
+        // Stop is checked before each closure (one atomic load), so a
+        // stopped reactor does not first run everything still queued.
+        while !core.is_stopped() {
+            let Some(post) = posts.next() else { break };
+            // Before the call: the running closure no longer waits, so it
+            // may post its successor even into a full inbox.
+            self.pending.fetch_sub(1, Ordering::Relaxed);
             post(state, &mut cx);
         }
+        let left = posts.len();
+        if left > 0 {
+            self.pending.fetch_sub(left, Ordering::Relaxed);
+            core.add_discarded(left);
+        }
+        // Drops the closures left (their destructors run).
+        drop(posts);
+        if core.is_stopped() {
+            work.events.clear();
+            work.timers.clear();
+            cx.local.cancelled.clear();
+            return false;
+        }
         let mut i = 0;
-        while i < work.events.len() {
+        while i < work.events.len() && !core.is_stopped() {
             let (source, ready) = work.events[i];
             i += 1;
             // Deregistered while the event was queued: drop it.
@@ -178,6 +257,9 @@ impl<L: Lane> LaneCell<L> {
         }
         work.events.clear();
         for timer in work.timers.drain(..) {
+            if core.is_stopped() {
+                break;
+            }
             if !cx.local.cancelled.contains(&timer) {
                 state.on_timer(&mut cx, timer);
             }
@@ -187,6 +269,8 @@ impl<L: Lane> LaneCell<L> {
     }
 
     fn close_now(&self, core: &Core, body: &mut Body<L>) {
+        // Closed before the inbox is taken: a post checks this under the
+        // inbox lock, so none can land in the inbox after it is taken.
         self.sched.close();
         let sources = std::mem::take(&mut body.local.sources);
         if !sources.is_empty() {
@@ -195,12 +279,29 @@ impl<L: Lane> LaneCell<L> {
                 table.remove(s.0);
             }
         }
-        body.state = None;
-        // Dropped outside the lock: posted closures may own anything.
-        let pending = std::mem::replace(&mut *lock(&self.inbox), Inbox::empty());
-        drop(pending);
         if let Some(key) = lock(&self.key).take() {
             lock(&core.lanes).remove(key);
+        }
+        let inbox = std::mem::replace(&mut *lock(&self.inbox), Inbox::empty());
+        // Counted before anything is dropped, as a drop may panic.
+        core.add_discarded(self.pending.swap(0, Ordering::Relaxed));
+        // The rest of an interrupted round (a panic drops it while
+        // unwinding; this is for any path that does not).
+        body.work.posts.clear();
+        body.work.events.clear();
+        body.work.timers.clear();
+        // Dropped outside the locks: state and closures may own anything.
+        body.state = None;
+        drop(inbox);
+    }
+
+    /// Drops posted closures that will not run, keeping the counts right.
+    fn discard_posts(&self, core: &Core, posts: &mut Vec<Post<L>>) {
+        let n = posts.len();
+        if n > 0 {
+            self.pending.fetch_sub(n, Ordering::Relaxed);
+            core.add_discarded(n);
+            posts.clear();
         }
     }
 }
@@ -236,14 +337,29 @@ impl<L: Lane> LaneTask for LaneCell<L> {
             match result {
                 Err(payload) => {
                     let message = panic_message(payload.as_ref());
+                    let contained = self.contain_panics;
+                    if contained {
+                        // Recorded before the lane shows as closed, so
+                        // whoever sees it closed finds the message.
+                        *lock(&self.panic) = Some(message.clone());
+                    }
                     // Dropping the state could panic again; contain it too.
                     let _ = catch_unwind(AssertUnwindSafe(|| self.close_now(core, &mut body)));
-                    core.report_panic(message);
+                    if !contained {
+                        core.report_panic(message);
+                    }
                     return;
                 }
                 Ok(yielded) => {
                     if body.local.close {
                         self.close_now(core, &mut body);
+                        return;
+                    }
+                    if core.is_stopped() {
+                        // No more rounds: what is left is dropped (and
+                        // counted) at shutdown.
+                        drop(body);
+                        self.sched.finish();
                         return;
                     }
                     rounds += 1;
@@ -270,8 +386,19 @@ impl<L: Lane> LaneTask for LaneCell<L> {
         self.sched.notify()
     }
 
-    fn deliver_timer(&self, timer: TimerId) -> bool {
-        lock(&self.inbox).timers.push(timer);
+    fn deliver_timer(&self, core: &Core, timer: TimerId, periodic: bool) -> bool {
+        let mut inbox = lock(&self.inbox);
+        if periodic && inbox.timers.len() >= MAX_QUEUED_TICKS {
+            // The lane is far behind its timers (a poller on another
+            // thread can expire faster than the lane handles fires): drop
+            // the tick rather than grow without bound. One-shot fires are
+            // never dropped.
+            drop(inbox);
+            core.add_skipped_ticks(1);
+            return false;
+        }
+        inbox.timers.push(timer);
+        drop(inbox);
         self.sched.notify()
     }
 
@@ -279,16 +406,18 @@ impl<L: Lane> LaneTask for LaneCell<L> {
         self.sched.is_closed()
     }
 
-    fn shutdown(&self) {
+    fn shutdown(&self, core: &Core) {
         self.sched.close();
-        let state = {
+        let (state, leftover) = {
             let mut body = lock(&self.body);
             body.local.sources.clear();
-            body.state.take()
+            (body.state.take(), std::mem::take(&mut body.work.posts))
         };
-        // Dropped outside the lock: posted closures may own anything.
-        let pending = std::mem::replace(&mut *lock(&self.inbox), Inbox::empty());
-        drop(pending);
+        let inbox = std::mem::replace(&mut *lock(&self.inbox), Inbox::empty());
+        core.add_discarded(self.pending.swap(0, Ordering::Relaxed));
+        // Dropped outside the locks: posted closures may own anything.
+        drop(leftover);
+        drop(inbox);
         drop(state);
     }
 }
@@ -322,12 +451,17 @@ impl<L: Lane> LaneHandle<L> {
     pub(crate) fn create<R>(
         core: &Arc<Core>,
         state: L,
+        options: LaneOptions,
         init: impl FnOnce(&mut L, &mut LaneCx<'_, L>) -> R,
     ) -> (LaneHandle<L>, R) {
         let cell = Arc::new(LaneCell {
             core: Arc::downgrade(core),
             key: Mutex::new(None),
             sched: LaneSched::new_running(),
+            pending: AtomicUsize::new(0),
+            max_posts: options.max_posts.max(1),
+            contain_panics: options.contain_panics,
+            panic: Mutex::new(None),
             inbox: Mutex::new(Inbox::default()),
             body: Mutex::new(Body {
                 state: Some(state),
@@ -351,7 +485,7 @@ impl<L: Lane> LaneHandle<L> {
         };
         if core.is_stopped() {
             // Created after stop: nobody will run or shut it down.
-            cell.shutdown();
+            cell.shutdown(core);
             lock(&core.lanes).remove(key);
         } else if cell.sched.finish() && cell.sched.requeue() {
             core.enqueue(cell.clone());
@@ -364,29 +498,111 @@ impl<L: Lane> LaneHandle<L> {
     }
 
     /// Runs `f` on the lane with `&mut` to its state. Returns false (and
-    /// drops `f`) if the lane is closed or its reactor is gone.
+    /// drops `f` before returning) if the lane is closed, its reactor
+    /// stopped or is gone, or its inbox is full ([`LaneOptions::max_posts`]
+    /// closures waiting). [`LaneHandle::try_post`] says which.
     pub fn post<F>(&self, f: F) -> bool
     where
         F: FnOnce(&mut L, &mut LaneCx<'_, L>) + Send + 'static,
     {
+        self.try_post(f).is_ok()
+    }
+
+    /// Runs `f` on the lane with `&mut` to its state, if the lane accepts
+    /// it. The bound holds for posts from any thread, the lane's own
+    /// handlers included.
+    ///
+    /// # Errors
+    ///
+    /// [`PostError::Full`] if [`LaneOptions::max_posts`] closures already
+    /// wait; [`PostError::Closed`] if the lane is closed or its reactor
+    /// stopped or is gone. Either way `f` is dropped before this returns,
+    /// on the calling thread.
+    pub fn try_post<F>(&self, f: F) -> Result<(), PostError>
+    where
+        F: FnOnce(&mut L, &mut LaneCx<'_, L>) + Send + 'static,
+    {
         let Some(core) = self.cell.core.upgrade() else {
-            return false;
+            return Err(PostError::Closed);
         };
-        if self.cell.sched.is_closed() {
-            return false;
+        // Checked once before boxing, so a refused post costs no
+        // allocation; checked again under the lock to be exact.
+        if let Err(e) = self.admit(&core, true) {
+            drop(f);
+            return Err(e);
         }
-        lock(&self.cell.inbox).posts.push(Box::new(f));
+        self.push_post(&core, Box::new(f), true)
+    }
+
+    /// Runs `f` on the lane like [`LaneHandle::post`], but is never refused
+    /// for a full inbox, only when the lane is closed or its reactor stopped
+    /// (false). Meant for rare control work (stop, shutdown, close) that a
+    /// flood of ordinary posts must not crowd out; it counts towards the
+    /// bound that ordinary posts see.
+    pub fn post_control<F>(&self, f: F) -> bool
+    where
+        F: FnOnce(&mut L, &mut LaneCx<'_, L>) + Send + 'static,
+    {
+        match self.cell.core.upgrade() {
+            Some(core) => self.push_post(&core, Box::new(f), false).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Whether a post would be accepted now (closed before full).
+    fn admit(&self, core: &Core, bounded: bool) -> Result<(), PostError> {
+        if self.cell.sched.is_closed() || core.is_stopped() {
+            Err(PostError::Closed)
+        } else if bounded && self.cell.pending.load(Ordering::Relaxed) >= self.cell.max_posts {
+            Err(PostError::Full {
+                capacity: self.cell.max_posts,
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    fn push_post(&self, core: &Arc<Core>, post: Post<L>, bounded: bool) -> Result<(), PostError> {
+        let mut inbox = lock(&self.cell.inbox);
+        if let Err(e) = self.admit(core, bounded) {
+            // Dropped outside the lock: its destructor may post to this lane.
+            drop(inbox);
+            drop(post);
+            return Err(e);
+        }
+        inbox.posts.push(post);
+        self.cell.pending.fetch_add(1, Ordering::Relaxed);
+        drop(inbox);
         if self.cell.sched.notify() {
             core.enqueue(self.cell.clone());
         }
-        true
+        Ok(())
+    }
+
+    /// How many posted closures are waiting to run (accepted, not started).
+    /// One atomic load.
+    pub fn queued_posts(&self) -> usize {
+        self.cell.pending.load(Ordering::Relaxed)
     }
 
     /// Schedules a timer that calls this lane's [`Lane::on_timer`] at
-    /// `deadline`, then every `period` if given (drift-free).
+    /// `deadline`, then every `period` if given (drift-free, at least
+    /// [`MIN_PERIOD`](crate::MIN_PERIOD), late ticks as
+    /// [`MissedTicks::Burst`]). `None` if the reactor is gone.
     pub fn timer(&self, deadline: Instant, period: Option<Duration>) -> Option<TimerId> {
+        self.timer_with(deadline, period, MissedTicks::default())
+    }
+
+    /// As [`LaneHandle::timer`], with `missed` deciding what a periodic
+    /// timer does when ticks were missed.
+    pub fn timer_with(
+        &self,
+        deadline: Instant,
+        period: Option<Duration>,
+        missed: MissedTicks,
+    ) -> Option<TimerId> {
         let core = self.cell.core.upgrade()?;
-        Some(core.add_timer(deadline, period, self.cell.clone(), |_| ()))
+        Some(core.add_timer(deadline, period, missed, self.cell.clone(), |_| ()))
     }
 
     /// Cancels a timer of this lane. From another thread this races with a
@@ -403,13 +619,23 @@ impl<L: Lane> LaneHandle<L> {
 
     /// Closes the lane: after the closures already posted run, its state is
     /// dropped (closing the sockets it owns) and it never runs again.
+    /// Returns false if it was already closed or its reactor stopped. Never
+    /// refused for a full inbox (it is a [`LaneHandle::post_control`]).
     pub fn close(&self) -> bool {
-        self.post(|_, cx| cx.close())
+        self.post_control(|_, cx| cx.close())
     }
 
     /// Whether the lane is closed.
     pub fn is_closed(&self) -> bool {
         self.cell.sched.is_closed()
+    }
+
+    /// The message of the panic that closed this lane, for a lane made with
+    /// [`LaneOptions::contain_panics`]; `None` while it has not panicked
+    /// (or if it does not contain panics: then the panic stops the reactor
+    /// and is returned as [`Error::HandlerPanic`](crate::Error::HandlerPanic)).
+    pub fn panic_message(&self) -> Option<String> {
+        lock(&self.cell.panic).clone()
     }
 
     /// The reactor this lane lives on, if it still exists.
@@ -486,10 +712,23 @@ impl<L: Lane> LaneCx<'_, L> {
     }
 
     /// Schedules a timer for this lane at `deadline`, repeating every
-    /// `period` if given; it calls [`Lane::on_timer`].
+    /// `period` if given (drift-free, at least
+    /// [`MIN_PERIOD`](crate::MIN_PERIOD), late ticks as
+    /// [`MissedTicks::Burst`]); it calls [`Lane::on_timer`].
     pub fn timer(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId {
+        self.timer_with(deadline, period, MissedTicks::default())
+    }
+
+    /// As [`LaneCx::timer`], with `missed` deciding what a periodic timer
+    /// does when ticks were missed.
+    pub fn timer_with(
+        &mut self,
+        deadline: Instant,
+        period: Option<Duration>,
+        missed: MissedTicks,
+    ) -> TimerId {
         self.core
-            .add_timer(deadline, period, self.cell.clone(), |_| ())
+            .add_timer(deadline, period, missed, self.cell.clone(), |_| ())
     }
 
     /// Cancels a timer of this lane; no later `on_timer` call is made for it.
@@ -516,5 +755,34 @@ impl<L: Lane> LaneCx<'_, L> {
     /// A handle to the reactor this lane runs on.
     pub fn reactor(&self) -> Handle {
         Handle::from_core(self.core.clone())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    struct Plain;
+    impl Lane for Plain {}
+
+    /// A lane that cannot keep up with a periodic timer holds at most
+    /// `MAX_QUEUED_TICKS` of its fires; the rest are counted as skipped.
+    /// One-shot fires are never dropped.
+    #[test]
+    fn periodic_fires_queued_for_a_lane_are_bounded() {
+        let core = Core::new().unwrap();
+        let (lane, ()) = LaneHandle::create(&core, Plain, LaneOptions::default(), |_, _| ());
+        let task = lane.task();
+        let timer = TimerId(Key::from_u64(1));
+        let extra = 1000;
+        for _ in 0..MAX_QUEUED_TICKS + extra {
+            task.deliver_timer(&core, timer, true);
+        }
+        assert_eq!(lock(&lane.cell.inbox).timers.len(), MAX_QUEUED_TICKS);
+        assert_eq!(core.skipped_ticks(), extra as u64);
+        task.deliver_timer(&core, timer, false);
+        assert_eq!(lock(&lane.cell.inbox).timers.len(), MAX_QUEUED_TICKS + 1);
+        assert_eq!(core.skipped_ticks(), extra as u64);
+        core.shutdown();
     }
 }
