@@ -180,6 +180,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             // Set per client below (`--impair`).
             send_impairment: None,
             recv_impairment: None,
+            ..EndpointConfig::default()
         },
     };
     let latch = Arc::new(DrainLatch::default());

@@ -178,7 +178,10 @@ fn a_refused_newcomer_evicts_nobody() {
     let player = joined(&f);
     let stranger = std_client(v4());
     stranger.send_to(b"no token", f.server.local_addr()).unwrap();
-    barrier(&f.server);
+    // A marker on the same server socket: once its answer is back, the
+    // stranger's datagram was handled.
+    player.send_to(b"handle", f.server.local_addr()).unwrap();
+    assert_eq!(recv_text(&player, "handle ok"), b"handle ok");
     let c = f.server.counters();
     assert_eq!((c.sessions_rejected, c.sessions_evicted), (1, 0), "{c:?}");
     // An admitted newcomer does evict.
