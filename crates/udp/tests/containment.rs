@@ -81,5 +81,9 @@ fn a_stopped_runtime_shows_as_a_stopped_server() {
     rt.handle().stop();
     assert!(server.is_stopped());
     assert_eq!(server.status(), ServerStatus::Stopped);
+    assert!(
+        !server.stop_and_wait(LIMIT),
+        "nobody runs the lanes of a stopped runtime: the stop cannot finish"
+    );
     rt.stop().unwrap();
 }

@@ -392,6 +392,7 @@ impl<H: ServerHandler> Server<H> {
     pub fn stop_and_wait(&self, timeout: Duration) -> bool {
         let (done, finished) = std::sync::mpsc::channel();
         let mut expected = 0;
+        let mut all_running = true;
         for l in &self.shared.lanes {
             let done = done.clone();
             if l.post_control(move |st, cx| {
@@ -401,9 +402,16 @@ impl<H: ServerHandler> Server<H> {
                 st.shutdown(cx);
             }) {
                 expected += 1;
+            } else if !l.is_closed() {
+                // Refused though not closed: its reactor stopped, so nobody
+                // will run the shutdown.
+                all_running = false;
             }
         }
         drop(done);
+        if !all_running {
+            return false;
+        }
         let deadline = Instant::now() + timeout;
         for _ in 0..expected {
             let left = deadline.saturating_duration_since(Instant::now());
