@@ -551,13 +551,12 @@ impl<H: ServerHandler> Server<H> {
             sockets.push(socket::bind(local_addr, &opts)?.0);
         }
         if config.lanes > 1 && config.steering == LaneSteering::PeerPort {
-            sys::attach_port_steering(&sockets[0], config.lanes as u32, local_addr.is_ipv6())
-                .map_err(|e| {
-                    io::Error::new(
-                        e.kind(),
-                        format!("steering: attaching the peer-port program on {local_addr}: {e}"),
-                    )
-                })?;
+            sys::attach_port_steering(&sockets[0], config.lanes as u32).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("steering: attaching the peer-port program on {local_addr}: {e}"),
+                )
+            })?;
         }
         let mut lanes = Vec::with_capacity(config.lanes);
         let mut counters = Vec::with_capacity(config.lanes);

@@ -202,45 +202,102 @@ const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
 #[cfg(target_arch = "sparc64")]
 const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 0x35;
 
+/// The lane-steering program's answer for a datagram it does not
+/// recognise: an index no reuseport group reaches (groups hold at most
+/// 65,535 sockets), so the kernel finds no socket at it and picks one by
+/// its hash instead (`run_bpf_filter` returns NULL for `index >= socks`;
+/// `reuseport_select_sock` then falls back to `select_by_hash`). Returning
+/// `lanes` would do the same for our own group, but would pick a real
+/// socket if the group ever held more than `lanes`.
+const STEER_BY_HASH: u32 = u32::MAX;
+
+/// One classic BPF instruction.
+const fn insn(code: u32, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    }
+}
+
+/// The peer-port steering program for a group of `lanes` sockets: returns
+/// `UDP source port % lanes` for IPv4 (any header length) and for IPv6
+/// whose next header is UDP; [`STEER_BY_HASH`] for anything else.
+///
+/// For a `SO_REUSEPORT` UDP group the kernel runs the program with the
+/// packet's data pointer already past the UDP header (`run_bpf_filter`
+/// pulls `hdr_len`): absolute offset 0 is the payload, so the headers are
+/// read relative to the network header (`SKF_NET_OFF`). What the header
+/// looks like depends on the datagram, not on the socket: a dual-stack
+/// `[::]` socket gets IPv4 datagrams with an IPv4 header, so the program
+/// branches on the version nibble.
+///
+/// A classic BPF load outside the packet ends the program with 0 (lane 0,
+/// not the kernel's hash), so every load stays inside the headers the
+/// kernel has already checked: the IPv4 header (its IHL included, options
+/// and all), the fixed IPv6 header, and the UDP header after them (pulled
+/// into the linear area before the socket lookup).
+fn steering_program(lanes: u32) -> [libc::sock_filter; 16] {
+    use libc::{
+        BPF_A, BPF_ABS, BPF_ALU, BPF_AND, BPF_B, BPF_H, BPF_IND, BPF_JA, BPF_JEQ, BPF_JMP, BPF_K,
+        BPF_LD, BPF_LSH, BPF_MISC, BPF_MOD, BPF_RET, BPF_RSH, BPF_TAX,
+    };
+    let net = libc::SKF_NET_OFF as u32;
+    [
+        // 0: A = version nibble of the network header.
+        insn(BPF_LD | BPF_B | BPF_ABS, 0, 0, net),
+        insn(BPF_ALU | BPF_RSH | BPF_K, 0, 0, 4),
+        // 2: IPv4 -> 4, else 3.
+        insn(BPF_JMP | BPF_JEQ | BPF_K, 1, 0, 4),
+        // 3: IPv6 -> 10, else -> 15 (by hash).
+        insn(BPF_JMP | BPF_JEQ | BPF_K, 6, 11, 6),
+        // 4: IPv4: X = IHL * 4, the UDP header's offset.
+        insn(BPF_LD | BPF_B | BPF_ABS, 0, 0, net),
+        insn(BPF_ALU | BPF_AND | BPF_K, 0, 0, 0xf),
+        insn(BPF_ALU | BPF_LSH | BPF_K, 0, 0, 2),
+        insn(BPF_MISC | BPF_TAX, 0, 0, 0),
+        // 8: A = source port at network header + X; -> 13.
+        insn(BPF_LD | BPF_H | BPF_IND, 0, 0, net),
+        insn(BPF_JMP | BPF_JA, 0, 0, 3),
+        // 10: IPv6: next header must be UDP (no extension headers).
+        insn(BPF_LD | BPF_B | BPF_ABS, 0, 0, net + 6),
+        insn(BPF_JMP | BPF_JEQ | BPF_K, 0, 3, libc::IPPROTO_UDP as u32),
+        // 12: A = source port, 40 bytes past the network header.
+        insn(BPF_LD | BPF_H | BPF_ABS, 0, 0, net + 40),
+        // 13: lane = port % lanes.
+        insn(BPF_ALU | BPF_MOD | BPF_K, 0, 0, lanes),
+        insn(BPF_RET | BPF_A, 0, 0, 0),
+        // 15: not recognised: let the kernel hash it.
+        insn(BPF_RET | BPF_K, 0, 0, STEER_BY_HASH),
+    ]
+}
+
 /// Steers each datagram arriving at `fd`'s `SO_REUSEPORT` group to socket
-/// number `source port % lanes` (in the order the sockets were bound),
-/// with a classic BPF program: load the UDP source port (IPv4 without
-/// options: 20 bytes past the network header; IPv6 without extension
-/// headers: 40), take it modulo `lanes`, return it. A datagram the program
-/// cannot read falls back to the kernel's hash.
-pub(crate) fn attach_port_steering(fd: &impl AsRawFd, lanes: u32, ipv6: bool) -> io::Result<()> {
+/// number `UDP source port % lanes` (in the order the sockets joined the
+/// group) with a classic BPF program ([`steering_program`]).
+///
+/// Works for IPv4 datagrams (with or without IP options, also on a
+/// dual-stack IPv6 socket) and IPv6 datagrams without extension headers.
+/// Any other datagram (an IPv6 extension header before UDP) is spread by
+/// the kernel's hash, as without a program: it still reaches a lane, the
+/// same one for the same peer, just not necessarily `port % lanes`.
+///
+/// Applies to the whole group, so call it once, on any member, after all
+/// `lanes` sockets are bound.
+pub(crate) fn attach_port_steering(fd: &impl AsRawFd, lanes: u32) -> io::Result<()> {
     if lanes == 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "lanes: expected at least 1",
         ));
     }
-    let port_offset = libc::SKF_NET_OFF as u32 + if ipv6 { 40 } else { 20 };
-    let mut program = [
-        libc::sock_filter {
-            code: (libc::BPF_LD | libc::BPF_H | libc::BPF_ABS) as u16,
-            jt: 0,
-            jf: 0,
-            k: port_offset,
-        },
-        libc::sock_filter {
-            code: (libc::BPF_ALU | libc::BPF_MOD | libc::BPF_K) as u16,
-            jt: 0,
-            jf: 0,
-            k: lanes,
-        },
-        libc::sock_filter {
-            code: (libc::BPF_RET | libc::BPF_A) as u16,
-            jt: 0,
-            jf: 0,
-            k: 0,
-        },
-    ];
+    let mut program = steering_program(lanes);
     let prog = libc::sock_fprog {
         len: program.len() as u16,
         filter: program.as_mut_ptr(),
     };
-    // SAFETY: `prog` points at `program`, three valid instructions that live
+    // SAFETY: `prog` points at `program`, valid instructions that live
     // until the call returns (the kernel copies the program); the length
     // passed is the size of `prog`.
     cvt(unsafe {
