@@ -537,19 +537,10 @@ impl<H: ServerHandler> Server<H> {
                 "reactors: expected at least one reactor handle",
             ));
         }
-        let mut opts = config.endpoint.socket.clone();
-        if config.lanes > 1 {
-            opts.reuse_port = true;
-        }
         // Bind every socket before starting any lane, so a failure leaves
         // nothing running.
-        let mut sockets = Vec::with_capacity(config.lanes);
-        let (first, buffers) = socket::bind(addr, &opts)?;
-        let local_addr = first.local_addr()?;
-        sockets.push(first);
-        for _ in 1..config.lanes {
-            sockets.push(socket::bind(local_addr, &opts)?.0);
-        }
+        let (sockets, buffers) = socket::bind_group(addr, &config.endpoint.socket, config.lanes)?;
+        let local_addr = sockets[0].local_addr()?;
         if config.lanes > 1 && config.steering == LaneSteering::PeerPort {
             sys::attach_port_steering(&sockets[0], config.lanes as u32).map_err(|e| {
                 io::Error::new(
