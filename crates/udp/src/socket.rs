@@ -347,7 +347,9 @@ mod tests {
         // A second group on that port is refused before it binds anything.
         let err = bind_group(addr, &opts, 2).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
-        assert!(err.to_string().starts_with(&format!("binding {addr}: port ")));
+        assert!(err
+            .to_string()
+            .starts_with(&format!("binding {addr}: port ")));
         // Also with reuse options asked for: the probe sets none of them.
         let reuse = SocketOptions {
             reuse_address: true,
