@@ -180,9 +180,13 @@ impl Rx {
         }
     }
 
-    /// Whether the last call filled the whole batch (more may be waiting).
+    /// Whether the last call returned as many datagrams as one call can
+    /// (more may be waiting). Judged against what the call could return,
+    /// not the configured batch: on the one-datagram-per-call path every
+    /// successful call is full, and a lane that stopped after it would
+    /// strand a backlog until the next datagram raises a new edge.
     pub(crate) fn was_full(&self, n: usize) -> bool {
-        n >= self.batch.batch()
+        n >= self.batch.per_call()
     }
 }
 
@@ -501,4 +505,113 @@ pub(crate) fn receive<L: Receiver>(lane: &mut L, cx: &mut LaneCx<'_, L>, ready: 
         }
     }
     Flow::Yielded
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, UdpSocket as StdSocket};
+    use std::sync::mpsc;
+
+    use keel_reactor::{IoModel, Runtime};
+
+    use super::*;
+    use crate::socket::{bind, SocketOptions};
+
+    /// A lane that only receives and reports each batch's size.
+    struct Counting {
+        rx: Rx,
+        tx: Tx,
+        batches: mpsc::Sender<usize>,
+    }
+
+    impl Receiver for Counting {
+        fn sides(&mut self) -> (&mut Rx, &mut Tx) {
+            (&mut self.rx, &mut self.tx)
+        }
+
+        fn batch(&mut self, _: &mut LaneCx<'_, Self>, n: usize) -> bool {
+            let _ = self.batches.send(n);
+            true
+        }
+    }
+
+    impl Lane for Counting {
+        fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, _: SourceId, ready: Ready) -> Flow {
+            receive(self, cx, ready)
+        }
+    }
+
+    /// Queues `BACKLOG` datagrams on a socket before its lane registers it,
+    /// so they all wait behind the lane's first (edge-triggered) readiness,
+    /// then checks the lane delivers every one without another datagram
+    /// arriving to raise a new edge.
+    fn backlog_is_drained(batch: usize, one_per_call: bool) {
+        const BACKLOG: usize = 50;
+        let cfg = EndpointConfig {
+            batch,
+            ..EndpointConfig::default()
+        };
+        let opts = SocketOptions {
+            recv_buffer: Some(1 << 20),
+            ..SocketOptions::default()
+        };
+        let (socket, _) = bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), &opts).unwrap();
+        let to = socket.local_addr().unwrap();
+        let peer = StdSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        for i in 0..BACKLOG {
+            peer.send_to(&[i as u8; 32], to).unwrap();
+        }
+        let counters = Arc::new(Counters::default());
+        let mut rx = Rx::new(&cfg, &counters, 0);
+        if one_per_call {
+            rx.batch.force_one_per_call();
+        }
+        let tx = Tx::new(socket, &cfg, counters.clone(), 0).unwrap();
+        let (batches, sizes) = mpsc::channel();
+        let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
+        let (lane, registered) = rt
+            .handle()
+            .add_lane_with(Counting { rx, tx, batches }, |st, cx| {
+                st.tx.register(cx).map(|_| ())
+            });
+        registered.unwrap();
+        // Loopback queued all of them before the registration: they arrive
+        // in microseconds or, if the lane stops early, never.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut got = 0;
+        while got < BACKLOG {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match sizes.recv_timeout(left) {
+                Ok(n) => {
+                    assert!(n <= batch, "a batch of {n} with batch size {batch}");
+                    got += n;
+                }
+                Err(_) => panic!(
+                    "batch {batch}, one per call {one_per_call}: only {got} of the \
+                     {BACKLOG} queued datagrams were delivered; the rest stalled"
+                ),
+            }
+        }
+        assert_eq!(got, BACKLOG);
+        lane.close();
+        rt.stop().unwrap();
+    }
+
+    /// The portable path (one datagram per call) with the default batch:
+    /// every call is "full", so the lane must keep reading.
+    #[test]
+    fn backlog_is_drained_one_datagram_per_call_with_a_larger_batch() {
+        backlog_is_drained(crate::config::DEFAULT_BATCH, true);
+    }
+
+    #[test]
+    fn backlog_is_drained_batched() {
+        backlog_is_drained(crate::config::DEFAULT_BATCH, false);
+        backlog_is_drained(7, false);
+    }
+
+    #[test]
+    fn backlog_is_drained_with_batch_one() {
+        backlog_is_drained(1, false);
+    }
 }

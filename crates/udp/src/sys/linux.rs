@@ -30,16 +30,16 @@ pub(crate) fn enable_rxq_ovfl(fd: &impl AsRawFd) -> io::Result<()> {
     Ok(())
 }
 
-/// Receives up to `batch.batch()` datagrams with one system call, without
-/// blocking: `recvmmsg(MSG_DONTWAIT)`, or `recvmsg` when the batch size
-/// is 1.
+/// Receives up to `batch.per_call()` datagrams with one system call,
+/// without blocking: `recvmmsg(MSG_DONTWAIT)`, or `recvmsg` when that is 1
+/// (a batch size of 1).
 ///
 /// Returns how many datagrams arrived (at least 1); read them with
 /// [`RecvBatch::data`], [`RecvBatch::addr`] and [`RecvBatch::truncated`].
 /// Returns `Err(WouldBlock)` when nothing is queued. Control messages are
 /// parsed for `SO_RXQ_OVFL` on both paths.
 pub(crate) fn recv_batch(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result<usize> {
-    if batch.batch == 1 {
+    if batch.per_call == 1 {
         return recv_one(fd, batch);
     }
     batch.filled = 0;

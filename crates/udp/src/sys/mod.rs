@@ -165,6 +165,9 @@ struct SlotMeta {
 /// counter ([`take_kernel_drops_delta`](Self::take_kernel_drops_delta)).
 pub(crate) struct RecvBatch {
     batch: usize,
+    /// The most datagrams one receive call returns: `batch` for
+    /// `recvmmsg`, 1 on the one-datagram-per-call path.
+    per_call: usize,
     slot_size: usize,
     /// `batch * slot_size` bytes; slot `i` starts at `i * slot_size`.
     buf: Box<[u8]>,
@@ -215,6 +218,8 @@ impl RecvBatch {
             .expect("receive batch * slot size overflows usize");
         RecvBatch {
             batch,
+            // Only Linux has a batched receive call.
+            per_call: if cfg!(target_os = "linux") { batch } else { 1 },
             slot_size,
             buf: vec![0u8; total].into_boxed_slice(),
             addrs: vec![zeroed_storage(); batch].into_boxed_slice(),
@@ -243,9 +248,27 @@ impl RecvBatch {
         }
     }
 
-    /// The most datagrams one call can receive.
+    /// The most datagrams the buffers hold (the configured batch).
+    #[cfg(test)]
     pub(crate) fn batch(&self) -> usize {
         self.batch
+    }
+
+    /// The most datagrams one [`recv_batch`] call can return: the batch
+    /// size on Linux, 1 on the one-datagram-per-call path (a batch of 1,
+    /// or any batch where `recvmmsg` does not exist). A call that returned
+    /// this many may have left more datagrams queued; fewer means the
+    /// socket was drained.
+    pub(crate) fn per_call(&self) -> usize {
+        self.per_call
+    }
+
+    /// Makes [`recv_batch`] take the portable one-datagram-per-call path
+    /// whatever the batch size, as it does where `recvmmsg` does not
+    /// exist, so that path can be tested on Linux.
+    #[cfg(test)]
+    pub(crate) fn force_one_per_call(&mut self) {
+        self.per_call = 1;
     }
 
     /// How many datagrams the last successful call received (0 before any,
