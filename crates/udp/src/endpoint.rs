@@ -14,7 +14,7 @@ use crate::conditioner::Link;
 use crate::config::EndpointConfig;
 use crate::counters::{bump, bump_shared, Counters};
 use crate::error::SendError;
-use crate::sys::{self, RecvBatch, SendBatch};
+use crate::sys::{self, LocalAddr, RecvBatch, SendBatch};
 
 /// Timer operations a handler can reach through its context, without the
 /// context's type naming the lane type.
@@ -147,6 +147,15 @@ impl Rx {
         }
     }
 
+    /// The local address datagram `i` of the last receive call came to, if
+    /// the socket reports it (bound to an unspecified address; Linux): pass
+    /// it to [`Tx::send_from`] to reply from that address.
+    /// [`RecvBatch::local`] has the details.
+    #[inline]
+    pub(crate) fn local(&self, i: usize) -> Option<LocalAddr> {
+        self.batch.local(i)
+    }
+
     /// One receive call (up to `batch` datagrams); counts what came in and
     /// the kernel drops reported with it.
     pub(crate) fn recv(&mut self, tx: &Tx) -> io::Result<usize> {
@@ -257,8 +266,24 @@ impl Tx {
         self.queue.len() - self.queue_start
     }
 
-    /// Queues one datagram for `dest` (`None`: the connected peer).
+    /// Queues one datagram for `dest` (`None`: the connected peer); the
+    /// kernel picks its source address.
+    #[inline]
     pub(crate) fn send(&mut self, dest: Option<SocketAddr>, data: &[u8]) -> Result<(), SendError> {
+        self.send_from(dest, None, data)
+    }
+
+    /// Queues one datagram for `dest` (`None`: the connected peer), sent
+    /// from `src` if it is `Some` (typically [`Rx::local`] of the datagram
+    /// being answered, so the reply leaves from the address the peer sent
+    /// to). A source held back by the send conditioner is forgotten: a
+    /// delayed datagram leaves from the kernel's choice.
+    pub(crate) fn send_from(
+        &mut self,
+        dest: Option<SocketAddr>,
+        src: Option<LocalAddr>,
+        data: &[u8],
+    ) -> Result<(), SendError> {
         let limit = dest.as_ref().map_or(self.default_limit, sys::max_payload);
         if data.len() > limit {
             bump_shared(&self.counters.send_too_large, 1);
@@ -268,23 +293,28 @@ impl Tx {
             });
         }
         if self.link.is_some() {
-            return self.send_impaired(dest, data);
+            return self.send_impaired(dest, src, data);
         }
-        self.enqueue(dest, data)
+        self.enqueue(dest, src, data)
     }
 
     /// The send path through the link conditioner: dropped, held (released
     /// by [`Tx::release_held`]), or enqueued now, once or twice. A datagram
     /// the conditioner drops or holds is `Ok`, as on a real network.
     #[inline(never)]
-    fn send_impaired(&mut self, dest: Option<SocketAddr>, data: &[u8]) -> Result<(), SendError> {
+    fn send_impaired(
+        &mut self,
+        dest: Option<SocketAddr>,
+        src: Option<LocalAddr>,
+        data: &[u8],
+    ) -> Result<(), SendError> {
         let at_once = match self.link.as_deref_mut() {
             Some(link) => link.route(Instant::now(), dest, data),
             None => 1,
         };
         let mut result = Ok(());
         for i in 0..at_once {
-            let r = self.enqueue(dest, data);
+            let r = self.enqueue(dest, src, data);
             if i == 0 {
                 result = r;
             }
@@ -305,8 +335,10 @@ impl Tx {
         }
         let now = Instant::now();
         while let Some((dest, data)) = self.link.as_deref_mut().and_then(|l| l.pop_due(now)) {
-            // A refusal here (queue full) is counted like any other.
-            let _ = self.enqueue(dest, &data);
+            // A refusal here (queue full) is counted like any other. The
+            // conditioner keeps no source: a held datagram leaves from the
+            // kernel's choice.
+            let _ = self.enqueue(dest, None, &data);
             if let Some(link) = self.link.as_deref_mut() {
                 link.recycle(data);
             }
@@ -316,7 +348,12 @@ impl Tx {
 
     /// The send path after the size check (and the conditioner): into the
     /// pending batch, or the bounded queue while the socket blocks.
-    fn enqueue(&mut self, dest: Option<SocketAddr>, data: &[u8]) -> Result<(), SendError> {
+    fn enqueue(
+        &mut self,
+        dest: Option<SocketAddr>,
+        src: Option<LocalAddr>,
+        data: &[u8],
+    ) -> Result<(), SendError> {
         if self.blocked() {
             let queued = self.queued();
             if queued >= self.limit_datagrams || self.queue_bytes + data.len() > self.limit_bytes {
@@ -334,10 +371,10 @@ impl Tx {
             // capacity while `queued()` was under the bound, and the datagram
             // was dropped silently (returned Ok, counted as queued, never
             // sent). Drop the sent prefix to make room, then push.
-            if !self.queue.push(dest, data) {
+            if !self.queue.push_from(dest, src, data) {
                 self.queue.drain_front(self.queue_start);
                 self.queue_start = 0;
-                let pushed = self.queue.push(dest, data);
+                let pushed = self.queue.push_from(dest, src, data);
                 debug_assert!(pushed, "admission keeps queued() under capacity");
             }
             self.queue_bytes += data.len();
@@ -347,10 +384,10 @@ impl Tx {
         if self.pending.is_full() {
             self.flush();
             if self.blocked() {
-                return self.enqueue(dest, data);
+                return self.enqueue(dest, src, data);
             }
         }
-        self.pending.push(dest, data);
+        self.pending.push_from(dest, src, data);
         Ok(())
     }
 
@@ -372,9 +409,10 @@ impl Tx {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     for i in start..len {
                         let (dest, data) = self.pending.entry(i);
+                        let src = self.pending.source(i);
                         // Cannot fail: the queue has a batch of headroom and
                         // is empty whenever `pending` is used.
-                        let pushed = self.queue.push(dest, data);
+                        let pushed = self.queue.push_from(dest, src, data);
                         debug_assert!(pushed);
                         self.queue_bytes += data.len();
                     }

@@ -13,7 +13,7 @@ use crate::endpoint::{receive, Receiver, Rx, Timers, Tx};
 use crate::error::{DisconnectReason, SendError};
 use crate::sessions::Sessions;
 use crate::socket::{self, SocketBuffers};
-use crate::sys;
+use crate::sys::{self, LocalAddr};
 
 /// What a server does with its sessions. One handler value per lane; its
 /// methods run on that lane only, so they get `&mut self` without locks.
@@ -64,6 +64,8 @@ pub trait ServerHandler: Send + 'static {
 /// lane's send path.
 pub struct Session<'a, S> {
     peer: SocketAddr,
+    /// Where the datagram being handled came to (reply source).
+    local: Option<LocalAddr>,
     state: &'a mut S,
     tx: &'a mut Tx,
     timers: &'a mut dyn Timers,
@@ -90,7 +92,7 @@ impl<S> Session<'_, S> {
     /// sent), [`SendError::QueueFull`] when the socket blocks and the queue
     /// is at its bound. Both are counted.
     pub fn send(&mut self, data: &[u8]) -> Result<(), SendError> {
-        self.tx.send(Some(self.peer), data)
+        self.tx.send_from(Some(self.peer), self.local, data)
     }
 
     /// Sends a datagram to another address from this lane's socket.
@@ -304,6 +306,10 @@ impl<H: ServerHandler> ServerLane<H> {
         };
         let mut session = Session {
             peer,
+            local: match bytes {
+                Bytes::Batch(i) => self.rx.local(i),
+                Bytes::Held(_) => None,
+            },
             state: &mut slot.state,
             tx: &mut self.tx,
             timers: cx,

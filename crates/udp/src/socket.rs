@@ -65,8 +65,27 @@ pub(crate) fn bind(
     addr: SocketAddr,
     opts: &SocketOptions,
 ) -> io::Result<(mio::net::UdpSocket, SocketBuffers)> {
+    bind_with(addr, opts, false)
+}
+
+/// [`bind`], also asking for each datagram's local address (`pktinfo`,
+/// see [`sys::enable_pktinfo`]) before the bind, so no datagram arrives
+/// without it.
+fn bind_with(
+    addr: SocketAddr,
+    opts: &SocketOptions,
+    pktinfo: bool,
+) -> io::Result<(mio::net::UdpSocket, SocketBuffers)> {
     let what = addr.to_string();
     let socket = configured_socket(addr, opts, &what)?;
+    if pktinfo {
+        match sys::enable_pktinfo(&socket, addr.is_ipv6()) {
+            Err(e) if e.kind() != io::ErrorKind::Unsupported => {
+                return Err(context(|| format!("enabling IP_PKTINFO on {what}"))(e));
+            }
+            _ => {}
+        }
+    }
     socket
         .bind(&SockAddr::from(addr))
         .map_err(context(|| format!("binding {what}")))?;
@@ -78,6 +97,12 @@ pub(crate) fn bind(
 /// sockets on one port (port 0: the kernel picks it for the first, the
 /// others join it). `opts` applies to each socket (`reuse_port` is forced
 /// on for `n > 1`).
+///
+/// Sockets bound to an unspecified address (`0.0.0.0`, `[::]`) report
+/// the local address of each datagram (`IP_PKTINFO`/`IPV6_RECVPKTINFO`,
+/// Linux), so that a reply can leave from the address the peer sent to
+/// (a multi-homed host would otherwise pick the source by route). Sockets
+/// bound to one address do not need it and pay nothing.
 ///
 /// A group never joins an existing one: before binding a group to an
 /// explicit port, the address is probed with a plain socket (no
@@ -108,14 +133,15 @@ pub(crate) fn bind_group(
             probe_free(addr, &opts)?;
         }
     }
+    let pktinfo = addr.ip().is_unspecified();
     let mut sockets = Vec::with_capacity(n);
-    let (first, buffers) = bind(addr, &opts)?;
+    let (first, buffers) = bind_with(addr, &opts, pktinfo)?;
     let local = first
         .local_addr()
         .map_err(context(|| format!("reading the address bound for {addr}")))?;
     sockets.push(first);
     for _ in 1..n {
-        sockets.push(bind(local, &opts)?.0);
+        sockets.push(bind_with(local, &opts, pktinfo)?.0);
     }
     Ok((sockets, buffers))
 }
