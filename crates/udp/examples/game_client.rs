@@ -45,11 +45,7 @@ impl ClientHandler for Player {
         if let Some(name) = data.strip_prefix(b"welcome ") {
             if !self.joined {
                 self.joined = true;
-                println!(
-                    "joined {} as {}",
-                    ctx.peer(),
-                    String::from_utf8_lossy(name)
-                );
+                println!("joined {} as {}", ctx.peer(), String::from_utf8_lossy(name));
             }
             return;
         }

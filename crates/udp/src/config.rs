@@ -132,8 +132,11 @@ pub enum LaneSteering {
     #[default]
     KernelHash,
     /// Lane = peer's UDP source port modulo the number of lanes (a classic
-    /// BPF program on the reuseport group; Linux only; IPv4 without options
-    /// and IPv6 without extension headers). For deployments that choose
+    /// BPF program on the reuseport group; Linux only). Covers IPv4 (IP
+    /// options included, also on a dual-stack `[::]` server) and IPv6
+    /// without extension headers; a datagram with an IPv6 extension header
+    /// before UDP is spread by the kernel's hash instead (still one lane
+    /// per peer, not necessarily `port % lanes`). For deployments that choose
     /// their peers' ports, so a peer's datagrams land on the lane (and, in
     /// the sharded model, the core) that also runs that peer: benchmarks,
     /// tests, internal services behind no NAT.

@@ -14,7 +14,7 @@ use crate::conditioner::Link;
 use crate::config::EndpointConfig;
 use crate::counters::{bump, bump_shared, Counters};
 use crate::error::SendError;
-use crate::sys::{self, RecvBatch, SendBatch};
+use crate::sys::{self, LocalAddr, RecvBatch, SendBatch};
 
 /// Timer operations a handler can reach through its context, without the
 /// context's type naming the lane type.
@@ -147,6 +147,15 @@ impl Rx {
         }
     }
 
+    /// The local address datagram `i` of the last receive call came to, if
+    /// the socket reports it (bound to an unspecified address; Linux): pass
+    /// it to [`Tx::send_from`] to reply from that address.
+    /// [`RecvBatch::local`] has the details.
+    #[inline]
+    pub(crate) fn local(&self, i: usize) -> Option<LocalAddr> {
+        self.batch.local(i)
+    }
+
     /// One receive call (up to `batch` datagrams); counts what came in and
     /// the kernel drops reported with it.
     pub(crate) fn recv(&mut self, tx: &Tx) -> io::Result<usize> {
@@ -180,9 +189,13 @@ impl Rx {
         }
     }
 
-    /// Whether the last call filled the whole batch (more may be waiting).
+    /// Whether the last call returned as many datagrams as one call can
+    /// (more may be waiting). Judged against what the call could return,
+    /// not the configured batch: on the one-datagram-per-call path every
+    /// successful call is full, and a lane that stopped after it would
+    /// strand a backlog until the next datagram raises a new edge.
     pub(crate) fn was_full(&self, n: usize) -> bool {
-        n >= self.batch.batch()
+        n >= self.batch.per_call()
     }
 }
 
@@ -253,8 +266,24 @@ impl Tx {
         self.queue.len() - self.queue_start
     }
 
-    /// Queues one datagram for `dest` (`None`: the connected peer).
+    /// Queues one datagram for `dest` (`None`: the connected peer); the
+    /// kernel picks its source address.
+    #[inline]
     pub(crate) fn send(&mut self, dest: Option<SocketAddr>, data: &[u8]) -> Result<(), SendError> {
+        self.send_from(dest, None, data)
+    }
+
+    /// Queues one datagram for `dest` (`None`: the connected peer), sent
+    /// from `src` if it is `Some` (typically [`Rx::local`] of the datagram
+    /// being answered, so the reply leaves from the address the peer sent
+    /// to). A source held back by the send conditioner is forgotten: a
+    /// delayed datagram leaves from the kernel's choice.
+    pub(crate) fn send_from(
+        &mut self,
+        dest: Option<SocketAddr>,
+        src: Option<LocalAddr>,
+        data: &[u8],
+    ) -> Result<(), SendError> {
         let limit = dest.as_ref().map_or(self.default_limit, sys::max_payload);
         if data.len() > limit {
             bump_shared(&self.counters.send_too_large, 1);
@@ -264,23 +293,28 @@ impl Tx {
             });
         }
         if self.link.is_some() {
-            return self.send_impaired(dest, data);
+            return self.send_impaired(dest, src, data);
         }
-        self.enqueue(dest, data)
+        self.enqueue(dest, src, data)
     }
 
     /// The send path through the link conditioner: dropped, held (released
     /// by [`Tx::release_held`]), or enqueued now, once or twice. A datagram
     /// the conditioner drops or holds is `Ok`, as on a real network.
     #[inline(never)]
-    fn send_impaired(&mut self, dest: Option<SocketAddr>, data: &[u8]) -> Result<(), SendError> {
+    fn send_impaired(
+        &mut self,
+        dest: Option<SocketAddr>,
+        src: Option<LocalAddr>,
+        data: &[u8],
+    ) -> Result<(), SendError> {
         let at_once = match self.link.as_deref_mut() {
             Some(link) => link.route(Instant::now(), dest, data),
             None => 1,
         };
         let mut result = Ok(());
         for i in 0..at_once {
-            let r = self.enqueue(dest, data);
+            let r = self.enqueue(dest, src, data);
             if i == 0 {
                 result = r;
             }
@@ -301,8 +335,10 @@ impl Tx {
         }
         let now = Instant::now();
         while let Some((dest, data)) = self.link.as_deref_mut().and_then(|l| l.pop_due(now)) {
-            // A refusal here (queue full) is counted like any other.
-            let _ = self.enqueue(dest, &data);
+            // A refusal here (queue full) is counted like any other. The
+            // conditioner keeps no source: a held datagram leaves from the
+            // kernel's choice.
+            let _ = self.enqueue(dest, None, &data);
             if let Some(link) = self.link.as_deref_mut() {
                 link.recycle(data);
             }
@@ -312,7 +348,12 @@ impl Tx {
 
     /// The send path after the size check (and the conditioner): into the
     /// pending batch, or the bounded queue while the socket blocks.
-    fn enqueue(&mut self, dest: Option<SocketAddr>, data: &[u8]) -> Result<(), SendError> {
+    fn enqueue(
+        &mut self,
+        dest: Option<SocketAddr>,
+        src: Option<LocalAddr>,
+        data: &[u8],
+    ) -> Result<(), SendError> {
         if self.blocked() {
             let queued = self.queued();
             if queued >= self.limit_datagrams || self.queue_bytes + data.len() > self.limit_bytes {
@@ -330,10 +371,10 @@ impl Tx {
             // capacity while `queued()` was under the bound, and the datagram
             // was dropped silently (returned Ok, counted as queued, never
             // sent). Drop the sent prefix to make room, then push.
-            if !self.queue.push(dest, data) {
+            if !self.queue.push_from(dest, src, data) {
                 self.queue.drain_front(self.queue_start);
                 self.queue_start = 0;
-                let pushed = self.queue.push(dest, data);
+                let pushed = self.queue.push_from(dest, src, data);
                 debug_assert!(pushed, "admission keeps queued() under capacity");
             }
             self.queue_bytes += data.len();
@@ -343,10 +384,10 @@ impl Tx {
         if self.pending.is_full() {
             self.flush();
             if self.blocked() {
-                return self.enqueue(dest, data);
+                return self.enqueue(dest, src, data);
             }
         }
-        self.pending.push(dest, data);
+        self.pending.push_from(dest, src, data);
         Ok(())
     }
 
@@ -368,9 +409,10 @@ impl Tx {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     for i in start..len {
                         let (dest, data) = self.pending.entry(i);
+                        let src = self.pending.source(i);
                         // Cannot fail: the queue has a batch of headroom and
                         // is empty whenever `pending` is used.
-                        let pushed = self.queue.push(dest, data);
+                        let pushed = self.queue.push_from(dest, src, data);
                         debug_assert!(pushed);
                         self.queue_bytes += data.len();
                     }
@@ -501,4 +543,113 @@ pub(crate) fn receive<L: Receiver>(lane: &mut L, cx: &mut LaneCx<'_, L>, ready: 
         }
     }
     Flow::Yielded
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, UdpSocket as StdSocket};
+    use std::sync::mpsc;
+
+    use keel_reactor::{IoModel, Runtime};
+
+    use super::*;
+    use crate::socket::{bind, SocketOptions};
+
+    /// A lane that only receives and reports each batch's size.
+    struct Counting {
+        rx: Rx,
+        tx: Tx,
+        batches: mpsc::Sender<usize>,
+    }
+
+    impl Receiver for Counting {
+        fn sides(&mut self) -> (&mut Rx, &mut Tx) {
+            (&mut self.rx, &mut self.tx)
+        }
+
+        fn batch(&mut self, _: &mut LaneCx<'_, Self>, n: usize) -> bool {
+            let _ = self.batches.send(n);
+            true
+        }
+    }
+
+    impl Lane for Counting {
+        fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, _: SourceId, ready: Ready) -> Flow {
+            receive(self, cx, ready)
+        }
+    }
+
+    /// Queues `BACKLOG` datagrams on a socket before its lane registers it,
+    /// so they all wait behind the lane's first (edge-triggered) readiness,
+    /// then checks the lane delivers every one without another datagram
+    /// arriving to raise a new edge.
+    fn backlog_is_drained(batch: usize, one_per_call: bool) {
+        const BACKLOG: usize = 50;
+        let cfg = EndpointConfig {
+            batch,
+            ..EndpointConfig::default()
+        };
+        let opts = SocketOptions {
+            recv_buffer: Some(1 << 20),
+            ..SocketOptions::default()
+        };
+        let (socket, _) = bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), &opts).unwrap();
+        let to = socket.local_addr().unwrap();
+        let peer = StdSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        for i in 0..BACKLOG {
+            peer.send_to(&[i as u8; 32], to).unwrap();
+        }
+        let counters = Arc::new(Counters::default());
+        let mut rx = Rx::new(&cfg, &counters, 0);
+        if one_per_call {
+            rx.batch.force_one_per_call();
+        }
+        let tx = Tx::new(socket, &cfg, counters.clone(), 0).unwrap();
+        let (batches, sizes) = mpsc::channel();
+        let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
+        let (lane, registered) = rt
+            .handle()
+            .add_lane_with(Counting { rx, tx, batches }, |st, cx| {
+                st.tx.register(cx).map(|_| ())
+            });
+        registered.unwrap();
+        // Loopback queued all of them before the registration: they arrive
+        // in microseconds or, if the lane stops early, never.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut got = 0;
+        while got < BACKLOG {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match sizes.recv_timeout(left) {
+                Ok(n) => {
+                    assert!(n <= batch, "a batch of {n} with batch size {batch}");
+                    got += n;
+                }
+                Err(_) => panic!(
+                    "batch {batch}, one per call {one_per_call}: only {got} of the \
+                     {BACKLOG} queued datagrams were delivered; the rest stalled"
+                ),
+            }
+        }
+        assert_eq!(got, BACKLOG);
+        lane.close();
+        rt.stop().unwrap();
+    }
+
+    /// The portable path (one datagram per call) with the default batch:
+    /// every call is "full", so the lane must keep reading.
+    #[test]
+    fn backlog_is_drained_one_datagram_per_call_with_a_larger_batch() {
+        backlog_is_drained(crate::config::DEFAULT_BATCH, true);
+    }
+
+    #[test]
+    fn backlog_is_drained_batched() {
+        backlog_is_drained(crate::config::DEFAULT_BATCH, false);
+        backlog_is_drained(7, false);
+    }
+
+    #[test]
+    fn backlog_is_drained_with_batch_one() {
+        backlog_is_drained(1, false);
+    }
 }

@@ -60,8 +60,7 @@ pub use client::{Client, ClientConfig, ClientCtx, ClientHandler};
 pub use conditioner::{Conditioner, Impairment, ImpairmentError, Verdict};
 pub use config::{
     EndpointConfig, FullPolicy, LaneSteering, ServerConfig, DEFAULT_BATCH, DEFAULT_INBOX_CAPACITY,
-    DEFAULT_MAX_DATAGRAM,
-    DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_DATAGRAMS,
+    DEFAULT_MAX_DATAGRAM, DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_DATAGRAMS,
 };
 pub use counters::CounterSnapshot;
 pub use error::{DisconnectReason, SendError};

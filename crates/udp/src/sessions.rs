@@ -6,6 +6,8 @@ use std::time::Instant;
 
 use keel_reactor::TimerId;
 
+use crate::sys::LocalAddr;
+
 pub(crate) struct Slot<S> {
     pub(crate) peer: SocketAddr,
     pub(crate) state: S,
@@ -15,6 +17,9 @@ pub(crate) struct Slot<S> {
     pub(crate) timers: Vec<TimerId>,
     /// The generation of the slot when this session took it.
     pub(crate) gen: u32,
+    /// The local address the peer's last datagram came to, when the socket
+    /// is bound to a wildcard address (`IP_PKTINFO`): replies leave from it.
+    pub(crate) local: Option<LocalAddr>,
 }
 
 /// Names one session across threads: its slot and the slot's generation
@@ -72,6 +77,7 @@ impl<S> Sessions<S> {
             last_active: now,
             timers: Vec::new(),
             gen: self.gens[i],
+            local: None,
         });
         self.index.insert(peer, i);
         i

@@ -65,12 +65,110 @@ pub(crate) fn bind(
     addr: SocketAddr,
     opts: &SocketOptions,
 ) -> io::Result<(mio::net::UdpSocket, SocketBuffers)> {
+    bind_with(addr, opts, false)
+}
+
+/// [`bind`], also asking for each datagram's local address (`pktinfo`,
+/// see [`sys::enable_pktinfo`]) before the bind, so no datagram arrives
+/// without it.
+fn bind_with(
+    addr: SocketAddr,
+    opts: &SocketOptions,
+    pktinfo: bool,
+) -> io::Result<(mio::net::UdpSocket, SocketBuffers)> {
     let what = addr.to_string();
     let socket = configured_socket(addr, opts, &what)?;
+    if pktinfo {
+        match sys::enable_pktinfo(&socket, addr.is_ipv6()) {
+            Err(e) if e.kind() != io::ErrorKind::Unsupported => {
+                return Err(context(|| format!("enabling IP_PKTINFO on {what}"))(e));
+            }
+            _ => {}
+        }
+    }
     socket
         .bind(&SockAddr::from(addr))
         .map_err(context(|| format!("binding {what}")))?;
     finish(socket, &what)
+}
+
+/// Binds the `n` sockets of a server's receive lanes to `addr`: one plain
+/// socket for `n == 1`, otherwise a new `SO_REUSEPORT` group of `n`
+/// sockets on one port (port 0: the kernel picks it for the first, the
+/// others join it). `opts` applies to each socket (`reuse_port` is forced
+/// on for `n > 1`).
+///
+/// Sockets bound to an unspecified address (`0.0.0.0`, `[::]`) report
+/// the local address of each datagram (`IP_PKTINFO`/`IPV6_RECVPKTINFO`,
+/// Linux), so that a reply can leave from the address the peer sent to
+/// (a multi-homed host would otherwise pick the source by route). Sockets
+/// bound to one address do not need it and pay nothing.
+///
+/// A group never joins an existing one: before binding a group to an
+/// explicit port, the address is probed with a plain socket (no
+/// `SO_REUSEPORT`, no `SO_REUSEADDR`, same `IPV6_V6ONLY`), bound and
+/// closed at once. If that fails with `EADDRINUSE` another socket holds the
+/// port (maybe another server's lanes, which ours would otherwise join and
+/// silently take part of the traffic of), and this fails with `AddrInUse`
+/// naming the address.
+///
+/// Race: between the probe and the group's first bind another socket
+/// can still take the port. Another `SO_REUSEPORT` socket of the same user
+/// binding in that window (e.g. a second server starting at the same
+/// moment) forms one group with ours; anything else makes our bind fail.
+/// The window is two system calls wide; the probe is meant to catch a
+/// server started twice, not to arbitrate a race.
+///
+/// Returns the sockets in bind order (the order of the group's members,
+/// which lane steering numbers) and the buffer sizes of the first.
+pub(crate) fn bind_group(
+    addr: SocketAddr,
+    opts: &SocketOptions,
+    n: usize,
+) -> io::Result<(Vec<mio::net::UdpSocket>, SocketBuffers)> {
+    let mut opts = opts.clone();
+    if n > 1 {
+        opts.reuse_port = true;
+        if addr.port() != 0 {
+            probe_free(addr, &opts)?;
+        }
+    }
+    let pktinfo = addr.ip().is_unspecified();
+    let mut sockets = Vec::with_capacity(n);
+    let (first, buffers) = bind_with(addr, &opts, pktinfo)?;
+    let local = first
+        .local_addr()
+        .map_err(context(|| format!("reading the address bound for {addr}")))?;
+    sockets.push(first);
+    for _ in 1..n {
+        sockets.push(bind_with(local, &opts, pktinfo)?.0);
+    }
+    Ok((sockets, buffers))
+}
+
+/// Binds and closes a plain socket on `addr` (see [`bind_group`]):
+/// `AddrInUse` with an explanation if another socket holds the port.
+fn probe_free(addr: SocketAddr, opts: &SocketOptions) -> io::Result<()> {
+    let what = addr.to_string();
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
+        .map_err(context(|| format!("creating a UDP socket to probe {what}")))?;
+    if let (SocketAddr::V6(_), Some(only_v6)) = (addr, opts.only_v6) {
+        socket
+            .set_only_v6(only_v6)
+            .map_err(context(|| format!("setting IPV6_V6ONLY to probe {what}")))?;
+    }
+    match socket.bind(&SockAddr::from(addr)) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(context(|| {
+            format!(
+                "binding {what}: port {} is already in use by another socket (possibly \
+                 another keel server's lanes); a server with lanes > 1 never joins an \
+                 existing SO_REUSEPORT group: stop the other one or choose another port",
+                addr.port()
+            )
+        })(e)),
+        Err(e) => Err(context(|| format!("binding {what}"))(e)),
+    }
 }
 
 /// Creates a non-blocking UDP socket connected to `remote`, for a client.
@@ -263,6 +361,35 @@ mod tests {
         let addr = first.local_addr().unwrap();
         let (second, _) = bind(addr, &opts).unwrap();
         assert_eq!(second.local_addr().unwrap(), addr);
+    }
+
+    #[test]
+    fn bind_group_shares_one_port_and_never_joins_another_group() {
+        let opts = SocketOptions::default();
+        let (group, _) = bind_group(localhost_v4(), &opts, 3).unwrap();
+        let addr = group[0].local_addr().unwrap();
+        assert_ne!(addr.port(), 0);
+        assert!(group.iter().all(|s| s.local_addr().unwrap() == addr));
+        // A second group on that port is refused before it binds anything.
+        let err = bind_group(addr, &opts, 2).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        assert!(err
+            .to_string()
+            .starts_with(&format!("binding {addr}: port ")));
+        // Also with reuse options asked for: the probe sets none of them.
+        let reuse = SocketOptions {
+            reuse_address: true,
+            reuse_port: true,
+            ..SocketOptions::default()
+        };
+        assert_eq!(
+            bind_group(addr, &reuse, 2).unwrap_err().kind(),
+            io::ErrorKind::AddrInUse
+        );
+        // A free explicit port works.
+        drop(group);
+        let (again, _) = bind_group(addr, &opts, 2).unwrap();
+        assert_eq!(again[1].local_addr().unwrap(), addr);
     }
 
     #[test]

@@ -91,7 +91,10 @@ fn server_sends_from_threads_stop_at_the_inbox_bound_and_stop_counts_the_rest() 
         accepted,
         "every accepted send is sent or counted: {c:?}"
     );
-    assert!(c.send_discarded > 0, "the stop waited for the backlog: {c:?}");
+    assert!(
+        c.send_discarded > 0,
+        "the stop waited for the backlog: {c:?}"
+    );
     assert_eq!(server.send_to(peer, b"late"), Err(SendError::Closed));
 }
 

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use keel_reactor::{IoModel, Runtime, TimerId};
 use keel_udp::{
-    DisconnectReason, FullPolicy, Server, ServerConfig, ServerCtx, ServerHandler,
-    Session, SessionHandle,
+    DisconnectReason, FullPolicy, Server, ServerConfig, ServerCtx, ServerHandler, Session,
+    SessionHandle,
 };
 
 /// Admits only peers whose first datagram is `join`; then: `bye` closes the
@@ -34,7 +34,12 @@ type LaneTimer = Arc<Mutex<Option<mpsc::Sender<u64>>>>;
 impl ServerHandler for Game {
     type Session = u32;
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, u32>, peer: SocketAddr, first: &[u8]) -> Option<u32> {
+    fn connect(
+        &mut self,
+        _: &mut ServerCtx<'_, u32>,
+        peer: SocketAddr,
+        first: &[u8],
+    ) -> Option<u32> {
         if first != b"join" {
             return None;
         }
@@ -66,7 +71,13 @@ impl ServerHandler for Game {
         }
     }
 
-    fn disconnect(&mut self, _: &mut ServerCtx<'_, u32>, peer: SocketAddr, _: u32, why: DisconnectReason) {
+    fn disconnect(
+        &mut self,
+        _: &mut ServerCtx<'_, u32>,
+        peer: SocketAddr,
+        _: u32,
+        why: DisconnectReason,
+    ) {
         self.log.push(Event::Disconnect(peer, why));
     }
 
@@ -142,7 +153,9 @@ fn connect_refuses_with_the_first_datagram_in_hand_and_keeps_nothing() {
     let f = start(IoModel::Shared { threads: 1 }, ServerConfig::default());
     let stranger = std_client(v4());
     for _ in 0..3 {
-        stranger.send_to(b"let me in", f.server.local_addr()).unwrap();
+        stranger
+            .send_to(b"let me in", f.server.local_addr())
+            .unwrap();
     }
     let player = joined(&f);
     barrier(&f.server);
@@ -177,7 +190,9 @@ fn a_refused_newcomer_evicts_nobody() {
     let f = start(IoModel::Shared { threads: 1 }, config);
     let player = joined(&f);
     let stranger = std_client(v4());
-    stranger.send_to(b"no token", f.server.local_addr()).unwrap();
+    stranger
+        .send_to(b"no token", f.server.local_addr())
+        .unwrap();
     // A marker on the same server socket: once its answer is back, the
     // stranger's datagram was handled.
     player.send_to(b"handle", f.server.local_addr()).unwrap();
@@ -250,9 +265,7 @@ fn a_session_handle_sends_from_another_thread_in_order() {
     let again = f.server.session(player.local_addr().unwrap()).unwrap();
     again.post(|s| *s.state() += 1000).unwrap();
     let (tx, rx) = mpsc::channel();
-    again
-        .post(move |s| tx.send(*s.state()).unwrap())
-        .unwrap();
+    again.post(move |s| tx.send(*s.state()).unwrap()).unwrap();
     // join + handle + the post above.
     assert_eq!(recv_within(&rx, "the session's state"), 1002);
     f.rt.stop().unwrap();
@@ -275,7 +288,9 @@ fn a_handle_to_an_ended_session_reaches_nobody_and_is_counted() {
     assert_eq!(recv_text(&player, "welcome again"), b"welcome");
     handle.send(b"stale").unwrap();
     handle.close().unwrap();
-    f.server.send_to(player.local_addr().unwrap(), b"fresh").unwrap();
+    f.server
+        .send_to(player.local_addr().unwrap(), b"fresh")
+        .unwrap();
     assert_eq!(recv_text(&player, "the server's send"), b"fresh");
     barrier(&f.server);
     let c = f.server.counters();
@@ -297,7 +312,10 @@ fn for_each_session_sends_each_player_its_own_snapshot() {
         }
     }
     f.log.wait("the inputs", |ev| {
-        ev.iter().filter(|e| matches!(e, Event::Datagram(..))).count() == 3
+        ev.iter()
+            .filter(|e| matches!(e, Event::Datagram(..)))
+            .count()
+            == 3
     });
     assert!(f.server.with_lane(0, |_, ctx| {
         ctx.for_each_session(|s| {

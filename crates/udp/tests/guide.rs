@@ -29,5 +29,8 @@ fn every_rust_block_of_the_guide_is_compiled_and_run() {
         }
     }
     assert!(!in_block, "docs/guide.md: an unclosed code fence");
-    assert!(rust_blocks >= 4, "only {rust_blocks} Rust blocks in the guide");
+    assert!(
+        rust_blocks >= 4,
+        "only {rust_blocks} Rust blocks in the guide"
+    );
 }

@@ -413,7 +413,10 @@ fn datagrams_queued_at_close_are_counted_as_discarded() {
     rt.stop().unwrap();
     let c = cast.counters();
     assert!(c.send_queued > 0, "nothing was queued: {c:?}");
-    assert!(c.send_discarded > 0, "the queue drained before the close: {c:?}");
+    assert!(
+        c.send_discarded > 0,
+        "the queue drained before the close: {c:?}"
+    );
     assert_eq!(
         c.datagrams_out + c.send_discarded,
         accepted,

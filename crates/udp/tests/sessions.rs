@@ -449,8 +449,8 @@ fn stop_and_wait_ends_every_session_before_returning() {
     impl ServerHandler for Track {
         type Session = ();
         fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
-        Some(())
-    }
+            Some(())
+        }
         fn datagram(&mut self, s: &mut Session<'_, ()>, data: &[u8]) {
             let _ = s.send(data);
         }

@@ -28,7 +28,7 @@ impl<S> ServerCtx<'_, S> {
     ///
     /// As [`Session::send`].
     pub fn send_to(&mut self, peer: SocketAddr, data: &[u8]) -> Result<(), SendError> {
-        self.parts.tx.send(Some(peer), data)
+        self.parts.send_to(peer, data)
     }
 
     /// Sends `data` to every session of this lane; returns how many sends
@@ -37,7 +37,7 @@ impl<S> ServerCtx<'_, S> {
         let Parts { sessions, tx, .. } = &mut *self.parts;
         let mut ok = 0;
         for (_, slot) in sessions.slots_mut() {
-            if tx.send(Some(slot.peer), data).is_ok() {
+            if tx.send_from(Some(slot.peer), slot.local, data).is_ok() {
                 ok += 1;
             }
         }
@@ -133,9 +133,10 @@ pub(super) struct Directory {
 
 impl Directory {
     pub(super) fn find(&self, peer: &SocketAddr) -> Option<(usize, SessionKey)> {
-        self.lanes.iter().enumerate().find_map(|(i, m)| {
-            lock(m).get(peer).map(|k| (i, *k))
-        })
+        self.lanes
+            .iter()
+            .enumerate()
+            .find_map(|(i, m)| lock(m).get(peer).map(|k| (i, *k)))
     }
 }
 
@@ -157,6 +158,18 @@ pub(super) struct Parts<S> {
 }
 
 impl<S> Parts<S> {
+    /// Sends to `peer`, from the local address its session's datagrams
+    /// come to if it has a session (wildcard binds), else as the kernel
+    /// routes it.
+    pub(super) fn send_to(&mut self, peer: SocketAddr, data: &[u8]) -> Result<(), SendError> {
+        let local = self
+            .sessions
+            .find(&peer)
+            .and_then(|i| self.sessions.get_mut(i))
+            .and_then(|slot| slot.local);
+        self.tx.send_from(Some(peer), local, data)
+    }
+
     pub(super) fn ctx<'a>(&'a mut self, timers: &'a mut dyn Timers) -> ServerCtx<'a, S> {
         ServerCtx {
             parts: self,

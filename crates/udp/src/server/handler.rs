@@ -67,4 +67,3 @@ pub trait ServerHandler: Send + 'static {
         let _ = (session, timer);
     }
 }
-

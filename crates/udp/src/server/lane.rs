@@ -121,8 +121,15 @@ impl<H: ServerHandler> ServerLane<H> {
             Bytes::Batch(i) => self.rx.batch.data(i),
             Bytes::Held(data) => data,
         };
+        let local = match bytes {
+            Bytes::Batch(i) => self.rx.local(i),
+            Bytes::Held(_) => None, // the session keeps its last one
+        };
         if let Some(mut session) = self.parts.session(index, cx) {
             session.slot.last_active = now;
+            if local.is_some() {
+                session.slot.local = local;
+            }
             self.handler.datagram(&mut session, data);
         }
         if !self.parts.to_close.is_empty() {

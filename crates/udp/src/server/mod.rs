@@ -152,27 +152,17 @@ impl<H: ServerHandler> Server<H> {
                 "reactors: expected at least one reactor handle",
             ));
         }
-        let mut opts = config.endpoint.socket.clone();
-        if config.lanes > 1 {
-            opts.reuse_port = true;
-        }
         // Bind every socket before starting any lane, so a failure leaves
         // nothing running.
-        let mut sockets = Vec::with_capacity(config.lanes);
-        let (first, buffers) = socket::bind(addr, &opts)?;
-        let local_addr = first.local_addr()?;
-        sockets.push(first);
-        for _ in 1..config.lanes {
-            sockets.push(socket::bind(local_addr, &opts)?.0);
-        }
+        let (sockets, buffers) = socket::bind_group(addr, &config.endpoint.socket, config.lanes)?;
+        let local_addr = sockets[0].local_addr()?;
         if config.lanes > 1 && config.steering == LaneSteering::PeerPort {
-            sys::attach_port_steering(&sockets[0], config.lanes as u32, local_addr.is_ipv6())
-                .map_err(|e| {
-                    io::Error::new(
-                        e.kind(),
-                        format!("steering: attaching the peer-port program on {local_addr}: {e}"),
-                    )
-                })?;
+            sys::attach_port_steering(&sockets[0], config.lanes as u32).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("steering: attaching the peer-port program on {local_addr}: {e}"),
+                )
+            })?;
         }
         let directory = Arc::new(Directory {
             lanes: (0..config.lanes)
@@ -326,7 +316,7 @@ impl<H: ServerHandler> Server<H> {
                 return; // `guard` counts it
             }
             guard.done();
-            let _ = st.parts.tx.send(Some(peer), &data);
+            let _ = st.parts.send_to(peer, &data);
             st.parts.tx.finish(cx);
         })
     }
@@ -448,4 +438,3 @@ impl<H: ServerHandler> Server<H> {
 fn lane_stopped<L: Lane>(l: &LaneHandle<L>) -> bool {
     l.is_closed() || l.reactor().is_none_or(|r| r.is_stopped())
 }
-

@@ -31,8 +31,7 @@ pub(super) type SessionJob<S> = Box<dyn FnOnce(Option<&mut Session<'_, S>>) + Se
 /// A lane that runs session jobs, with the session type named and the
 /// handler type erased (so a [`SessionHandle`] names only the state).
 pub(super) trait SessionLane<S>: Send + Sync {
-    fn post(&self, key: SessionKey, job: SessionJob<S>, guard: Accepted)
-        -> Result<(), SendError>;
+    fn post(&self, key: SessionKey, job: SessionJob<S>, guard: Accepted) -> Result<(), SendError>;
 }
 
 pub(super) struct LaneLink<H: ServerHandler> {
@@ -96,7 +95,9 @@ impl<S> Session<'_, S> {
     /// sent), [`SendError::QueueFull`] when the socket blocks and the queue
     /// is at its bound. Both are counted.
     pub fn send(&mut self, data: &[u8]) -> Result<(), SendError> {
-        self.tx.send(Some(self.slot.peer), data)
+        // From the address the peer's datagrams come to (wildcard binds).
+        self.tx
+            .send_from(Some(self.slot.peer), self.slot.local, data)
     }
 
     /// Sends a datagram to another address from this lane's socket.
@@ -281,7 +282,11 @@ impl<S: 'static> SessionHandle<S> {
 }
 
 /// Refuses (and counts) a payload over the family's limit.
-pub(super) fn check_size(counters: &Counters, peer: &SocketAddr, data: &[u8]) -> Result<(), SendError> {
+pub(super) fn check_size(
+    counters: &Counters,
+    peer: &SocketAddr,
+    data: &[u8],
+) -> Result<(), SendError> {
     let limit = sys::max_payload(peer);
     if data.len() > limit {
         bump_shared(&counters.send_too_large, 1);
@@ -292,4 +297,3 @@ pub(super) fn check_size(counters: &Counters, peer: &SocketAddr, data: &[u8]) ->
     }
     Ok(())
 }
-

@@ -4,25 +4,25 @@
 
 use std::io;
 use std::mem;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
 use std::ptr;
 
 use super::{
-    cvt, recv_one, send_one, std_to_sockaddr, zeroed_msghdr, zeroed_storage, RecvBatch, SendBatch,
+    cvt, recv_one, send_one, std_to_sockaddr, zeroed_msghdr, zeroed_storage, LocalAddr, RecvBatch,
+    SendBatch, CMSG_SEND,
 };
 
-/// Asks the kernel to attach the socket's cumulative receive-buffer drop
-/// counter to received datagrams (`setsockopt(SOL_SOCKET, SO_RXQ_OVFL, 1)`);
-/// [`RecvBatch::take_kernel_drops_delta`] then reports the drops.
-pub(crate) fn enable_rxq_ovfl(fd: &impl AsRawFd) -> io::Result<()> {
+/// `setsockopt(level, name, 1)`.
+fn enable(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> io::Result<()> {
     let one: libc::c_int = 1;
     // SAFETY: `one` is a live c_int and the length passed is its size; the
     // kernel only reads it.
     cvt(unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RXQ_OVFL,
+            level,
+            name,
             ptr::addr_of!(one).cast(),
             mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
@@ -30,16 +30,237 @@ pub(crate) fn enable_rxq_ovfl(fd: &impl AsRawFd) -> io::Result<()> {
     Ok(())
 }
 
-/// Receives up to `batch.batch()` datagrams with one system call, without
-/// blocking: `recvmmsg(MSG_DONTWAIT)`, or `recvmsg` when the batch size
-/// is 1.
+/// Asks the kernel to attach the socket's cumulative receive-buffer drop
+/// counter to received datagrams (`setsockopt(SOL_SOCKET, SO_RXQ_OVFL, 1)`);
+/// [`RecvBatch::take_kernel_drops_delta`] then reports the drops.
+pub(crate) fn enable_rxq_ovfl(fd: &impl AsRawFd) -> io::Result<()> {
+    enable(fd, libc::SOL_SOCKET, libc::SO_RXQ_OVFL)
+}
+
+/// Asks the kernel to report with each received datagram the local address
+/// it was sent to ([`RecvBatch::local`]): `IPV6_RECVPKTINFO` on an IPv6
+/// socket, and `IP_PKTINFO` on both families (on an IPv6 socket it covers
+/// the IPv4 datagrams a dual-stack socket receives; its `ipi_spec_dst` is
+/// the right reply source even for a datagram sent to a broadcast
+/// address). Meant for sockets bound to an unspecified address: on one
+/// bound to a specific address every datagram came to that address.
+pub(crate) fn enable_pktinfo(fd: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
+    if ipv6 {
+        enable(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO)?;
+    }
+    enable(fd, libc::IPPROTO_IP, libc::IP_PKTINFO)
+}
+
+/// Reads the reply source from a received datagram's control messages
+/// (`ctrl`, the bytes the kernel wrote; see [`RecvBatch::local`]).
+///
+/// `IP_PKTINFO` wins when present: its `ipi_spec_dst` is the datagram's
+/// destination for unicast and the receiving interface's address for a
+/// broadcast or multicast one, so it is always a valid source (shown
+/// IPv4-mapped on an IPv6 socket). `IPV6_PKTINFO` gives the destination
+/// itself: unusable as a source (`None`) if it is multicast.
+// `cmsg_len` is `size_t` on glibc but `socklen_t` on musl.
+#[allow(clippy::unnecessary_cast)]
+pub(super) fn parse_local(ctrl: &[u8], v6_socket: bool) -> Option<LocalAddr> {
+    if ctrl.len() < mem::size_of::<libc::cmsghdr>() {
+        return None;
+    }
+    let mut msg = zeroed_msghdr();
+    // The CMSG_* macros only read through these pointers.
+    msg.msg_control = ctrl.as_ptr().cast_mut().cast();
+    msg.msg_controllen = ctrl.len() as _;
+    // SAFETY: CMSG_LEN is pure arithmetic on its argument.
+    let v4_len = unsafe { libc::CMSG_LEN(mem::size_of::<libc::in_pktinfo>() as _) } as usize;
+    // SAFETY: as above.
+    let v6_len = unsafe { libc::CMSG_LEN(mem::size_of::<libc::in6_pktinfo>() as _) } as usize;
+    let mut from_v4: Option<Option<LocalAddr>> = None;
+    let mut from_v6 = None;
+    // SAFETY: `msg` describes `ctrl`, control messages the kernel wrote
+    // into an aligned buffer (`CmsgSlot`), `ctrl.len()` bytes long
+    // (checked above to hold at least one header).
+    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    while !cmsg.is_null() {
+        // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR only return non-null pointers
+        // to a complete `cmsghdr` inside the control buffer.
+        let hdr = unsafe { &*cmsg };
+        // SAFETY: pointer arithmetic within the same control message.
+        let data = unsafe { libc::CMSG_DATA(cmsg) };
+        let len = hdr.cmsg_len as usize;
+        match (hdr.cmsg_level, hdr.cmsg_type) {
+            (libc::IPPROTO_IP, libc::IP_PKTINFO) if len >= v4_len => {
+                // SAFETY: the header says its data holds an `in_pktinfo`
+                // (length checked just above), inside the control buffer;
+                // it may be unaligned, hence read_unaligned.
+                let info = unsafe { ptr::read_unaligned(data.cast::<libc::in_pktinfo>()) };
+                let ip = Ipv4Addr::from(info.ipi_spec_dst.s_addr.to_ne_bytes());
+                from_v4 = Some(usable_v4(ip).then(|| LocalAddr {
+                    ip: if v6_socket {
+                        IpAddr::V6(ip.to_ipv6_mapped())
+                    } else {
+                        IpAddr::V4(ip)
+                    },
+                    ifindex: info.ipi_ifindex as u32,
+                }));
+            }
+            (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) if len >= v6_len => {
+                // SAFETY: as above, for an `in6_pktinfo`.
+                let info = unsafe { ptr::read_unaligned(data.cast::<libc::in6_pktinfo>()) };
+                let ip = Ipv6Addr::from(info.ipi6_addr.s6_addr);
+                let usable = match ip.to_ipv4_mapped() {
+                    Some(v4) => usable_v4(v4),
+                    None => !ip.is_multicast() && !ip.is_unspecified(),
+                };
+                from_v6 = usable.then_some(LocalAddr {
+                    ip: IpAddr::V6(ip),
+                    ifindex: info.ipi6_ifindex,
+                });
+            }
+            _ => {}
+        }
+        // SAFETY: `cmsg` is a valid header of `msg`'s control buffer.
+        cmsg = unsafe { libc::CMSG_NXTHDR(&msg, cmsg) };
+    }
+    from_v4.unwrap_or(from_v6)
+}
+
+/// Whether an IPv4 destination can be a reply's source.
+fn usable_v4(ip: Ipv4Addr) -> bool {
+    !ip.is_unspecified() && !ip.is_broadcast() && !ip.is_multicast()
+}
+
+/// Control-message buffer for one outgoing datagram, aligned for
+/// `cmsghdr`.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+pub(super) struct CmsgSend([u8; CMSG_SEND]);
+
+const _: () = assert!(mem::align_of::<libc::cmsghdr>() <= mem::align_of::<CmsgSend>());
+
+impl CmsgSend {
+    pub(super) const fn new() -> Self {
+        CmsgSend([0; CMSG_SEND])
+    }
+}
+
+/// Writes the control message that makes a datagram leave from `src` into
+/// `buf`; returns its length (`msg_controllen`).
+///
+/// IPv4: `IP_PKTINFO` with `ipi_spec_dst` = the address and no interface
+/// (routing picks it, as for any datagram). IPv6: `IPV6_PKTINFO` with the
+/// address (IPv4-mapped for an IPv4 peer of a dual-stack socket: the
+/// kernel accepts it as the IPv4 source) and the interface only for a
+/// link-local address, which means nothing without it.
+fn write_pktinfo(buf: &mut CmsgSend, src: &LocalAddr) -> usize {
+    match src.ip {
+        IpAddr::V4(ip) => write_cmsg(
+            buf,
+            libc::IPPROTO_IP,
+            libc::IP_PKTINFO,
+            libc::in_pktinfo {
+                ipi_ifindex: 0,
+                ipi_spec_dst: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(ip.octets()),
+                },
+                ipi_addr: libc::in_addr { s_addr: 0 },
+            },
+        ),
+        IpAddr::V6(ip) => write_cmsg(
+            buf,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_PKTINFO,
+            libc::in6_pktinfo {
+                ipi6_addr: libc::in6_addr {
+                    s6_addr: ip.octets(),
+                },
+                ipi6_ifindex: if ip.is_unicast_link_local() {
+                    src.ifindex
+                } else {
+                    0
+                },
+            },
+        ),
+    }
+}
+
+/// Writes one control message (`level`, `kind`, `data`) at the start of
+/// `buf`; returns `CMSG_SPACE` of it.
+fn write_cmsg<T: Copy>(
+    buf: &mut CmsgSend,
+    level: libc::c_int,
+    kind: libc::c_int,
+    data: T,
+) -> usize {
+    // SAFETY: CMSG_LEN and CMSG_SPACE are pure arithmetic.
+    let (len, space) = unsafe {
+        (
+            libc::CMSG_LEN(mem::size_of::<T>() as _) as usize,
+            libc::CMSG_SPACE(mem::size_of::<T>() as _) as usize,
+        )
+    };
+    // Checked at compile time for both pktinfo types (sys/mod.rs).
+    debug_assert!(space <= CMSG_SEND);
+    // SAFETY: all-zero is a valid `cmsghdr` (integers, and padding on
+    // some targets).
+    let mut hdr: libc::cmsghdr = unsafe { mem::zeroed() };
+    hdr.cmsg_len = len as _;
+    hdr.cmsg_level = level;
+    hdr.cmsg_type = kind;
+    let base = buf.0.as_mut_ptr().cast::<libc::cmsghdr>();
+    // SAFETY: `buf` is CMSG_SEND bytes aligned for `cmsghdr` (checked at
+    // compile time); the header at its start and the data at CMSG_DATA
+    // (CMSG_LEN(0) bytes in) end within `space <= CMSG_SEND` bytes. The
+    // data offset is aligned for the header's size only, so the data is
+    // written unaligned.
+    unsafe {
+        ptr::write(base, hdr);
+        ptr::write_unaligned(libc::CMSG_DATA(base).cast::<T>(), data);
+    }
+    space
+}
+
+/// Sends queued datagram `i` of `batch` from `src` with one `sendmsg`
+/// (the one-datagram path when a source is attached).
+pub(super) fn send_one_from(
+    fd: &impl AsRawFd,
+    batch: &SendBatch,
+    i: usize,
+    src: &LocalAddr,
+) -> io::Result<usize> {
+    let (dest, payload) = batch.entry(i);
+    let mut storage = zeroed_storage();
+    let mut ctrl = CmsgSend::new();
+    let ctrl_len = write_pktinfo(&mut ctrl, src);
+    let mut iov = libc::iovec {
+        // The kernel only reads through this pointer (sendmsg).
+        iov_base: payload.as_ptr().cast_mut().cast(),
+        iov_len: payload.len(),
+    };
+    let mut msg = zeroed_msghdr();
+    if let Some(addr) = dest {
+        msg.msg_namelen = std_to_sockaddr(&addr, &mut storage);
+        msg.msg_name = ptr::addr_of_mut!(storage).cast();
+    }
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ptr::addr_of_mut!(ctrl).cast();
+    msg.msg_controllen = ctrl_len as _;
+    // SAFETY: `msg` points at live locals: one `iovec` over `payload` (read
+    // only), a sockaddr of `msg_namelen` bytes or none (connected peer),
+    // and `ctrl_len` bytes of control messages; all outlive the call.
+    cvt(unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) })?;
+    Ok(1)
+}
+
+/// Receives up to `batch.per_call()` datagrams with one system call,
+/// without blocking: `recvmmsg(MSG_DONTWAIT)`, or `recvmsg` when that is 1
+/// (a batch size of 1).
 ///
 /// Returns how many datagrams arrived (at least 1); read them with
 /// [`RecvBatch::data`], [`RecvBatch::addr`] and [`RecvBatch::truncated`].
 /// Returns `Err(WouldBlock)` when nothing is queued. Control messages are
 /// parsed for `SO_RXQ_OVFL` on both paths.
 pub(crate) fn recv_batch(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result<usize> {
-    if batch.batch == 1 {
+    if batch.per_call == 1 {
         return recv_one(fd, batch);
     }
     batch.filled = 0;
@@ -88,6 +309,10 @@ pub(crate) fn recv_batch(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result
 pub(super) struct MmsgScratch {
     addrs: Box<[libc::sockaddr_storage]>,
     addr_lens: Box<[libc::socklen_t]>,
+    /// Per-datagram control messages (a pinned source), written only for
+    /// datagrams that have one.
+    ctrls: Box<[CmsgSend]>,
+    ctrl_lens: Box<[usize]>,
     iovs: Box<[libc::iovec]>,
     hdrs: Box<[libc::mmsghdr]>,
 }
@@ -107,6 +332,8 @@ impl MmsgScratch {
         MmsgScratch {
             addrs: vec![zeroed_storage(); n].into_boxed_slice(),
             addr_lens: vec![0; n].into_boxed_slice(),
+            ctrls: vec![CmsgSend::new(); n].into_boxed_slice(),
+            ctrl_lens: vec![0; n].into_boxed_slice(),
             iovs: vec![
                 libc::iovec {
                     iov_base: ptr::null_mut(),
@@ -127,8 +354,9 @@ impl MmsgScratch {
 
 /// Sends queued datagrams `start..` of `batch` with one system call, without
 /// blocking: `sendmmsg(MSG_DONTWAIT)` of up to `batch.per_call()` datagrams,
-/// or one `sendto` when that is 1. Entries with no destination go to the
-/// connected peer.
+/// or one `sendto` when that is 1 (`sendmsg` for a datagram with a source
+/// attached). Entries with no destination go to the connected peer; entries
+/// with a source ([`SendBatch::push_from`]) leave from it.
 ///
 /// Returns how many datagrams were sent, counted from `start` (at least 1;
 /// 0 only if `start >= batch.len()`), or the error of datagram `start` if
@@ -165,14 +393,23 @@ pub(crate) fn send_batch(
             Some(addr) => std_to_sockaddr(addr, &mut s.addrs[k]),
             None => 0,
         };
+        s.ctrl_lens[k] = match &e.src {
+            Some(src) => write_pktinfo(&mut s.ctrls[k], src),
+            None => 0,
+        };
     }
     let iovs = s.iovs.as_mut_ptr();
     let addrs = s.addrs.as_mut_ptr();
+    let ctrls = s.ctrls.as_mut_ptr();
     for (k, hdr) in s.hdrs[..n].iter_mut().enumerate() {
         let mut msg = zeroed_msghdr();
         if s.addr_lens[k] != 0 {
             msg.msg_name = addrs.wrapping_add(k).cast();
             msg.msg_namelen = s.addr_lens[k];
+        }
+        if s.ctrl_lens[k] != 0 {
+            msg.msg_control = ctrls.wrapping_add(k).cast();
+            msg.msg_controllen = s.ctrl_lens[k] as _;
         }
         msg.msg_iov = iovs.wrapping_add(k);
         msg.msg_iovlen = 1;
@@ -180,10 +417,11 @@ pub(crate) fn send_batch(
         hdr.msg_len = 0;
     }
     // SAFETY: the first `n` headers each point at one `iovec` describing a
-    // live range of `batch.arena` (not modified during the call) and at a
-    // filled `sockaddr_storage` of the given length, or have a null name for
-    // the connected peer. All of it is owned by `batch` and outlives the
-    // call; the kernel writes only `msg_len`.
+    // live range of `batch.arena` (not modified during the call), at a
+    // filled `sockaddr_storage` of the given length or a null name for the
+    // connected peer, and at a written control buffer of the given length
+    // or none. All of it is owned by `batch` and outlives the call; the
+    // kernel writes only `msg_len`.
     let sent = cvt(unsafe {
         libc::sendmmsg(
             fd.as_raw_fd(),
@@ -202,45 +440,102 @@ const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
 #[cfg(target_arch = "sparc64")]
 const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 0x35;
 
+/// The lane-steering program's answer for a datagram it does not
+/// recognise: an index no reuseport group reaches (groups hold at most
+/// 65,535 sockets), so the kernel finds no socket at it and picks one by
+/// its hash instead (`run_bpf_filter` returns NULL for `index >= socks`;
+/// `reuseport_select_sock` then falls back to `select_by_hash`). Returning
+/// `lanes` would do the same for our own group, but would pick a real
+/// socket if the group ever held more than `lanes`.
+const STEER_BY_HASH: u32 = u32::MAX;
+
+/// One classic BPF instruction.
+const fn insn(code: u32, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    }
+}
+
+/// The peer-port steering program for a group of `lanes` sockets: returns
+/// `UDP source port % lanes` for IPv4 (any header length) and for IPv6
+/// whose next header is UDP; [`STEER_BY_HASH`] for anything else.
+///
+/// For a `SO_REUSEPORT` UDP group the kernel runs the program with the
+/// packet's data pointer already past the UDP header (`run_bpf_filter`
+/// pulls `hdr_len`): absolute offset 0 is the payload, so the headers are
+/// read relative to the network header (`SKF_NET_OFF`). What the header
+/// looks like depends on the datagram, not on the socket: a dual-stack
+/// `[::]` socket gets IPv4 datagrams with an IPv4 header, so the program
+/// branches on the version nibble.
+///
+/// A classic BPF load outside the packet ends the program with 0 (lane 0,
+/// not the kernel's hash), so every load stays inside the headers the
+/// kernel has already checked: the IPv4 header (its IHL included, options
+/// and all), the fixed IPv6 header, and the UDP header after them (pulled
+/// into the linear area before the socket lookup).
+fn steering_program(lanes: u32) -> [libc::sock_filter; 16] {
+    use libc::{
+        BPF_A, BPF_ABS, BPF_ALU, BPF_AND, BPF_B, BPF_H, BPF_IND, BPF_JA, BPF_JEQ, BPF_JMP, BPF_K,
+        BPF_LD, BPF_LSH, BPF_MISC, BPF_MOD, BPF_RET, BPF_RSH, BPF_TAX,
+    };
+    let net = libc::SKF_NET_OFF as u32;
+    [
+        // 0: A = version nibble of the network header.
+        insn(BPF_LD | BPF_B | BPF_ABS, 0, 0, net),
+        insn(BPF_ALU | BPF_RSH | BPF_K, 0, 0, 4),
+        // 2: IPv4 -> 4, else 3.
+        insn(BPF_JMP | BPF_JEQ | BPF_K, 1, 0, 4),
+        // 3: IPv6 -> 10, else -> 15 (by hash).
+        insn(BPF_JMP | BPF_JEQ | BPF_K, 6, 11, 6),
+        // 4: IPv4: X = IHL * 4, the UDP header's offset.
+        insn(BPF_LD | BPF_B | BPF_ABS, 0, 0, net),
+        insn(BPF_ALU | BPF_AND | BPF_K, 0, 0, 0xf),
+        insn(BPF_ALU | BPF_LSH | BPF_K, 0, 0, 2),
+        insn(BPF_MISC | BPF_TAX, 0, 0, 0),
+        // 8: A = source port at network header + X; -> 13.
+        insn(BPF_LD | BPF_H | BPF_IND, 0, 0, net),
+        insn(BPF_JMP | BPF_JA, 0, 0, 3),
+        // 10: IPv6: next header must be UDP (no extension headers).
+        insn(BPF_LD | BPF_B | BPF_ABS, 0, 0, net + 6),
+        insn(BPF_JMP | BPF_JEQ | BPF_K, 0, 3, libc::IPPROTO_UDP as u32),
+        // 12: A = source port, 40 bytes past the network header.
+        insn(BPF_LD | BPF_H | BPF_ABS, 0, 0, net + 40),
+        // 13: lane = port % lanes.
+        insn(BPF_ALU | BPF_MOD | BPF_K, 0, 0, lanes),
+        insn(BPF_RET | BPF_A, 0, 0, 0),
+        // 15: not recognised: let the kernel hash it.
+        insn(BPF_RET | BPF_K, 0, 0, STEER_BY_HASH),
+    ]
+}
+
 /// Steers each datagram arriving at `fd`'s `SO_REUSEPORT` group to socket
-/// number `source port % lanes` (in the order the sockets were bound),
-/// with a classic BPF program: load the UDP source port (IPv4 without
-/// options: 20 bytes past the network header; IPv6 without extension
-/// headers: 40), take it modulo `lanes`, return it. A datagram the program
-/// cannot read falls back to the kernel's hash.
-pub(crate) fn attach_port_steering(fd: &impl AsRawFd, lanes: u32, ipv6: bool) -> io::Result<()> {
+/// number `UDP source port % lanes` (in the order the sockets joined the
+/// group) with a classic BPF program ([`steering_program`]).
+///
+/// Works for IPv4 datagrams (with or without IP options, also on a
+/// dual-stack IPv6 socket) and IPv6 datagrams without extension headers.
+/// Any other datagram (an IPv6 extension header before UDP) is spread by
+/// the kernel's hash, as without a program: it still reaches a lane, the
+/// same one for the same peer, just not necessarily `port % lanes`.
+///
+/// Applies to the whole group, so call it once, on any member, after all
+/// `lanes` sockets are bound.
+pub(crate) fn attach_port_steering(fd: &impl AsRawFd, lanes: u32) -> io::Result<()> {
     if lanes == 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "lanes: expected at least 1",
         ));
     }
-    let port_offset = libc::SKF_NET_OFF as u32 + if ipv6 { 40 } else { 20 };
-    let mut program = [
-        libc::sock_filter {
-            code: (libc::BPF_LD | libc::BPF_H | libc::BPF_ABS) as u16,
-            jt: 0,
-            jf: 0,
-            k: port_offset,
-        },
-        libc::sock_filter {
-            code: (libc::BPF_ALU | libc::BPF_MOD | libc::BPF_K) as u16,
-            jt: 0,
-            jf: 0,
-            k: lanes,
-        },
-        libc::sock_filter {
-            code: (libc::BPF_RET | libc::BPF_A) as u16,
-            jt: 0,
-            jf: 0,
-            k: 0,
-        },
-    ];
+    let mut program = steering_program(lanes);
     let prog = libc::sock_fprog {
         len: program.len() as u16,
         filter: program.as_mut_ptr(),
     };
-    // SAFETY: `prog` points at `program`, three valid instructions that live
+    // SAFETY: `prog` points at `program`, valid instructions that live
     // until the call returns (the kernel copies the program); the length
     // passed is the size of `prog`.
     cvt(unsafe {

@@ -8,9 +8,12 @@
 //! * On Linux (`linux.rs`) a batch of datagrams costs one `recvmmsg` or
 //!   `sendmmsg`; with a batch size of 1 the portable one-datagram-per-call
 //!   path (`recvmsg` / `sendto`) is used instead. Both receive paths parse the
-//!   `SO_RXQ_OVFL` control message (kernel receive-buffer drops).
+//!   `SO_RXQ_OVFL` control message (kernel receive-buffer drops) and, on
+//!   sockets that asked for it ([`enable_pktinfo`]), read the address each
+//!   datagram came to (`IP_PKTINFO`/`IPV6_PKTINFO`, [`RecvBatch::local`]);
+//!   the send paths attach a source address per datagram the same way.
 //! * Elsewhere (`portable.rs`) only the one-datagram-per-call path exists and
-//!   there is no kernel drop counter.
+//!   there is no kernel drop counter and no per-datagram local address.
 //!
 //! Every call makes exactly one system call: a caller that wants to drain a
 //! socket (or flush a whole [`SendBatch`]) loops until `WouldBlock`.
@@ -18,7 +21,7 @@
 
 use std::io;
 use std::mem;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::AsRawFd;
 use std::ptr;
 
@@ -26,14 +29,14 @@ use std::ptr;
 mod linux;
 #[cfg(target_os = "linux")]
 pub(crate) use linux::{
-    attach_port_steering, enable_rxq_ovfl, kernel_drops_now, recv_batch, send_batch,
+    attach_port_steering, enable_pktinfo, enable_rxq_ovfl, kernel_drops_now, recv_batch, send_batch,
 };
 
 #[cfg(any(not(target_os = "linux"), test))]
 mod portable;
 #[cfg(not(target_os = "linux"))]
 pub(crate) use portable::{
-    attach_port_steering, enable_rxq_ovfl, kernel_drops_now, recv_batch, send_batch,
+    attach_port_steering, enable_pktinfo, enable_rxq_ovfl, kernel_drops_now, recv_batch, send_batch,
 };
 
 /// Largest UDP payload that fits in one IPv4 datagram:
@@ -63,10 +66,50 @@ pub fn max_payload(addr: &SocketAddr) -> usize {
 /// The most datagrams one `recvmmsg`/`sendmmsg` call accepts (`UIO_MAXIOV`).
 const MAX_MMSG: usize = 1024;
 
-/// Control-message space reserved per receive slot. `SO_RXQ_OVFL` needs
-/// `CMSG_SPACE(4)` (24 bytes on 64-bit Linux); the rest leaves room for a
-/// control message someone enables later, so it does not truncate ours.
-const CMSG_SLOT: usize = 64;
+/// Control-message space reserved per receive slot: room for every control
+/// message keel enables at once. On 64-bit Linux `SO_RXQ_OVFL` needs
+/// `CMSG_SPACE(4)` = 24 bytes, `IP_PKTINFO` `CMSG_SPACE(12)` = 32 and
+/// `IPV6_PKTINFO` `CMSG_SPACE(20)` = 40 (a dual-stack socket gets both
+/// for an IPv4 datagram): 96. The rest leaves room for a control message
+/// someone enables later, so it does not truncate ours.
+const CMSG_SLOT: usize = 128;
+
+/// Control-message space of one outgoing datagram: one `IP_PKTINFO` or
+/// `IPV6_PKTINFO` (the larger: `CMSG_SPACE(20)` = 40 on 64-bit Linux).
+#[cfg(target_os = "linux")]
+const CMSG_SEND: usize = 64;
+
+/// `CMSG_SPACE(len)`: room for a control message with `len` data bytes.
+#[cfg(target_os = "linux")]
+const fn cmsg_space(len: usize) -> usize {
+    // SAFETY: CMSG_SPACE is pure arithmetic on its argument.
+    unsafe { libc::CMSG_SPACE(len as libc::c_uint) as usize }
+}
+
+#[cfg(target_os = "linux")]
+const _: () = {
+    let rxq_ovfl = cmsg_space(mem::size_of::<u32>());
+    let v4 = cmsg_space(mem::size_of::<libc::in_pktinfo>());
+    let v6 = cmsg_space(mem::size_of::<libc::in6_pktinfo>());
+    assert!(rxq_ovfl + v4 + v6 <= CMSG_SLOT);
+    assert!(v4 <= CMSG_SEND && v6 <= CMSG_SEND);
+};
+
+/// Where a datagram arrived: the local address it was sent to and the
+/// interface it came in on, as `IP_PKTINFO`/`IPV6_PKTINFO` report them
+/// (see [`RecvBatch::local`]). Passed back when sending, it makes the
+/// reply leave from that address (a host with several addresses would
+/// otherwise pick the source by its routing table, and a peer that talks
+/// to one address only accepts replies from it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LocalAddr {
+    /// The local address the datagram was sent to. On an IPv6 socket an
+    /// IPv4 datagram's shows as IPv4-mapped (`::ffff:a.b.c.d`), like its
+    /// peer's.
+    pub ip: IpAddr,
+    /// Index of the interface the datagram came in on (0: unknown).
+    pub ifindex: u32,
+}
 
 /// Control-message buffer for one slot, aligned for `cmsghdr`.
 #[derive(Clone, Copy)]
@@ -147,6 +190,11 @@ struct SlotMeta {
     truncated: bool,
     /// Length of the source address the kernel wrote.
     addr_len: libc::socklen_t,
+    /// Length of the control messages the kernel wrote if they include a
+    /// local address (`IP_PKTINFO`/`IPV6_PKTINFO`), else 0. Parsed only
+    /// when asked ([`RecvBatch::local`]), so sockets without pktinfo pay
+    /// nothing for it.
+    pktinfo_len: u16,
 }
 
 /// Caller-owned receive buffers for up to `batch` datagrams of at most
@@ -158,13 +206,17 @@ struct SlotMeta {
 /// on each call and allocates nothing.
 ///
 /// After a successful `recv_batch` returning `n`, datagrams `0..n` can be
-/// read with [`data`](Self::data), [`addr`](Self::addr) and
-/// [`truncated`](Self::truncated) until the next call.
+/// read with [`data`](Self::data), [`addr`](Self::addr),
+/// [`truncated`](Self::truncated) and [`local`](Self::local) until the next
+/// call.
 ///
 /// Use one `RecvBatch` per socket: it also tracks that socket's kernel drop
 /// counter ([`take_kernel_drops_delta`](Self::take_kernel_drops_delta)).
 pub(crate) struct RecvBatch {
     batch: usize,
+    /// The most datagrams one receive call returns: `batch` for
+    /// `recvmmsg`, 1 on the one-datagram-per-call path.
+    per_call: usize,
     slot_size: usize,
     /// `batch * slot_size` bytes; slot `i` starts at `i * slot_size`.
     buf: Box<[u8]>,
@@ -215,6 +267,8 @@ impl RecvBatch {
             .expect("receive batch * slot size overflows usize");
         RecvBatch {
             batch,
+            // Only Linux has a batched receive call.
+            per_call: if cfg!(target_os = "linux") { batch } else { 1 },
             slot_size,
             buf: vec![0u8; total].into_boxed_slice(),
             addrs: vec![zeroed_storage(); batch].into_boxed_slice(),
@@ -243,9 +297,27 @@ impl RecvBatch {
         }
     }
 
-    /// The most datagrams one call can receive.
+    /// The most datagrams the buffers hold (the configured batch).
+    #[cfg(test)]
     pub(crate) fn batch(&self) -> usize {
         self.batch
+    }
+
+    /// The most datagrams one [`recv_batch`] call can return: the batch
+    /// size on Linux, 1 on the one-datagram-per-call path (a batch of 1,
+    /// or any batch where `recvmmsg` does not exist). A call that returned
+    /// this many may have left more datagrams queued; fewer means the
+    /// socket was drained.
+    pub(crate) fn per_call(&self) -> usize {
+        self.per_call
+    }
+
+    /// Makes [`recv_batch`] take the portable one-datagram-per-call path
+    /// whatever the batch size, as it does where `recvmmsg` does not
+    /// exist, so that path can be tested on Linux.
+    #[cfg(test)]
+    pub(crate) fn force_one_per_call(&mut self) {
+        self.per_call = 1;
     }
 
     /// How many datagrams the last successful call received (0 before any,
@@ -281,6 +353,27 @@ impl RecvBatch {
         let addr = sockaddr_to_std(&self.addrs[i], meta.addr_len);
         debug_assert!(addr.is_some(), "unexpected source address family");
         addr.unwrap_or(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)))
+    }
+
+    /// The local address datagram `i` was sent to, if the socket reports
+    /// it ([`enable_pktinfo`]; only sockets bound to an unspecified
+    /// address enable it) and it can be a reply's source: `None` for a
+    /// datagram sent to a multicast or broadcast address (for IPv4 the
+    /// kernel already gives the receiving interface's address instead).
+    ///
+    /// Costs one branch per call on a socket without pktinfo: the control
+    /// messages are only parsed when they include a local address.
+    ///
+    /// # Panics
+    ///
+    /// If `i` is not below the count the last call returned.
+    pub(crate) fn local(&self, i: usize) -> Option<LocalAddr> {
+        let meta = self.meta(i);
+        if meta.pktinfo_len == 0 {
+            return None;
+        }
+        let v6_socket = libc::c_int::from(self.addrs[i].ss_family) == libc::AF_INET6;
+        parse_local(&self.cmsgs[i], usize::from(meta.pktinfo_len), v6_socket)
     }
 
     /// Whether datagram `i` was larger than the slot and got cut
@@ -331,13 +424,22 @@ impl RecvBatch {
 
     /// Records what the kernel wrote into `msg` for slot `i` (`len` bytes
     /// received) and feeds its control messages to the drop tracker.
+    // `msg_controllen` is `size_t` on glibc but `socklen_t` on musl.
+    #[allow(clippy::unnecessary_cast)]
     fn complete_slot(&mut self, i: usize, len: usize, msg: &libc::msghdr) {
+        let found = scan_cmsgs(msg);
         self.meta[i] = SlotMeta {
             len: len.min(self.slot_size),
             truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
             addr_len: msg.msg_namelen,
+            // Never more than the CMSG_SLOT bytes offered.
+            pktinfo_len: if found.pktinfo {
+                (msg.msg_controllen as usize).min(CMSG_SLOT) as u16
+            } else {
+                0
+            },
         };
-        if let Some(counter) = parse_drop_counter(msg) {
+        if let Some(counter) = found.drops {
             self.drops.observe(counter);
         }
     }
@@ -402,21 +504,32 @@ fn recv_one(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result<usize> {
     Ok(1)
 }
 
+/// What one pass over a received datagram's control messages found.
+#[derive(Clone, Copy, Default)]
+struct Cmsgs {
+    /// The `SO_RXQ_OVFL` counter.
+    drops: Option<u32>,
+    /// Whether an `IP_PKTINFO` or `IPV6_PKTINFO` message is there (parsed
+    /// later, only if asked for: [`RecvBatch::local`]).
+    pktinfo: bool,
+}
+
 /// Reads the `SO_RXQ_OVFL` counter from the control messages of a
-/// received `msg`, if present.
+/// received `msg`, if present, and notes whether a local address is there.
+/// Without control messages (the usual case) this is one comparison.
 // `msg_controllen`/`cmsg_len` are `size_t` on glibc but `socklen_t` on musl.
 #[allow(clippy::unnecessary_cast)]
-fn parse_drop_counter(msg: &libc::msghdr) -> Option<u32> {
+fn scan_cmsgs(msg: &libc::msghdr) -> Cmsgs {
     #[cfg(target_os = "linux")]
     {
+        let mut found = Cmsgs::default();
         if msg.msg_control.is_null()
             || (msg.msg_controllen as usize) < mem::size_of::<libc::cmsghdr>()
         {
-            return None;
+            return found;
         }
         // SAFETY: CMSG_LEN is pure arithmetic on its argument.
         let min_len = unsafe { libc::CMSG_LEN(mem::size_of::<u32>() as libc::c_uint) } as usize;
-        let mut found = None;
         // SAFETY: `msg` came back from recvmsg/recvmmsg: `msg_control` points
         // at our aligned control buffer and `msg_controllen` is the length the
         // kernel filled in (checked above to hold at least one header).
@@ -432,7 +545,12 @@ fn parse_drop_counter(msg: &libc::msghdr) -> Option<u32> {
                 // SAFETY: the header says its data holds at least 4 bytes
                 // (checked just above), all within the control buffer; the
                 // data may be unaligned for u32, hence read_unaligned.
-                found = Some(unsafe { ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<u32>()) });
+                found.drops =
+                    Some(unsafe { ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<u32>()) });
+            } else if (hdr.cmsg_level, hdr.cmsg_type) == (libc::IPPROTO_IP, libc::IP_PKTINFO)
+                || (hdr.cmsg_level, hdr.cmsg_type) == (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO)
+            {
+                found.pktinfo = true;
             }
             // SAFETY: `cmsg` is a valid header of `msg`'s control buffer.
             cmsg = unsafe { libc::CMSG_NXTHDR(msg, cmsg) };
@@ -442,15 +560,31 @@ fn parse_drop_counter(msg: &libc::msghdr) -> Option<u32> {
     #[cfg(not(target_os = "linux"))]
     {
         let _ = msg;
+        Cmsgs::default()
+    }
+}
+
+/// The reply source in the control messages of one received datagram:
+/// the first `ctrl_len` bytes of `slot`, from a socket of the IPv6 family
+/// if `v6_socket`. See [`RecvBatch::local`].
+fn parse_local(slot: &CmsgSlot, ctrl_len: usize, v6_socket: bool) -> Option<LocalAddr> {
+    #[cfg(target_os = "linux")]
+    {
+        linux::parse_local(&slot.0[..ctrl_len.min(CMSG_SLOT)], v6_socket)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (slot, ctrl_len, v6_socket);
         None
     }
 }
 
-/// One queued outgoing datagram: its destination and where its payload
-/// lives in the arena.
+/// One queued outgoing datagram: its destination, its source if one is
+/// pinned, and where its payload lives in the arena.
 #[derive(Clone, Copy, Debug)]
 struct SendEntry {
     dest: Option<SocketAddr>,
+    src: Option<LocalAddr>,
     start: usize,
     len: usize,
 }
@@ -458,7 +592,7 @@ struct SendEntry {
 /// Caller-owned arena for up to `capacity` outgoing datagrams, flushed with
 /// [`send_batch`].
 ///
-/// [`push`](Self::push) copies the payload into one reusable byte arena;
+/// [`push_from`](Self::push_from) copies the payload into one reusable byte arena;
 /// [`clear`](Self::clear) empties it but keeps every allocation, so after
 /// warm-up queuing and sending allocate nothing.
 ///
@@ -496,13 +630,27 @@ impl SendBatch {
         }
     }
 
-    /// Queues a copy of `payload` for `dest` (`None`: the connected peer).
+    /// [`push_from`](Self::push_from) without a source.
+    #[cfg(test)]
+    pub(crate) fn push(&mut self, dest: Option<SocketAddr>, payload: &[u8]) -> bool {
+        self.push_from(dest, None, payload)
+    }
+
+    /// Queues a copy of `payload` for `dest` (`None`: the connected peer),
+    /// sent from `src` if it is `Some`: the datagram leaves from that local
+    /// address (an `IP_PKTINFO` or `IPV6_PKTINFO` control message; Linux
+    /// only, ignored elsewhere). `None` lets the kernel pick the source.
     ///
     /// Returns `false`, queuing nothing, if the batch already holds
     /// `capacity` datagrams. The payload size is not checked here (see
     /// [`max_payload`]); an oversized one fails in [`send_batch`] with
     /// `EMSGSIZE`.
-    pub(crate) fn push(&mut self, dest: Option<SocketAddr>, payload: &[u8]) -> bool {
+    pub(crate) fn push_from(
+        &mut self,
+        dest: Option<SocketAddr>,
+        src: Option<LocalAddr>,
+        payload: &[u8],
+    ) -> bool {
         if self.entries.len() >= self.capacity {
             return false;
         }
@@ -510,6 +658,7 @@ impl SendBatch {
         self.arena.extend_from_slice(payload);
         self.entries.push(SendEntry {
             dest,
+            src,
             start,
             len: payload.len(),
         });
@@ -564,6 +713,16 @@ impl SendBatch {
         let e = self.entries[i];
         (e.dest, &self.arena[e.start..e.start + e.len])
     }
+
+    /// The source queued datagram `i` is sent from (`None`: the kernel
+    /// picks it).
+    ///
+    /// # Panics
+    ///
+    /// If `i >= len()`.
+    pub(crate) fn source(&self, i: usize) -> Option<LocalAddr> {
+        self.entries[i].src
+    }
 }
 
 impl std::fmt::Debug for SendBatch {
@@ -577,8 +736,13 @@ impl std::fmt::Debug for SendBatch {
     }
 }
 
-/// Sends queued datagram `i` with one `sendto` (the portable path).
+/// Sends queued datagram `i` with one `sendto` (the portable path), or
+/// `sendmsg` when it has a source to attach (Linux).
 fn send_one(fd: &impl AsRawFd, batch: &SendBatch, i: usize) -> io::Result<usize> {
+    #[cfg(target_os = "linux")]
+    if let Some(src) = batch.entries[i].src {
+        return linux::send_one_from(fd, batch, i, &src);
+    }
     let (dest, payload) = batch.entry(i);
     let mut storage = zeroed_storage();
     let (name, name_len) = match dest {

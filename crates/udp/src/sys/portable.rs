@@ -31,9 +31,20 @@ pub(crate) fn kernel_drops_now(fd: &impl AsRawFd) -> io::Result<u32> {
     ))
 }
 
+/// The local address of each datagram is only read on Linux: returns
+/// `ErrorKind::Unsupported` (socket setup ignores it), and
+/// `RecvBatch::local` stays `None`.
+pub(crate) fn enable_pktinfo(fd: &impl AsRawFd, _ipv6: bool) -> io::Result<()> {
+    let _ = fd.as_raw_fd();
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "IP_PKTINFO is only read on Linux",
+    ))
+}
+
 /// Steering a reuseport group by port needs Linux's
 /// `SO_ATTACH_REUSEPORT_CBPF`: returns `ErrorKind::Unsupported`.
-pub(crate) fn attach_port_steering(fd: &impl AsRawFd, _lanes: u32, _ipv6: bool) -> io::Result<()> {
+pub(crate) fn attach_port_steering(fd: &impl AsRawFd, _lanes: u32) -> io::Result<()> {
     let _ = fd.as_raw_fd();
     Err(io::Error::new(
         io::ErrorKind::Unsupported,

@@ -1,7 +1,7 @@
 //! Tests of the system-call layer with real loopback sockets.
 
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use super::*;
@@ -481,4 +481,198 @@ fn portable_enable_rxq_ovfl_is_unsupported() {
         portable::enable_rxq_ovfl(&rx).unwrap_err().kind(),
         io::ErrorKind::Unsupported
     );
+}
+
+/// A socket bound to the unspecified address of `addr`'s family (port 0)
+/// that reports each datagram's local address.
+fn pktinfo_socket(addr: SocketAddr, only_v6: Option<bool>) -> mio::net::UdpSocket {
+    let opts = SocketOptions {
+        only_v6,
+        ..SocketOptions::default()
+    };
+    let (s, _) = crate::socket::bind_group(addr, &opts, 1).unwrap();
+    s.into_iter().next().unwrap()
+}
+
+/// Receives one datagram with each receive path in turn and returns what
+/// `local` said for it.
+fn local_of_each_path(rx: &mio::net::UdpSocket, send: impl Fn()) -> Vec<Option<LocalAddr>> {
+    let mut forced = RecvBatch::new(8, 64);
+    forced.force_one_per_call();
+    let mut out = Vec::new();
+    for mut batch in [RecvBatch::new(8, 64), RecvBatch::new(1, 64), forced] {
+        send();
+        let got = recv_all(rx, &mut batch, 1, linux_recv);
+        assert_eq!(got.len(), 1);
+        out.push(batch.local(0));
+    }
+    out
+}
+
+#[test]
+fn local_is_none_without_pktinfo() {
+    let rx = big_socket(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)));
+    let to = SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), rx.local_addr().unwrap().port()));
+    let tx = big_socket(v4());
+    let locals = local_of_each_path(&rx, || {
+        tx.send_to(b"x", to).unwrap();
+    });
+    assert_eq!(locals, [None, None, None]);
+}
+
+#[test]
+fn local_is_the_address_sent_to_ipv4() {
+    let rx = pktinfo_socket(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)), None);
+    let port = rx.local_addr().unwrap().port();
+    let tx = big_socket(v4());
+    for last in [2, 1, 200] {
+        let ip = Ipv4Addr::new(127, 0, 0, last);
+        let locals = local_of_each_path(&rx, || {
+            tx.send_to(b"x", SocketAddr::from((ip, port))).unwrap();
+        });
+        for local in locals {
+            let local = local.expect("IP_PKTINFO reported");
+            assert_eq!(local.ip, IpAddr::V4(ip));
+            assert!(local.ifindex > 0, "{local:?}");
+        }
+    }
+}
+
+#[test]
+fn local_on_a_dual_stack_socket_is_mapped_for_ipv4() {
+    let rx = pktinfo_socket(SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)), Some(false));
+    let port = rx.local_addr().unwrap().port();
+    let tx4 = big_socket(v4());
+    let tx6 = big_socket(v6());
+    let ip4 = Ipv4Addr::new(127, 0, 0, 9);
+    for local in local_of_each_path(&rx, || {
+        tx4.send_to(b"x", SocketAddr::from((ip4, port))).unwrap();
+    }) {
+        assert_eq!(local.unwrap().ip, IpAddr::V6(ip4.to_ipv6_mapped()));
+    }
+    for local in local_of_each_path(&rx, || {
+        tx6.send_to(b"x", SocketAddr::from((Ipv6Addr::LOCALHOST, port)))
+            .unwrap();
+    }) {
+        assert_eq!(local.unwrap().ip, IpAddr::V6(Ipv6Addr::LOCALHOST));
+    }
+}
+
+/// A datagram sent to a broadcast address must not be answered from it:
+/// `IP_PKTINFO`'s `ipi_spec_dst` names the receiving interface's address
+/// (127.0.0.1 for loopback's 127.255.255.255).
+#[test]
+fn local_of_a_broadcast_is_the_interface_address() {
+    for (bind, only_v6, expect) in [
+        (
+            SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+            None,
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+        ),
+        (
+            SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
+            Some(false),
+            IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped()),
+        ),
+    ] {
+        let rx = pktinfo_socket(bind, only_v6);
+        let port = rx.local_addr().unwrap().port();
+        let tx = std::net::UdpSocket::bind(v4()).unwrap();
+        tx.set_broadcast(true).unwrap();
+        let to = SocketAddr::from((Ipv4Addr::new(127, 255, 255, 255), port));
+        for local in local_of_each_path(&rx, || {
+            tx.send_to(b"all", to).unwrap();
+        }) {
+            assert_eq!(local.map(|l| l.ip), Some(expect));
+        }
+    }
+}
+
+/// Datagrams queued with a source leave from it on every send path; the
+/// others still leave from the kernel's choice.
+#[test]
+fn send_from_attaches_the_source_on_all_paths() {
+    let tx = pktinfo_socket(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)), None);
+    let tx_port = tx.local_addr().unwrap().port();
+    let rx = big_socket(v4());
+    let to = rx.local_addr().unwrap();
+    let pinned = LocalAddr {
+        ip: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 5)),
+        ifindex: 0,
+    };
+    type Send = fn(&mio::net::UdpSocket, &mut SendBatch, usize) -> io::Result<usize>;
+    let linux: Send = |s, b, i| send_batch(s, b, i);
+    let portable: Send = |s, b, i| portable::send_batch(s, b, i);
+    for (per_call, send) in [(8, linux), (1, linux), (8, portable)] {
+        let mut batch = SendBatch::new(6, per_call);
+        for i in 0..6u8 {
+            let src = (i % 3 != 2).then_some(pinned);
+            assert!(batch.push_from(Some(to), src, &[i]));
+            assert_eq!(batch.source(usize::from(i)), src);
+        }
+        let mut start = 0;
+        while start < batch.len() {
+            start += send(&tx, &mut batch, start).unwrap();
+        }
+        let mut rbatch = RecvBatch::new(8, 16);
+        let got = recv_all(&rx, &mut rbatch, 6, linux_recv);
+        for (i, (data, from, _)) in got.iter().enumerate() {
+            assert_eq!(data, &[i as u8]);
+            let expect = if i % 3 != 2 {
+                Ipv4Addr::new(127, 0, 0, 5)
+            } else {
+                Ipv4Addr::LOCALHOST
+            };
+            assert_eq!(
+                *from,
+                SocketAddr::from((expect, tx_port)),
+                "per_call {per_call}, datagram {i}"
+            );
+        }
+    }
+}
+
+#[test]
+fn send_from_ipv6_and_mapped_sources() {
+    let tx = pktinfo_socket(SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)), Some(false));
+    let tx_port = tx.local_addr().unwrap().port();
+    let rx4 = big_socket(v4());
+    let rx6 = big_socket(v6());
+    let to4 = rx4.local_addr().unwrap();
+    let to4_mapped = SocketAddr::from((
+        match to4.ip() {
+            IpAddr::V4(ip) => ip.to_ipv6_mapped(),
+            IpAddr::V6(ip) => ip,
+        },
+        to4.port(),
+    ));
+    let mapped_src = LocalAddr {
+        ip: IpAddr::V6(Ipv4Addr::new(127, 0, 0, 6).to_ipv6_mapped()),
+        ifindex: 1,
+    };
+    let v6_src = LocalAddr {
+        ip: IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ifindex: 1,
+    };
+    for per_call in [8, 1] {
+        let mut batch = SendBatch::new(4, per_call);
+        assert!(batch.push_from(Some(to4_mapped), Some(mapped_src), b"a"));
+        assert!(batch.push_from(Some(rx6.local_addr().unwrap()), Some(v6_src), b"b"));
+        assert!(batch.push_from(Some(to4_mapped), Some(mapped_src), b"c"));
+        let mut start = 0;
+        while start < batch.len() {
+            start += send_batch(&tx, &mut batch, start).unwrap();
+        }
+        let mut rbatch = RecvBatch::new(8, 16);
+        let got4 = recv_all(&rx4, &mut rbatch, 2, linux_recv);
+        for (data, from, _) in &got4 {
+            assert_eq!(
+                *from,
+                SocketAddr::from(([127, 0, 0, 6], tx_port)),
+                "{data:?}"
+            );
+        }
+        let got6 = recv_all(&rx6, &mut rbatch, 1, linux_recv);
+        assert_eq!(got6[0].1, SocketAddr::from((Ipv6Addr::LOCALHOST, tx_port)));
+    }
 }

@@ -273,3 +273,82 @@ impl Log {
         }
     }
 }
+
+/// Environment variable that marks a test process re-run inside its own
+/// network namespace by [`in_netns`].
+pub const NETNS_CHILD_ENV: &str = "KEEL_UDP_NETNS_CHILD";
+/// Printed by a namespace child that cannot set up its namespace.
+pub const NETNS_SKIP: &str = "KEEL-NETNS-SKIP:";
+
+/// Runs test `name` of the current test binary again inside a private
+/// user + network namespace (`unshare -rn`, so nothing on the host changes
+/// and the namespace disappears with the process), after running `setup`
+/// there (commands such as `ip link set lo up`).
+///
+/// Returns true when the caller is that child and should run the test
+/// body; false in the parent, which has checked the child's outcome (or
+/// printed why it skipped: no `unshare`, no user namespaces, a setup
+/// command failed). `KEEL_REQUIRE_NETNS=1` makes a skip a failure.
+pub fn in_netns(name: &str, setup: &[&[&str]]) -> bool {
+    use std::process::Command;
+    let skip = |why: &str| {
+        assert!(
+            std::env::var_os("KEEL_REQUIRE_NETNS").is_none(),
+            "{name}: network namespace required but unavailable: {why}"
+        );
+        eprintln!("SKIPPED {name}: {why}");
+    };
+    if std::env::var_os(NETNS_CHILD_ENV).is_some() {
+        for step in setup {
+            match Command::new(step[0]).args(&step[1..]).output() {
+                Ok(o) if o.status.success() => {}
+                Ok(o) => {
+                    println!(
+                        "{NETNS_SKIP} `{}` failed: {}",
+                        step.join(" "),
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    );
+                    return false;
+                }
+                Err(e) => {
+                    println!("{NETNS_SKIP} cannot run `{}`: {e}", step.join(" "));
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = match Command::new("unshare")
+        .args(["-rn", "--"])
+        .arg(&exe)
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(NETNS_CHILD_ENV, "1")
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            skip(&format!("cannot run unshare: {e}"));
+            return false;
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if let Some(line) = stdout
+        .lines()
+        .chain(stderr.lines())
+        .find(|l| l.contains(NETNS_SKIP))
+    {
+        skip(line);
+        return false;
+    }
+    if !out.status.success() && !stdout.contains("running 1 test") {
+        skip(&format!("unshare -rn failed: {}", stderr.trim()));
+        return false;
+    }
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{name} failed in its network namespace:\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    false
+}
