@@ -489,6 +489,19 @@ impl Tx {
     }
 }
 
+impl Drop for Tx {
+    /// The endpoint closed (stop, close, a contained panic, runtime
+    /// shutdown) with datagrams it had accepted still waiting: the pending
+    /// batch and the send queue die with the socket. They are counted, so
+    /// nothing accepted with `Ok` is lost silently.
+    fn drop(&mut self) {
+        let left = self.pending.len() + self.queued();
+        if left > 0 {
+            bump_shared(&self.counters.send_discarded, left as u64);
+        }
+    }
+}
+
 /// Batches of datagrams one readiness event may handle before the lane
 /// yields to other lanes (it is put back on the run queue).
 pub(crate) const RECV_BATCHES_PER_EVENT: usize = 16;
