@@ -9,7 +9,7 @@ use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, LaneOptions, Ready, S
 
 use crate::config::EndpointConfig;
 use crate::counters::{bump_shared, CounterSnapshot, Counters};
-use crate::endpoint::{receive, Receiver, Rx, Timers, Tx};
+use crate::endpoint::{receive, DropSignal, Receiver, Rx, Timers, Tx};
 use crate::error::{DisconnectReason, SendError};
 use crate::inbox::{offer, Accepted};
 use crate::socket::{self, SocketBuffers};
@@ -111,16 +111,9 @@ pub(crate) struct ClientLane<H: ClientHandler> {
     close: bool,
     /// `end` ran: the disconnect was reported and the lane is closing.
     ended: bool,
-    /// Told when this client's state is dropped (see `Client::close_and_wait`).
-    on_dropped: Vec<std::sync::mpsc::Sender<()>>,
-}
-
-impl<H: ClientHandler> Drop for ClientLane<H> {
-    fn drop(&mut self) {
-        for done in self.on_dropped.drain(..) {
-            let _ = done.send(());
-        }
-    }
+    /// Told when this client's state is gone (see `Client::close_and_wait`);
+    /// the last field, so it signals after the socket closed.
+    on_dropped: DropSignal,
 }
 
 macro_rules! cctx {
@@ -344,7 +337,7 @@ impl<H: ClientHandler> Client<H> {
             peer: server,
             close: false,
             ended: false,
-            on_dropped: Vec::new(),
+            on_dropped: DropSignal::default(),
         };
         let options = LaneOptions {
             max_posts: config.endpoint.inbox_capacity,

@@ -489,6 +489,28 @@ impl Tx {
     }
 }
 
+/// Tells whoever waits for an endpoint to close (`stop_and_wait`,
+/// `close_and_wait`) that its state is gone. Keep it the lane state's
+/// *last* field: fields are dropped in declaration order, so when it
+/// signals, the socket is closed (its port free again) and the counters
+/// have their final values (`Tx` counts what it discarded as it drops).
+#[derive(Default)]
+pub(crate) struct DropSignal(Vec<std::sync::mpsc::Sender<()>>);
+
+impl DropSignal {
+    pub(crate) fn push(&mut self, done: std::sync::mpsc::Sender<()>) {
+        self.0.push(done);
+    }
+}
+
+impl Drop for DropSignal {
+    fn drop(&mut self) {
+        for done in self.0.drain(..) {
+            let _ = done.send(());
+        }
+    }
+}
+
 impl Drop for Tx {
     /// The endpoint closed (stop, close, a contained panic, runtime
     /// shutdown) with datagrams it had accepted still waiting: the pending

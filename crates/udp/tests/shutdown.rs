@@ -88,3 +88,20 @@ fn held_datagrams_due_with_the_stop_are_discarded_and_counted() {
         tally.disconnects.load(Ordering::SeqCst)
     );
 }
+
+/// When `stop_and_wait` returns true the socket is closed: its port can be
+/// bound again at once (the lane signals from its state's last field,
+/// after the socket's).
+#[test]
+fn after_stop_and_wait_the_port_is_free_again() {
+    let rt = keel_reactor::Runtime::new(keel_reactor::IoModel::Shared { threads: 2 }).unwrap();
+    let mut addr = v4();
+    for round in 0..50 {
+        let (server, _) = echo_server(&rt, addr, ServerConfig::default());
+        addr = server.local_addr();
+        assert!(server.stop_and_wait(LIMIT), "round {round}");
+        std::net::UdpSocket::bind(addr)
+            .unwrap_or_else(|e| panic!("round {round}: {addr} still taken after the stop: {e}"));
+    }
+    rt.stop().unwrap();
+}

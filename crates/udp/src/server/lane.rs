@@ -11,7 +11,7 @@ use super::session::{SessionJob, SessionTimer};
 use super::ServerHandler;
 use crate::config::FullPolicy;
 use crate::counters::{bump, set};
-use crate::endpoint::{receive, Receiver, Rx, Tx};
+use crate::endpoint::{receive, DropSignal, Receiver, Rx, Tx};
 use crate::error::DisconnectReason;
 use crate::inbox::Accepted;
 use crate::sessions::SessionKey;
@@ -28,16 +28,14 @@ pub(super) struct ServerLane<H: ServerHandler> {
     /// `shutdown` ran: nothing more is received, delivered or started; the
     /// lane closes when the current round ends.
     pub(super) closing: bool,
-    /// Told when this lane's state is dropped (see `Server::stop_and_wait`).
-    pub(super) on_dropped: Vec<std::sync::mpsc::Sender<()>>,
+    /// Told when this lane's state is gone (see `Server::stop_and_wait`);
+    /// the last field, so it signals after the socket closed.
+    pub(super) on_dropped: DropSignal,
 }
 
 impl<H: ServerHandler> Drop for ServerLane<H> {
     fn drop(&mut self) {
         lock(&self.parts.directory.lanes[self.parts.lane]).clear();
-        for done in self.on_dropped.drain(..) {
-            let _ = done.send(());
-        }
     }
 }
 

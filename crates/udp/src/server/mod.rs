@@ -25,7 +25,7 @@ pub use session::{Session, SessionHandle};
 
 use crate::config::{LaneSteering, ServerConfig};
 use crate::counters::{CounterSnapshot, Counters};
-use crate::endpoint::{Rx, Tx};
+use crate::endpoint::{DropSignal, Rx, Tx};
 use crate::error::SendError;
 use crate::inbox::{offer, Accepted};
 use crate::sessions::Sessions;
@@ -198,7 +198,7 @@ impl<H: ServerHandler> Server<H> {
                 idle_timeout: config.idle_timeout,
                 sweep: None,
                 closing: false,
-                on_dropped: Vec::new(),
+                on_dropped: DropSignal::default(),
             };
             let reactor = &reactors[i % reactors.len()];
             let (lane, registered) = reactor.add_lane_with_options(state, options, |st, cx| {
