@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use keel_reactor::{IoModel as KeelModel, Runtime};
 use keel_udp::{
-    Client, ClientConfig, EndpointConfig, Impairment, LaneSteering, Server, ServerConfig,
-    SocketOptions,
+    Client, ClientConfig, EndpointConfig, FullPolicy, Impairment, LaneSteering, Server,
+    ServerConfig, SocketOptions,
 };
 
 use crate::client::{BenchClient, ClientTally, DrainLatch, Schedule};
@@ -51,6 +51,38 @@ pub struct EchoServerSpec {
     pub mode: EchoMode,
     /// How datagrams spread over the lanes.
     pub steering: LaneSteering,
+    /// Session timeout and table bound.
+    pub sessions: SessionPolicy,
+}
+
+/// How the echo server treats its sessions (one per peer address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionPolicy {
+    /// Sessions idle this long end; `None` keeps them until the server
+    /// stops.
+    pub idle_timeout: Option<Duration>,
+    /// Sessions per lane at most.
+    pub max_sessions: usize,
+    /// What a full lane does with a new peer.
+    pub full_policy: FullPolicy,
+}
+
+impl Default for SessionPolicy {
+    /// The in-process server of a run: no idle timeout, keel's table bound,
+    /// `Refuse`. It lives on the loopback address for one run only and its
+    /// peers are the run's own clients (at most 1,024, far below the
+    /// bound), so no source can fill its table; and a client whose window
+    /// slot waits for a lost echo keeps its session without a timer
+    /// sweeping the lanes being measured. `serve`, which faces unknown
+    /// peers, sets its own (`--idle-timeout`, `--max-sessions`,
+    /// `--full-policy`).
+    fn default() -> Self {
+        SessionPolicy {
+            idle_timeout: None,
+            max_sessions: ServerConfig::default().max_sessions,
+            full_policy: FullPolicy::Refuse,
+        }
+    }
 }
 
 /// Starts the echo server described by `spec` on `rt`.
@@ -78,12 +110,11 @@ pub fn start_server_impaired(
         work,
         mode,
         steering,
+        sessions,
     } = spec.clone();
-    let config = ServerConfig {
+    let mut config = ServerConfig {
         lanes: lanes as usize,
         steering,
-        // A benchmark's peers never go idle on purpose; keep every session.
-        idle_timeout: None,
         endpoint: EndpointConfig {
             batch: batch as usize,
             socket: SocketOptions {
@@ -96,6 +127,9 @@ pub fn start_server_impaired(
         },
         ..ServerConfig::default()
     };
+    config.idle_timeout = sessions.idle_timeout;
+    config.max_sessions = sessions.max_sessions;
+    config.full_policy = sessions.full_policy;
     Server::bind(rt.handles(), bind, config, move |_| {
         Echo::new(work, mode, stats.clone())
     })
@@ -136,6 +170,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
                     work: cfg.work,
                     mode: EchoMode::Bench,
                     steering,
+                    sessions: SessionPolicy::default(),
                 },
                 cfg.impair_server.as_deref().cloned(),
                 echo_stats.clone(),

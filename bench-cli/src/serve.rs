@@ -1,6 +1,12 @@
 //! `keel-bench serve`: the echo server alone, for a second host or for
 //! sockperf. Ends after `--seconds` or on SIGINT/SIGTERM with one JSON
 //! summary line.
+//!
+//! Unlike the run's in-process server, `serve` faces peers it does not
+//! know, so its sessions time out (`--idle-timeout`, 30 s by default) and
+//! its table bound and full policy are flags (`--max-sessions`,
+//! `--full-policy`): a burst of one-off or spoofed source addresses must not
+//! lock every later peer out.
 
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -11,9 +17,9 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::echo::{EchoMode, EchoStats};
-use crate::flags::{LaneSteeringChoice, ServeConfig};
-use crate::loopback::{runtime_for, start_server, EchoServerSpec};
-use keel_udp::LaneSteering;
+use crate::flags::{FullPolicyChoice, LaneSteeringChoice, ServeConfig};
+use crate::loopback::{runtime_for, start_server, EchoServerSpec, SessionPolicy};
+use keel_udp::{FullPolicy, LaneSteering};
 
 /// The summary line `serve` prints when it ends.
 #[derive(Debug, Serialize)]
@@ -34,6 +40,12 @@ pub struct ServeSummary {
     pub io_threads: u32,
     /// Receive lanes.
     pub server_io_lanes: u32,
+    /// `--idle-timeout` in seconds; `null` when off.
+    pub idle_timeout_seconds: Option<f64>,
+    /// `--max-sessions`: sessions per receive lane at most.
+    pub max_sessions: u32,
+    /// `--full-policy`: `"refuse"` or `"evict-idlest"`.
+    pub full_policy: &'static str,
     /// Seconds served.
     pub elapsed_seconds: f64,
     /// What ended it: `"seconds"`, `"SIGINT"` or `"SIGTERM"`.
@@ -58,8 +70,13 @@ pub struct ServeSummary {
     pub truncated: u64,
     /// Sessions opened.
     pub sessions_opened: u64,
-    /// Sessions refused (table full).
+    /// Datagrams from new peers refused because the table was full
+    /// (`--full-policy refuse`).
     pub sessions_refused: u64,
+    /// Sessions ended by the idle timeout.
+    pub sessions_timed_out: u64,
+    /// Sessions evicted for a new peer (`--full-policy evict-idlest`).
+    pub sessions_evicted: u64,
     /// Socket buffers granted.
     pub udp_server_send_buffer_bytes: u64,
     /// Socket buffers granted.
@@ -101,6 +118,14 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
             LaneSteeringChoice::Port => LaneSteering::PeerPort,
             _ => LaneSteering::KernelHash,
         },
+        sessions: SessionPolicy {
+            idle_timeout: cfg.idle_timeout,
+            max_sessions: cfg.max_sessions as usize,
+            full_policy: match cfg.full_policy {
+                FullPolicyChoice::Refuse => FullPolicy::Refuse,
+                FullPolicyChoice::EvictIdlest => FullPolicy::EvictIdlest,
+            },
+        },
     };
     let server =
         start_server(&rt, &spec, stats.clone()).map_err(|e| format!("--bind {}: {e}", cfg.bind))?;
@@ -130,6 +155,9 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
         io_model: cfg.io_model.as_str(),
         io_threads: cfg.io_threads,
         server_io_lanes: cfg.server_lanes,
+        idle_timeout_seconds: cfg.idle_timeout.map(|d| d.as_secs_f64()),
+        max_sessions: cfg.max_sessions,
+        full_policy: cfg.full_policy.as_str(),
         elapsed_seconds: elapsed.as_secs_f64(),
         ended_by,
         datagrams_in: k.datagrams_in,
@@ -143,6 +171,8 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
         truncated: k.truncated,
         sessions_opened: k.sessions_opened,
         sessions_refused: k.sessions_refused,
+        sessions_timed_out: k.sessions_timed_out,
+        sessions_evicted: k.sessions_evicted,
         udp_server_send_buffer_bytes: b.send as u64,
         udp_server_receive_buffer_bytes: b.recv as u64,
         ok: stopped.is_ok(),
