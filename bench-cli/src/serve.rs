@@ -7,6 +7,12 @@
 //! its table bound and full policy are flags (`--max-sessions`,
 //! `--full-policy`): a burst of one-off or spoofed source addresses must not
 //! lock every later peer out.
+//!
+//! The summary's counters are read after the server has stopped (every lane
+//! handled what was queued, counted the kernel drops no datagram reported,
+//! and closed its socket), so they are final. If the lanes do not stop
+//! within [`STOP_WAIT`], the summary says so (`ok: false`, `error`) instead
+//! of passing partial counters off as final.
 
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -20,6 +26,11 @@ use crate::echo::{EchoMode, EchoStats};
 use crate::flags::{FullPolicyChoice, LaneSteeringChoice, ServeConfig};
 use crate::loopback::{runtime_for, start_server, EchoServerSpec, SessionPolicy};
 use keel_udp::{FullPolicy, LaneSteering};
+
+/// How long `serve` waits for its lanes to stop (handle what is queued,
+/// count the last kernel drops, close) before it reports that its counters
+/// may be incomplete.
+pub const STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// The summary line `serve` prints when it ends.
 #[derive(Debug, Serialize)]
@@ -81,13 +92,21 @@ pub struct ServeSummary {
     pub udp_server_send_buffer_bytes: u64,
     /// Socket buffers granted.
     pub udp_server_receive_buffer_bytes: u64,
-    /// True when it served and shut down cleanly.
+    /// True when it served and shut down cleanly: every lane stopped within
+    /// [`STOP_WAIT`] (so the counters above are final) and no handler
+    /// failed.
     pub ok: bool,
     /// Why not, if not.
     pub error: Option<String>,
 }
 
-/// Serves until `--seconds` or a signal; prints the summary line.
+/// Serves until `--seconds` or a signal, stops the server, and returns the
+/// summary (the caller prints it).
+///
+/// If the lanes do not stop within [`STOP_WAIT`] (a handler still busy,
+/// e.g. with a large `--work` backlog), the runtime is left to the process
+/// exit instead of being joined, so a wedged lane cannot keep `serve` from
+/// ending; the summary then has `ok: false` and says why.
 pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
     let (tx, rx) = mpsc::channel();
     let mut signals =
@@ -142,10 +161,23 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
     };
     signal_handle.close();
     let elapsed = started.elapsed();
+    // Counters only after the lanes are gone: stopping handles what is
+    // still queued and counts the kernel drops no datagram reported, so
+    // anything read before is short of the final figures.
+    let stopped_in_time = server.stop_and_wait(STOP_WAIT) || server.is_stopped();
     let k = server.counters();
     let b = server.buffers();
-    server.stop_and_wait(Duration::from_secs(1));
-    let stopped = rt.stop();
+    let error = if stopped_in_time {
+        rt.stop().err().map(|e| format!("a handler failed: {e}"))
+    } else {
+        // Joining would wait for the busy handler; the process exit ends it.
+        std::mem::forget(rt);
+        Some(format!(
+            "the server did not stop within {} s (a lane was still busy): \
+             the counters are not final",
+            STOP_WAIT.as_secs_f64()
+        ))
+    };
     Ok(ServeSummary {
         role: "serve",
         backend: crate::output::BACKEND,
@@ -175,7 +207,7 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
         sessions_evicted: k.sessions_evicted,
         udp_server_send_buffer_bytes: b.send as u64,
         udp_server_receive_buffer_bytes: b.recv as u64,
-        ok: stopped.is_ok(),
-        error: stopped.err().map(|e| e.to_string()),
+        ok: error.is_none(),
+        error,
     })
 }

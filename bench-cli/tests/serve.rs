@@ -1,5 +1,8 @@
 //! `keel-bench serve` as a process: its session table against one-off
-//! peers (idle timeout, table bound, full policy).
+//! peers (idle timeout, table bound, full policy), and a summary whose
+//! counters are final: read after the server stopped, equal to the kernel's
+//! own count of drops on its socket, and never passed off as final when
+//! the server could not stop in time.
 //!
 //! Every wait is bounded: socket read timeouts for echoes, a channel with a
 //! timeout for the child's exit.
@@ -243,4 +246,79 @@ fn evict_idlest_admits_a_new_peer_at_once_and_defaults_are_reported() {
     // The default idle timeout is on (30 s), so this short run timed none out.
     assert_eq!(v["idle_timeout_seconds"], 30.0, "{v}");
     assert_eq!(v["sessions_timed_out"], 0, "{v}");
+}
+
+/// The kernel's drop counter of the UDP socket bound to `addr`, from
+/// `/proc/net/udp` (last column).
+fn proc_net_udp_drops(addr: SocketAddr) -> u64 {
+    let SocketAddr::V4(v4) = addr else {
+        panic!("ipv4 only")
+    };
+    let local = format!(
+        "{:08X}:{:04X}",
+        u32::from_le_bytes(v4.ip().octets()),
+        v4.port()
+    );
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap();
+    let line = table
+        .lines()
+        .skip(1)
+        .find(|l| l.split_whitespace().nth(1) == Some(local.as_str()))
+        .unwrap_or_else(|| panic!("no socket {local} in /proc/net/udp"));
+    line.split_whitespace().last().unwrap().parse().unwrap()
+}
+
+#[test]
+fn summary_kernel_drops_equal_the_kernels_count_for_the_socket() {
+    // --idle-timeout off: no periodic sweep counts the drops early, so only
+    // reading the counters after the server stopped gets them all.
+    let serve = Serve::start(&["--udp-server-receive-buffer", "1", "--idle-timeout", "off"]);
+    // Stopped, the server reads nothing: the smallest receive buffer fills
+    // with the first datagrams and the kernel drops the rest. No datagram
+    // queued after those drops will report them to the server.
+    serve.signal("STOP");
+    let flood = peer();
+    for seq in 0..300 {
+        flood.send_to(&message(1024, 1, seq), serve.addr).unwrap();
+    }
+    let kernel = proc_net_udp_drops(serve.addr);
+    assert!(
+        kernel >= 250,
+        "the flood overflowed the buffer: {kernel} drops"
+    );
+    // SIGTERM waits while the process is stopped and ends it once resumed.
+    serve.signal("TERM");
+    serve.signal("CONT");
+    let (code, v) = serve.finish(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(num(&v, "kernel_rcvbuf_drops"), kernel, "{v}");
+    assert_eq!(num(&v, "datagrams_in") + kernel, 300, "{v}");
+}
+
+#[test]
+fn a_server_that_cannot_stop_in_time_does_not_claim_final_counters() {
+    // 10M rounds of work per echo and a backlog of 500 datagrams keep the
+    // lane busy for seconds (even in a release build): it cannot stop
+    // within serve's 2 s.
+    let serve = Serve::start(&["--work", "10000000"]);
+    let flood = peer();
+    for seq in 0..500 {
+        flood.send_to(&message(16, 1, seq), serve.addr).unwrap();
+    }
+    let asked = Instant::now();
+    serve.signal("TERM");
+    let (code, v) = serve.finish(Duration::from_secs(10));
+    let took = asked.elapsed();
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(v["ok"], false, "{v}");
+    let error = v["error"].as_str().unwrap();
+    assert!(
+        error.contains("did not stop within 2 s") && error.contains("not final"),
+        "{error}"
+    );
+    assert!(
+        took < Duration::from_secs(6),
+        "ended {took:?} after SIGTERM"
+    );
 }
