@@ -327,20 +327,32 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         c.close();
     }
     // One shared deadline, so a wedged runtime cannot stretch the run by a
-    // second per client.
+    // second per client. Counters are read only after the endpoint closed
+    // (its last kernel drops counted); one that did not close in time has
+    // counters that are not final, and the run says so.
     let close_deadline = Instant::now() + Duration::from_secs(1);
+    let mut not_closed = 0;
     for c in &clients {
-        c.close_and_wait(close_deadline.saturating_duration_since(Instant::now()));
+        // `close_and_wait` also says false, at once, when the close posted
+        // above already closed the lane before its own request ran (keel-udp
+        // drops that request with the lane); a closed client has ended, and
+        // ending counted its last drops.
+        if !c.close_and_wait(close_deadline.saturating_duration_since(Instant::now()))
+            && !c.is_closed()
+        {
+            not_closed += 1;
+        }
         let k = c.counters();
         client_send_errors += k.send_errors;
         kernel_drops += k.kernel_drops;
         cond_dropped += k.conditioner_dropped;
         cond_duplicated += k.conditioner_duplicated;
     }
+    let mut server_stopped = true;
     if let Some(s) = &server {
-        s.stop_and_wait(
+        server_stopped = s.stop_and_wait(
             close_deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(500),
-        );
+        ) || s.is_stopped();
         let k = s.counters();
         report.server_send_rejections = Some(k.send_queue_rejections + k.send_too_large);
         report.server_send_completion_errors = Some(k.send_errors);
@@ -349,7 +361,13 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         cond_duplicated += k.conditioner_duplicated;
     }
     let snmp_after = snmp(cfg.address_family);
-    let stopped = rt.stop();
+    let stopped = if not_closed == 0 && server_stopped {
+        rt.stop()
+    } else {
+        // Joining would wait for the busy lane; the process exit ends it.
+        std::mem::forget(rt);
+        Ok(())
+    };
 
     report.messages_sent = tally.messages_sent;
     report.messages = tally.messages;
@@ -388,6 +406,17 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             clients.len() - collected,
             clients.len(),
             COLLECT
+        ));
+    }
+    if !server_stopped || not_closed > 0 {
+        return Err(format!(
+            "{} did not close within the shutdown deadline: the counters \
+             (kernel_rcvbuf_drops, server_send_*, client_send_completion_errors) are not final",
+            match (server_stopped, not_closed) {
+                (false, 0) => "the server".to_string(),
+                (false, n) => format!("the server and {n} of {} clients", clients.len()),
+                (true, n) => format!("{n} of {} clients", clients.len()),
+            }
         ));
     }
     Ok(())
