@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use keel_reactor::{IoModel as KeelModel, Runtime};
 use keel_udp::{
-    Client, ClientConfig, EndpointConfig, FullPolicy, Impairment, LaneSteering, Server,
-    ServerConfig, SocketOptions,
+    Client, ClientConfig, DisconnectReason, EndpointConfig, FullPolicy, Impairment, LaneSteering,
+    Server, ServerConfig, SocketOptions,
 };
 
 use crate::client::{BenchClient, ClientTally, DrainLatch, Schedule};
@@ -419,7 +419,24 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             }
         ));
     }
+    if let Some(reason) = &tally.disconnect_reason {
+        return Err(disconnect_error(tally.disconnects, reason, target));
+    }
     Ok(())
+}
+
+/// The run's error for clients that ended early: the counter, then what
+/// happened and where, e.g. `disconnect_errors = 1: connection refused by
+/// 127.0.0.1:7000 (ICMP port unreachable: nothing listening on that port)`.
+pub fn disconnect_error(count: u64, reason: &DisconnectReason, server: SocketAddr) -> String {
+    let what = match reason {
+        DisconnectReason::Refused => format!(
+            "connection refused by {server} (ICMP port unreachable: nothing listening on that port)"
+        ),
+        DisconnectReason::Error(kind) => format!("socket error talking to {server}: {kind}"),
+        other => format!("client of {server} ended: {other}"),
+    };
+    format!("disconnect_errors = {count}: {what}")
 }
 
 /// The lane steering a run's server uses (`--lane-steering`).
