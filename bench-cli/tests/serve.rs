@@ -65,6 +65,27 @@ impl Serve {
         assert!(status.success(), "kill -{sig}");
     }
 
+    /// Waits, at most 5 s, until every thread of the server is stopped
+    /// (state `T` in `/proc/PID/task/*/stat`): `kill -STOP` returns before
+    /// the threads on other cores have stopped.
+    fn wait_stopped(&self) {
+        let tasks = format!("/proc/{}/task", self.pid());
+        let all_stopped = || {
+            std::fs::read_dir(&tasks).unwrap().all(|t| {
+                let stat =
+                    std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap_or_default();
+                // The state follows the parenthesised command name.
+                stat.rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('T'))
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !all_stopped() {
+            assert!(Instant::now() < deadline, "serve did not stop on SIGSTOP");
+            std::thread::yield_now();
+        }
+    }
+
     /// Waits at most `limit` for the server to exit (after a signal sent
     /// with [`Serve::signal`]); returns its exit code and summary line.
     fn finish(mut self, limit: Duration) -> (Option<i32>, Value) {
@@ -277,6 +298,7 @@ fn summary_kernel_drops_equal_the_kernels_count_for_the_socket() {
     // with the first datagrams and the kernel drops the rest. No datagram
     // queued after those drops will report them to the server.
     serve.signal("STOP");
+    serve.wait_stopped();
     let flood = peer();
     for seq in 0..300 {
         flood.send_to(&message(1024, 1, seq), serve.addr).unwrap();
