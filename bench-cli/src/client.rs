@@ -84,6 +84,10 @@ pub struct ClientTally {
     pub warmup_lost: u64,
     /// Disconnect events (e.g. ICMP port unreachable).
     pub disconnects: u64,
+    /// Why the first of them happened, so the report can say it (e.g.
+    /// [`DisconnectReason::Refused`]: nothing listens at the server's
+    /// address).
+    pub disconnect_reason: Option<DisconnectReason>,
     /// Warm-up messages sent and completed.
     pub warmup_sent: u64,
     /// Warm-up echoes received and correct.
@@ -106,6 +110,9 @@ impl ClientTally {
         self.lost += o.lost;
         self.warmup_lost += o.warmup_lost;
         self.disconnects += o.disconnects;
+        if self.disconnect_reason.is_none() {
+            self.disconnect_reason.clone_from(&o.disconnect_reason);
+        }
         self.warmup_sent += o.warmup_sent;
         self.warmup_done += o.warmup_done;
         self.warmup_errors += o.warmup_errors;
@@ -355,6 +362,7 @@ impl ClientHandler for BenchClient {
             return; // the run closing it after collecting
         }
         self.tally.disconnects += 1;
+        self.tally.disconnect_reason.get_or_insert(reason);
         if let Some(words) = self.report() {
             *self.last_words.lock().unwrap_or_else(|p| p.into_inner()) = Some(words);
         }

@@ -32,6 +32,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use keel_udp::Impairment;
 
@@ -62,6 +63,20 @@ pub const DEFAULT_WORK: u64 = 0;
 pub const DEFAULT_SERVER_LANES: u32 = 1;
 /// Default `--batch`: datagrams per recvmmsg/sendmmsg call.
 pub const DEFAULT_BATCH: u32 = 64;
+/// Default `serve --idle-timeout`, seconds. The echo server keeps no state
+/// per session, so ending an idle one never changes a measurement (a peer
+/// that comes back gets a new session with its next datagram); 30 s is far
+/// longer than any pause of a keel-bench or sockperf client during a run,
+/// and short enough that one-off or spoofed sources give their slots back
+/// within half a minute instead of holding them forever.
+pub const DEFAULT_SERVE_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest `serve --idle-timeout`, seconds.
+pub const MAX_IDLE_TIMEOUT_SECS: f64 = 3600.0;
+/// Default `serve --max-sessions`: keel-udp's default, per receive lane.
+pub const DEFAULT_MAX_SESSIONS: u32 = 65_536;
+/// Largest `serve --max-sessions` (sessions per lane; the table grows as
+/// peers arrive, so the bound costs nothing until it is used).
+pub const MAX_MAX_SESSIONS: u32 = 1 << 24;
 
 /// A rejected command line: which flag, and what was wrong with it.
 ///
@@ -195,6 +210,29 @@ pub enum LaneSteeringChoice {
     Port,
 }
 
+/// `serve --full-policy`: what a lane does with a new peer when its session
+/// table is full (keel-udp's `FullPolicy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FullPolicyChoice {
+    /// Drop the new peer's datagrams (counted in `sessions_refused`) until
+    /// a session ends; established peers are never disturbed.
+    #[default]
+    Refuse,
+    /// End the idlest of a few sampled sessions (`sessions_evicted`) and
+    /// admit the new peer.
+    EvictIdlest,
+}
+
+impl FullPolicyChoice {
+    /// Name as written on the command line and in the serve summary.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FullPolicyChoice::Refuse => "refuse",
+            FullPolicyChoice::EvictIdlest => "evict-idlest",
+        }
+    }
+}
+
 /// A validated benchmark run (`keel-bench [flags]`, or clients only with
 /// `--connect`). `Default` is the reference table's defaults.
 #[derive(Clone, Debug, PartialEq)]
@@ -307,6 +345,13 @@ pub struct ServeConfig {
     /// `--lane-steering` (`auto` is `hash` here: remote peers pick their
     /// own ports).
     pub lane_steering: LaneSteeringChoice,
+    /// `--idle-timeout`: a session without a datagram for this long ends;
+    /// `None` (`off`) keeps sessions until the server stops.
+    pub idle_timeout: Option<Duration>,
+    /// `--max-sessions`: sessions per receive lane at most.
+    pub max_sessions: u32,
+    /// `--full-policy`: a new peer when the table is full.
+    pub full_policy: FullPolicyChoice,
 }
 
 /// A validated `keel-bench report`.
@@ -421,6 +466,10 @@ reorder-delay=D (default 10ms; how long a reordered datagram is held back) (D su
 500us or 0, at most 3600s); seed=N (default 0); limit=N datagrams (default 4096) and limit-bytes=N \
 (default 16777216) held at most";
 
+/// What `serve --idle-timeout` accepts.
+pub const IDLE_TIMEOUT_ACCEPTED: &str =
+    "finite, 0 < s <= 3600, or off (0 is not accepted: write off)";
+
 /// Every flag keel-bench knows, in `--help` order.
 pub const FLAGS: &[FlagSpec] = &[
     spec("protocol", "NAME", "udp", "udp (arknet's tcp is not supported)", "transport", RUN),
@@ -441,6 +490,9 @@ pub const FLAGS: &[FlagSpec] = &[
     spec("impair", "SPEC", "off", IMPAIR_ACCEPTED, "keel: link conditioner on each client's send path, e.g. loss=0.05,delay=20ms,jitter=5ms,dup=0.01,reorder=0.1 (client i uses seed+i); pair loss with --loss-timeout (longer than the delay it adds) and --warmup 0 to keep measuring: messages_sent = messages + udp_lost_messages + order_errors; duplicates show as unexpected_messages, reordering (and jitter) as order_errors", RUN),
     spec("impair-server", "SPEC", "off", IMPAIR_ACCEPTED, "keel: link conditioner on the server's send path (its echoes), same SPEC as --impair", RUN),
     spec("connect", "ADDR:PORT", "none (server in this process)", "IP:PORT literal, port 1..=65535 (e.g. 10.0.0.2:7000, [fd00::2]:7000)", "keel: clients only, against `keel-bench serve` at ADDR:PORT; server-side flags go to serve", RUN),
+    spec("idle-timeout", "S", "30", IDLE_TIMEOUT_ACCEPTED, "serve: end a peer's session after S seconds without a datagram from it, so one-off or spoofed sources do not hold their slots of --max-sessions forever (30 s is far longer than any pause of a keel-bench or sockperf client during a run; the echo server keeps no state per session, and a peer that comes back gets a new one); off keeps every session until the server stops", SERVE),
+    spec("max-sessions", "N", "65536", "1..=16777216", "serve: sessions (peer addresses) per receive lane at most; a new peer beyond it meets --full-policy", SERVE),
+    spec("full-policy", "POLICY", "refuse", "refuse, evict-idlest", "serve: a new peer when the session table is full: refuse = drop its datagrams (sessions_refused) until an idle session times out, established peers are never disturbed; evict-idlest = end the idlest of a few sampled sessions (sessions_evicted) and admit the new peer", SERVE),
     spec("bind", "ADDR:PORT", "required", "IP:PORT literal (e.g. 0.0.0.0:7000, [::]:7000); port 0 picks a free port", "serve: address to serve on", SERVE),
     spec("sockperf", "", "off", "switch", "serve: answer sockperf's UDP ping-pong client (clear the client bit) instead of keel-bench clients", SERVE),
     spec("out", "DIR", "required", "directory path", "report: where the Markdown table and SVG charts go", REPORT),
@@ -799,6 +851,43 @@ fn parse_lane_steering(value: &str) -> Result<LaneSteeringChoice, FlagError> {
     }
 }
 
+/// `--idle-timeout`: `off`, or seconds in `0 < s <= 3600`.
+fn parse_idle_timeout(value: &str) -> Result<Option<Duration>, FlagError> {
+    if value == "off" {
+        return Ok(None);
+    }
+    let s = parse_seconds("idle-timeout", value, false, MAX_IDLE_TIMEOUT_SECS).map_err(|_| {
+        FlagError::new(
+            "--idle-timeout",
+            format!(
+                "expected off or a finite number of seconds in 0 < s <= {MAX_IDLE_TIMEOUT_SECS}{}, \
+                 got {value:?}",
+                if value.parse::<f64>().is_ok_and(|s| s == 0.0) {
+                    " (0 is not accepted: write off to turn the idle timeout off)"
+                } else {
+                    ""
+                }
+            ),
+        )
+    })?;
+    // At least a microsecond: keel rejects a zero timeout, and a value
+    // such as 1e-300 would round to one.
+    Ok(Some(
+        Duration::from_secs_f64(s).max(Duration::from_micros(1)),
+    ))
+}
+
+fn parse_full_policy(value: &str) -> Result<FullPolicyChoice, FlagError> {
+    match value {
+        "refuse" => Ok(FullPolicyChoice::Refuse),
+        "evict-idlest" => Ok(FullPolicyChoice::EvictIdlest),
+        _ => Err(FlagError::new(
+            "--full-policy",
+            format!("expected refuse or evict-idlest, got {value:?}"),
+        )),
+    }
+}
+
 fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
     no_positionals(raw)?;
     let mut cfg = RunConfig::default();
@@ -947,6 +1036,9 @@ fn validate_serve(raw: &RawArgs) -> Result<ServeConfig, FlagError> {
         batch: DEFAULT_BATCH,
         udp_server_receive_buffer: None,
         lane_steering: LaneSteeringChoice::Auto,
+        idle_timeout: Some(DEFAULT_SERVE_IDLE_TIMEOUT),
+        max_sessions: DEFAULT_MAX_SESSIONS,
+        full_policy: FullPolicyChoice::Refuse,
     };
     for f in &raw.flags {
         let v = f.value.as_deref().unwrap_or("");
@@ -963,6 +1055,9 @@ fn validate_serve(raw: &RawArgs) -> Result<ServeConfig, FlagError> {
             "udp-server-receive-buffer" => {
                 cfg.udp_server_receive_buffer = Some(parse_server_rcvbuf(v)?)
             }
+            "idle-timeout" => cfg.idle_timeout = parse_idle_timeout(v)?,
+            "max-sessions" => cfg.max_sessions = parse_u32("max-sessions", v, 1, MAX_MAX_SESSIONS)?,
+            "full-policy" => cfg.full_policy = parse_full_policy(v)?,
             other => unreachable!("flag --{other} is not in the serve scope"),
         }
     }
@@ -1007,7 +1102,8 @@ pub fn help_text() -> String {
          keel-bench [RUN FLAGS]                       one run in this process, one JSON line on stdout\n  \
          keel-bench --connect ADDR:PORT [RUN FLAGS]   clients only, against `keel-bench serve`\n  \
          keel-bench serve --bind ADDR:PORT [--io-model M] [--io-threads N] [--server-lanes N]\n                   \
-         [--seconds S] [--work R] [--batch N] [--udp-server-receive-buffer B] [--sockperf]\n  \
+         [--seconds S] [--work R] [--batch N] [--udp-server-receive-buffer B] [--sockperf]\n                   \
+         [--idle-timeout S|off] [--max-sessions N] [--full-policy refuse|evict-idlest]\n  \
          keel-bench report FILES... --out DIR\n  \
          keel-bench --help\n\
          \n\
@@ -1082,6 +1178,7 @@ mod tests {
             "address-family" => "ipv4",
             "io-model" => "shared",
             "lane-steering" => "auto",
+            "full-policy" => "evict-idlest",
             "connect" => "127.0.0.1:7000",
             "bind" => "127.0.0.1:7000",
             "out" => "dir",

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use keel_reactor::{IoModel as KeelModel, Runtime};
 use keel_udp::{
-    Client, ClientConfig, EndpointConfig, Impairment, LaneSteering, Server, ServerConfig,
-    SocketOptions,
+    Client, ClientConfig, DisconnectReason, EndpointConfig, FullPolicy, Impairment, LaneSteering,
+    Server, ServerConfig, SocketOptions,
 };
 
 use crate::client::{BenchClient, ClientTally, DrainLatch, Schedule};
@@ -51,6 +51,38 @@ pub struct EchoServerSpec {
     pub mode: EchoMode,
     /// How datagrams spread over the lanes.
     pub steering: LaneSteering,
+    /// Session timeout and table bound.
+    pub sessions: SessionPolicy,
+}
+
+/// How the echo server treats its sessions (one per peer address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionPolicy {
+    /// Sessions idle this long end; `None` keeps them until the server
+    /// stops.
+    pub idle_timeout: Option<Duration>,
+    /// Sessions per lane at most.
+    pub max_sessions: usize,
+    /// What a full lane does with a new peer.
+    pub full_policy: FullPolicy,
+}
+
+impl Default for SessionPolicy {
+    /// The in-process server of a run: no idle timeout, keel's table bound,
+    /// `Refuse`. It lives on the loopback address for one run only and its
+    /// peers are the run's own clients (at most 1,024, far below the
+    /// bound), so no source can fill its table; and a client whose window
+    /// slot waits for a lost echo keeps its session without a timer
+    /// sweeping the lanes being measured. `serve`, which faces unknown
+    /// peers, sets its own (`--idle-timeout`, `--max-sessions`,
+    /// `--full-policy`).
+    fn default() -> Self {
+        SessionPolicy {
+            idle_timeout: None,
+            max_sessions: ServerConfig::default().max_sessions,
+            full_policy: FullPolicy::Refuse,
+        }
+    }
 }
 
 /// Starts the echo server described by `spec` on `rt`.
@@ -78,12 +110,11 @@ pub fn start_server_impaired(
         work,
         mode,
         steering,
+        sessions,
     } = spec.clone();
-    let config = ServerConfig {
+    let mut config = ServerConfig {
         lanes: lanes as usize,
         steering,
-        // A benchmark's peers never go idle on purpose; keep every session.
-        idle_timeout: None,
         endpoint: EndpointConfig {
             batch: batch as usize,
             socket: SocketOptions {
@@ -96,6 +127,9 @@ pub fn start_server_impaired(
         },
         ..ServerConfig::default()
     };
+    config.idle_timeout = sessions.idle_timeout;
+    config.max_sessions = sessions.max_sessions;
+    config.full_policy = sessions.full_policy;
     Server::bind(rt.handles(), bind, config, move |_| {
         Echo::new(work, mode, stats.clone())
     })
@@ -136,6 +170,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
                     work: cfg.work,
                     mode: EchoMode::Bench,
                     steering,
+                    sessions: SessionPolicy::default(),
                 },
                 cfg.impair_server.as_deref().cloned(),
                 echo_stats.clone(),
@@ -293,20 +328,32 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         c.close();
     }
     // One shared deadline, so a wedged runtime cannot stretch the run by a
-    // second per client.
+    // second per client. Counters are read only after the endpoint closed
+    // (its last kernel drops counted); one that did not close in time has
+    // counters that are not final, and the run says so.
     let close_deadline = Instant::now() + Duration::from_secs(1);
+    let mut not_closed = 0;
     for c in &clients {
-        c.close_and_wait(close_deadline.saturating_duration_since(Instant::now()));
+        // `close_and_wait` also says false, at once, when the close posted
+        // above already closed the lane before its own request ran (keel-udp
+        // drops that request with the lane); a closed client has ended, and
+        // ending counted its last drops.
+        if !c.close_and_wait(close_deadline.saturating_duration_since(Instant::now()))
+            && !c.is_closed()
+        {
+            not_closed += 1;
+        }
         let k = c.counters();
         client_send_errors += k.send_errors;
         kernel_drops += k.kernel_drops;
         cond_dropped += k.conditioner_dropped;
         cond_duplicated += k.conditioner_duplicated;
     }
+    let mut server_stopped = true;
     if let Some(s) = &server {
-        s.stop_and_wait(
+        server_stopped = s.stop_and_wait(
             close_deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(500),
-        );
+        ) || s.is_stopped();
         let k = s.counters();
         report.server_send_rejections = Some(k.send_queue_rejections + k.send_too_large);
         report.server_send_completion_errors = Some(k.send_errors);
@@ -315,7 +362,13 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         cond_duplicated += k.conditioner_duplicated;
     }
     let snmp_after = snmp(cfg.address_family);
-    let stopped = rt.stop();
+    let stopped = if not_closed == 0 && server_stopped {
+        rt.stop()
+    } else {
+        // Joining would wait for the busy lane; the process exit ends it.
+        std::mem::forget(rt);
+        Ok(())
+    };
 
     report.messages_sent = tally.messages_sent;
     report.messages = tally.messages;
@@ -356,7 +409,35 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             COLLECT
         ));
     }
+    if !server_stopped || not_closed > 0 {
+        return Err(format!(
+            "{} did not close within the shutdown deadline: the counters \
+             (kernel_rcvbuf_drops, server_send_*, client_send_completion_errors) are not final",
+            match (server_stopped, not_closed) {
+                (false, 0) => "the server".to_string(),
+                (false, n) => format!("the server and {n} of {} clients", clients.len()),
+                (true, n) => format!("{n} of {} clients", clients.len()),
+            }
+        ));
+    }
+    if let Some(reason) = &tally.disconnect_reason {
+        return Err(disconnect_error(tally.disconnects, reason, target));
+    }
     Ok(())
+}
+
+/// The run's error for clients that ended early: the counter, then what
+/// happened and where, e.g. `disconnect_errors = 1: connection refused by
+/// 127.0.0.1:7000 (ICMP port unreachable: nothing listening on that port)`.
+pub fn disconnect_error(count: u64, reason: &DisconnectReason, server: SocketAddr) -> String {
+    let what = match reason {
+        DisconnectReason::Refused => format!(
+            "connection refused by {server} (ICMP port unreachable: nothing listening on that port)"
+        ),
+        DisconnectReason::Error(kind) => format!("socket error talking to {server}: {kind}"),
+        other => format!("client of {server} ended: {other}"),
+    };
+    format!("disconnect_errors = {count}: {what}")
 }
 
 /// The lane steering a run's server uses (`--lane-steering`).

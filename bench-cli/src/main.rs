@@ -45,7 +45,9 @@ fn try_main() -> i32 {
             }
         }
         Command::Serve(cfg) => match run::serve(&cfg) {
-            Ok(()) => EXIT_OK,
+            Ok(true) => EXIT_OK,
+            // The summary line says why (ok: false, error).
+            Ok(false) => EXIT_FAILED,
             Err(e) => {
                 print_line(&RunReport::error_report(None, &e).to_json_line());
                 EXIT_FAILED

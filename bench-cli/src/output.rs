@@ -250,7 +250,10 @@ pub struct RunReport {
     pub peak_rss_bytes: Option<u64>,
     /// True only when the run passed every check ([`RunReport::finish`]).
     pub ok: bool,
-    /// First reason the run is not ok; null when ok.
+    /// First reason the run is not ok; null when ok. Clients that ended
+    /// early say what happened and where, e.g. `disconnect_errors = 1:
+    /// connection refused by 127.0.0.1:7000 (ICMP port unreachable: nothing
+    /// listening on that port)`.
     pub error: Option<String>,
 
     // ---- keel additions, after the contract's fields ----

@@ -1,6 +1,18 @@
 //! `keel-bench serve`: the echo server alone, for a second host or for
 //! sockperf. Ends after `--seconds` or on SIGINT/SIGTERM with one JSON
 //! summary line.
+//!
+//! Unlike the run's in-process server, `serve` faces peers it does not
+//! know, so its sessions time out (`--idle-timeout`, 30 s by default) and
+//! its table bound and full policy are flags (`--max-sessions`,
+//! `--full-policy`): a burst of one-off or spoofed source addresses must not
+//! lock every later peer out.
+//!
+//! The summary's counters are read after the server has stopped (every lane
+//! handled what was queued, counted the kernel drops no datagram reported,
+//! and closed its socket), so they are final. If the lanes do not stop
+//! within [`STOP_WAIT`], the summary says so (`ok: false`, `error`) instead
+//! of passing partial counters off as final.
 
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -11,9 +23,14 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::echo::{EchoMode, EchoStats};
-use crate::flags::{LaneSteeringChoice, ServeConfig};
-use crate::loopback::{runtime_for, start_server, EchoServerSpec};
-use keel_udp::LaneSteering;
+use crate::flags::{FullPolicyChoice, LaneSteeringChoice, ServeConfig};
+use crate::loopback::{runtime_for, start_server, EchoServerSpec, SessionPolicy};
+use keel_udp::{FullPolicy, LaneSteering};
+
+/// How long `serve` waits for its lanes to stop (handle what is queued,
+/// count the last kernel drops, close) before it reports that its counters
+/// may be incomplete.
+pub const STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// The summary line `serve` prints when it ends.
 #[derive(Debug, Serialize)]
@@ -34,6 +51,12 @@ pub struct ServeSummary {
     pub io_threads: u32,
     /// Receive lanes.
     pub server_io_lanes: u32,
+    /// `--idle-timeout` in seconds; `null` when off.
+    pub idle_timeout_seconds: Option<f64>,
+    /// `--max-sessions`: sessions per receive lane at most.
+    pub max_sessions: u32,
+    /// `--full-policy`: `"refuse"` or `"evict-idlest"`.
+    pub full_policy: &'static str,
     /// Seconds served.
     pub elapsed_seconds: f64,
     /// What ended it: `"seconds"`, `"SIGINT"` or `"SIGTERM"`.
@@ -58,19 +81,32 @@ pub struct ServeSummary {
     pub truncated: u64,
     /// Sessions opened.
     pub sessions_opened: u64,
-    /// Sessions refused (table full).
+    /// Datagrams from new peers refused because the table was full
+    /// (`--full-policy refuse`).
     pub sessions_refused: u64,
+    /// Sessions ended by the idle timeout.
+    pub sessions_timed_out: u64,
+    /// Sessions evicted for a new peer (`--full-policy evict-idlest`).
+    pub sessions_evicted: u64,
     /// Socket buffers granted.
     pub udp_server_send_buffer_bytes: u64,
     /// Socket buffers granted.
     pub udp_server_receive_buffer_bytes: u64,
-    /// True when it served and shut down cleanly.
+    /// True when it served and shut down cleanly: every lane stopped within
+    /// [`STOP_WAIT`] (so the counters above are final) and no handler
+    /// failed.
     pub ok: bool,
     /// Why not, if not.
     pub error: Option<String>,
 }
 
-/// Serves until `--seconds` or a signal; prints the summary line.
+/// Serves until `--seconds` or a signal, stops the server, and returns the
+/// summary (the caller prints it).
+///
+/// If the lanes do not stop within [`STOP_WAIT`] (a handler still busy,
+/// e.g. with a large `--work` backlog), the runtime is left to the process
+/// exit instead of being joined, so a wedged lane cannot keep `serve` from
+/// ending; the summary then has `ok: false` and says why.
 pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
     let (tx, rx) = mpsc::channel();
     let mut signals =
@@ -101,6 +137,14 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
             LaneSteeringChoice::Port => LaneSteering::PeerPort,
             _ => LaneSteering::KernelHash,
         },
+        sessions: SessionPolicy {
+            idle_timeout: cfg.idle_timeout,
+            max_sessions: cfg.max_sessions as usize,
+            full_policy: match cfg.full_policy {
+                FullPolicyChoice::Refuse => FullPolicy::Refuse,
+                FullPolicyChoice::EvictIdlest => FullPolicy::EvictIdlest,
+            },
+        },
     };
     let server =
         start_server(&rt, &spec, stats.clone()).map_err(|e| format!("--bind {}: {e}", cfg.bind))?;
@@ -117,10 +161,23 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
     };
     signal_handle.close();
     let elapsed = started.elapsed();
+    // Counters only after the lanes are gone: stopping handles what is
+    // still queued and counts the kernel drops no datagram reported, so
+    // anything read before is short of the final figures.
+    let stopped_in_time = server.stop_and_wait(STOP_WAIT) || server.is_stopped();
     let k = server.counters();
     let b = server.buffers();
-    server.stop_and_wait(Duration::from_secs(1));
-    let stopped = rt.stop();
+    let error = if stopped_in_time {
+        rt.stop().err().map(|e| format!("a handler failed: {e}"))
+    } else {
+        // Joining would wait for the busy handler; the process exit ends it.
+        std::mem::forget(rt);
+        Some(format!(
+            "the server did not stop within {} s (a lane was still busy): \
+             the counters are not final",
+            STOP_WAIT.as_secs_f64()
+        ))
+    };
     Ok(ServeSummary {
         role: "serve",
         backend: crate::output::BACKEND,
@@ -130,6 +187,9 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
         io_model: cfg.io_model.as_str(),
         io_threads: cfg.io_threads,
         server_io_lanes: cfg.server_lanes,
+        idle_timeout_seconds: cfg.idle_timeout.map(|d| d.as_secs_f64()),
+        max_sessions: cfg.max_sessions,
+        full_policy: cfg.full_policy.as_str(),
         elapsed_seconds: elapsed.as_secs_f64(),
         ended_by,
         datagrams_in: k.datagrams_in,
@@ -143,9 +203,11 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
         truncated: k.truncated,
         sessions_opened: k.sessions_opened,
         sessions_refused: k.sessions_refused,
+        sessions_timed_out: k.sessions_timed_out,
+        sessions_evicted: k.sessions_evicted,
         udp_server_send_buffer_bytes: b.send as u64,
         udp_server_receive_buffer_bytes: b.recv as u64,
-        ok: stopped.is_ok(),
-        error: stopped.err().map(|e| e.to_string()),
+        ok: error.is_none(),
+        error,
     })
 }

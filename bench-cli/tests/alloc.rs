@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use keel_bench::client::{BenchClient, DrainLatch, Schedule};
 use keel_bench::echo::{EchoMode, EchoStats};
 use keel_bench::flags::IoModel;
-use keel_bench::loopback::{runtime_for, start_server, EchoServerSpec};
+use keel_bench::loopback::{runtime_for, start_server, EchoServerSpec, SessionPolicy};
 use keel_bench::stats::RttShards;
 use keel_udp::{Client, ClientConfig, EndpointConfig};
 
@@ -98,6 +98,7 @@ fn benchmark_echo_path_allocates_nothing_per_echo() {
         work: 0,
         mode: EchoMode::Bench,
         steering: keel_udp::LaneSteering::KernelHash,
+        sessions: SessionPolicy::default(),
     };
     let server = start_server(&rt, &spec, stats.clone()).unwrap();
     let latch = Arc::new(DrainLatch::default());

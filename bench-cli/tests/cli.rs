@@ -83,3 +83,32 @@ fn failed_checks_exit_1_with_a_json_line() {
     assert_eq!(v["requested_seconds"], 0.1);
     assert!(v["disconnect_errors"].as_u64().unwrap() > 0, "{v}");
 }
+
+#[test]
+fn connect_to_a_closed_port_says_the_peer_refused_and_where() {
+    // A port nothing listens on: bind a socket for a free port, then close it.
+    let addr = {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.local_addr().unwrap()
+    };
+    let out = keel_bench(&[
+        "--connect",
+        &addr.to_string(),
+        "--seconds",
+        "0.1",
+        "--warmup",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "a failed run");
+    let v = json_line(&out);
+    assert_eq!(v["ok"], false);
+    let error = v["error"].as_str().expect("an error");
+    assert!(
+        error.contains(&format!("connection refused by {addr}")),
+        "names the refusing address: {error}"
+    );
+    assert!(error.contains("ICMP port unreachable"), "{error}");
+    // The counter is still there, and the error still starts with it.
+    assert!(v["disconnect_errors"].as_u64().unwrap() > 0, "{v}");
+    assert!(error.starts_with("disconnect_errors = "), "{error}");
+}

@@ -2,8 +2,11 @@
 
 use std::net::SocketAddr;
 
+use std::time::Duration;
+
 use keel_bench::flags::{
-    help_text, parse, AddressFamily, Command, FlagError, IoModel, Protocol, RunConfig, FLAGS,
+    help_text, parse, AddressFamily, Command, FlagError, FullPolicyChoice, IoModel, Protocol,
+    RunConfig, ServeConfig, FLAGS,
 };
 
 fn run(args: &[&str]) -> Result<RunConfig, FlagError> {
@@ -449,6 +452,109 @@ fn serve_structure() {
     // Serve-only flags are not run flags.
     rejects(&["--bind", "0.0.0.0:1"], "--bind");
     rejects(&["--sockperf"], "--sockperf");
+}
+
+fn serve(args: &[&str]) -> Result<ServeConfig, FlagError> {
+    let mut all = vec!["serve", "--bind", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    match parse(all)? {
+        Command::Serve(cfg) => Ok(cfg),
+        other => panic!("expected serve, got {other:?}"),
+    }
+}
+
+#[test]
+fn serve_sessions_time_out_by_default_and_the_table_is_configurable() {
+    let cfg = serve(&[]).unwrap();
+    assert_eq!(cfg.idle_timeout, Some(Duration::from_secs(30)));
+    assert_eq!(cfg.max_sessions, 65_536);
+    assert_eq!(cfg.full_policy, FullPolicyChoice::Refuse);
+
+    let cfg = serve(&[
+        "--idle-timeout",
+        "0.3",
+        "--max-sessions",
+        "4",
+        "--full-policy",
+        "evict-idlest",
+    ])
+    .unwrap();
+    assert_eq!(cfg.idle_timeout, Some(Duration::from_millis(300)));
+    assert_eq!(cfg.max_sessions, 4);
+    assert_eq!(cfg.full_policy, FullPolicyChoice::EvictIdlest);
+    assert_eq!(cfg.full_policy.as_str(), "evict-idlest");
+
+    assert_eq!(
+        serve(&["--idle-timeout", "off"]).unwrap().idle_timeout,
+        None
+    );
+    assert_eq!(
+        serve(&["--idle-timeout=3600"]).unwrap().idle_timeout,
+        Some(Duration::from_secs(3600))
+    );
+    assert_eq!(
+        serve(&["--idle-timeout", "1e-3"]).unwrap().idle_timeout,
+        Some(Duration::from_millis(1))
+    );
+    assert_eq!(
+        serve(&["--max-sessions", "16777216"]).unwrap().max_sessions,
+        1 << 24
+    );
+    assert_eq!(
+        serve(&["--full-policy", "refuse"]).unwrap().full_policy,
+        FullPolicyChoice::Refuse
+    );
+}
+
+#[test]
+fn serve_session_flags_reject_bad_values_naming_the_flag_and_what_is_accepted() {
+    for bad in [
+        "", "0", "0.0", "-0", "-1", "nan", "inf", "3600.5", "1e4", "OFF", "Off", "none", "30s",
+        " 1", "1e999",
+    ] {
+        let err = serve(&["--idle-timeout", bad]).expect_err(bad);
+        assert_eq!(err.flag, "--idle-timeout", "{err}");
+        assert!(
+            err.message.contains("off") && err.message.contains("0 < s <= 3600"),
+            "{err}"
+        );
+        assert!(err.message.contains(&format!("{bad:?}")), "{err}");
+    }
+    // 0 is not a spelling of off: the error says what to write instead.
+    let err = serve(&["--idle-timeout", "0"]).unwrap_err();
+    assert!(err.message.contains("write off"), "{err}");
+
+    for bad in ["0", "16777217", "-1", "+4", "4.0", "1e3", "", "many"] {
+        let err = serve(&["--max-sessions", bad]).expect_err(bad);
+        assert_eq!(
+            err.to_string(),
+            format!("--max-sessions: expected an integer in 1..=16777216, got {bad:?}")
+        );
+    }
+    for bad in [
+        "",
+        "evict",
+        "Refuse",
+        "evict_idlest",
+        "drop",
+        "evict-oldest",
+    ] {
+        let err = serve(&["--full-policy", bad]).expect_err(bad);
+        assert_eq!(
+            err.to_string(),
+            format!("--full-policy: expected refuse or evict-idlest, got {bad:?}")
+        );
+    }
+    // They configure serve's table: a run (or its --connect clients) has none.
+    for (flag, value) in [
+        ("--idle-timeout", "1"),
+        ("--max-sessions", "4"),
+        ("--full-policy", "refuse"),
+    ] {
+        let err = rejects(&[flag, value], flag);
+        assert!(err.message.contains("serve"), "{err}");
+        rejects(&["--connect", "127.0.0.1:7000", flag, value], flag);
+    }
 }
 
 #[test]

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use keel_bench::client::{BenchClient, ClientTally, DrainLatch, Schedule};
 use keel_bench::echo::{EchoMode, EchoStats};
 use keel_bench::flags::IoModel;
-use keel_bench::loopback::{runtime_for, start_server, EchoServerSpec};
+use keel_bench::loopback::{runtime_for, start_server, EchoServerSpec, SessionPolicy};
 use keel_bench::message::{
     decode_header, encode, sockperf_classify, Phase, SockperfVerdict, HEADER_LEN, MAGIC,
 };
@@ -85,6 +85,7 @@ fn echo_server_counts_every_invalid_datagram_and_keeps_echoing() {
         work: 0,
         mode: EchoMode::Bench,
         steering: keel_udp::LaneSteering::KernelHash,
+        sessions: SessionPolicy::default(),
     };
     let server = start_server(&rt, &spec, stats.clone()).unwrap();
     let target = server.local_addr();
@@ -167,6 +168,7 @@ fn sockperf_echo_mode_classifies_arbitrary_datagrams_without_crashing() {
         work: 0,
         mode: EchoMode::Sockperf,
         steering: keel_udp::LaneSteering::KernelHash,
+        sessions: SessionPolicy::default(),
     };
     let server = start_server(&rt, &spec, stats.clone()).unwrap();
     let target = server.local_addr();

@@ -222,6 +222,37 @@ fn loss_timeout_keeps_measuring_and_accounts_for_every_message() {
     assert_eq!(v["unexpected_messages"], 0, "{v}");
 }
 
+/// A server lane still busy when the run stops it (10M rounds of work per
+/// echo, 512 echoes queued) has counters that are not final: the run says
+/// so, and ends without waiting for the backlog (seconds more).
+#[test]
+fn a_server_that_cannot_stop_in_time_fails_the_run_instead_of_reporting_partial_counters() {
+    let t = Instant::now();
+    let (code, v) = run(&[
+        "--work",
+        "10000000",
+        "--clients",
+        "8",
+        "--window",
+        "64",
+        "--io-threads",
+        "2",
+        "--warmup",
+        "0",
+        "--seconds",
+        "0.1",
+    ]);
+    let took = t.elapsed();
+    assert_eq!(code, Some(1), "{v}");
+    let error = v["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("the server did not close") && error.contains("not final"),
+        "{error}"
+    );
+    // 0.1 s + 2 s drain + the 1.5 s shutdown deadline, plus a margin.
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+}
+
 #[test]
 fn a_run_always_ends_on_time() {
     // Clients against a port where a plain socket swallows everything: no
