@@ -269,10 +269,11 @@ impl<H: CastHandler> Cast<H> {
                 return;
             }
             st.closing = true;
-            // Handle what already arrived, then count unreported drops.
+            // Handle what already arrived, then stop arrivals and count
+            // what is left and the unreported drops.
             receive(st, cx, Ready::READABLE);
             st.tx.flush();
-            st.rx.sync_kernel_drops(&st.tx);
+            st.rx.close_door(&st.tx);
             cx.close();
         });
     }

@@ -130,11 +130,13 @@ macro_rules! cctx {
 impl<H: ClientHandler> ClientLane<H> {
     fn end(&mut self, cx: &mut LaneCx<'_, Self>, reason: DisconnectReason) {
         self.ended = true;
-        self.rx.sync_kernel_drops(&self.tx);
         self.tx.flush();
         let mut ctx = cctx!(self, cx);
         self.handler.disconnect(&mut ctx, reason);
         self.tx.flush();
+        // Last (it re-points the socket): no more arrivals; what is still
+        // queued and the drops no datagram reported are counted.
+        self.rx.close_door(&self.tx);
         cx.close();
     }
 

@@ -69,6 +69,10 @@ counters! {
     /// Receive errors other than `WouldBlock` (e.g. ICMP errors reported on
     /// an unconnected socket).
     recv_errors,
+    /// Datagrams still queued on the socket when the endpoint stopped,
+    /// beyond what the stop hands to the handler (one readiness budget):
+    /// read and discarded, so the socket does not close on them uncounted.
+    recv_discarded,
     /// Sessions open now (server lanes).
     sessions_open,
     /// Sessions opened since start.

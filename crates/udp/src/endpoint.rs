@@ -189,6 +189,39 @@ impl Rx {
         }
     }
 
+    /// The endpoint is stopping: makes the socket stop accepting datagrams
+    /// (it is connected to its own address, so no peer's datagram is
+    /// queued any more, nor dropped for a full buffer), reads and discards
+    /// what is still queued (counted in `recv_discarded`), then reads the
+    /// kernel's drop counter a last time. After this nothing can arrive
+    /// or be dropped without a count before the socket closes. Bounded:
+    /// at most `CLOSE_DRAIN_CALLS` receive calls even if the connect
+    /// failed and a flood goes on.
+    pub(crate) fn close_door(&mut self, tx: &Tx) {
+        if let Ok(local) = tx.socket.local_addr() {
+            let own = match local {
+                SocketAddr::V4(a) if a.ip().is_unspecified() => {
+                    SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, a.port()))
+                }
+                SocketAddr::V6(a) if a.ip().is_unspecified() => {
+                    SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, a.port()))
+                }
+                other => other,
+            };
+            // A failure only means peers keep arriving until the close;
+            // the drain below is bounded either way.
+            let _ = tx.socket.connect(own);
+        }
+        for _ in 0..CLOSE_DRAIN_CALLS {
+            match self.recv(tx) {
+                Ok(n) => bump(&tx.counters.recv_discarded, n as u64),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break, // WouldBlock: empty
+            }
+        }
+        self.sync_kernel_drops(tx);
+    }
+
     /// Whether the last call returned as many datagrams as one call can
     /// (more may be waiting). Judged against what the call could return,
     /// not the configured batch: on the one-datagram-per-call path every
@@ -523,6 +556,9 @@ impl Drop for Tx {
         }
     }
 }
+
+/// Most receive calls [`Rx::close_door`] makes to empty a stopping socket.
+const CLOSE_DRAIN_CALLS: usize = 4096;
 
 /// Batches of datagrams one readiness event may handle before the lane
 /// yields to other lanes (it is put back on the run queue).

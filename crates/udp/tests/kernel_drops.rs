@@ -19,6 +19,8 @@ use keel_udp::{
 struct Count {
     burst: Arc<Mutex<Vec<u32>>>,
     markers: Arc<Progress>,
+    /// How long `disconnect` takes (a game saving a player's progress).
+    goodbye: Duration,
 }
 
 impl ServerHandler for Count {
@@ -26,6 +28,17 @@ impl ServerHandler for Count {
 
     fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())
+    }
+
+    fn disconnect(
+        &mut self,
+        _: &mut ServerCtx<'_, ()>,
+        _: SocketAddr,
+        _: (),
+        _: keel_udp::DisconnectReason,
+    ) {
+        // Real work that takes time, not a synchronization.
+        std::thread::sleep(self.goodbye);
     }
 
     fn datagram(&mut self, _: &mut Session<'_, ()>, data: &[u8]) {
@@ -50,6 +63,11 @@ type Fixture = (
 /// A server on a one-thread runtime whose socket has the kernel's minimum
 /// receive buffer (a few datagrams), recording what its lane receives.
 fn small_buffer_server(batch: usize) -> Fixture {
+    small_buffer_server_with(batch, Duration::ZERO)
+}
+
+/// As [`small_buffer_server`], with a `disconnect` that takes `goodbye`.
+fn small_buffer_server_with(batch: usize, goodbye: Duration) -> Fixture {
     let rt = runtime(IoModel::Shared { threads: 1 });
     let burst = Arc::new(Mutex::new(Vec::new()));
     let markers = Arc::new(Progress::default());
@@ -70,6 +88,7 @@ fn small_buffer_server(batch: usize) -> Fixture {
     let server = Server::bind(rt.handles(), v4(), config, move |_| Count {
         burst: b.clone(),
         markers: m.clone(),
+        goodbye,
     })
     .unwrap();
     assert!(server.buffers().recv < 16 * 1024, "{:?}", server.buffers());
@@ -170,4 +189,85 @@ fn drops_no_datagram_reported_are_counted_at_stop() {
         "every drop counted: {c:?}"
     );
     rt.stop().unwrap();
+}
+
+/// One UDP counter of this network namespace (`/proc/net/snmp`, line
+/// `Udp:`), e.g. `RcvbufErrors` or `NoPorts`.
+fn snmp_udp(field: &str) -> u64 {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap();
+    let mut lines = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let names: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    let values: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    let i = names.iter().position(|n| *n == field).unwrap();
+    values[i].parse().unwrap()
+}
+
+/// A flood that goes on through the stop: every datagram sent is handled,
+/// discarded at the stop (`recv_discarded`), dropped by the kernel for the
+/// full buffer (`kernel_drops`, equal to the namespace's `RcvbufErrors`), or
+/// refused by the kernel once the socket stopped receiving (`NoPorts`).
+/// Before, drops between the stop's last counter read and the close, and
+/// datagrams still queued past the stop's budget, were counted nowhere.
+/// Runs in a private network namespace: its UDP counters are its own.
+#[test]
+fn a_flood_through_the_stop_is_accounted_exactly() {
+    if !in_netns(
+        "a_flood_through_the_stop_is_accounted_exactly",
+        &[&["ip", "link", "set", "lo", "up"]],
+    ) {
+        return;
+    }
+    // Each session's goodbye takes 1 ms: the stop spends a while ending
+    // sessions while the flood goes on.
+    let (rt, server, _burst, _markers) = small_buffer_server_with(64, Duration::from_millis(1));
+    let addr = server.local_addr();
+    let (rcvbuf0, noports0) = (snmp_udp("RcvbufErrors"), snmp_udp("NoPorts"));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // Many sources, so the stop has many sessions to end between
+            // its first look at the socket and the close.
+            let socks: Vec<_> = (0..32)
+                .map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap())
+                .collect();
+            let mut sent = 0u64;
+            let deadline = Instant::now() + LIMIT;
+            // Bounded in count and time; goes on for 20,000 datagrams
+            // after the stop finished.
+            let mut after_stop = 0;
+            while sent < 5_000_000 && after_stop < 20_000 && Instant::now() < deadline {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    after_stop += 1;
+                }
+                let s = &socks[sent as usize % socks.len()];
+                if s.send_to(&(sent as u32).to_le_bytes(), addr).is_ok() {
+                    sent += 1;
+                }
+            }
+            sent
+        })
+    };
+    // Stop once the flood overflows the buffer (the lane sees the kernel's
+    // drop count with the datagrams that get through).
+    let deadline = Instant::now() + LIMIT;
+    while server.counters().kernel_drops == 0 {
+        assert!(Instant::now() < deadline, "no overflow: {:?}", server.counters());
+        std::thread::yield_now();
+    }
+    assert!(server.stop_and_wait(LIMIT));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sent = flood.join().unwrap();
+    rt.stop().unwrap();
+    let c = server.counters();
+    let rcvbuf = snmp_udp("RcvbufErrors") - rcvbuf0;
+    let noports = snmp_udp("NoPorts") - noports0;
+    println!("sent {sent}, RcvbufErrors {rcvbuf}, NoPorts {noports}, {c:?}");
+    assert!(rcvbuf > 0, "the flood never overflowed the buffer");
+    assert_eq!(c.kernel_drops, rcvbuf, "{c:?}");
+    assert_eq!(
+        c.datagrams_in + c.kernel_drops + noports,
+        sent,
+        "every datagram accounted for: {c:?}"
+    );
 }

@@ -288,17 +288,18 @@ impl<H: ServerHandler> ServerLane<H> {
             return;
         }
         // Handle what already arrived (up to the usual per-event budget)
-        // instead of closing the socket on it, then count the drops no
-        // datagram reported.
+        // instead of closing the socket on it.
         receive(self, cx, Ready::READABLE);
         self.closing = true;
-        self.rx.sync_kernel_drops(&self.parts.tx);
         self.parts.tx.finish(cx);
         for index in self.parts.sessions.open_indices() {
             self.end_session(cx, index, DisconnectReason::Shutdown);
         }
         set(&self.parts.tx.counters.sessions_open, 0);
         self.parts.tx.flush();
+        // Last: no more arrivals; what is still queued and the drops no
+        // datagram reported are counted.
+        self.rx.close_door(&self.parts.tx);
         cx.close();
     }
 }
