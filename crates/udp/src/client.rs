@@ -434,7 +434,17 @@ impl<H: ClientHandler> Client<H> {
                 st.end(cx, DisconnectReason::Closed);
             }
         });
-        !posted || closed.recv_timeout(timeout).is_ok()
+        if !posted {
+            // Closed already, or its runtime stopped (nobody will close it).
+            return self.lane.is_closed();
+        }
+        // Dropped unrun (`Disconnected`): the client was already closing
+        // (done once its state is gone), or the runtime stopped.
+        match closed.recv_timeout(timeout) {
+            Ok(()) => true,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => self.lane.is_closed(),
+            Err(_) => false,
+        }
     }
 
     /// Whether the client has ended.

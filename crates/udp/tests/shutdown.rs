@@ -105,3 +105,34 @@ fn after_stop_and_wait_the_port_is_free_again() {
     }
     rt.stop().unwrap();
 }
+
+/// A `stop_and_wait` (or `close_and_wait`) that reaches a lane already
+/// closing is done when that lane is: before, its request was dropped with
+/// the closing lane's inbox and it reported a timeout at once.
+#[test]
+fn waiting_on_a_stop_already_under_way_succeeds() {
+    let rt = keel_reactor::Runtime::new(keel_reactor::IoModel::Shared { threads: 2 }).unwrap();
+    for round in 0..200 {
+        let (server, _) = echo_server(&rt, v4(), ServerConfig::default());
+        server.stop();
+        assert!(server.stop_and_wait(LIMIT), "server, round {round}");
+        assert!(server.is_stopped());
+        let sink = std::net::UdpSocket::bind(v4()).unwrap();
+        let client = keel_udp::Client::connect(
+            rt.handle(),
+            sink.local_addr().unwrap(),
+            keel_udp::ClientConfig::default(),
+            Quiet,
+        )
+        .unwrap();
+        client.close();
+        assert!(client.close_and_wait(LIMIT), "client, round {round}");
+    }
+    rt.stop().unwrap();
+}
+
+struct Quiet;
+
+impl keel_udp::ClientHandler for Quiet {
+    fn datagram(&mut self, _: &mut keel_udp::ClientCtx<'_>, _: &[u8]) {}
+}
