@@ -252,7 +252,11 @@ fn a_flood_through_the_stop_is_accounted_exactly() {
     // drop count with the datagrams that get through).
     let deadline = Instant::now() + LIMIT;
     while server.counters().kernel_drops == 0 {
-        assert!(Instant::now() < deadline, "no overflow: {:?}", server.counters());
+        assert!(
+            Instant::now() < deadline,
+            "no overflow: {:?}",
+            server.counters()
+        );
         std::thread::yield_now();
     }
     assert!(server.stop_and_wait(LIMIT));

@@ -101,7 +101,7 @@ impl<S> ServerCtx<'_, S> {
         }
     }
 
-    /// Schedules a lane timer (fires [`ServerHandler::timer`]); for a timer
+    /// Schedules a lane timer (fires [`ServerHandler::timer`](crate::ServerHandler::timer)); for a timer
     /// that belongs to one session use [`Session::timer`].
     pub fn timer(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId {
         self.timers.add(deadline, period)

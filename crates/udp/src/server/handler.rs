@@ -30,9 +30,9 @@ pub trait ServerHandler: Send + 'static {
     /// refusal is counted in `sessions_rejected`. Check a join token here,
     /// before the peer costs anything.
     ///
-    /// With a full table and [`FullPolicy::Refuse`] this is not called (the
+    /// With a full table and [`FullPolicy::Refuse`](crate::FullPolicy::Refuse) this is not called (the
     /// datagram is counted in `sessions_refused`); with
-    /// [`FullPolicy::EvictIdlest`] a session is evicted only once this
+    /// [`FullPolicy::EvictIdlest`](crate::FullPolicy::EvictIdlest) a session is evicted only once this
     /// admitted the newcomer.
     fn connect(
         &mut self,

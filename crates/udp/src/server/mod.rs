@@ -364,7 +364,7 @@ impl<H: ServerHandler> Server<H> {
     /// Stops the server: each lane handles the datagrams already queued on
     /// its socket (up to one readiness budget), flushes, counts the kernel
     /// drops no datagram reported, ends every session with
-    /// [`DisconnectReason::Shutdown`] and closes its socket. Asynchronous:
+    /// [`DisconnectReason::Shutdown`](crate::DisconnectReason::Shutdown) and closes its socket. Asynchronous:
     /// it happens on the lanes ([`Server::stop_and_wait`] waits for it);
     /// counters stay readable. A full inbox never delays or loses the stop;
     /// sends still waiting in it are counted in `send_discarded`.

@@ -62,7 +62,7 @@ impl<S> SessionLane<S> for Unlinked {
 }
 
 /// One session while the lane handles it (a datagram, a session timer, a
-/// [`ServerCtx::for_each_session`] visit, a [`SessionHandle`] job): its
+/// [`ServerCtx::for_each_session`](crate::ServerCtx::for_each_session) visit, a [`SessionHandle`] job): its
 /// peer, its state, and the lane's send path and timers.
 pub struct Session<'a, S> {
     pub(super) slot: &'a mut Slot<S>,
@@ -110,7 +110,7 @@ impl<S> Session<'_, S> {
     }
 
     /// Closes the session once the current handler returns (`disconnect`
-    /// with [`DisconnectReason::Closed`]).
+    /// with [`DisconnectReason::Closed`](crate::DisconnectReason::Closed)).
     pub fn close(&mut self) {
         if !self.to_close.contains(&self.slot.peer) {
             self.to_close.push(self.slot.peer);
@@ -168,7 +168,7 @@ impl<S> Session<'_, S> {
 /// A handle to one session, usable from any thread (`Send + Sync + Clone`).
 ///
 /// Get one with [`Session::handle`] (in `datagram`, say) or
-/// [`Server::session`]. Its sends and jobs are handed to the lane that owns
+/// [`Server::session`](crate::Server::session). Its sends and jobs are handed to the lane that owns
 /// the session and run there, in order with that lane's own sends, with the
 /// session's counters. Once the session has ended (or the address came back
 /// as a new session), a send through the handle is not delivered: it is
@@ -266,7 +266,7 @@ impl<S: 'static> SessionHandle<S> {
         }))
     }
 
-    /// Closes the session (`disconnect` with [`DisconnectReason::Closed`]),
+    /// Closes the session (`disconnect` with [`DisconnectReason::Closed`](crate::DisconnectReason::Closed)),
     /// if it is still open when the lane gets to it.
     ///
     /// # Errors
