@@ -159,3 +159,33 @@ fn client_sends_from_threads_stop_at_the_inbox_bound() {
     assert_eq!((c.send_inbox_full, c.datagrams_out), (5, 10), "{c:?}");
     rt.stop().unwrap();
 }
+
+/// Counters that caller threads bump (here `send_too_large`, from
+/// `Server::send_to` on four threads at once) lose no increment: before,
+/// they used the lane's single-writer load-then-store.
+#[test]
+fn counters_bumped_from_many_threads_lose_nothing() {
+    const PER: u64 = 50_000;
+    let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
+    let (server, _) = echo_server(&rt, v4(), ServerConfig::default());
+    let peer = std::net::SocketAddr::from(([127, 0, 0, 1], 9));
+    let big = vec![0u8; keel_udp::MAX_PAYLOAD_V4 + 1];
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (server, big) = (server.clone(), big.clone());
+            std::thread::spawn(move || {
+                for _ in 0..PER {
+                    assert!(matches!(
+                        server.send_to(peer, &big),
+                        Err(SendError::TooLarge { .. })
+                    ));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(server.counters().send_too_large, PER * THREADS as u64);
+    rt.stop().unwrap();
+}
