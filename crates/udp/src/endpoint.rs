@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel_reactor::{Flow, Interest, Lane, LaneCx, Ready, SourceId, TimerId};
+use keel_reactor::{Flow, Interest, Lane, LaneCx, MissedTicks, Ready, SourceId, TimerId};
 use mio::net::UdpSocket;
 
 use crate::conditioner::Link;
@@ -20,12 +20,27 @@ use crate::sys::{self, LocalAddr, RecvBatch, SendBatch};
 /// context's type naming the lane type.
 pub(crate) trait Timers {
     fn add(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId;
+    fn add_with(
+        &mut self,
+        deadline: Instant,
+        period: Option<Duration>,
+        missed: MissedTicks,
+    ) -> TimerId;
     fn cancel(&mut self, id: TimerId) -> bool;
 }
 
 impl<L: Lane> Timers for LaneCx<'_, L> {
     fn add(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId {
         self.timer(deadline, period)
+    }
+
+    fn add_with(
+        &mut self,
+        deadline: Instant,
+        period: Option<Duration>,
+        missed: MissedTicks,
+    ) -> TimerId {
+        self.timer_with(deadline, period, missed)
     }
 
     fn cancel(&mut self, id: TimerId) -> bool {

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use keel_reactor::{IoModel, Runtime, TimerId};
+use keel_reactor::{IoModel, MissedTicks, Runtime, TimerId};
 use keel_udp::{
     DisconnectReason, FullPolicy, Server, ServerConfig, ServerCtx, ServerHandler, Session,
     SessionHandle,
@@ -86,7 +86,8 @@ impl ServerHandler for Game {
         self.ticks.add(1);
     }
 
-    fn timer(&mut self, _: &mut ServerCtx<'_, u32>, _: TimerId) {
+    fn timer(&mut self, ctx: &mut ServerCtx<'_, u32>, id: TimerId) {
+        ctx.cancel_timer(id);
         if let Some(tx) = self.lane_timer.lock().unwrap().take() {
             tx.send(self.ticks.get()).unwrap();
         }
@@ -381,7 +382,10 @@ fn lane_timer_reading(f: &Fixture, ms: u64) -> u64 {
     let (tx, rx) = mpsc::channel();
     *f.lane_timer.lock().unwrap() = Some(tx);
     assert!(f.server.with_lane(0, move |_, ctx| {
-        ctx.timer(Instant::now() + Duration::from_millis(ms), None);
+        // A periodic timer with the Delay policy, cancelled at its first
+        // fire by the handler taking the sender: one reading only.
+        let every = Duration::from_millis(ms);
+        ctx.timer_with(Instant::now() + every, Some(every), MissedTicks::Delay);
     }));
     recv_within(&rx, "the lane timer")
 }

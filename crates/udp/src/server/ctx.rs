@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use keel_reactor::TimerId;
+use keel_reactor::{MissedTicks, TimerId};
 
 use super::session::{SessionLane, SessionTimer};
 use super::Session;
@@ -105,6 +105,19 @@ impl<S> ServerCtx<'_, S> {
     /// that belongs to one session use [`Session::timer`].
     pub fn timer(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId {
         self.timers.add(deadline, period)
+    }
+
+    /// As [`ServerCtx::timer`], with a policy for ticks the lane missed
+    /// (late by a period or more): burst them (the default, at most
+    /// [`MAX_CATCH_UP`](keel_reactor::MAX_CATCH_UP) per turn), skip them,
+    /// or delay the schedule.
+    pub fn timer_with(
+        &mut self,
+        deadline: Instant,
+        period: Option<Duration>,
+        missed: MissedTicks,
+    ) -> TimerId {
+        self.timers.add_with(deadline, period, missed)
     }
 
     /// Cancels a timer of this lane (or of one of its sessions); it will not
