@@ -58,6 +58,11 @@ impl<S> Sessions<S> {
         self.index.len()
     }
 
+    /// Slots in the table, open or free: session indices are below it.
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
     pub(crate) fn find(&self, peer: &SocketAddr) -> Option<usize> {
         self.index.get(peer).copied()
     }

@@ -20,7 +20,6 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
@@ -31,89 +30,21 @@ use keel_udp::{
     ServerHandler, Session, SocketOptions,
 };
 
-const CHILD_ENV: &str = "KEEL_UDP_NETNS_CHILD";
-const SKIP: &str = "KEEL-NETNS-SKIP:";
-
 /// Runs test `name` of this binary again inside `unshare -rn` with a rate
-/// limit on the namespace's loopback; returns true when the caller is that
-/// child and should run the test body, false in the parent (which has
-/// checked the child's outcome).
+/// limit on the namespace's loopback (see `common::in_netns`), so sends
+/// queue in the qdisc and a tiny send buffer fills; returns true in that
+/// child, false in the parent (which has checked the child's outcome).
 fn in_throttled_netns(name: &str) -> bool {
-    if std::env::var_os(CHILD_ENV).is_some() {
-        return setup_child();
-    }
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new("unshare")
-        .args(["-rn", "--"])
-        .arg(&exe)
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, "1")
-        .output();
-    let out = match out {
-        Ok(o) => o,
-        Err(e) => {
-            skip(name, &format!("cannot run unshare: {e}"));
-            return false;
-        }
-    };
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if let Some(line) = stdout
-        .lines()
-        .chain(stderr.lines())
-        .find(|l| l.contains(SKIP))
-    {
-        skip(name, line);
-        return false;
-    }
-    if !out.status.success() && !stdout.contains("running 1 test") {
-        // unshare itself failed (user namespaces disabled, ...).
-        skip(name, &format!("unshare -rn failed: {}", stderr.trim()));
-        return false;
-    }
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "{name} failed in its network namespace:\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
-    );
-    false
-}
-
-fn skip(name: &str, why: &str) {
-    assert!(
-        std::env::var_os("KEEL_REQUIRE_NETNS").is_none(),
-        "{name}: network namespace required but unavailable: {why}"
-    );
-    eprintln!("SKIPPED {name}: {why}");
-}
-
-/// In the child: bring `lo` up and rate-limit it, so sends queue in the
-/// qdisc and a tiny send buffer fills.
-fn setup_child() -> bool {
-    let steps: [&[&str]; 2] = [
-        &["ip", "link", "set", "lo", "up"],
+    in_netns(
+        name,
         &[
-            "tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "40mbit", "burst", "8kb",
-            "latency", "1s",
+            &["ip", "link", "set", "lo", "up"],
+            &[
+                "tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "40mbit", "burst", "8kb",
+                "latency", "1s",
+            ],
         ],
-    ];
-    for step in steps {
-        match Command::new(step[0]).args(&step[1..]).output() {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => {
-                println!(
-                    "{SKIP} `{}` failed: {}",
-                    step.join(" "),
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                return false;
-            }
-            Err(e) => {
-                println!("{SKIP} cannot run `{}`: {e}", step.join(" "));
-                return false;
-            }
-        }
-    }
-    true
+    )
 }
 
 /// A cast handler that does nothing on receive: the tests drive it with

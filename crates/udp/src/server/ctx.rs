@@ -49,31 +49,10 @@ impl<S> ServerCtx<'_, S> {
     /// per-player snapshot each tick). Sessions closed in `f` end when the
     /// current handler returns.
     pub fn for_each_session(&mut self, mut f: impl FnMut(&mut Session<'_, S>)) {
-        let Parts {
-            sessions,
-            tx,
-            session_timers,
-            to_close,
-            lane,
-            link,
-            ..
-        } = &mut *self.parts;
-        for (i, slot) in sessions.slots_mut() {
-            let key = SessionKey {
-                index: i as u32,
-                gen: slot.gen,
-            };
-            let mut session = Session {
-                slot,
-                key,
-                tx,
-                timers: &mut *self.timers,
-                session_timers,
-                to_close,
-                lane: *lane,
-                link,
-            };
-            f(&mut session);
+        for index in 0..self.parts.sessions.slot_count() {
+            if let Some(mut session) = self.parts.session(index, &mut *self.timers) {
+                f(&mut session);
+            }
         }
     }
 

@@ -15,6 +15,7 @@ use crate::endpoint::{receive, DropSignal, Receiver, Rx, Tx};
 use crate::error::DisconnectReason;
 use crate::inbox::Accepted;
 use crate::sessions::SessionKey;
+use crate::sys::LocalAddr;
 
 pub(super) struct ServerLane<H: ServerHandler> {
     pub(super) handler: H,
@@ -45,6 +46,21 @@ impl<H: ServerHandler> Drop for ServerLane<H> {
 enum Bytes<'b> {
     Batch(usize),
     Held(&'b [u8]),
+}
+
+impl<'b> Bytes<'b> {
+    /// The datagram's bytes, and the local address it came to if known (a
+    /// held datagram's is not kept: its session keeps its last one).
+    #[inline(always)]
+    fn read<'r>(self, rx: &'r Rx) -> (&'r [u8], Option<LocalAddr>)
+    where
+        'b: 'r,
+    {
+        match self {
+            Bytes::Batch(i) => (rx.batch.data(i), rx.local(i)),
+            Bytes::Held(data) => (data, None),
+        }
+    }
 }
 
 impl<H: ServerHandler> ServerLane<H> {
@@ -115,14 +131,7 @@ impl<H: ServerHandler> ServerLane<H> {
                 None => return,
             },
         };
-        let data = match bytes {
-            Bytes::Batch(i) => self.rx.batch.data(i),
-            Bytes::Held(data) => data,
-        };
-        let local = match bytes {
-            Bytes::Batch(i) => self.rx.local(i),
-            Bytes::Held(_) => None, // the session keeps its last one
-        };
+        let (data, local) = bytes.read(&self.rx);
         if let Some(mut session) = self.parts.session(index, cx) {
             session.slot.last_active = now;
             if local.is_some() {
@@ -149,10 +158,7 @@ impl<H: ServerHandler> ServerLane<H> {
             bump(&self.parts.tx.counters.sessions_refused, 1);
             return None;
         }
-        let first = match bytes {
-            Bytes::Batch(i) => self.rx.batch.data(i),
-            Bytes::Held(data) => data,
-        };
+        let (first, _) = bytes.read(&self.rx);
         let admitted = {
             let mut ctx = self.parts.ctx(cx);
             self.handler.connect(&mut ctx, peer, first)
