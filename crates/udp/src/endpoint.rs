@@ -5,9 +5,9 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use keel_reactor::{Flow, Interest, Lane, LaneCx, MissedTicks, Ready, SourceId, TimerId};
+use keel_reactor::{Flow, Interest, Lane, LaneCx, Ready, SourceId, TimerId};
 use mio::net::UdpSocket;
 
 use crate::conditioner::Link;
@@ -15,38 +15,7 @@ use crate::config::EndpointConfig;
 use crate::counters::{bump, bump_shared, Counters};
 use crate::error::SendError;
 use crate::sys::{self, LocalAddr, RecvBatch, SendBatch};
-
-/// Timer operations a handler can reach through its context, without the
-/// context's type naming the lane type.
-pub(crate) trait Timers {
-    fn add(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId;
-    fn add_with(
-        &mut self,
-        deadline: Instant,
-        period: Option<Duration>,
-        missed: MissedTicks,
-    ) -> TimerId;
-    fn cancel(&mut self, id: TimerId) -> bool;
-}
-
-impl<L: Lane> Timers for LaneCx<'_, L> {
-    fn add(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId {
-        self.timer(deadline, period)
-    }
-
-    fn add_with(
-        &mut self,
-        deadline: Instant,
-        period: Option<Duration>,
-        missed: MissedTicks,
-    ) -> TimerId {
-        self.timer_with(deadline, period, missed)
-    }
-
-    fn cancel(&mut self, id: TimerId) -> bool {
-        self.cancel_timer(id)
-    }
-}
+pub(crate) use crate::timers::Timers;
 
 /// Seed streams of receive paths are offset by this, so that a socket's
 /// two directions decide independently with one seed.
@@ -640,6 +609,7 @@ mod tests {
 
     use super::*;
     use crate::socket::{bind, SocketOptions};
+    use std::time::Duration;
 
     /// A lane that only receives and reports each batch's size.
     struct Counting {

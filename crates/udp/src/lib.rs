@@ -54,6 +54,7 @@ mod server;
 mod sessions;
 mod socket;
 mod sys;
+mod timers;
 
 pub use cast::{Cast, CastCtx, CastHandler};
 pub use client::{Client, ClientConfig, ClientCtx, ClientHandler};
