@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, LaneOptions, Ready, SourceId, TimerId};
 
 use crate::config::EndpointConfig;
-use crate::counters::{bump_shared, CounterSnapshot, Counters};
-use crate::endpoint::{receive, Receiver, Rx, Timers, Tx};
+use crate::counters::{CounterSnapshot, Counters};
+use crate::endpoint::{
+    self, conditioner_timer, receive, ConditionerTimer, Datagram, Endpoint, Rx, Timers, Tx,
+};
 use crate::error::SendError;
-use crate::inbox::{offer, Accepted};
 use crate::socket::{self, SocketBuffers};
-use crate::sys;
 
 /// What a cast socket does. Its methods run on the socket's lane.
 pub trait CastHandler: Send + 'static {
@@ -67,25 +67,43 @@ pub(crate) struct CastLane<H: CastHandler> {
     closing: bool,
 }
 
-impl<H: CastHandler> Receiver for CastLane<H> {
+impl<H: CastHandler> CastLane<H> {
+    /// One datagram (just received, or held by the receive conditioner)
+    /// to the handler.
+    #[inline(always)]
+    fn deliver(handler: &mut H, tx: &mut Tx, cx: &mut LaneCx<'_, Self>, d: Datagram<'_>) -> bool {
+        if let Some(from) = d.source {
+            let mut ctx = CastCtx { tx, timers: cx };
+            handler.datagram(&mut ctx, from, d.data);
+        }
+        true
+    }
+}
+
+impl<H: CastHandler> Endpoint for CastLane<H> {
     fn sides(&mut self) -> (&mut Rx, &mut Tx) {
         (&mut self.rx, &mut self.tx)
     }
 
     fn batch(&mut self, cx: &mut LaneCx<'_, Self>, n: usize) -> bool {
         let (handler, tx) = (&mut self.handler, &mut self.tx);
-        self.rx.deliver_batch(n, true, |from, data| {
-            if let Some(from) = from {
-                let mut ctx = CastCtx {
-                    tx: &mut *tx,
-                    timers: &mut *cx,
-                };
-                handler.datagram(&mut ctx, from, data);
-            }
-            true
-        });
+        self.rx
+            .deliver_batch(n, true, |d| Self::deliver(handler, tx, cx, d));
         self.rx.arm(cx);
         true
+    }
+
+    fn closing(&self) -> bool {
+        self.closing
+    }
+
+    fn send_remote(&mut self, dest: Option<SocketAddr>, data: &[u8]) {
+        // A refusal (queue full) is counted by the send path.
+        let _ = self.tx.send(dest, data);
+    }
+
+    fn settle(&mut self, cx: &mut LaneCx<'_, Self>) {
+        self.tx.finish(cx);
     }
 }
 
@@ -105,37 +123,22 @@ impl<H: CastHandler> Lane for CastLane<H> {
         if self.closing {
             return;
         }
-        if self.tx.release_held(timer) {
-            // Held sends went to the send path; `finish` flushes them.
-        } else if self.rx.owns_timer(timer) {
-            self.deliver_held(cx);
-        } else {
-            let mut ctx = CastCtx {
-                tx: &mut self.tx,
-                timers: cx,
-            };
-            self.handler.timer(&mut ctx, timer);
+        match conditioner_timer(&mut self.rx, &mut self.tx, timer) {
+            ConditionerTimer::Send => {} // `finish` below sends them
+            ConditionerTimer::Receive => {
+                let (handler, tx) = (&mut self.handler, &mut self.tx);
+                self.rx.deliver_held(|d| Self::deliver(handler, tx, cx, d));
+                self.rx.arm(cx);
+            }
+            ConditionerTimer::None => {
+                let mut ctx = CastCtx {
+                    tx: &mut self.tx,
+                    timers: cx,
+                };
+                self.handler.timer(&mut ctx, timer);
+            }
         }
         self.tx.finish(cx);
-    }
-}
-
-impl<H: CastHandler> CastLane<H> {
-    /// The receive conditioner's timer fired: hands what is due to the
-    /// handler, as if just received.
-    fn deliver_held(&mut self, cx: &mut LaneCx<'_, Self>) {
-        let (handler, tx) = (&mut self.handler, &mut self.tx);
-        self.rx.deliver_held(|from, data| {
-            if let Some(from) = from {
-                let mut ctx = CastCtx {
-                    tx: &mut *tx,
-                    timers: &mut *cx,
-                };
-                handler.datagram(&mut ctx, from, data);
-            }
-            true
-        });
-        self.rx.arm(cx);
     }
 }
 
@@ -191,20 +194,13 @@ impl<H: CastHandler> Cast<H> {
             max_posts: config.inbox_capacity,
             ..LaneOptions::default()
         };
-        let (lane, registered) = reactor.add_lane_with_options(state, options, |st, cx| {
-            st.tx.register(cx)?;
+        let lane = endpoint::start(reactor, state, options, |st, cx| {
             let mut ctx = CastCtx {
                 tx: &mut st.tx,
                 timers: cx,
             };
             st.handler.started(&mut ctx);
-            st.tx.finish(cx);
-            Ok::<(), io::Error>(())
-        });
-        if let Err(e) = registered {
-            lane.close();
-            return Err(e);
-        }
+        })?;
         Ok(Cast {
             lane,
             counters,
@@ -240,24 +236,7 @@ impl<H: CastHandler> Cast<H> {
     /// [`inbox_capacity`](crate::EndpointConfig) jobs waiting,
     /// [`SendError::Closed`]. All counted.
     pub fn send_to(&self, to: SocketAddr, data: &[u8]) -> Result<(), SendError> {
-        let limit = sys::max_payload(&to);
-        if data.len() > limit {
-            bump_shared(&self.counters.send_too_large, 1);
-            return Err(SendError::TooLarge {
-                size: data.len(),
-                limit,
-            });
-        }
-        let data = data.to_vec();
-        let guard = Accepted::new(&self.counters);
-        offer(&self.lane, &self.counters, move |st, cx| {
-            if st.closing {
-                return; // `guard` counts it
-            }
-            guard.done();
-            let _ = st.tx.send(Some(to), &data);
-            st.tx.finish(cx);
-        })
+        endpoint::offer_send(&self.lane, &self.counters, Some(to), to, data)
     }
 
     /// Closes the socket (after what already arrived is handled). A full

@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, LaneOptions, Ready, SourceId, TimerId};
 
 use crate::config::EndpointConfig;
-use crate::counters::{bump_shared, CounterSnapshot, Counters};
-use crate::endpoint::{receive, DropSignal, Receiver, Rx, Timers, Tx};
+use crate::counters::{CounterSnapshot, Counters};
+use crate::endpoint::{
+    self, conditioner_timer, receive, ConditionerTimer, Datagram, DropSignal, Endpoint, Rx, Timers,
+    Tx,
+};
 use crate::error::{DisconnectReason, SendError};
-use crate::inbox::{offer, Accepted};
 use crate::socket::{self, SocketBuffers};
-use crate::sys;
 
 /// Client settings.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -140,35 +141,33 @@ impl<H: ClientHandler> ClientLane<H> {
         cx.close();
     }
 
-    /// The receive conditioner's timer fired: hands what is due to the
-    /// handler, as if just received (nothing once the client is closing).
-    fn deliver_held(&mut self, cx: &mut LaneCx<'_, Self>) {
-        let ClientLane {
-            handler,
-            rx,
+    /// One datagram (just received, or held by the receive conditioner)
+    /// to the handler; false once the handler closed the client.
+    #[inline(always)]
+    fn deliver(
+        handler: &mut H,
+        tx: &mut Tx,
+        cx: &mut LaneCx<'_, Self>,
+        peer: SocketAddr,
+        close: &mut bool,
+        d: Datagram<'_>,
+    ) -> bool {
+        if *close {
+            return false;
+        }
+        let mut ctx = ClientCtx {
             tx,
+            timers: cx,
             peer,
             close,
-            ..
-        } = self;
-        rx.deliver_held(|_, data| {
-            if *close {
-                return false;
-            }
-            let mut ctx = ClientCtx {
-                tx: &mut *tx,
-                timers: &mut *cx,
-                peer: *peer,
-                close: &mut *close,
-            };
-            handler.datagram(&mut ctx, data);
-            !*close
-        });
-        rx.arm(cx);
+        };
+        handler.datagram(&mut ctx, d.data);
+        !*close
     }
 
-    /// Ends the client if something asked for it; returns whether it did.
-    fn settle(&mut self, cx: &mut LaneCx<'_, Self>) -> bool {
+    /// Flushes, then ends the client if something asked for it (a refused
+    /// send, a close); returns whether it ended.
+    fn finish_or_end(&mut self, cx: &mut LaneCx<'_, Self>) -> bool {
         self.tx.finish(cx);
         if self.tx.refused {
             self.end(cx, DisconnectReason::Refused);
@@ -182,7 +181,7 @@ impl<H: ClientHandler> ClientLane<H> {
     }
 }
 
-impl<H: ClientHandler> Receiver for ClientLane<H> {
+impl<H: ClientHandler> Endpoint for ClientLane<H> {
     fn sides(&mut self) -> (&mut Rx, &mut Tx) {
         (&mut self.rx, &mut self.tx)
     }
@@ -196,15 +195,8 @@ impl<H: ClientHandler> Receiver for ClientLane<H> {
             close,
             ..
         } = self;
-        rx.deliver_batch(n, false, |_, data| {
-            let mut ctx = ClientCtx {
-                tx: &mut *tx,
-                timers: &mut *cx,
-                peer: *peer,
-                close: &mut *close,
-            };
-            handler.datagram(&mut ctx, data);
-            !*close
+        rx.deliver_batch(n, false, |d| {
+            Self::deliver(handler, tx, cx, *peer, close, d)
         });
         rx.arm(cx);
         !self.close
@@ -221,6 +213,19 @@ impl<H: ClientHandler> Receiver for ClientLane<H> {
         self.end(cx, reason);
         false
     }
+
+    fn closing(&self) -> bool {
+        self.ended
+    }
+
+    fn send_remote(&mut self, _dest: Option<SocketAddr>, data: &[u8]) {
+        // To the connected peer; a refusal is counted by the send path.
+        let _ = self.tx.send(None, data);
+    }
+
+    fn settle(&mut self, cx: &mut LaneCx<'_, Self>) {
+        self.finish_or_end(cx);
+    }
 }
 
 impl<H: ClientHandler> Lane for ClientLane<H> {
@@ -229,7 +234,7 @@ impl<H: ClientHandler> Lane for ClientLane<H> {
             return Flow::Drained;
         }
         let flow = receive(self, cx, ready);
-        if self.ended || self.settle(cx) {
+        if self.ended || self.finish_or_end(cx) {
             return Flow::Drained;
         }
         flow
@@ -240,13 +245,24 @@ impl<H: ClientHandler> Lane for ClientLane<H> {
         if self.ended {
             return;
         }
-        if self.tx.release_held(timer) {
-            // Held sends went to the send path; `settle` flushes them.
-        } else if self.rx.owns_timer(timer) {
-            self.deliver_held(cx);
-        } else {
-            let mut ctx = cctx!(self, cx);
-            self.handler.timer(&mut ctx, timer);
+        match conditioner_timer(&mut self.rx, &mut self.tx, timer) {
+            ConditionerTimer::Send => {} // `settle` below sends them
+            ConditionerTimer::Receive => {
+                let ClientLane {
+                    handler,
+                    rx,
+                    tx,
+                    peer,
+                    close,
+                    ..
+                } = self;
+                rx.deliver_held(|d| Self::deliver(handler, tx, cx, *peer, close, d));
+                rx.arm(cx);
+            }
+            ConditionerTimer::None => {
+                let mut ctx = cctx!(self, cx);
+                self.handler.timer(&mut ctx, timer);
+            }
         }
         self.settle(cx);
     }
@@ -345,17 +361,10 @@ impl<H: ClientHandler> Client<H> {
             max_posts: config.endpoint.inbox_capacity,
             ..LaneOptions::default()
         };
-        let (lane, registered) = reactor.add_lane_with_options(state, options, |st, cx| {
-            st.tx.register(cx)?;
+        let lane = endpoint::start(reactor, state, options, |st, cx| {
             let mut ctx = cctx!(st, cx);
             st.handler.started(&mut ctx);
-            st.settle(cx);
-            Ok::<(), io::Error>(())
-        });
-        if let Err(e) = registered {
-            lane.close();
-            return Err(e);
-        }
+        })?;
         Ok(Client {
             lane,
             counters,
@@ -392,24 +401,7 @@ impl<H: ClientHandler> Client<H> {
     /// [`inbox_capacity`](crate::EndpointConfig) jobs waiting,
     /// [`SendError::Closed`]. All counted.
     pub fn send(&self, data: &[u8]) -> Result<(), SendError> {
-        let limit = sys::max_payload(&self.peer);
-        if data.len() > limit {
-            bump_shared(&self.counters.send_too_large, 1);
-            return Err(SendError::TooLarge {
-                size: data.len(),
-                limit,
-            });
-        }
-        let data = data.to_vec();
-        let guard = Accepted::new(&self.counters);
-        offer(&self.lane, &self.counters, move |st, cx| {
-            if st.ended {
-                return; // `guard` counts it
-            }
-            guard.done();
-            let _ = st.tx.send(None, &data);
-            st.settle(cx);
-        })
+        endpoint::offer_send(&self.lane, &self.counters, None, self.peer, data)
     }
 
     /// Closes the client: [`ClientHandler::disconnect`] runs with

@@ -1,25 +1,37 @@
-//! A server lane: its socket's receive loop, admission, sessions and their
-//! timers, and shutdown.
+//! A server lane: its socket's receive half, and its core (the handler,
+//! sessions and their timers, admission, shutdown). The datagram path
+//! shared with clients and datagram sockets is in `crate::endpoint`; what
+//! is particular to a server starts at [`LaneCore::deliver`].
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use keel_reactor::{Flow, Lane, LaneCx, Ready, SourceId, TimerId};
+use keel_reactor::{Flow, Lane, LaneCx, LaneHandle, Ready, SourceId, TimerId};
 
 use super::ctx::{lock, Parts};
-use super::session::{SessionJob, SessionTimer};
-use super::ServerHandler;
+use super::handler::ServerHandler;
+use super::session::{SessionJob, SessionLane, SessionTimer};
 use crate::config::FullPolicy;
-use crate::counters::{bump, set};
-use crate::endpoint::{receive, DropSignal, Receiver, Rx, Tx};
-use crate::error::DisconnectReason;
-use crate::inbox::Accepted;
+use crate::counters::{bump, set, Counters};
+use crate::endpoint::{conditioner_timer, receive, ConditionerTimer, DropSignal, Endpoint, Rx, Tx};
+use crate::error::{DisconnectReason, SendError};
+use crate::inbox::{offer, Accepted};
 use crate::sessions::SessionKey;
 use crate::sys::LocalAddr;
 
+/// The lane context of a server lane.
+pub(super) type Cx<'a, H> = LaneCx<'a, ServerLane<H>>;
+
 pub(super) struct ServerLane<H: ServerHandler> {
-    pub(super) handler: H,
     pub(super) rx: Rx,
+    /// Declared last: its socket and drop signal go after the receive half.
+    pub(super) core: LaneCore<H>,
+}
+
+/// Everything of a server lane but its receive half, so the receive walk
+/// (which borrows the half) can hand each datagram to it.
+pub(super) struct LaneCore<H: ServerHandler> {
+    pub(super) handler: H,
     pub(super) parts: Parts<H::Session>,
     pub(super) idle: Vec<usize>,
     pub(super) max_sessions: usize,
@@ -34,104 +46,52 @@ pub(super) struct ServerLane<H: ServerHandler> {
     pub(super) on_dropped: DropSignal,
 }
 
-impl<H: ServerHandler> Drop for ServerLane<H> {
+impl<H: ServerHandler> Drop for LaneCore<H> {
     fn drop(&mut self) {
         lock(&self.parts.directory.lanes[self.parts.lane]).clear();
     }
 }
 
-/// Where the bytes of a datagram being delivered are: slot `i` of the
-/// receive batch, or a buffer the receive conditioner held.
-#[derive(Clone, Copy)]
-enum Bytes<'b> {
-    Batch(usize),
-    Held(&'b [u8]),
+/// A [`SessionLane`] for [`SessionHandle`](crate::SessionHandle)s: runs
+/// their jobs on this server lane.
+pub(super) struct LaneLink<H: ServerHandler> {
+    pub(super) lane: LaneHandle<ServerLane<H>>,
+    pub(super) counters: std::sync::Arc<Counters>,
 }
 
-impl<'b> Bytes<'b> {
-    /// The datagram's bytes, and the local address it came to if known (a
-    /// held datagram's is not kept: its session keeps its last one).
-    #[inline(always)]
-    fn read<'r>(self, rx: &'r Rx) -> (&'r [u8], Option<LocalAddr>)
-    where
-        'b: 'r,
-    {
-        match self {
-            Bytes::Batch(i) => (rx.batch.data(i), rx.local(i)),
-            Bytes::Held(data) => (data, None),
-        }
+impl<H: ServerHandler> SessionLane<H::Session> for LaneLink<H> {
+    fn post(
+        &self,
+        key: SessionKey,
+        job: SessionJob<H::Session>,
+        guard: Accepted,
+    ) -> Result<(), SendError> {
+        offer(&self.lane, &self.counters, move |st, cx| {
+            st.core.run_session_job(cx, key, job, guard);
+        })
     }
 }
 
-impl<H: ServerHandler> ServerLane<H> {
-    fn handle_batch(&mut self, cx: &mut LaneCx<'_, Self>, n: usize, now: Instant) {
-        if self.rx.link.is_some() {
-            self.handle_batch_impaired(cx, n, now);
-            return;
-        }
-        for i in 0..n {
-            if self.rx.batch.truncated(i) {
-                bump(&self.parts.tx.counters.truncated, 1);
-                continue;
-            }
-            let peer = self.rx.batch.addr(i);
-            self.deliver(cx, peer, Bytes::Batch(i), now);
-        }
-    }
-
-    /// The batch loop through the receive conditioner: each datagram is
-    /// dropped, held (delivered later by [`Self::deliver_held`]), or
-    /// delivered now, once or twice.
-    #[inline(never)]
-    fn handle_batch_impaired(&mut self, cx: &mut LaneCx<'_, Self>, n: usize, now: Instant) {
-        for i in 0..n {
-            if self.rx.batch.truncated(i) {
-                bump(&self.parts.tx.counters.truncated, 1);
-                continue;
-            }
-            let peer = self.rx.batch.addr(i);
-            let at_once = match self.rx.link.as_deref_mut() {
-                Some(link) => link.route(now, Some(peer), self.rx.batch.data(i)),
-                None => 1,
-            };
-            for _ in 0..at_once {
-                self.deliver(cx, peer, Bytes::Batch(i), now);
-            }
-        }
-        self.rx.arm(cx);
-    }
-
-    /// The receive conditioner's timer fired: delivers what is due, through
-    /// the same session logic as a datagram just received.
-    fn deliver_held(&mut self, cx: &mut LaneCx<'_, Self>) {
-        let now = Instant::now();
-        while let Some((peer, data)) = self.rx.pop_held(now) {
-            if let Some(peer) = peer {
-                self.deliver(cx, peer, Bytes::Held(&data), now);
-            }
-            self.rx.recycle(data);
-        }
-        self.rx.arm(cx);
-    }
-
+impl<H: ServerHandler> LaneCore<H> {
     /// Hands one datagram from `peer` to its session (admitting the peer
     /// first, or refusing it).
     #[inline(always)]
-    fn deliver(
+    pub(super) fn deliver(
         &mut self,
-        cx: &mut LaneCx<'_, Self>,
+        cx: &mut Cx<'_, H>,
         peer: SocketAddr,
-        bytes: Bytes<'_>,
+        local: Option<LocalAddr>,
+        data: &[u8],
         now: Instant,
     ) {
         let index = match self.parts.sessions.find(&peer) {
             Some(index) => index,
-            None => match self.open(cx, peer, bytes, now) {
+            None => match self.open(cx, peer, data, now) {
                 Some(index) => index,
                 None => return,
             },
         };
-        let (data, local) = bytes.read(&self.rx);
+        // A held datagram has no local address: the session keeps its last.
         if let Some(mut session) = self.parts.session(index, cx) {
             session.slot.last_active = now;
             if local.is_some() {
@@ -148,9 +108,9 @@ impl<H: ServerHandler> ServerLane<H> {
     /// `connect` with the first datagram.
     fn open(
         &mut self,
-        cx: &mut LaneCx<'_, Self>,
+        cx: &mut Cx<'_, H>,
         peer: SocketAddr,
-        bytes: Bytes<'_>,
+        first: &[u8],
         now: Instant,
     ) -> Option<usize> {
         let full = self.parts.sessions.len() >= self.max_sessions;
@@ -158,7 +118,6 @@ impl<H: ServerHandler> ServerLane<H> {
             bump(&self.parts.tx.counters.sessions_refused, 1);
             return None;
         }
-        let (first, _) = bytes.read(&self.rx);
         let admitted = {
             let mut ctx = self.parts.ctx(cx);
             self.handler.connect(&mut ctx, peer, first)
@@ -189,7 +148,12 @@ impl<H: ServerHandler> ServerLane<H> {
 
     /// Ends the session in slot `index`: cancels its timers, forgets it,
     /// counts why, and tells the handler.
-    fn end_session(&mut self, cx: &mut LaneCx<'_, Self>, index: usize, reason: DisconnectReason) {
+    pub(super) fn end_session(
+        &mut self,
+        cx: &mut Cx<'_, H>,
+        index: usize,
+        reason: DisconnectReason,
+    ) {
         let Some(slot) = self.parts.sessions.remove_at(index) else {
             return;
         };
@@ -211,7 +175,7 @@ impl<H: ServerHandler> ServerLane<H> {
             .disconnect(&mut ctx, slot.peer, slot.state, reason);
     }
 
-    pub(super) fn close_requested(&mut self, cx: &mut LaneCx<'_, Self>) {
+    pub(super) fn close_requested(&mut self, cx: &mut Cx<'_, H>) {
         // A disconnect handler may close more sessions: loop until none.
         while let Some(peer) = self.parts.to_close.pop() {
             if let Some(index) = self.parts.sessions.find(&peer) {
@@ -223,7 +187,7 @@ impl<H: ServerHandler> ServerLane<H> {
     /// A session timer fired: hands it to the handler with its session
     /// (a timer of an ended session was cancelled; this also skips a fire
     /// already under way when it ended).
-    fn session_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId, t: SessionTimer) {
+    pub(super) fn session_timer(&mut self, cx: &mut Cx<'_, H>, timer: TimerId, t: SessionTimer) {
         if !t.periodic {
             self.parts.session_timers.remove(&timer);
         }
@@ -245,7 +209,7 @@ impl<H: ServerHandler> ServerLane<H> {
     /// A job from a [`SessionHandle`].
     pub(super) fn run_session_job(
         &mut self,
-        cx: &mut LaneCx<'_, Self>,
+        cx: &mut Cx<'_, H>,
         key: SessionKey,
         job: SessionJob<H::Session>,
         guard: Accepted,
@@ -268,10 +232,8 @@ impl<H: ServerHandler> ServerLane<H> {
         self.parts.tx.finish(cx);
     }
 
-    fn sweep_idle(&mut self, cx: &mut LaneCx<'_, Self>) {
-        // The sweep runs every quarter of the idle timeout (at most 1 s):
-        // also the moment to count drops no datagram has reported yet.
-        self.rx.sync_kernel_drops(&self.parts.tx);
+    /// Ends the sessions idle for longer than the idle timeout.
+    pub(super) fn sweep_idle(&mut self, cx: &mut Cx<'_, H>) {
         let Some(timeout) = self.idle_timeout else {
             return;
         };
@@ -288,72 +250,123 @@ impl<H: ServerHandler> ServerLane<H> {
         idle.clear();
         self.idle = idle;
     }
+}
 
-    pub(super) fn shutdown(&mut self, cx: &mut LaneCx<'_, Self>) {
-        if self.closing {
+impl<H: ServerHandler> ServerLane<H> {
+    /// The receive conditioner's timer fired: delivers what is due, through
+    /// the same session logic as a datagram just received.
+    fn deliver_held(&mut self, cx: &mut Cx<'_, H>) {
+        let now = Instant::now();
+        let core = &mut self.core;
+        self.rx.deliver_held(|d| {
+            if let Some(peer) = d.source {
+                core.deliver(cx, peer, d.local, d.data, now);
+            }
+            true
+        });
+        self.rx.arm(cx);
+    }
+
+    pub(super) fn shutdown(&mut self, cx: &mut Cx<'_, H>) {
+        if self.core.closing {
             return;
         }
         // Handle what already arrived (up to the usual per-event budget)
         // instead of closing the socket on it.
         receive(self, cx, Ready::READABLE);
-        self.closing = true;
-        self.parts.tx.finish(cx);
-        for index in self.parts.sessions.open_indices() {
-            self.end_session(cx, index, DisconnectReason::Shutdown);
+        let core = &mut self.core;
+        core.closing = true;
+        core.parts.tx.finish(cx);
+        for index in core.parts.sessions.open_indices() {
+            core.end_session(cx, index, DisconnectReason::Shutdown);
         }
-        set(&self.parts.tx.counters.sessions_open, 0);
-        self.parts.tx.flush();
+        set(&core.parts.tx.counters.sessions_open, 0);
+        core.parts.tx.flush();
         // Last: no more arrivals; what is still queued and the drops no
         // datagram reported are counted.
-        self.rx.close_door(&self.parts.tx);
+        self.rx.close_door(&core.parts.tx);
         cx.close();
     }
 }
 
-impl<H: ServerHandler> Receiver for ServerLane<H> {
+impl<H: ServerHandler> Endpoint for ServerLane<H> {
     fn sides(&mut self) -> (&mut Rx, &mut Tx) {
-        (&mut self.rx, &mut self.parts.tx)
+        (&mut self.rx, &mut self.core.parts.tx)
     }
 
-    fn batch(&mut self, cx: &mut LaneCx<'_, Self>, n: usize) -> bool {
-        self.handle_batch(cx, n, Instant::now());
+    /// Each datagram of the batch to its session (`LaneCore::deliver`).
+    #[inline(always)]
+    fn batch(&mut self, cx: &mut Cx<'_, H>, n: usize) -> bool {
+        let now = Instant::now();
+        let core = &mut self.core;
+        self.rx.deliver_batch(n, true, |d| {
+            if let Some(peer) = d.source {
+                core.deliver(cx, peer, d.local, d.data, now);
+            }
+            true
+        });
+        self.rx.arm(cx);
         true
+    }
+
+    fn closing(&self) -> bool {
+        self.core.closing
+    }
+
+    fn send_remote(&mut self, dest: Option<SocketAddr>, data: &[u8]) {
+        if let Some(peer) = dest {
+            // A refusal (queue full, too large) is counted by the send path.
+            let _ = self.core.parts.send_to(peer, data);
+        }
+    }
+
+    fn settle(&mut self, cx: &mut Cx<'_, H>) {
+        if !self.core.parts.to_close.is_empty() {
+            self.core.close_requested(cx);
+        }
+        self.core.parts.tx.finish(cx);
     }
 }
 
 impl<H: ServerHandler> Lane for ServerLane<H> {
-    fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, _source: SourceId, ready: Ready) -> Flow {
-        if self.closing {
+    fn on_ready(&mut self, cx: &mut Cx<'_, H>, _source: SourceId, ready: Ready) -> Flow {
+        if self.core.closing {
             return Flow::Drained;
         }
         // Receive errors on the unconnected socket (ICMP errors and the
         // like) are counted and never fatal for the server.
         let flow = receive(self, cx, ready);
-        self.parts.tx.finish(cx);
+        self.core.parts.tx.finish(cx);
         flow
     }
 
-    fn on_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+    fn on_timer(&mut self, cx: &mut Cx<'_, H>, timer: TimerId) {
         // After shutdown in the same round: deliver nothing more (held
         // datagrams are counted as discarded when the conditioner drops).
-        if self.closing {
+        if self.core.closing {
             return;
         }
-        if Some(timer) == self.sweep {
-            self.sweep_idle(cx);
-        } else if self.parts.tx.release_held(timer) {
-            // Held sends went to the send path; `finish` flushes them.
-        } else if self.rx.owns_timer(timer) {
-            self.deliver_held(cx);
-        } else if let Some(t) = self.parts.session_timers.get(&timer).copied() {
-            self.session_timer(cx, timer, t);
-        } else {
-            let mut ctx = self.parts.ctx(cx);
-            self.handler.timer(&mut ctx, timer);
-            if !self.parts.to_close.is_empty() {
-                self.close_requested(cx);
+        match conditioner_timer(&mut self.rx, &mut self.core.parts.tx, timer) {
+            ConditionerTimer::Send => {} // `finish` below sends them
+            ConditionerTimer::Receive => self.deliver_held(cx),
+            ConditionerTimer::None => {
+                let core = &mut self.core;
+                if Some(timer) == core.sweep {
+                    // Every quarter of the idle timeout (at most 1 s): also
+                    // the moment to count drops no datagram reported yet.
+                    self.rx.sync_kernel_drops(&core.parts.tx);
+                    core.sweep_idle(cx);
+                } else if let Some(t) = core.parts.session_timers.get(&timer).copied() {
+                    core.session_timer(cx, timer, t);
+                } else {
+                    let mut ctx = core.parts.ctx(cx);
+                    core.handler.timer(&mut ctx, timer);
+                    if !core.parts.to_close.is_empty() {
+                        core.close_requested(cx);
+                    }
+                }
             }
         }
-        self.parts.tx.finish(cx);
+        self.core.parts.tx.finish(cx);
     }
 }

@@ -25,15 +25,15 @@ pub use session::{Session, SessionHandle};
 
 use crate::config::{LaneSteering, ServerConfig};
 use crate::counters::{CounterSnapshot, Counters};
-use crate::endpoint::{DropSignal, Rx, Tx};
+use crate::endpoint::{self, DropSignal, Endpoint, Rx, Tx};
 use crate::error::SendError;
-use crate::inbox::{offer, Accepted};
 use crate::sessions::Sessions;
 use crate::socket::{self, SocketBuffers};
 use crate::sys;
 use ctx::{Directory, Parts};
 use lane::ServerLane;
-use session::{check_size, LaneLink, SessionLane, Unlinked};
+use lane::{LaneCore, LaneLink};
+use session::{SessionLane, Unlinked};
 
 /// What [`Server::status`] reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -181,49 +181,51 @@ impl<H: ServerHandler> Server<H> {
             // Lane i decides with stream i of the conditioners' seeds.
             let tx = Tx::new(sock, &config.endpoint, c.clone(), i as u64)?;
             let state = ServerLane {
-                handler: handler(i),
                 rx: Rx::new(&config.endpoint, &c, i as u64),
-                parts: Parts {
-                    sessions: Sessions::new(),
-                    tx,
-                    session_timers: HashMap::new(),
-                    to_close: Vec::new(),
-                    lane: i,
-                    link: Arc::new(Unlinked),
-                    directory: directory.clone(),
+                core: LaneCore {
+                    handler: handler(i),
+                    parts: Parts {
+                        sessions: Sessions::new(),
+                        tx,
+                        session_timers: HashMap::new(),
+                        to_close: Vec::new(),
+                        lane: i,
+                        link: Arc::new(Unlinked),
+                        directory: directory.clone(),
+                    },
+                    idle: Vec::new(),
+                    max_sessions: config.max_sessions,
+                    policy: config.full_policy,
+                    idle_timeout: config.idle_timeout,
+                    sweep: None,
+                    closing: false,
+                    on_dropped: DropSignal::default(),
                 },
-                idle: Vec::new(),
-                max_sessions: config.max_sessions,
-                policy: config.full_policy,
-                idle_timeout: config.idle_timeout,
-                sweep: None,
-                closing: false,
-                on_dropped: DropSignal::default(),
             };
             let reactor = &reactors[i % reactors.len()];
-            let (lane, registered) = reactor.add_lane_with_options(state, options, |st, cx| {
-                st.parts.link = Arc::new(LaneLink {
+            let started = endpoint::start(reactor, state, options, |st, cx| {
+                let core = &mut st.core;
+                core.parts.link = Arc::new(LaneLink {
                     lane: cx.lane(),
-                    counters: st.parts.tx.counters.clone(),
+                    counters: core.parts.tx.counters.clone(),
                 });
-                st.parts.tx.register(cx)?;
-                if let Some(t) = st.idle_timeout {
+                if let Some(t) = core.idle_timeout {
                     let every = (t / 4).clamp(Duration::from_millis(1), Duration::from_secs(1));
-                    st.sweep = Some(cx.timer(Instant::now() + every, Some(every)));
+                    core.sweep = Some(cx.timer(Instant::now() + every, Some(every)));
                 }
-                let mut ctx = st.parts.ctx(cx);
-                st.handler.started(&mut ctx);
-                st.parts.tx.finish(cx);
-                Ok::<(), io::Error>(())
+                let mut ctx = core.parts.ctx(cx);
+                core.handler.started(&mut ctx);
             });
-            if let Err(e) = registered {
-                lane.post_control(|_, cx| cx.close());
-                for l in &lanes {
-                    let l: &LaneHandle<ServerLane<H>> = l;
-                    l.post_control(|_, cx| cx.close());
+            let lane = match started {
+                Ok(lane) => lane,
+                Err(e) => {
+                    for l in &lanes {
+                        let l: &LaneHandle<ServerLane<H>> = l;
+                        l.post_control(|_, cx| cx.close());
+                    }
+                    return Err(e);
                 }
-                return Err(e);
-            }
+            };
             links.push(Arc::new(LaneLink {
                 lane: lane.clone(),
                 counters: c.clone(),
@@ -307,18 +309,8 @@ impl<H: ServerHandler> Server<H> {
             Some((lane, _)) => lane,
             None => self.lane_for_new(&peer),
         };
-        let counters = &self.shared.counters[lane];
-        check_size(counters, &peer, data)?;
-        let data = data.to_vec();
-        let guard = Accepted::new(counters);
-        offer(&self.shared.lanes[lane], counters, move |st, cx| {
-            if st.closing {
-                return; // `guard` counts it
-            }
-            guard.done();
-            let _ = st.parts.send_to(peer, &data);
-            st.parts.tx.finish(cx);
-        })
+        let (l, counters) = (&self.shared.lanes[lane], &self.shared.counters[lane]);
+        endpoint::offer_send(l, counters, Some(peer), peer, data)
     }
 
     /// The lane a peer without a session is served from.
@@ -349,15 +341,13 @@ impl<H: ServerHandler> Server<H> {
             return false;
         };
         l.post(move |st, cx| {
-            if st.closing {
+            if st.core.closing {
                 return;
             }
-            let mut ctx = st.parts.ctx(cx);
-            f(&mut st.handler, &mut ctx);
-            if !st.parts.to_close.is_empty() {
-                st.close_requested(cx);
-            }
-            st.parts.tx.finish(cx);
+            let core = &mut st.core;
+            let mut ctx = core.parts.ctx(cx);
+            f(&mut core.handler, &mut ctx);
+            st.settle(cx);
         })
     }
 
@@ -387,7 +377,7 @@ impl<H: ServerHandler> Server<H> {
             let posted = l.post_control(move |st, cx| {
                 // Signalled when the lane drops its state, which is after it
                 // is marked closed and its socket is gone.
-                st.on_dropped.push(done);
+                st.core.on_dropped.push(done);
                 st.shutdown(cx);
             });
             if posted {

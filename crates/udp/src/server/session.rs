@@ -6,14 +6,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel_reactor::{LaneHandle, TimerId};
+use keel_reactor::TimerId;
 
-use super::lane::ServerLane;
-use super::ServerHandler;
 use crate::counters::{bump_shared, Counters};
 use crate::endpoint::{Timers, Tx};
 use crate::error::SendError;
-use crate::inbox::{offer, Accepted};
+use crate::inbox::Accepted;
 use crate::sessions::{SessionKey, Slot};
 use crate::sys;
 
@@ -32,24 +30,6 @@ pub(super) type SessionJob<S> = Box<dyn FnOnce(Option<&mut Session<'_, S>>) + Se
 /// handler type erased (so a [`SessionHandle`] names only the state).
 pub(super) trait SessionLane<S>: Send + Sync {
     fn post(&self, key: SessionKey, job: SessionJob<S>, guard: Accepted) -> Result<(), SendError>;
-}
-
-pub(super) struct LaneLink<H: ServerHandler> {
-    pub(super) lane: LaneHandle<ServerLane<H>>,
-    pub(super) counters: Arc<Counters>,
-}
-
-impl<H: ServerHandler> SessionLane<H::Session> for LaneLink<H> {
-    fn post(
-        &self,
-        key: SessionKey,
-        job: SessionJob<H::Session>,
-        guard: Accepted,
-    ) -> Result<(), SendError> {
-        offer(&self.lane, &self.counters, move |st, cx| {
-            st.run_session_job(cx, key, job, guard);
-        })
-    }
 }
 
 /// The link of a lane not set up yet (only seen before `started`).
