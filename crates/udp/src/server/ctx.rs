@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 
 use keel_reactor::{MissedTicks, TimerId};
 
-use super::session::{SessionLane, SessionTimer};
-use super::Session;
+use super::session::{Session, SessionLane, SessionTimer};
 use crate::endpoint::{Timers, Tx};
 use crate::error::SendError;
 use crate::sessions::{SessionKey, Sessions};

@@ -4,7 +4,8 @@ use std::net::SocketAddr;
 
 use keel_reactor::TimerId;
 
-use super::{ServerCtx, Session};
+use super::ctx::ServerCtx;
+use super::session::Session;
 use crate::error::DisconnectReason;
 
 /// What a server does with its sessions. One handler value per lane; its

@@ -322,9 +322,6 @@ pub(super) struct MmsgScratch {
 // before every `sendmmsg` and never dereferenced by Rust code, so moving the
 // scratch to another thread is sound.
 unsafe impl Send for MmsgScratch {}
-// SAFETY: nothing reads the pointers through `&self`; all use is via
-// `&mut`, so shared references cannot race.
-unsafe impl Sync for MmsgScratch {}
 
 impl MmsgScratch {
     /// Scratch for up to `n` datagrams per call (0 for the portable path).

@@ -21,9 +21,11 @@
 
 use std::io;
 use std::mem;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsRawFd;
 use std::ptr;
+
+use socket2::SockAddr;
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -241,10 +243,6 @@ pub(crate) struct RecvBatch {
 // they are rewritten before every system call and never dereferenced
 // anywhere else, so moving the whole batch to another thread is sound.
 unsafe impl Send for RecvBatch {}
-// SAFETY: `&self` methods only read plain data (lengths, bytes, addresses);
-// the raw pointers are only used through `&mut self`, so shared access from
-// several threads cannot race.
-unsafe impl Sync for RecvBatch {}
 
 impl RecvBatch {
     /// Allocates buffers for `batch` datagrams of up to `slot_size` bytes.
@@ -783,80 +781,33 @@ fn zeroed_msghdr() -> libc::msghdr {
     unsafe { mem::zeroed() }
 }
 
-/// Converts a kernel-written socket address into a `SocketAddr`; `None` for
-/// another family or a too-short length.
+/// Converts a kernel-written socket address into a `SocketAddr` (socket2
+/// does the conversion); `None` for another family or a length too short
+/// for its family.
 fn sockaddr_to_std(storage: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
-    let len = len as usize;
-    match libc::c_int::from(storage.ss_family) {
-        libc::AF_INET if len >= mem::size_of::<libc::sockaddr_in>() => {
-            // SAFETY: the family says the storage holds a `sockaddr_in`, the
-            // length covers it, and `sockaddr_storage` is large and aligned
-            // enough for any socket address type.
-            let sin = unsafe { &*ptr::addr_of!(*storage).cast::<libc::sockaddr_in>() };
-            Some(SocketAddr::V4(SocketAddrV4::new(
-                Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes()),
-                u16::from_be(sin.sin_port),
-            )))
-        }
-        libc::AF_INET6 if len >= mem::size_of::<libc::sockaddr_in6>() => {
-            // SAFETY: as above, for `sockaddr_in6`.
-            let sin6 = unsafe { &*ptr::addr_of!(*storage).cast::<libc::sockaddr_in6>() };
-            Some(SocketAddr::V6(SocketAddrV6::new(
-                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
-                u16::from_be(sin6.sin6_port),
-                sin6.sin6_flowinfo,
-                sin6.sin6_scope_id,
-            )))
-        }
-        _ => None,
+    let need = match libc::c_int::from(storage.ss_family) {
+        libc::AF_INET => mem::size_of::<libc::sockaddr_in>(),
+        libc::AF_INET6 => mem::size_of::<libc::sockaddr_in6>(),
+        _ => return None,
+    };
+    if (len as usize) < need {
+        return None;
     }
+    // SAFETY: the family and the length were checked just above: the
+    // storage holds a complete `sockaddr_in`/`sockaddr_in6` (the kernel
+    // wrote it), which is what `SockAddr::new` requires.
+    let addr = unsafe { SockAddr::new(*storage, len) };
+    addr.as_socket()
 }
 
-/// Writes `addr` into `storage` as a `sockaddr_in`/`sockaddr_in6`; returns
-/// its length.
+/// Writes `addr` into `storage` as a `sockaddr_in`/`sockaddr_in6` (socket2
+/// builds it, platform fields such as `sin_len` included); returns its
+/// length.
 fn std_to_sockaddr(addr: &SocketAddr, storage: &mut libc::sockaddr_storage) -> libc::socklen_t {
-    *storage = zeroed_storage();
-    match addr {
-        SocketAddr::V4(a) => {
-            // SAFETY: `sockaddr_storage` is large and aligned enough for a
-            // `sockaddr_in`, and all-zero is a valid `sockaddr_in`.
-            let sin = unsafe { &mut *ptr::addr_of_mut!(*storage).cast::<libc::sockaddr_in>() };
-            sin.sin_family = libc::AF_INET as libc::sa_family_t;
-            sin.sin_port = a.port().to_be();
-            sin.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
-            #[cfg(any(
-                target_vendor = "apple",
-                target_os = "freebsd",
-                target_os = "openbsd",
-                target_os = "netbsd",
-                target_os = "dragonfly"
-            ))]
-            {
-                sin.sin_len = mem::size_of::<libc::sockaddr_in>() as u8;
-            }
-            mem::size_of::<libc::sockaddr_in>() as libc::socklen_t
-        }
-        SocketAddr::V6(a) => {
-            // SAFETY: as above, for `sockaddr_in6`.
-            let sin6 = unsafe { &mut *ptr::addr_of_mut!(*storage).cast::<libc::sockaddr_in6>() };
-            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-            sin6.sin6_port = a.port().to_be();
-            sin6.sin6_addr.s6_addr = a.ip().octets();
-            sin6.sin6_flowinfo = a.flowinfo();
-            sin6.sin6_scope_id = a.scope_id();
-            #[cfg(any(
-                target_vendor = "apple",
-                target_os = "freebsd",
-                target_os = "openbsd",
-                target_os = "netbsd",
-                target_os = "dragonfly"
-            ))]
-            {
-                sin6.sin6_len = mem::size_of::<libc::sockaddr_in6>() as u8;
-            }
-            mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t
-        }
-    }
+    let addr = SockAddr::from(*addr);
+    let len = addr.len();
+    *storage = addr.as_storage();
+    len
 }
 
 #[cfg(test)]
