@@ -1,0 +1,409 @@
+//! Receiving: [`RecvBatch`], the caller-owned buffers of one socket's
+//! receive calls, the one-datagram path, and the control messages read
+//! with each datagram (the drop counter, the local address).
+#![allow(unsafe_code)]
+
+use std::io;
+use std::mem;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::AsRawFd;
+use std::ptr;
+
+use super::{
+    cvt, sockaddr_to_std, zeroed_msghdr, zeroed_storage, CmsgSlot, KernelDrops, LocalAddr,
+    CMSG_SLOT, MAX_MMSG,
+};
+
+/// What the last receive call recorded about one slot.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct SlotMeta {
+    /// Bytes copied into the slot (never more than the slot size).
+    pub(super) len: usize,
+    /// `MSG_TRUNC`: the datagram was larger than the slot.
+    pub(super) truncated: bool,
+    /// Length of the source address the kernel wrote.
+    pub(super) addr_len: libc::socklen_t,
+    /// Length of the control messages the kernel wrote if they include a
+    /// local address (`IP_PKTINFO`/`IPV6_PKTINFO`), else 0. Parsed only
+    /// when asked ([`RecvBatch::local`]), so sockets without pktinfo pay
+    /// nothing for it.
+    pub(super) pktinfo_len: u16,
+}
+
+/// Caller-owned receive buffers for up to `batch` datagrams of at most
+/// `slot_size` bytes each.
+///
+/// Everything (one contiguous data buffer, the source addresses, the control
+/// message space and, on Linux, the `mmsghdr`/`iovec` arrays) is allocated
+/// once in [`new`](Self::new); [`recv_batch`] rebuilds the pointers into it
+/// on each call and allocates nothing.
+///
+/// After a successful `recv_batch` returning `n`, datagrams `0..n` can be
+/// read with [`data`](Self::data), [`addr`](Self::addr),
+/// [`truncated`](Self::truncated) and [`local`](Self::local) until the next
+/// call.
+///
+/// Use one `RecvBatch` per socket: it also tracks that socket's kernel drop
+/// counter ([`take_kernel_drops_delta`](Self::take_kernel_drops_delta)).
+pub(crate) struct RecvBatch {
+    pub(super) batch: usize,
+    /// The most datagrams one receive call returns: `batch` for
+    /// `recvmmsg`, 1 on the one-datagram-per-call path.
+    pub(super) per_call: usize,
+    pub(super) slot_size: usize,
+    /// `batch * slot_size` bytes; slot `i` starts at `i * slot_size`.
+    pub(super) buf: Box<[u8]>,
+    pub(super) addrs: Box<[libc::sockaddr_storage]>,
+    pub(super) cmsgs: Box<[CmsgSlot]>,
+    pub(super) meta: Box<[SlotMeta]>,
+    /// How many slots the last call filled.
+    pub(super) filled: usize,
+    /// Leading slots whose headers must be rebuilt before the next batched
+    /// call (all of them at first).
+    #[cfg(target_os = "linux")]
+    pub(super) dirty: usize,
+    pub(super) drops: KernelDrops,
+    #[cfg(target_os = "linux")]
+    pub(super) iovs: Box<[libc::iovec]>,
+    #[cfg(target_os = "linux")]
+    pub(super) hdrs: Box<[libc::mmsghdr]>,
+}
+
+// SAFETY: the raw pointers inside `iovs`/`hdrs` only ever point into this
+// struct's own boxed storage (which does not move when the struct moves);
+// they are rewritten before every system call and never dereferenced
+// anywhere else, so moving the whole batch to another thread is sound.
+unsafe impl Send for RecvBatch {}
+
+impl RecvBatch {
+    /// Allocates buffers for `batch` datagrams of up to `slot_size` bytes.
+    ///
+    /// A `batch` of 1 selects the portable one-datagram-per-call path. A
+    /// datagram larger than `slot_size` is truncated and flagged (use
+    /// [`MAX_PAYLOAD_V6`] to never truncate).
+    ///
+    /// # Panics
+    ///
+    /// If `batch` is 0 or larger than 1024 (`UIO_MAXIOV`), or if
+    /// `batch * slot_size` overflows `usize`.
+    pub(crate) fn new(batch: usize, slot_size: usize) -> Self {
+        assert!(
+            (1..=MAX_MMSG).contains(&batch),
+            "receive batch must be 1..={MAX_MMSG}, got {batch}"
+        );
+        let total = batch
+            .checked_mul(slot_size)
+            .expect("receive batch * slot size overflows usize");
+        RecvBatch {
+            batch,
+            // Only Linux has a batched receive call.
+            per_call: if cfg!(target_os = "linux") { batch } else { 1 },
+            slot_size,
+            buf: vec![0u8; total].into_boxed_slice(),
+            addrs: vec![zeroed_storage(); batch].into_boxed_slice(),
+            cmsgs: vec![CmsgSlot([0; CMSG_SLOT]); batch].into_boxed_slice(),
+            meta: vec![SlotMeta::default(); batch].into_boxed_slice(),
+            filled: 0,
+            #[cfg(target_os = "linux")]
+            dirty: batch,
+            drops: KernelDrops::default(),
+            #[cfg(target_os = "linux")]
+            iovs: vec![
+                libc::iovec {
+                    iov_base: ptr::null_mut(),
+                    iov_len: 0,
+                };
+                batch
+            ]
+            .into_boxed_slice(),
+            #[cfg(target_os = "linux")]
+            hdrs: (0..batch)
+                .map(|_| libc::mmsghdr {
+                    msg_hdr: zeroed_msghdr(),
+                    msg_len: 0,
+                })
+                .collect(),
+        }
+    }
+
+    /// The most datagrams the buffers hold (the configured batch).
+    #[cfg(test)]
+    pub(crate) fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// The most datagrams one [`recv_batch`] call can return: the batch
+    /// size on Linux, 1 on the one-datagram-per-call path (a batch of 1,
+    /// or any batch where `recvmmsg` does not exist). A call that returned
+    /// this many may have left more datagrams queued; fewer means the
+    /// socket was drained.
+    pub(crate) fn per_call(&self) -> usize {
+        self.per_call
+    }
+
+    /// Makes [`recv_batch`] take the portable one-datagram-per-call path
+    /// whatever the batch size, as it does where `recvmmsg` does not
+    /// exist, so that path can be tested on Linux.
+    #[cfg(test)]
+    pub(crate) fn force_one_per_call(&mut self) {
+        self.per_call = 1;
+    }
+
+    /// How many datagrams the last successful call received (0 before any,
+    /// or after a call that failed).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.filled
+    }
+
+    /// The bytes of datagram `i` (at most the slot size; see
+    /// [`truncated`](Self::truncated)).
+    ///
+    /// # Panics
+    ///
+    /// If `i` is not below the count the last call returned.
+    pub(crate) fn data(&self, i: usize) -> &[u8] {
+        let meta = self.meta(i);
+        let start = i * self.slot_size;
+        &self.buf[start..start + meta.len.min(self.slot_size)]
+    }
+
+    /// The source address of datagram `i` (IPv4 or IPv6; an IPv4 peer of a
+    /// dual-stack IPv6 socket shows as an IPv4-mapped IPv6 address).
+    ///
+    /// An address family the kernel never reports for a UDP socket would
+    /// read as `0.0.0.0:0`.
+    ///
+    /// # Panics
+    ///
+    /// If `i` is not below the count the last call returned.
+    pub(crate) fn addr(&self, i: usize) -> SocketAddr {
+        let meta = self.meta(i);
+        let addr = sockaddr_to_std(&self.addrs[i], meta.addr_len);
+        debug_assert!(addr.is_some(), "unexpected source address family");
+        addr.unwrap_or(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)))
+    }
+
+    /// The local address datagram `i` was sent to, if the socket reports
+    /// it ([`enable_pktinfo`]; only sockets bound to an unspecified
+    /// address enable it) and it can be a reply's source: `None` for a
+    /// datagram sent to a multicast or broadcast address (for IPv4 the
+    /// kernel already gives the receiving interface's address instead).
+    ///
+    /// Costs one branch per call on a socket without pktinfo: the control
+    /// messages are only parsed when they include a local address.
+    ///
+    /// # Panics
+    ///
+    /// If `i` is not below the count the last call returned.
+    pub(crate) fn local(&self, i: usize) -> Option<LocalAddr> {
+        let meta = self.meta(i);
+        if meta.pktinfo_len == 0 {
+            return None;
+        }
+        let v6_socket = libc::c_int::from(self.addrs[i].ss_family) == libc::AF_INET6;
+        parse_local(&self.cmsgs[i], usize::from(meta.pktinfo_len), v6_socket)
+    }
+
+    /// Whether datagram `i` was larger than the slot and got cut
+    /// (`MSG_TRUNC`): [`data`](Self::data) holds only its first
+    /// `slot_size` bytes.
+    ///
+    /// # Panics
+    ///
+    /// If `i` is not below the count the last call returned.
+    pub(crate) fn truncated(&self, i: usize) -> bool {
+        self.meta(i).truncated
+    }
+
+    /// Kernel receive-buffer drops (`SO_RXQ_OVFL`) reported since the
+    /// previous call of this method. Always 0 where the counter does not
+    /// exist or was not enabled ([`enable_rxq_ovfl`]).
+    pub(crate) fn take_kernel_drops_delta(&mut self) -> u64 {
+        self.drops.take_delta()
+    }
+
+    /// Feeds a cumulative drop count read directly from the socket
+    /// ([`kernel_drops_now`]) to the tracker, so drops that no later
+    /// datagram reported are counted too.
+    pub(crate) fn observe_kernel_drops(&mut self, cumulative: u32) {
+        self.drops.observe(cumulative);
+    }
+
+    pub(super) fn meta(&self, i: usize) -> &SlotMeta {
+        assert!(
+            i < self.filled,
+            "datagram {i} out of range: last call received {}",
+            self.filled
+        );
+        &self.meta[i]
+    }
+
+    /// Raw pointers to the start of the data, address and control storage,
+    /// taken once per call so that the per-slot pointers handed to the
+    /// kernel all derive from one borrow of each buffer.
+    pub(super) fn ptrs(&mut self) -> RecvPtrs {
+        RecvPtrs {
+            buf: self.buf.as_mut_ptr(),
+            slot_size: self.slot_size,
+            addrs: self.addrs.as_mut_ptr(),
+            cmsgs: self.cmsgs.as_mut_ptr(),
+        }
+    }
+
+    /// Records what the kernel wrote into `msg` for slot `i` (`len` bytes
+    /// received) and feeds its control messages to the drop tracker.
+    // `msg_controllen` is `size_t` on glibc but `socklen_t` on musl.
+    #[allow(clippy::unnecessary_cast)]
+    pub(super) fn complete_slot(&mut self, i: usize, len: usize, msg: &libc::msghdr) {
+        let found = scan_cmsgs(msg);
+        self.meta[i] = SlotMeta {
+            len: len.min(self.slot_size),
+            truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
+            addr_len: msg.msg_namelen,
+            // Never more than the CMSG_SLOT bytes offered.
+            pktinfo_len: if found.pktinfo {
+                (msg.msg_controllen as usize).min(CMSG_SLOT) as u16
+            } else {
+                0
+            },
+        };
+        if let Some(counter) = found.drops {
+            self.drops.observe(counter);
+        }
+    }
+}
+
+/// Base pointers into a [`RecvBatch`]'s storage for one system call.
+pub(super) struct RecvPtrs {
+    pub(super) buf: *mut u8,
+    pub(super) slot_size: usize,
+    pub(super) addrs: *mut libc::sockaddr_storage,
+    pub(super) cmsgs: *mut CmsgSlot,
+}
+
+impl RecvPtrs {
+    /// The `iovec` covering slot `i`'s data.
+    pub(super) fn iovec(&self, i: usize) -> libc::iovec {
+        libc::iovec {
+            iov_base: self.buf.wrapping_add(i * self.slot_size).cast(),
+            iov_len: self.slot_size,
+        }
+    }
+
+    /// A `msghdr` receiving into slot `i`: data through `iov` (which must
+    /// describe slot `i`), source address and control space of slot `i`.
+    pub(super) fn msghdr(&self, i: usize, iov: *mut libc::iovec) -> libc::msghdr {
+        let mut msg = zeroed_msghdr();
+        msg.msg_name = self.addrs.wrapping_add(i).cast();
+        msg.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        msg.msg_iov = iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = self.cmsgs.wrapping_add(i).cast();
+        msg.msg_controllen = CMSG_SLOT as _;
+        msg
+    }
+}
+
+impl std::fmt::Debug for RecvBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBatch")
+            .field("batch", &self.batch)
+            .field("slot_size", &self.slot_size)
+            .field("filled", &self.filled)
+            .field("drops", &self.drops)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Receives one datagram into slot 0 with `recvmsg` (the portable path).
+///
+/// Used by both platform modules; on Linux it also reads `SO_RXQ_OVFL`.
+pub(super) fn recv_one(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result<usize> {
+    batch.filled = 0;
+    let ptrs = batch.ptrs();
+    let mut iov = ptrs.iovec(0);
+    let mut msg = ptrs.msghdr(0, &mut iov);
+    // SAFETY: `msg` points at valid, writable buffers owned by `batch` (slot 0
+    // data through `iov`, address storage, control space) with the lengths
+    // the kernel is told; all of them outlive the call.
+    let n = cvt(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) })?;
+    batch.complete_slot(0, n as usize, &msg);
+    batch.filled = 1;
+    Ok(1)
+}
+
+/// What one pass over a received datagram's control messages found.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Cmsgs {
+    /// The `SO_RXQ_OVFL` counter.
+    pub(super) drops: Option<u32>,
+    /// Whether an `IP_PKTINFO` or `IPV6_PKTINFO` message is there (parsed
+    /// later, only if asked for: [`RecvBatch::local`]).
+    pub(super) pktinfo: bool,
+}
+
+/// Reads the `SO_RXQ_OVFL` counter from the control messages of a
+/// received `msg`, if present, and notes whether a local address is there.
+/// Without control messages (the usual case) this is one comparison.
+// `msg_controllen`/`cmsg_len` are `size_t` on glibc but `socklen_t` on musl.
+#[allow(clippy::unnecessary_cast)]
+pub(super) fn scan_cmsgs(msg: &libc::msghdr) -> Cmsgs {
+    #[cfg(target_os = "linux")]
+    {
+        let mut found = Cmsgs::default();
+        if msg.msg_control.is_null()
+            || (msg.msg_controllen as usize) < mem::size_of::<libc::cmsghdr>()
+        {
+            return found;
+        }
+        // SAFETY: CMSG_LEN is pure arithmetic on its argument.
+        let min_len = unsafe { libc::CMSG_LEN(mem::size_of::<u32>() as libc::c_uint) } as usize;
+        // SAFETY: `msg` came back from recvmsg/recvmmsg: `msg_control` points
+        // at our aligned control buffer and `msg_controllen` is the length the
+        // kernel filled in (checked above to hold at least one header).
+        let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(msg) };
+        while !cmsg.is_null() {
+            // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR only return non-null pointers
+            // to a complete `cmsghdr` inside the control buffer.
+            let hdr = unsafe { &*cmsg };
+            if hdr.cmsg_level == libc::SOL_SOCKET
+                && hdr.cmsg_type == libc::SO_RXQ_OVFL
+                && hdr.cmsg_len as usize >= min_len
+            {
+                // SAFETY: the header says its data holds at least 4 bytes
+                // (checked just above), all within the control buffer; the
+                // data may be unaligned for u32, hence read_unaligned.
+                found.drops =
+                    Some(unsafe { ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<u32>()) });
+            } else if (hdr.cmsg_level, hdr.cmsg_type) == (libc::IPPROTO_IP, libc::IP_PKTINFO)
+                || (hdr.cmsg_level, hdr.cmsg_type) == (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO)
+            {
+                found.pktinfo = true;
+            }
+            // SAFETY: `cmsg` is a valid header of `msg`'s control buffer.
+            cmsg = unsafe { libc::CMSG_NXTHDR(msg, cmsg) };
+        }
+        found
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = msg;
+        Cmsgs::default()
+    }
+}
+
+/// The reply source in the control messages of one received datagram:
+/// the first `ctrl_len` bytes of `slot`, from a socket of the IPv6 family
+/// if `v6_socket`. See [`RecvBatch::local`].
+pub(super) fn parse_local(slot: &CmsgSlot, ctrl_len: usize, v6_socket: bool) -> Option<LocalAddr> {
+    #[cfg(target_os = "linux")]
+    {
+        super::linux::parse_local(&slot.0[..ctrl_len.min(CMSG_SLOT)], v6_socket)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (slot, ctrl_len, v6_socket);
+        None
+    }
+}
