@@ -9,15 +9,17 @@ use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token};
 
 use crate::error::Error;
-use crate::lane::{Lane, LaneCx, LaneHandle, LaneOptions, LaneTask, SourceId};
+use crate::lane::{Lane, LaneCx, LaneHandle, LaneOptions, LaneTask};
 use crate::ready::Ready;
-use crate::slab::{Key, Slab};
+use crate::slab::Slab;
+use crate::source::SourceId;
+use crate::sync::lock;
 use crate::timer::{poll_timeout, Fire, MissedTicks, TimerId, TimerQueue};
 
 /// The token reserved for the reactor's waker. Source tokens pack a slab
@@ -29,13 +31,6 @@ const SPIN_FOR: Duration = Duration::from_micros(50);
 
 /// How many readiness events one poll collects.
 const EVENTS_CAPACITY: usize = 1024;
-
-/// Locks a mutex, ignoring poisoning: every critical section in this crate
-/// leaves its data consistent, and handler panics are caught before they
-/// can unwind through a lock.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 thread_local! {
     /// The core whose lanes this thread is running right now (its address),
@@ -317,10 +312,10 @@ impl Core {
                 if event.token() == WAKER_TOKEN {
                     continue;
                 }
-                let key = Key::from_u64(event.token().0 as u64);
+                let source = SourceId::from_token(event.token());
                 // A stale token (slot freed or reused) finds nothing here.
-                if let Some(lane) = sources.get(key) {
-                    if lane.deliver_ready(SourceId(key), Ready::from_event(event)) {
+                if let Some(lane) = sources.get(source.0) {
+                    if lane.deliver_ready(source, Ready::from_event(event)) {
                         io.ready.push(lane.clone());
                     }
                 }

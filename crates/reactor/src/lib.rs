@@ -98,14 +98,17 @@ mod reactor;
 mod ready;
 mod runtime;
 mod slab;
+mod source;
+mod sync;
 mod timer;
 
 pub use error::{Error, PostError};
 pub use handle::Handle;
-pub use lane::{Flow, Lane, LaneCx, LaneHandle, LaneOptions, SourceId, DEFAULT_MAX_POSTS};
+pub use lane::{Flow, Lane, LaneCx, LaneHandle, LaneOptions, DEFAULT_MAX_POSTS};
 pub use reactor::Reactor;
 pub use ready::Ready;
 pub use runtime::{IoModel, Runtime, RuntimeOptions};
+pub use source::SourceId;
 pub use timer::{MissedTicks, TimerId, MAX_CATCH_UP, MIN_PERIOD};
 
 /// mio's interest type, re-exported for [`LaneCx::register`].

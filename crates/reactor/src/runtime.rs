@@ -10,6 +10,7 @@ use crate::core::Core;
 use crate::error::{panic_message, Error};
 use crate::handle::Handle;
 use crate::lane::{Lane, LaneCx, LaneHandle, LaneOptions};
+use crate::sync::lock;
 
 /// How a runtime maps threads to reactors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,7 +145,7 @@ impl Runtime {
                 let thread = std::thread::Builder::new().name(name).spawn(move || {
                     let result = core.run_worker();
                     let (count, cv) = &*exited;
-                    *crate::core::lock(count) += 1;
+                    *lock(count) += 1;
                     cv.notify_all();
                     result
                 });
@@ -246,7 +247,7 @@ impl Runtime {
     pub fn join(mut self) -> Result<(), Error> {
         {
             let (count, cv) = &*self.exited;
-            let mut n = crate::core::lock(count);
+            let mut n = lock(count);
             while *n == 0 {
                 n = cv.wait(n).unwrap_or_else(|p| p.into_inner());
             }

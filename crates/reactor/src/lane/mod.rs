@@ -10,30 +10,17 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use mio::event::Source;
-use mio::{Interest, Token};
+use mio::Interest;
 
-use crate::core::{lock, Core};
+use crate::core::Core;
 use crate::error::{panic_message, PostError};
 use crate::handle::Handle;
 use crate::ready::Ready;
 use crate::slab::Key;
+use crate::source::SourceId;
+use crate::sync::lock;
 use crate::timer::{MissedTicks, TimerId};
 use sched::LaneSched;
-
-/// Identifies a source registered into a lane. The id carries a generation:
-/// after `deregister`, no event for it reaches the lane, and a source
-/// registered later in the same slot gets a different id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SourceId(pub(crate) Key);
-
-impl SourceId {
-    /// The slot this source occupies in the reactor's source table. A slot
-    /// is reused after `deregister`; the id of the new source still differs
-    /// (its generation does), which is what keeps stale events out.
-    pub fn slot(&self) -> u32 {
-        self.0.index
-    }
-}
 
 /// What a readiness handler tells the lane after handling an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -660,13 +647,11 @@ impl<L: Lane> LaneCx<'_, L> {
         S: Source + ?Sized,
     {
         let task: Arc<dyn LaneTask> = self.cell.clone();
-        let key = lock(&self.core.sources).insert(task);
-        let token = Token(key.to_u64() as usize);
-        if let Err(e) = self.core.registry.register(source, token, interest) {
-            lock(&self.core.sources).remove(key);
+        let id = SourceId(lock(&self.core.sources).insert(task));
+        if let Err(e) = self.core.registry.register(source, id.token(), interest) {
+            lock(&self.core.sources).remove(id.0);
             return Err(e);
         }
-        let id = SourceId(key);
         self.local.sources.push(id);
         Ok(id)
     }
@@ -682,9 +667,7 @@ impl<L: Lane> LaneCx<'_, L> {
         S: Source + ?Sized,
     {
         self.check_owned(id)?;
-        self.core
-            .registry
-            .reregister(source, Token(id.0.to_u64() as usize), interest)
+        self.core.registry.reregister(source, id.token(), interest)
     }
 
     /// Deregisters a source. Events for it that are already queued are
