@@ -90,17 +90,26 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-mod core;
+// Modules, in dependency order: each uses only those above it
+// (`scripts/import-cycles.py` checks that no two depend on each other).
+//
+// Leaves: small shared types and helpers.
 mod error;
-mod handle;
-mod lane;
-mod reactor;
 mod ready;
-mod runtime;
 mod slab;
 mod source;
 mod sync;
 mod timer;
+// The reactor's shared state and its loops; knows lanes only as `LaneTask`.
+mod core;
+// Lanes on top of the core.
+mod lane;
+// The reactor's own lane (posted closures, closure timers): a lane.
+mod reactor_lane;
+// The public entry points, on top of everything.
+mod handle;
+mod reactor;
+mod runtime;
 
 pub use error::{Error, PostError};
 pub use handle::Handle;

@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use crate::core::Core;
 use crate::error::{panic_message, Error};
 use crate::handle::Handle;
 use crate::lane::{Lane, LaneCx, LaneHandle, LaneOptions};
+use crate::reactor_lane::new_core;
 use crate::sync::lock;
 
 /// How a runtime maps threads to reactors.
@@ -129,7 +129,7 @@ impl Runtime {
             exited: Arc::new((Mutex::new(0), Condvar::new())),
         };
         for c in 0..contexts {
-            let core = Core::new()?;
+            let core = new_core()?;
             if let Some(n) = options.awake_threads {
                 core.set_max_awake(n);
             }

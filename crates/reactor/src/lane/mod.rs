@@ -12,9 +12,8 @@ use std::time::{Duration, Instant};
 use mio::event::Source;
 use mio::Interest;
 
-use crate::core::Core;
+use crate::core::{Core, LaneTask};
 use crate::error::{panic_message, PostError};
-use crate::handle::Handle;
 use crate::ready::Ready;
 use crate::slab::Key;
 use crate::source::SourceId;
@@ -170,17 +169,6 @@ pub(crate) struct LaneCell<L: Lane> {
     panic: Mutex<Option<String>>,
     inbox: Mutex<Inbox<L>>,
     body: Mutex<Body<L>>,
-}
-
-/// Object-safe view of a lane for the reactor's tables and run queue.
-pub(crate) trait LaneTask: Send + Sync {
-    fn run(self: Arc<Self>, core: &Arc<Core>);
-    /// Queues readiness; true if the caller must enqueue the lane.
-    fn deliver_ready(&self, source: SourceId, ready: Ready) -> bool;
-    /// Queues a timer fire; true if the caller must enqueue the lane.
-    fn deliver_timer(&self, core: &Core, timer: TimerId, periodic: bool) -> bool;
-    fn is_closed(&self) -> bool;
-    fn shutdown(&self, core: &Core);
 }
 
 /// How many rounds a lane may run back to back before it goes to the back
@@ -625,9 +613,10 @@ impl<L: Lane> LaneHandle<L> {
         lock(&self.cell.panic).clone()
     }
 
-    /// The reactor this lane lives on, if it still exists.
-    pub fn reactor(&self) -> Option<Handle> {
-        self.cell.core.upgrade().map(Handle::from_core)
+    /// The core this lane lives on, if it still exists (for
+    /// `LaneHandle::reactor` in `crate::handle`).
+    pub(crate) fn core(&self) -> Option<Arc<Core>> {
+        self.cell.core.upgrade()
     }
 }
 
@@ -735,9 +724,10 @@ impl<L: Lane> LaneCx<'_, L> {
         }
     }
 
-    /// A handle to the reactor this lane runs on.
-    pub fn reactor(&self) -> Handle {
-        Handle::from_core(self.core.clone())
+    /// The core this lane runs on (for `LaneCx::reactor` in
+    /// `crate::handle`).
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        self.core
     }
 }
 
