@@ -1,23 +1,33 @@
 //! The state one reactor shares between its driving thread(s) and its
-//! handles: registry, waker, source and lane tables, timers, run queue.
+//! handles: registry, waker, source and lane tables, timers, run queue,
+//! and the loops that drive them (`turn`, `run_worker`).
+//!
+//! The core sits below the lanes: it knows a lane only as the object-safe
+//! [`LaneTask`] it stores in its tables and run queue, so it depends on
+//! leaf modules alone. Lanes (`crate::lane`) implement `LaneTask` on top
+//! of it; the reactor's own lane (`crate::reactor_lane`) is a lane, so the
+//! core keeps it type-erased.
 //!
 //! Lock order (outer to inner): `timers` → lane inbox → `sched`;
 //! `sources` → lane inbox → `sched`. Nothing takes `timers` or `sources`
 //! while holding a lane inbox or `sched`.
 
+use std::any::Any;
 use std::cell::Cell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token};
 
 use crate::error::Error;
-use crate::lane::{Lane, LaneCx, LaneHandle, LaneOptions, LaneTask, SourceId};
 use crate::ready::Ready;
-use crate::slab::{Key, Slab};
+use crate::slab::Slab;
+use crate::source::SourceId;
+use crate::sync::lock;
 use crate::timer::{poll_timeout, Fire, MissedTicks, TimerId, TimerQueue};
 
 /// The token reserved for the reactor's waker. Source tokens pack a slab
@@ -30,19 +40,32 @@ const SPIN_FOR: Duration = Duration::from_micros(50);
 /// How many readiness events one poll collects.
 const EVENTS_CAPACITY: usize = 1024;
 
-/// Locks a mutex, ignoring poisoning: every critical section in this crate
-/// leaves its data consistent, and handler panics are caught before they
-/// can unwind through a lock.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 thread_local! {
     /// The core whose lanes this thread is running right now (its address),
     /// so work enqueued from inside a handler does not wake the poller: the
     /// running thread will pick it up itself.
     static RUNNER_OF: Cell<usize> = const { Cell::new(0) };
 }
+
+/// Object-safe view of a lane for the reactor's tables and run queue,
+/// implemented by `lane::LaneCell`. Defined here, where it is called, so
+/// the core does not depend on lanes. Its methods take the core by
+/// reference (a lane's runner already holds it) rather than upgrading the
+/// lane's weak pointer on every run.
+pub(crate) trait LaneTask: Send + Sync {
+    fn run(self: Arc<Self>, core: &Arc<Core>);
+    /// Queues readiness; true if the caller must enqueue the lane.
+    fn deliver_ready(&self, source: SourceId, ready: Ready) -> bool;
+    /// Queues a timer fire; true if the caller must enqueue the lane.
+    fn deliver_timer(&self, core: &Core, timer: TimerId, periodic: bool) -> bool;
+    fn is_closed(&self) -> bool;
+    fn shutdown(&self, core: &Core);
+}
+
+/// How the core holds its reactor lane: type-erased, and unwind-safe like
+/// the lane it stands for (so `Handle` and `Reactor` stay `UnwindSafe` and
+/// `RefUnwindSafe`).
+pub(crate) type ReactorLaneSlot = dyn Any + Send + Sync + UnwindSafe + RefUnwindSafe;
 
 pub(crate) struct IoDriver {
     poll: Poll,
@@ -94,40 +117,10 @@ pub(crate) struct Core {
     discarded: AtomicU64,
     /// Ticks of periodic timers missed and not fired.
     skipped_ticks: AtomicU64,
-    reactor_lane: OnceLock<LaneHandle<ReactorLane>>,
-    /// Shared with the reactor lane: closure timers cancelled by a handle.
-    cancelled_closures: Arc<Mutex<Vec<TimerId>>>,
-}
-
-/// The lane every reactor has for closures posted to the reactor itself and
-/// for closure timers.
-#[derive(Default)]
-pub(crate) struct ReactorLane {
-    /// Closure timers: the callback and whether it is one-shot.
-    timers: HashMap<TimerId, (TimerFn, bool)>,
-    /// Timers cancelled through a handle whose cleanup has not run yet: a
-    /// fire already delivered in the same round must not call them.
-    cancelled: Arc<Mutex<Vec<TimerId>>>,
-}
-
-type TimerFn = Box<dyn FnMut() + Send>;
-
-impl Lane for ReactorLane {
-    fn on_timer(&mut self, _cx: &mut LaneCx<'_, Self>, timer: TimerId) {
-        if lock(&self.cancelled).contains(&timer) {
-            return;
-        }
-        let one_shot = match self.timers.get_mut(&timer) {
-            Some((f, one_shot)) => {
-                f();
-                *one_shot
-            }
-            None => return,
-        };
-        if one_shot {
-            self.timers.remove(&timer);
-        }
-    }
+    /// The reactor's own lane (`crate::reactor_lane`, its only reader and
+    /// writer), set once right after construction. Type-erased because it
+    /// is a lane and the core sits below lanes; not on any lane's run path.
+    reactor_lane: OnceLock<Box<ReactorLaneSlot>>,
 }
 
 impl Core {
@@ -168,21 +161,21 @@ impl Core {
             discarded: AtomicU64::new(0),
             skipped_ticks: AtomicU64::new(0),
             reactor_lane: OnceLock::new(),
-            cancelled_closures: Arc::new(Mutex::new(Vec::new())),
         });
-        let state = ReactorLane {
-            timers: HashMap::new(),
-            cancelled: core.cancelled_closures.clone(),
-        };
-        let lane = LaneHandle::create(&core, state, LaneOptions::default(), |_, _| ()).0;
-        let _ = core.reactor_lane.set(lane);
         Ok(core)
     }
 
-    pub(crate) fn reactor_lane(&self) -> &LaneHandle<ReactorLane> {
+    /// Stores the reactor's own lane (once; later calls are ignored).
+    pub(crate) fn set_reactor_lane(&self, lane: Box<ReactorLaneSlot>) {
+        let _ = self.reactor_lane.set(lane);
+    }
+
+    /// The reactor's own lane, as stored by [`Core::set_reactor_lane`].
+    pub(crate) fn reactor_lane(&self) -> Option<&(dyn Any + Send + Sync)> {
+        // Drops the unwind-safety markers, which `downcast_ref` does not take.
         self.reactor_lane
             .get()
-            .expect("reactor lane is set at construction")
+            .map(|b| -> &(dyn Any + Send + Sync) { &**b })
     }
 
     fn addr(&self) -> usize {
@@ -317,10 +310,10 @@ impl Core {
                 if event.token() == WAKER_TOKEN {
                     continue;
                 }
-                let key = Key::from_u64(event.token().0 as u64);
+                let source = SourceId::from_token(event.token());
                 // A stale token (slot freed or reused) finds nothing here.
-                if let Some(lane) = sources.get(key) {
-                    if lane.deliver_ready(SourceId(key), Ready::from_event(event)) {
+                if let Some(lane) = sources.get(source.0) {
+                    if lane.deliver_ready(source, Ready::from_event(event)) {
                         io.ready.push(lane.clone());
                     }
                 }
@@ -558,38 +551,4 @@ impl Drop for RunnerGuard {
     fn drop(&mut self) {
         RUNNER_OF.with(|c| c.set(self.prev));
     }
-}
-
-/// Posts a closure timer on the reactor lane.
-pub(crate) fn closure_timer(
-    core: &Core,
-    deadline: Instant,
-    period: Option<Duration>,
-    missed: MissedTicks,
-    f: Box<dyn FnMut() + Send>,
-) -> TimerId {
-    let lane = core.reactor_lane().clone();
-    let task: Arc<dyn LaneTask> = lane.task();
-    core.add_timer(deadline, period, missed, task, |id| {
-        // Queued before the timer can fire (we hold the timer lock), and a
-        // lane runs its posts before its timers, so the closure is in place.
-        // A control post: a flood of Handle::post must not lose a timer.
-        lane.post_control(move |st: &mut ReactorLane, _| {
-            st.timers.insert(id, (f, period.is_none()));
-        });
-    })
-}
-
-pub(crate) fn cancel_closure_timer(core: &Core, id: TimerId) -> bool {
-    let was = lock(&core.timers).cancel(id);
-    // Marked first: a fire of it already delivered (even in the round that
-    // is running this cancel) is skipped; the cleanup below runs before any
-    // later round's timers.
-    lock(&core.cancelled_closures).push(id);
-    core.reactor_lane()
-        .post_control(move |st: &mut ReactorLane, _| {
-            st.timers.remove(&id);
-            lock(&st.cancelled).retain(|t| *t != id);
-        });
-    was
 }

@@ -1,11 +1,14 @@
-//! The `Send + Sync + Clone` handle to a reactor.
+//! The `Send + Sync + Clone` handle to a reactor, and the ways a lane
+//! reaches it ([`LaneCx::reactor`], [`LaneHandle::reactor`]: they are
+//! here, not in `lane`, because a `Handle` sits above lanes).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::core::{cancel_closure_timer, closure_timer, Core};
+use crate::core::Core;
 use crate::error::PostError;
 use crate::lane::{Lane, LaneCx, LaneHandle, LaneOptions};
+use crate::reactor_lane::{cancel_closure_timer, closure_timer, reactor_lane};
 use crate::timer::{MissedTicks, TimerId};
 
 /// A handle to one reactor, usable from any thread: post closures, add
@@ -39,7 +42,7 @@ impl Handle {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.core.reactor_lane().post(move |_, _| f())
+        reactor_lane(&self.core).post(move |_, _| f())
     }
 
     /// As [`Handle::post`], saying why a closure was refused.
@@ -51,7 +54,7 @@ impl Handle {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.core.reactor_lane().try_post(move |_, _| f())
+        reactor_lane(&self.core).try_post(move |_, _| f())
     }
 
     /// How many posted closures this reactor dropped without running them
@@ -147,5 +150,19 @@ impl Handle {
     /// Whether stop was requested.
     pub fn is_stopped(&self) -> bool {
         self.core.is_stopped()
+    }
+}
+
+impl<L: Lane> LaneCx<'_, L> {
+    /// A handle to the reactor this lane runs on.
+    pub fn reactor(&self) -> Handle {
+        Handle::from_core(self.core().clone())
+    }
+}
+
+impl<L: Lane> LaneHandle<L> {
+    /// The reactor this lane lives on, if it still exists.
+    pub fn reactor(&self) -> Option<Handle> {
+        self.core().map(Handle::from_core)
     }
 }

@@ -90,22 +90,34 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-mod core;
+// Modules, in dependency order: each uses only those above it
+// (`scripts/import-cycles.py` checks that no two depend on each other).
+//
+// Leaves: small shared types and helpers.
 mod error;
-mod handle;
-mod lane;
-mod reactor;
 mod ready;
-mod runtime;
 mod slab;
+mod source;
+mod sync;
 mod timer;
+// The reactor's shared state and its loops; knows lanes only as `LaneTask`.
+mod core;
+// Lanes on top of the core.
+mod lane;
+// The reactor's own lane (posted closures, closure timers): a lane.
+mod reactor_lane;
+// The public entry points, on top of everything.
+mod handle;
+mod reactor;
+mod runtime;
 
 pub use error::{Error, PostError};
 pub use handle::Handle;
-pub use lane::{Flow, Lane, LaneCx, LaneHandle, LaneOptions, SourceId, DEFAULT_MAX_POSTS};
+pub use lane::{Flow, Lane, LaneCx, LaneHandle, LaneOptions, DEFAULT_MAX_POSTS};
 pub use reactor::Reactor;
 pub use ready::Ready;
 pub use runtime::{IoModel, Runtime, RuntimeOptions};
+pub use source::SourceId;
 pub use timer::{MissedTicks, TimerId, MAX_CATCH_UP, MIN_PERIOD};
 
 /// mio's interest type, re-exported for [`LaneCx::register`].

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::core::Core;
 use crate::error::Error;
 use crate::handle::Handle;
+use crate::reactor_lane::new_core;
 
 /// One event loop: a `mio::Poll`, one reused `Events`, the sources and lanes
 /// registered on it, a timer queue, a queue of posted closures, a waker.
@@ -23,7 +24,7 @@ pub struct Reactor {
 impl Reactor {
     /// Creates a reactor (an epoll instance and an eventfd waker on Linux).
     pub fn new() -> io::Result<Reactor> {
-        Ok(Reactor { core: Core::new()? })
+        Ok(Reactor { core: new_core()? })
     }
 
     /// A handle for other threads and for adding lanes.

@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use crate::core::Core;
 use crate::error::{panic_message, Error};
 use crate::handle::Handle;
 use crate::lane::{Lane, LaneCx, LaneHandle, LaneOptions};
+use crate::reactor_lane::new_core;
+use crate::sync::lock;
 
 /// How a runtime maps threads to reactors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,7 +129,7 @@ impl Runtime {
             exited: Arc::new((Mutex::new(0), Condvar::new())),
         };
         for c in 0..contexts {
-            let core = Core::new()?;
+            let core = new_core()?;
             if let Some(n) = options.awake_threads {
                 core.set_max_awake(n);
             }
@@ -144,7 +145,7 @@ impl Runtime {
                 let thread = std::thread::Builder::new().name(name).spawn(move || {
                     let result = core.run_worker();
                     let (count, cv) = &*exited;
-                    *crate::core::lock(count) += 1;
+                    *lock(count) += 1;
                     cv.notify_all();
                     result
                 });
@@ -246,7 +247,7 @@ impl Runtime {
     pub fn join(mut self) -> Result<(), Error> {
         {
             let (count, cv) = &*self.exited;
-            let mut n = crate::core::lock(count);
+            let mut n = lock(count);
             while *n == 0 {
                 n = cv.wait(n).unwrap_or_else(|p| p.into_inner());
             }
