@@ -4,14 +4,13 @@
 
 use std::io;
 use std::mem;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
 use std::ptr;
 
-use super::{
-    cvt, recv_one, send_one, std_to_sockaddr, zeroed_msghdr, zeroed_storage, LocalAddr, RecvBatch,
-    SendBatch, CMSG_SEND,
-};
+use super::base::{cvt, std_to_sockaddr, zeroed_msghdr};
+use super::cmsg::write_pktinfo;
+use super::recv::{recv_one, RecvBatch};
+use super::send::{send_one, SendBatch};
 
 /// `setsockopt(level, name, 1)`.
 fn enable(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> io::Result<()> {
@@ -49,206 +48,6 @@ pub(crate) fn enable_pktinfo(fd: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
         enable(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO)?;
     }
     enable(fd, libc::IPPROTO_IP, libc::IP_PKTINFO)
-}
-
-/// Reads the reply source from a received datagram's control messages
-/// (`ctrl`, the bytes the kernel wrote; see [`RecvBatch::local`]).
-///
-/// `IP_PKTINFO` wins when present: its `ipi_spec_dst` is the datagram's
-/// destination for unicast and the receiving interface's address for a
-/// broadcast or multicast one, so it is always a valid source (shown
-/// IPv4-mapped on an IPv6 socket). `IPV6_PKTINFO` gives the destination
-/// itself: unusable as a source (`None`) if it is multicast.
-// `cmsg_len` is `size_t` on glibc but `socklen_t` on musl.
-#[allow(clippy::unnecessary_cast)]
-pub(super) fn parse_local(ctrl: &[u8], v6_socket: bool) -> Option<LocalAddr> {
-    if ctrl.len() < mem::size_of::<libc::cmsghdr>() {
-        return None;
-    }
-    let mut msg = zeroed_msghdr();
-    // The CMSG_* macros only read through these pointers.
-    msg.msg_control = ctrl.as_ptr().cast_mut().cast();
-    msg.msg_controllen = ctrl.len() as _;
-    // SAFETY: CMSG_LEN is pure arithmetic on its argument.
-    let v4_len = unsafe { libc::CMSG_LEN(mem::size_of::<libc::in_pktinfo>() as _) } as usize;
-    // SAFETY: as above.
-    let v6_len = unsafe { libc::CMSG_LEN(mem::size_of::<libc::in6_pktinfo>() as _) } as usize;
-    let mut from_v4: Option<Option<LocalAddr>> = None;
-    let mut from_v6 = None;
-    // SAFETY: `msg` describes `ctrl`, control messages the kernel wrote
-    // into an aligned buffer (`CmsgSlot`), `ctrl.len()` bytes long
-    // (checked above to hold at least one header).
-    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
-    while !cmsg.is_null() {
-        // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR only return non-null pointers
-        // to a complete `cmsghdr` inside the control buffer.
-        let hdr = unsafe { &*cmsg };
-        // SAFETY: pointer arithmetic within the same control message.
-        let data = unsafe { libc::CMSG_DATA(cmsg) };
-        let len = hdr.cmsg_len as usize;
-        match (hdr.cmsg_level, hdr.cmsg_type) {
-            (libc::IPPROTO_IP, libc::IP_PKTINFO) if len >= v4_len => {
-                // SAFETY: the header says its data holds an `in_pktinfo`
-                // (length checked just above), inside the control buffer;
-                // it may be unaligned, hence read_unaligned.
-                let info = unsafe { ptr::read_unaligned(data.cast::<libc::in_pktinfo>()) };
-                let ip = Ipv4Addr::from(info.ipi_spec_dst.s_addr.to_ne_bytes());
-                from_v4 = Some(usable_v4(ip).then(|| LocalAddr {
-                    ip: if v6_socket {
-                        IpAddr::V6(ip.to_ipv6_mapped())
-                    } else {
-                        IpAddr::V4(ip)
-                    },
-                    ifindex: info.ipi_ifindex as u32,
-                }));
-            }
-            (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) if len >= v6_len => {
-                // SAFETY: as above, for an `in6_pktinfo`.
-                let info = unsafe { ptr::read_unaligned(data.cast::<libc::in6_pktinfo>()) };
-                let ip = Ipv6Addr::from(info.ipi6_addr.s6_addr);
-                let usable = match ip.to_ipv4_mapped() {
-                    Some(v4) => usable_v4(v4),
-                    None => !ip.is_multicast() && !ip.is_unspecified(),
-                };
-                from_v6 = usable.then_some(LocalAddr {
-                    ip: IpAddr::V6(ip),
-                    ifindex: info.ipi6_ifindex,
-                });
-            }
-            _ => {}
-        }
-        // SAFETY: `cmsg` is a valid header of `msg`'s control buffer.
-        cmsg = unsafe { libc::CMSG_NXTHDR(&msg, cmsg) };
-    }
-    from_v4.unwrap_or(from_v6)
-}
-
-/// Whether an IPv4 destination can be a reply's source.
-fn usable_v4(ip: Ipv4Addr) -> bool {
-    !ip.is_unspecified() && !ip.is_broadcast() && !ip.is_multicast()
-}
-
-/// Control-message buffer for one outgoing datagram, aligned for
-/// `cmsghdr`.
-#[derive(Clone, Copy)]
-#[repr(C, align(8))]
-pub(super) struct CmsgSend([u8; CMSG_SEND]);
-
-const _: () = assert!(mem::align_of::<libc::cmsghdr>() <= mem::align_of::<CmsgSend>());
-
-impl CmsgSend {
-    pub(super) const fn new() -> Self {
-        CmsgSend([0; CMSG_SEND])
-    }
-}
-
-/// Writes the control message that makes a datagram leave from `src` into
-/// `buf`; returns its length (`msg_controllen`).
-///
-/// IPv4: `IP_PKTINFO` with `ipi_spec_dst` = the address and no interface
-/// (routing picks it, as for any datagram). IPv6: `IPV6_PKTINFO` with the
-/// address (IPv4-mapped for an IPv4 peer of a dual-stack socket: the
-/// kernel accepts it as the IPv4 source) and the interface only for a
-/// link-local address, which means nothing without it.
-fn write_pktinfo(buf: &mut CmsgSend, src: &LocalAddr) -> usize {
-    match src.ip {
-        IpAddr::V4(ip) => write_cmsg(
-            buf,
-            libc::IPPROTO_IP,
-            libc::IP_PKTINFO,
-            libc::in_pktinfo {
-                ipi_ifindex: 0,
-                ipi_spec_dst: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(ip.octets()),
-                },
-                ipi_addr: libc::in_addr { s_addr: 0 },
-            },
-        ),
-        IpAddr::V6(ip) => write_cmsg(
-            buf,
-            libc::IPPROTO_IPV6,
-            libc::IPV6_PKTINFO,
-            libc::in6_pktinfo {
-                ipi6_addr: libc::in6_addr {
-                    s6_addr: ip.octets(),
-                },
-                ipi6_ifindex: if ip.is_unicast_link_local() {
-                    src.ifindex
-                } else {
-                    0
-                },
-            },
-        ),
-    }
-}
-
-/// Writes one control message (`level`, `kind`, `data`) at the start of
-/// `buf`; returns `CMSG_SPACE` of it.
-fn write_cmsg<T: Copy>(
-    buf: &mut CmsgSend,
-    level: libc::c_int,
-    kind: libc::c_int,
-    data: T,
-) -> usize {
-    // SAFETY: CMSG_LEN and CMSG_SPACE are pure arithmetic.
-    let (len, space) = unsafe {
-        (
-            libc::CMSG_LEN(mem::size_of::<T>() as _) as usize,
-            libc::CMSG_SPACE(mem::size_of::<T>() as _) as usize,
-        )
-    };
-    // Checked at compile time for both pktinfo types (sys/mod.rs).
-    debug_assert!(space <= CMSG_SEND);
-    // SAFETY: all-zero is a valid `cmsghdr` (integers, and padding on
-    // some targets).
-    let mut hdr: libc::cmsghdr = unsafe { mem::zeroed() };
-    hdr.cmsg_len = len as _;
-    hdr.cmsg_level = level;
-    hdr.cmsg_type = kind;
-    let base = buf.0.as_mut_ptr().cast::<libc::cmsghdr>();
-    // SAFETY: `buf` is CMSG_SEND bytes aligned for `cmsghdr` (checked at
-    // compile time); the header at its start and the data at CMSG_DATA
-    // (CMSG_LEN(0) bytes in) end within `space <= CMSG_SEND` bytes. The
-    // data offset is aligned for the header's size only, so the data is
-    // written unaligned.
-    unsafe {
-        ptr::write(base, hdr);
-        ptr::write_unaligned(libc::CMSG_DATA(base).cast::<T>(), data);
-    }
-    space
-}
-
-/// Sends queued datagram `i` of `batch` from `src` with one `sendmsg`
-/// (the one-datagram path when a source is attached).
-pub(super) fn send_one_from(
-    fd: &impl AsRawFd,
-    batch: &SendBatch,
-    i: usize,
-    src: &LocalAddr,
-) -> io::Result<usize> {
-    let (dest, payload) = batch.entry(i);
-    let mut storage = zeroed_storage();
-    let mut ctrl = CmsgSend::new();
-    let ctrl_len = write_pktinfo(&mut ctrl, src);
-    let mut iov = libc::iovec {
-        // The kernel only reads through this pointer (sendmsg).
-        iov_base: payload.as_ptr().cast_mut().cast(),
-        iov_len: payload.len(),
-    };
-    let mut msg = zeroed_msghdr();
-    if let Some(addr) = dest {
-        msg.msg_namelen = std_to_sockaddr(&addr, &mut storage);
-        msg.msg_name = ptr::addr_of_mut!(storage).cast();
-    }
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ptr::addr_of_mut!(ctrl).cast();
-    msg.msg_controllen = ctrl_len as _;
-    // SAFETY: `msg` points at live locals: one `iovec` over `payload` (read
-    // only), a sockaddr of `msg_namelen` bytes or none (connected peer),
-    // and `ctrl_len` bytes of control messages; all outlive the call.
-    cvt(unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) })?;
-    Ok(1)
 }
 
 /// Receives up to `batch.per_call()` datagrams with one system call,
@@ -303,50 +102,6 @@ pub(crate) fn recv_batch(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result
     // slot after the last one was at most offered.
     batch.dirty = got + 1;
     Ok(got)
-}
-
-/// Header scratch space for one `sendmmsg` call, allocated once.
-pub(super) struct MmsgScratch {
-    addrs: Box<[libc::sockaddr_storage]>,
-    addr_lens: Box<[libc::socklen_t]>,
-    /// Per-datagram control messages (a pinned source), written only for
-    /// datagrams that have one.
-    ctrls: Box<[CmsgSend]>,
-    ctrl_lens: Box<[usize]>,
-    iovs: Box<[libc::iovec]>,
-    hdrs: Box<[libc::mmsghdr]>,
-}
-
-// SAFETY: the raw pointers in `iovs`/`hdrs` point only into `MmsgScratch`'s
-// own boxed storage or the owning `SendBatch`'s arena; they are rewritten
-// before every `sendmmsg` and never dereferenced by Rust code, so moving the
-// scratch to another thread is sound.
-unsafe impl Send for MmsgScratch {}
-
-impl MmsgScratch {
-    /// Scratch for up to `n` datagrams per call (0 for the portable path).
-    pub(super) fn new(n: usize) -> Self {
-        MmsgScratch {
-            addrs: vec![zeroed_storage(); n].into_boxed_slice(),
-            addr_lens: vec![0; n].into_boxed_slice(),
-            ctrls: vec![CmsgSend::new(); n].into_boxed_slice(),
-            ctrl_lens: vec![0; n].into_boxed_slice(),
-            iovs: vec![
-                libc::iovec {
-                    iov_base: ptr::null_mut(),
-                    iov_len: 0,
-                };
-                n
-            ]
-            .into_boxed_slice(),
-            hdrs: (0..n)
-                .map(|_| libc::mmsghdr {
-                    msg_hdr: zeroed_msghdr(),
-                    msg_len: 0,
-                })
-                .collect(),
-        }
-    }
 }
 
 /// Sends queued datagrams `start..` of `batch` with one system call, without

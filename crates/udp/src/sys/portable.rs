@@ -10,7 +10,8 @@
 use std::io;
 use std::os::fd::AsRawFd;
 
-use super::{recv_one, send_one, RecvBatch, SendBatch};
+use super::recv::{recv_one, RecvBatch};
+use super::send::{send_one, SendBatch};
 
 /// `SO_RXQ_OVFL` does not exist here: returns `ErrorKind::Unsupported`
 /// (socket setup ignores it), and drop deltas stay 0.

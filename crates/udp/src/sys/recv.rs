@@ -9,7 +9,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsRawFd;
 use std::ptr;
 
-use super::{
+use super::base::{
     cvt, sockaddr_to_std, zeroed_msghdr, zeroed_storage, CmsgSlot, KernelDrops, LocalAddr,
     CMSG_SLOT, MAX_MMSG,
 };
@@ -399,7 +399,7 @@ pub(super) fn scan_cmsgs(msg: &libc::msghdr) -> Cmsgs {
 pub(super) fn parse_local(slot: &CmsgSlot, ctrl_len: usize, v6_socket: bool) -> Option<LocalAddr> {
     #[cfg(target_os = "linux")]
     {
-        super::linux::parse_local(&slot.0[..ctrl_len.min(CMSG_SLOT)], v6_socket)
+        super::cmsg::parse_local(&slot.0[..ctrl_len.min(CMSG_SLOT)], v6_socket)
     }
     #[cfg(not(target_os = "linux"))]
     {

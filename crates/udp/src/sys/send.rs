@@ -7,7 +7,11 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::ptr;
 
-use super::{cvt, std_to_sockaddr, zeroed_storage, LocalAddr, MAX_MMSG};
+#[cfg(target_os = "linux")]
+use super::base::zeroed_msghdr;
+use super::base::{cvt, std_to_sockaddr, zeroed_storage, LocalAddr, MAX_MMSG};
+#[cfg(target_os = "linux")]
+use super::cmsg::{write_pktinfo, CmsgSend};
 
 /// One queued outgoing datagram: its destination, its source if one is
 /// pinned, and where its payload lives in the arena.
@@ -36,7 +40,7 @@ pub(crate) struct SendBatch {
     pub(super) entries: Vec<SendEntry>,
     /// Scratch for one `sendmmsg` call, `min(per_call, capacity)` long.
     #[cfg(target_os = "linux")]
-    pub(super) scratch: super::linux::MmsgScratch,
+    pub(super) scratch: MmsgScratch,
 }
 
 impl SendBatch {
@@ -56,7 +60,7 @@ impl SendBatch {
             arena: Vec::new(),
             entries: Vec::with_capacity(capacity),
             #[cfg(target_os = "linux")]
-            scratch: super::linux::MmsgScratch::new(if per_call > 1 { per_call } else { 0 }),
+            scratch: MmsgScratch::new(if per_call > 1 { per_call } else { 0 }),
         }
     }
 
@@ -171,7 +175,7 @@ impl std::fmt::Debug for SendBatch {
 pub(super) fn send_one(fd: &impl AsRawFd, batch: &SendBatch, i: usize) -> io::Result<usize> {
     #[cfg(target_os = "linux")]
     if let Some(src) = batch.entries[i].src {
-        return super::linux::send_one_from(fd, batch, i, &src);
+        return send_one_from(fd, batch, i, &src);
     }
     let (dest, payload) = batch.entry(i);
     let mut storage = zeroed_storage();
@@ -196,4 +200,85 @@ pub(super) fn send_one(fd: &impl AsRawFd, batch: &SendBatch, i: usize) -> io::Re
         )
     })?;
     Ok(1)
+}
+
+#[cfg(target_os = "linux")]
+/// Sends queued datagram `i` of `batch` from `src` with one `sendmsg`
+/// (the one-datagram path when a source is attached).
+fn send_one_from(
+    fd: &impl AsRawFd,
+    batch: &SendBatch,
+    i: usize,
+    src: &LocalAddr,
+) -> io::Result<usize> {
+    let (dest, payload) = batch.entry(i);
+    let mut storage = zeroed_storage();
+    let mut ctrl = CmsgSend::new();
+    let ctrl_len = write_pktinfo(&mut ctrl, src);
+    let mut iov = libc::iovec {
+        // The kernel only reads through this pointer (sendmsg).
+        iov_base: payload.as_ptr().cast_mut().cast(),
+        iov_len: payload.len(),
+    };
+    let mut msg = zeroed_msghdr();
+    if let Some(addr) = dest {
+        msg.msg_namelen = std_to_sockaddr(&addr, &mut storage);
+        msg.msg_name = ptr::addr_of_mut!(storage).cast();
+    }
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ptr::addr_of_mut!(ctrl).cast();
+    msg.msg_controllen = ctrl_len as _;
+    // SAFETY: `msg` points at live locals: one `iovec` over `payload` (read
+    // only), a sockaddr of `msg_namelen` bytes or none (connected peer),
+    // and `ctrl_len` bytes of control messages; all outlive the call.
+    cvt(unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) })?;
+    Ok(1)
+}
+
+#[cfg(target_os = "linux")]
+/// Header scratch space for one `sendmmsg` call, allocated once.
+pub(super) struct MmsgScratch {
+    pub(super) addrs: Box<[libc::sockaddr_storage]>,
+    pub(super) addr_lens: Box<[libc::socklen_t]>,
+    /// Per-datagram control messages (a pinned source), written only for
+    /// datagrams that have one.
+    pub(super) ctrls: Box<[CmsgSend]>,
+    pub(super) ctrl_lens: Box<[usize]>,
+    pub(super) iovs: Box<[libc::iovec]>,
+    pub(super) hdrs: Box<[libc::mmsghdr]>,
+}
+
+#[cfg(target_os = "linux")]
+// SAFETY: the raw pointers in `iovs`/`hdrs` point only into `MmsgScratch`'s
+// own boxed storage or the owning `SendBatch`'s arena; they are rewritten
+// before every `sendmmsg` and never dereferenced by Rust code, so moving the
+// scratch to another thread is sound.
+unsafe impl Send for MmsgScratch {}
+
+#[cfg(target_os = "linux")]
+impl MmsgScratch {
+    /// Scratch for up to `n` datagrams per call (0 for the portable path).
+    pub(super) fn new(n: usize) -> Self {
+        MmsgScratch {
+            addrs: vec![zeroed_storage(); n].into_boxed_slice(),
+            addr_lens: vec![0; n].into_boxed_slice(),
+            ctrls: vec![CmsgSend::new(); n].into_boxed_slice(),
+            ctrl_lens: vec![0; n].into_boxed_slice(),
+            iovs: vec![
+                libc::iovec {
+                    iov_base: ptr::null_mut(),
+                    iov_len: 0,
+                };
+                n
+            ]
+            .into_boxed_slice(),
+            hdrs: (0..n)
+                .map(|_| libc::mmsghdr {
+                    msg_hdr: zeroed_msghdr(),
+                    msg_len: 0,
+                })
+                .collect(),
+        }
+    }
 }

@@ -4,6 +4,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use super::base::{sockaddr_to_std, std_to_sockaddr, zeroed_storage, KernelDrops};
 use super::*;
 use crate::socket::{bind, SocketOptions};
 
