@@ -20,7 +20,7 @@ const MAX_LIMIT_BYTES: usize = 1 << 30;
 
 /// What a conditioned path does to datagrams. [`Default`] is off (no loss,
 /// no delay, nothing duplicated or reordered); see the [module
-/// docs](self) for the exact semantics.
+/// docs](crate::conditioner) for the exact semantics.
 ///
 /// Parses from (and displays as) `loss=0.05,delay=20ms,jitter=5ms,
 /// dup=0.01,reorder=0.1,reorder-delay=10ms,seed=7,limit=4096,
