@@ -98,7 +98,7 @@ impl<S> Session<'_, S> {
     }
 
     /// Schedules a timer for this session at `deadline`, repeating every
-    /// `period` if given: it calls [`ServerHandler::session_timer`] with
+    /// `period` if given: it calls [`ServerHandler::session_timer`](crate::ServerHandler::session_timer) with
     /// this session, and is cancelled when the session ends (it never fires
     /// for an ended session, nor for a later one at the same address).
     pub fn timer(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId {
