@@ -2,4 +2,11 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod ranges;
+mod recovery;
+mod rtt;
 pub mod wire;
+
+pub use ranges::RangeSet;
+pub use recovery::PACKET_THRESHOLD;
+pub use rtt::{RttEstimator, GRANULARITY};
