@@ -238,6 +238,7 @@ impl Recovery {
     }
 
     /// How many packets are remembered.
+    #[cfg(test)]
     pub fn tracked(&self) -> usize {
         self.sent.len()
     }

@@ -18,6 +18,11 @@ pub use header::{
 
 use std::fmt;
 
+/// Bytes of a MESSAGE frame carrying `len` bytes as message `seq`.
+pub(crate) fn message_frame_len(seq: u64, len: usize) -> usize {
+    frame::message_overhead(seq, len) + len
+}
+
 /// The protocol version carried in every long header: `"kr"` then the
 /// revision (`0x6b72_0001`). A peer that speaks another version is refused
 /// ([`DecodeError::UnsupportedVersion`]).
