@@ -479,6 +479,11 @@ impl Connection {
         self.events.pop_front()
     }
 
+    /// True when [`Connection::poll_event`] has something.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// Gives a delivered message's buffer back for reuse.
     pub fn recycle(&mut self, data: Vec<u8>) {
         self.pool.give(data);
@@ -751,7 +756,10 @@ impl Connection {
             (LongType::Retry, Frame::Retry { nonce, cookie }) if nonce == self.nonce => {
                 self.cookie[..cookie.len()].copy_from_slice(cookie);
                 self.cookie_len = cookie.len();
+                // Answer at once; the RETRY shows the path works, so the
+                // backoff starts over.
                 self.hello_next = now;
+                self.hello_interval = self.cfg.initial_rtt;
                 Ok(())
             }
             (LongType::Accept, Frame::Accept { nonce }) if nonce == self.nonce => {

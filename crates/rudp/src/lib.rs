@@ -30,6 +30,7 @@ mod cc;
 mod channel;
 mod config;
 mod connection;
+mod endpoint;
 mod pool;
 mod ranges;
 mod recovery;
@@ -42,6 +43,10 @@ pub use channel::{ChannelConfig, ChannelKind};
 pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
 pub use connection::{
     Connection, DisconnectReason, Event, MessageId, SendError, Side, State, Stats,
+};
+pub use endpoint::{
+    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, COOKIE_LEN,
+    REFUSE_CONFIG_MISMATCH, REFUSE_FULL,
 };
 pub use ranges::RangeSet;
 pub use recovery::PACKET_THRESHOLD;
