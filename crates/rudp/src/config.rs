@@ -1,0 +1,207 @@
+//! Connection configuration and its errors.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::channel::ChannelConfig;
+use crate::wire::{MIN_HELLO_SIZE, VERSION};
+
+/// The default datagram budget: 1,200 bytes fits any path (IPv6 minimum
+/// MTU 1,280 less headers).
+pub const DEFAULT_MAX_DATAGRAM: usize = 1200;
+
+/// Redundancy for small reliable messages: each rides again in the next
+/// packets that carry data until it is acknowledged, so a lost packet
+/// costs one send interval rather than a loss-detection delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Redundancy {
+    /// Bytes of repeated messages one packet may carry (0 turns it off).
+    pub max_bytes_per_packet: usize,
+    /// Only messages of at most this many bytes are repeated.
+    pub max_message: usize,
+    /// Copies of one message sent in all, the first included.
+    pub max_copies: u8,
+}
+
+impl Redundancy {
+    /// No redundancy: a lost message waits for loss detection.
+    pub const OFF: Redundancy = Redundancy {
+        max_bytes_per_packet: 0,
+        max_message: 0,
+        max_copies: 1,
+    };
+
+    fn is_on(&self) -> bool {
+        self.max_bytes_per_packet > 0 && self.max_copies > 1 && self.max_message > 0
+    }
+
+    pub(crate) fn enabled(&self) -> bool {
+        self.is_on()
+    }
+}
+
+impl Default for Redundancy {
+    /// 256 bytes per packet, messages up to 128 bytes, 4 copies.
+    fn default() -> Self {
+        Redundancy {
+            max_bytes_per_packet: 256,
+            max_message: 128,
+            max_copies: 4,
+        }
+    }
+}
+
+/// A connection's settings; both ends must configure the same channels.
+///
+/// # Examples
+///
+/// ```
+/// use keel_rudp::{ChannelConfig, ChannelKind, Config};
+///
+/// let config = Config::new(vec![
+///     ChannelConfig::new(ChannelKind::UnreliableSequenced), // snapshots
+///     ChannelConfig::new(ChannelKind::ReliableOrdered),     // chat
+/// ]);
+/// assert_eq!(config.max_datagram_size, 1200);
+/// config.validate().unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The channels, numbered from 0 in this order (1 to 256).
+    pub channels: Vec<ChannelConfig>,
+    /// The largest datagram sent (1,200 to 65,527 bytes; default 1,200).
+    pub max_datagram_size: usize,
+    /// The largest message accepted by `send` and from the peer (default 1 MiB).
+    pub max_message_size: usize,
+    /// Bytes of messages queued or awaiting acknowledgement over all
+    /// channels; past it `send` fails with `SendError::Backpressure`
+    /// (default 4 MiB).
+    pub max_send_buffer: usize,
+    /// Bytes of partly received or held-back messages; past it incoming
+    /// packets are refused unacknowledged so the peer resends them later
+    /// (default 4 MiB).
+    pub max_recv_buffer: usize,
+    /// Disconnect when nothing valid arrived for this long (default 10 s).
+    pub idle_timeout: Duration,
+    /// Send a PING when nothing ack-eliciting was sent for this long (default 1 s).
+    pub keepalive_interval: Duration,
+    /// The longest an acknowledgement is held back (default 5 ms).
+    pub max_ack_delay: Duration,
+    /// The RTT assumed before the first sample (default 333 ms, RFC 9002).
+    pub initial_rtt: Duration,
+    /// A client gives up connecting after this long (default 10 s).
+    pub handshake_timeout: Duration,
+    /// Redundancy for small reliable messages.
+    pub redundancy: Redundancy,
+    /// Congestion control and pacing of bulk channels (default on).
+    pub congestion_control: bool,
+}
+
+impl Config {
+    /// Defaults with these channels.
+    pub fn new(channels: Vec<ChannelConfig>) -> Self {
+        Config {
+            channels,
+            max_datagram_size: DEFAULT_MAX_DATAGRAM,
+            max_message_size: 1 << 20,
+            max_send_buffer: 4 << 20,
+            max_recv_buffer: 4 << 20,
+            idle_timeout: Duration::from_secs(10),
+            keepalive_interval: Duration::from_secs(1),
+            max_ack_delay: Duration::from_millis(5),
+            initial_rtt: Duration::from_millis(333),
+            handshake_timeout: Duration::from_secs(10),
+            redundancy: Redundancy::default(),
+            congestion_control: true,
+        }
+    }
+
+    /// Checks every setting, naming the first one out of range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.channels.is_empty() || self.channels.len() > 256 {
+            return Err(ConfigError::Channels(self.channels.len()));
+        }
+        if !(MIN_HELLO_SIZE..=65_527).contains(&self.max_datagram_size) {
+            return Err(ConfigError::DatagramSize(self.max_datagram_size));
+        }
+        if self.max_message_size == 0 || self.max_message_size > u32::MAX as usize {
+            return Err(ConfigError::MessageSize(self.max_message_size));
+        }
+        if self.max_send_buffer < self.max_message_size {
+            return Err(ConfigError::SendBuffer {
+                buffer: self.max_send_buffer,
+                message: self.max_message_size,
+            });
+        }
+        if self.idle_timeout <= self.keepalive_interval {
+            return Err(ConfigError::IdleTimeout {
+                idle: self.idle_timeout,
+                keepalive: self.keepalive_interval,
+            });
+        }
+        Ok(())
+    }
+
+    /// A digest of what both ends must agree on (version and channel
+    /// kinds), FNV-1a; sent in the hello.
+    pub fn digest(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |b: u8| {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        };
+        VERSION.to_be_bytes().into_iter().for_each(&mut eat);
+        eat(self.channels.len() as u8);
+        for c in &self.channels {
+            eat(c.kind.code());
+        }
+        h
+    }
+}
+
+/// A [`Config`] setting out of range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// `channels` must hold 1 to 256 channels.
+    Channels(usize),
+    /// `max_datagram_size` must be 1,200 to 65,527 bytes.
+    DatagramSize(usize),
+    /// `max_message_size` must be 1 to 2^32 - 1 bytes.
+    MessageSize(usize),
+    /// `max_send_buffer` must hold at least one message of `max_message_size`.
+    SendBuffer {
+        /// The buffer size given.
+        buffer: usize,
+        /// The message size given.
+        message: usize,
+    },
+    /// `idle_timeout` must exceed `keepalive_interval`.
+    IdleTimeout {
+        /// The idle timeout given.
+        idle: Duration,
+        /// The keepalive interval given.
+        keepalive: Duration,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Channels(n) => write!(f, "channels: {n} configured, 1 to 256 accepted"),
+            ConfigError::DatagramSize(n) => {
+                write!(f, "max_datagram_size: {n} bytes, 1200 to 65527 accepted")
+            }
+            ConfigError::MessageSize(n) => write!(f, "max_message_size: {n} bytes, 1 to 4294967295 accepted"),
+            ConfigError::SendBuffer { buffer, message } => write!(
+                f,
+                "max_send_buffer: {buffer} bytes cannot hold one message of max_message_size ({message} bytes)"
+            ),
+            ConfigError::IdleTimeout { idle, keepalive } => write!(
+                f,
+                "idle_timeout ({idle:?}) must be longer than keepalive_interval ({keepalive:?})"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}

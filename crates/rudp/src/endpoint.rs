@@ -1,0 +1,533 @@
+//! The server side of the handshake and the connections of one lane,
+//! routed by connection ID.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::config::{Config, ConfigError};
+use crate::connection::{Connection, Event, Side, State};
+use crate::wire::{ConnectionId, Frame, Header, LongType, Reader, Writer, MIN_HELLO_SIZE, VERSION};
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Bytes of a cookie: a 4-byte timestamp and 16 bytes of MAC.
+pub const COOKIE_LEN: usize = 4 + 16;
+
+/// CLOSE code of a REFUSE: the client's channels differ from the server's.
+pub const REFUSE_CONFIG_MISMATCH: u64 = 1;
+/// CLOSE code of a REFUSE: the endpoint holds `max_connections`.
+pub const REFUSE_FULL: u64 = 2;
+
+/// Settings of an [`Endpoint`].
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    /// This lane's index: byte 0 of every connection ID it assigns.
+    pub lane: u8,
+    /// The secret keying cookies and connection IDs: 32 random bytes from
+    /// the OS, the same on every lane of a server (a cookie minted on one
+    /// lane is checked on another).
+    pub key: [u8; 32],
+    /// How long a cookie stays valid (default 10 s).
+    pub cookie_lifetime: Duration,
+    /// Connections this endpoint holds at most (default 4,096); past it a
+    /// valid hello gets a REFUSE with [`REFUSE_FULL`].
+    pub max_connections: usize,
+    /// Settings of every connection.
+    pub connection: Config,
+}
+
+impl EndpointConfig {
+    /// Defaults for lane `lane` with secret `key`.
+    pub fn new(lane: u8, key: [u8; 32], connection: Config) -> Self {
+        EndpointConfig {
+            lane,
+            key,
+            cookie_lifetime: Duration::from_secs(10),
+            max_connections: 4096,
+            connection,
+        }
+    }
+}
+
+/// Names one connection of an endpoint. Valid until the connection is
+/// closed and its `Disconnected` event was read: the next
+/// [`Endpoint::handle_timeout`] then removes it and may reuse the handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnectionHandle(pub usize);
+
+/// What [`Endpoint::handle`] did with a datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handled {
+    /// A stateless answer (RETRY, a repeated ACCEPT, a REFUSE) of this many
+    /// bytes is in `reply`: send it to the datagram's source.
+    Reply(usize),
+    /// A new connection; its ACCEPT (this many bytes) is in `reply`.
+    Accepted(ConnectionHandle, usize),
+    /// Given to this connection (call [`Endpoint::poll_transmit`]).
+    Routed(ConnectionHandle),
+    /// Dropped and counted.
+    Dropped,
+}
+
+/// Counters of an [`Endpoint`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndpointStats {
+    /// HELLO packets received.
+    pub hellos: u64,
+    /// RETRY packets sent (each costs one MAC and no state).
+    pub retries_sent: u64,
+    /// Hellos whose cookie was forged, altered or for another address.
+    pub bad_cookies: u64,
+    /// Hellos whose cookie had expired.
+    pub stale_cookies: u64,
+    /// Hellos under 1,200 bytes (dropped: a small hello could be amplified).
+    pub short_hellos: u64,
+    /// Connections created (the only state the endpoint allocates per peer).
+    pub connections_created: u64,
+    /// Connections removed after closing.
+    pub connections_removed: u64,
+    /// ACCEPTs sent again for a repeated hello.
+    pub accepts_resent: u64,
+    /// Valid hellos refused (configuration mismatch, full).
+    pub refused: u64,
+    /// Datagrams rejected by a decoder.
+    pub malformed: u64,
+    /// Short packets for no known connection ID.
+    pub unknown_connection: u64,
+    /// Connections whose peer address changed (NAT rebinding).
+    pub address_changes: u64,
+}
+
+struct Slot {
+    conn: Connection,
+    addr: SocketAddr,
+    nonce: [u8; 16],
+}
+
+/// The connections of one server lane, sans-IO, with the server's half of
+/// the handshake.
+///
+/// A HELLO without a valid cookie gets a RETRY and leaves no state; only
+/// a HELLO carrying a fresh cookie minted for its source address creates
+/// a [`Connection`]. Short packets are routed by connection ID, never by
+/// address, so a client whose address changes keeps its connection.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Instant;
+/// use keel_rudp::{ChannelConfig, ChannelKind, Config, Connection, Endpoint, EndpointConfig, Event, Handled};
+///
+/// let config = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
+/// let now = Instant::now();
+/// let mut server = Endpoint::new(EndpointConfig::new(3, [7; 32], config.clone()), now).unwrap();
+/// let mut client = Connection::connect(config, [1; 16], now).unwrap();
+/// let addr = "192.0.2.1:5000".parse().unwrap();
+/// let (mut buf, mut reply) = ([0u8; 1500], [0u8; 1500]);
+/// // Hello, retry with a cookie, hello with the cookie, accept.
+/// for _ in 0..2 {
+///     let n = client.poll_transmit(now, &mut buf).unwrap();
+///     match server.handle(now, addr, &buf[..n], &mut reply) {
+///         Handled::Reply(m) | Handled::Accepted(_, m) => client.handle_datagram(now, &reply[..m]),
+///         other => panic!("{other:?}"),
+///     }
+/// }
+/// assert_eq!(client.poll_event(), Some(Event::Connected));
+/// assert_eq!(client.connection_id().lane(), 3);
+/// assert_eq!(server.connection_count(), 1);
+/// ```
+pub struct Endpoint {
+    cfg: EndpointConfig,
+    epoch: Instant,
+    digest: u64,
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    by_cid: HashMap<ConnectionId, usize>,
+    by_nonce: HashMap<[u8; 16], usize>,
+    cid_counter: u64,
+    event_cursor: usize,
+    transmit_cursor: usize,
+    stats: EndpointStats,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("lane", &self.cfg.lane)
+            .field("connections", &self.by_cid.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// An endpoint with no connections; `now` starts its cookie clock.
+    pub fn new(cfg: EndpointConfig, now: Instant) -> Result<Self, ConfigError> {
+        cfg.connection.validate()?;
+        Ok(Endpoint {
+            digest: cfg.connection.digest(),
+            cfg,
+            epoch: now,
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_cid: HashMap::new(),
+            by_nonce: HashMap::new(),
+            cid_counter: 0,
+            event_cursor: 0,
+            transmit_cursor: 0,
+            stats: EndpointStats::default(),
+        })
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> EndpointStats {
+        self.stats
+    }
+
+    /// Connections held.
+    pub fn connection_count(&self) -> usize {
+        self.by_cid.len()
+    }
+
+    /// A connection.
+    pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
+        self.slots.get(h.0)?.as_ref().map(|s| &s.conn)
+    }
+
+    /// A connection, to send on or close.
+    pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
+        self.slots.get_mut(h.0)?.as_mut().map(|s| &mut s.conn)
+    }
+
+    /// The address a connection's packets go to (its latest source).
+    pub fn peer_addr(&self, h: ConnectionHandle) -> Option<SocketAddr> {
+        self.slots.get(h.0)?.as_ref().map(|s| s.addr)
+    }
+
+    fn mac(&self) -> HmacSha256 {
+        // HMAC takes a key of any length.
+        <HmacSha256 as Mac>::new_from_slice(&self.cfg.key).expect("HMAC accepts any key length")
+    }
+
+    fn cookie_mac(&self, addr: SocketAddr, ts: u32, nonce: &[u8; 16]) -> HmacSha256 {
+        let mut m = self.mac();
+        m.update(b"keel-rudp cookie");
+        m.update(&VERSION.to_be_bytes());
+        let ip = match addr.ip() {
+            IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+            IpAddr::V6(v6) => v6.octets(),
+        };
+        m.update(&ip);
+        m.update(&addr.port().to_be_bytes());
+        m.update(&ts.to_be_bytes());
+        m.update(nonce);
+        m
+    }
+
+    fn now_ts(&self, now: Instant) -> u32 {
+        now.saturating_duration_since(self.epoch).as_secs() as u32
+    }
+
+    fn mint_cookie(&self, now: Instant, addr: SocketAddr, nonce: &[u8; 16]) -> [u8; COOKIE_LEN] {
+        let ts = self.now_ts(now);
+        let tag = self.cookie_mac(addr, ts, nonce).finalize().into_bytes();
+        let mut c = [0u8; COOKIE_LEN];
+        c[..4].copy_from_slice(&ts.to_be_bytes());
+        c[4..].copy_from_slice(&tag[..16]);
+        c
+    }
+
+    fn check_cookie(
+        &mut self,
+        now: Instant,
+        addr: SocketAddr,
+        nonce: &[u8; 16],
+        cookie: &[u8],
+    ) -> bool {
+        if cookie.is_empty() {
+            return false;
+        }
+        if cookie.len() != COOKIE_LEN {
+            self.stats.bad_cookies += 1;
+            return false;
+        }
+        let ts = u32::from_be_bytes([cookie[0], cookie[1], cookie[2], cookie[3]]);
+        if self
+            .cookie_mac(addr, ts, nonce)
+            .verify_truncated_left(&cookie[4..])
+            .is_err()
+        {
+            self.stats.bad_cookies += 1;
+            return false;
+        }
+        let age = self.now_ts(now).checked_sub(ts);
+        if age.is_none_or(|a| u64::from(a) > self.cfg.cookie_lifetime.as_secs()) {
+            self.stats.stale_cookies += 1;
+            return false;
+        }
+        true
+    }
+
+    fn new_cid(&mut self) -> ConnectionId {
+        loop {
+            self.cid_counter += 1;
+            let mut m = self.mac();
+            m.update(b"keel-rudp connection id");
+            m.update(&self.cid_counter.to_be_bytes());
+            let tag = m.finalize().into_bytes();
+            let mut id = [0u8; 8];
+            id[0] = self.cfg.lane;
+            id[1..].copy_from_slice(&tag[..7]);
+            let cid = ConnectionId(id);
+            if !self.by_cid.contains_key(&cid) {
+                return cid;
+            }
+        }
+    }
+
+    /// Processes a datagram from `from`. A stateless answer is written to
+    /// `reply` (at least 1,200 bytes); it is never larger than `data`.
+    pub fn handle(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        data: &[u8],
+        reply: &mut [u8],
+    ) -> Handled {
+        let mut r = Reader::new(data);
+        let header = match Header::decode(&mut r) {
+            Ok(h) => h,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return Handled::Dropped;
+            }
+        };
+        match header {
+            Header::Short { cid, .. } => {
+                let Some(&idx) = self.by_cid.get(&cid) else {
+                    self.stats.unknown_connection += 1;
+                    return Handled::Dropped;
+                };
+                let Some(slot) = self.slots[idx].as_mut() else {
+                    return Handled::Dropped;
+                };
+                let before = slot.conn.stats().packets_received;
+                slot.conn.handle_datagram(now, data);
+                // A valid packet from a new address moves the connection
+                // there (NAT rebinding); an invalid one moves nothing.
+                if slot.addr != from && slot.conn.stats().packets_received > before {
+                    slot.addr = from;
+                    self.stats.address_changes += 1;
+                }
+                Handled::Routed(ConnectionHandle(idx))
+            }
+            Header::Long {
+                ty: LongType::Hello,
+                ..
+            } => self.on_hello(now, from, data.len(), r, reply),
+            Header::Long { .. } => {
+                self.stats.malformed += 1;
+                Handled::Dropped
+            }
+        }
+    }
+
+    fn on_hello(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        len: usize,
+        mut r: Reader<'_>,
+        reply: &mut [u8],
+    ) -> Handled {
+        self.stats.hellos += 1;
+        if len < MIN_HELLO_SIZE {
+            self.stats.short_hellos += 1;
+            return Handled::Dropped;
+        }
+        let Ok(Frame::Hello {
+            nonce,
+            config_digest,
+            cookie,
+        }) = Frame::decode(&mut r)
+        else {
+            self.stats.malformed += 1;
+            return Handled::Dropped;
+        };
+        let cap = reply.len().min(len);
+        let reply = &mut reply[..cap];
+        if !self.check_cookie(now, from, &nonce, cookie) {
+            let cookie = self.mint_cookie(now, from, &nonce);
+            let mut w = Writer::new(reply);
+            let ok = Header::Long {
+                ty: LongType::Retry,
+                cid: ConnectionId::default(),
+            }
+            .encode(&mut w)
+            .is_ok()
+                && Frame::Retry {
+                    nonce,
+                    cookie: &cookie,
+                }
+                .encode(&mut w)
+                .is_ok();
+            if !ok {
+                return Handled::Dropped;
+            }
+            self.stats.retries_sent += 1;
+            return Handled::Reply(w.len());
+        }
+        // The source is validated from here on.
+        if let Some(&idx) = self.by_nonce.get(&nonce) {
+            if let Some(slot) = &self.slots[idx] {
+                let cid = slot.conn.connection_id();
+                self.stats.accepts_resent += 1;
+                return match write_accept(reply, cid, nonce) {
+                    Some(n) => Handled::Reply(n),
+                    None => Handled::Dropped,
+                };
+            }
+        }
+        let refuse = if config_digest != self.digest {
+            Some((REFUSE_CONFIG_MISMATCH, "channel configuration differs"))
+        } else if self.by_cid.len() >= self.cfg.max_connections {
+            Some((REFUSE_FULL, "server full"))
+        } else {
+            None
+        };
+        if let Some((code, reason)) = refuse {
+            self.stats.refused += 1;
+            let mut w = Writer::new(reply);
+            let ok = Header::Long {
+                ty: LongType::Refuse,
+                cid: ConnectionId::default(),
+            }
+            .encode(&mut w)
+            .is_ok()
+                && Frame::Accept { nonce }.encode(&mut w).is_ok()
+                && Frame::Close {
+                    code,
+                    reason: reason.as_bytes(),
+                }
+                .encode(&mut w)
+                .is_ok();
+            return if ok {
+                Handled::Reply(w.len())
+            } else {
+                Handled::Dropped
+            };
+        }
+        let cid = self.new_cid();
+        let Some(n) = write_accept(reply, cid, nonce) else {
+            return Handled::Dropped;
+        };
+        let conn =
+            match Connection::established(self.cfg.connection.clone(), Side::Server, cid, now) {
+                Ok(c) => c,
+                Err(_) => return Handled::Dropped,
+            };
+        let slot = Slot {
+            conn,
+            addr: from,
+            nonce,
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(slot);
+                i
+            }
+            None => {
+                self.slots.push(Some(slot));
+                self.slots.len() - 1
+            }
+        };
+        self.by_cid.insert(cid, idx);
+        self.by_nonce.insert(nonce, idx);
+        self.stats.connections_created += 1;
+        Handled::Accepted(ConnectionHandle(idx), n)
+    }
+
+    /// The next datagram any connection has to send: its handle, where to
+    /// send it, and its length in `buf`.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Option<(ConnectionHandle, SocketAddr, usize)> {
+        let n = self.slots.len();
+        for k in 0..n {
+            let i = (self.transmit_cursor + k) % n;
+            if let Some(slot) = self.slots[i].as_mut() {
+                if let Some(len) = slot.conn.poll_transmit(now, buf) {
+                    self.transmit_cursor = i;
+                    return Some((ConnectionHandle(i), slot.addr, len));
+                }
+            }
+        }
+        None
+    }
+
+    /// The next event of any connection.
+    pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
+        let n = self.slots.len();
+        for k in 0..n {
+            let i = (self.event_cursor + k) % n;
+            if let Some(slot) = self.slots[i].as_mut() {
+                if let Some(e) = slot.conn.poll_event() {
+                    self.event_cursor = i;
+                    return Some((ConnectionHandle(i), e));
+                }
+            }
+        }
+        None
+    }
+
+    /// The earliest timer of any connection.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.slots
+            .iter()
+            .flatten()
+            .filter_map(|s| s.conn.poll_timeout())
+            .min()
+    }
+
+    /// Runs the connections' due timers and removes connections that are
+    /// closed and have no events left.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for i in 0..self.slots.len() {
+            let Some(slot) = self.slots[i].as_mut() else {
+                continue;
+            };
+            if slot.conn.poll_timeout().is_some_and(|t| t <= now) {
+                slot.conn.handle_timeout(now);
+            }
+            // A closed connection stays until its events were read.
+            if slot.conn.state() == State::Closed && !slot.conn.has_events() {
+                let cid = slot.conn.connection_id();
+                let nonce = slot.nonce;
+                self.by_cid.remove(&cid);
+                self.by_nonce.remove(&nonce);
+                self.slots[i] = None;
+                self.free.push(i);
+                self.stats.connections_removed += 1;
+            }
+        }
+    }
+}
+
+fn write_accept(reply: &mut [u8], cid: ConnectionId, nonce: [u8; 16]) -> Option<usize> {
+    let mut w = Writer::new(reply);
+    Header::Long {
+        ty: LongType::Accept,
+        cid,
+    }
+    .encode(&mut w)
+    .ok()?;
+    Frame::Accept { nonce }.encode(&mut w).ok()?;
+    Some(w.len())
+}

@@ -1,0 +1,54 @@
+//! keel-rudp: connections, channels and reliable delivery over datagrams.
+//!
+//! The core is sans-IO (as smoltcp and quinn-proto): no clocks, sockets or
+//! threads. Every entry point takes `now: Instant`; the caller feeds
+//! datagrams in ([`Connection::handle_datagram`], [`Endpoint::handle`]),
+//! sends what [`Connection::poll_transmit`] fills, and wakes the core at
+//! [`Connection::poll_timeout`]. Tests drive two ends with a virtual clock
+//! through a seeded simulated link ([`sim`]) and never sleep.
+//!
+//! * [`Connection`]: channels ([`ChannelKind`]: reliable-ordered,
+//!   reliable-unordered, unreliable-sequenced, unreliable) with per-channel
+//!   ordering, priorities, fragmentation up to `max_message_size` with
+//!   memory caps and backpressure ([`SendError::Backpressure`]); acks as
+//!   ranges piggybacked on every packet; RTT and loss detection per
+//!   RFC 6298 / RFC 9002; redundancy for small reliable messages
+//!   ([`Redundancy`]); NewReno congestion control and pacing for bulk
+//!   channels; keepalive, idle timeout, close with a reason both sides see.
+//! * [`Endpoint`]: the server side of the handshake, with stateless cookies
+//!   (nothing allocated for a source before it proves it receives at its
+//!   address, never more bytes out than in before that) and routing by
+//!   connection ID, so a client survives a change of address.
+//! * [`wire`]: the versioned wire format, documented in `docs/rudp.md`.
+//!
+//! Network input never panics: every decoder returns an error and the
+//! connection or endpoint counts it ([`Stats::malformed_packets`]).
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod cc;
+mod channel;
+mod config;
+mod connection;
+mod endpoint;
+mod pool;
+mod ranges;
+mod recovery;
+mod rtt;
+pub mod sim;
+pub mod wire;
+
+pub use cc::{NewReno, Pacer};
+pub use channel::{ChannelConfig, ChannelKind};
+pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
+pub use connection::{
+    Connection, DisconnectReason, Event, MessageId, SendError, Side, State, Stats,
+};
+pub use endpoint::{
+    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, COOKIE_LEN,
+    REFUSE_CONFIG_MISMATCH, REFUSE_FULL,
+};
+pub use ranges::RangeSet;
+pub use recovery::PACKET_THRESHOLD;
+pub use rtt::{RttEstimator, GRANULARITY};
+pub use wire::ConnectionId;

@@ -1,0 +1,163 @@
+//! A set of `u64`s kept as sorted, disjoint inclusive ranges: received
+//! packet numbers (for ACK frames and duplicate detection) and delivered
+//! message sequence numbers.
+
+use std::collections::VecDeque;
+
+/// Sorted, disjoint, non-adjacent inclusive ranges, bounded to
+/// `max_ranges`: past it the lowest range is forgotten and every number
+/// below the new floor counts as present (a late packet that old is taken
+/// for a duplicate and dropped, which reliability repairs).
+#[derive(Debug, Clone)]
+pub struct RangeSet {
+    ranges: VecDeque<(u64, u64)>,
+    max_ranges: usize,
+    floor: u64,
+}
+
+impl RangeSet {
+    /// An empty set keeping at most `max_ranges` ranges (at least 1).
+    pub fn new(max_ranges: usize) -> Self {
+        RangeSet {
+            ranges: VecDeque::with_capacity(max_ranges.clamp(1, 64)),
+            max_ranges: max_ranges.max(1),
+            floor: 0,
+        }
+    }
+
+    /// Adds `v`; false when it was already present (or below the floor).
+    pub fn insert(&mut self, v: u64) -> bool {
+        if v < self.floor {
+            return false;
+        }
+        let idx = self.ranges.partition_point(|&(lo, _)| lo <= v);
+        let joins_prev = if idx > 0 {
+            let (_, hi) = self.ranges[idx - 1];
+            if hi >= v {
+                return false;
+            }
+            hi + 1 == v
+        } else {
+            false
+        };
+        let joins_next = idx < self.ranges.len() && self.ranges[idx].0 == v + 1;
+        match (joins_prev, joins_next) {
+            (true, true) => {
+                let hi = self.ranges[idx].1;
+                self.ranges[idx - 1].1 = hi;
+                self.ranges.remove(idx);
+            }
+            (true, false) => self.ranges[idx - 1].1 = v,
+            (false, true) => self.ranges[idx].0 = v,
+            (false, false) => self.ranges.insert(idx, (v, v)),
+        }
+        if self.ranges.len() > self.max_ranges {
+            if let Some((_, hi)) = self.ranges.pop_front() {
+                self.floor = hi + 1;
+            }
+        }
+        true
+    }
+
+    /// True when `v` is in the set or below the floor.
+    pub fn contains(&self, v: u64) -> bool {
+        if v < self.floor {
+            return true;
+        }
+        let idx = self.ranges.partition_point(|&(lo, _)| lo <= v);
+        idx > 0 && self.ranges[idx - 1].1 >= v
+    }
+
+    /// The largest number in the set.
+    pub fn largest(&self) -> Option<u64> {
+        self.ranges.back().map(|&(_, hi)| hi)
+    }
+
+    /// Numbers below this are treated as present.
+    pub fn floor(&self) -> u64 {
+        self.floor
+    }
+
+    /// How many ranges are kept.
+    pub fn range_count(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// True when nothing was inserted (or everything was forgotten).
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// Ranges, largest first.
+    pub fn iter_desc(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.ranges.iter().rev().copied()
+    }
+
+    /// Fills `out` with the ranges at or above `min`, largest first, the
+    /// lowest one clipped at `min`; returns how many.
+    pub fn fill_desc(&self, min: u64, out: &mut [(u64, u64)]) -> usize {
+        let mut n = 0;
+        for (lo, hi) in self.iter_desc() {
+            if n == out.len() || hi < min {
+                break;
+            }
+            out[n] = (lo.max(min), hi);
+            n += 1;
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn merges_neighbours() {
+        let mut s = RangeSet::new(8);
+        for v in [5, 7, 6, 1, 2, 9] {
+            assert!(s.insert(v));
+        }
+        assert!(!s.insert(6));
+        assert_eq!(s.iter_desc().collect::<Vec<_>>(), [(9, 9), (5, 7), (1, 2)]);
+        assert!(s.contains(1) && s.contains(7) && !s.contains(8) && !s.contains(0));
+        let mut out = [(0, 0); 4];
+        assert_eq!(s.fill_desc(6, &mut out), 2);
+        assert_eq!(out[..2], [(9, 9), (6, 7)]);
+    }
+
+    #[test]
+    fn forgets_the_lowest_range_past_the_bound() {
+        let mut s = RangeSet::new(2);
+        s.insert(1);
+        s.insert(3);
+        s.insert(5);
+        assert_eq!(s.range_count(), 2);
+        assert_eq!(s.floor(), 2);
+        assert!(s.contains(0), "below the floor counts as present");
+        assert!(!s.insert(1));
+        assert!(!s.contains(4));
+    }
+
+    proptest! {
+        #[test]
+        fn matches_a_btreeset(values in proptest::collection::vec(0u64..200, 0..300)) {
+            let mut s = RangeSet::new(usize::MAX);
+            let mut model = BTreeSet::new();
+            for v in values {
+                prop_assert_eq!(s.insert(v), model.insert(v));
+            }
+            for v in 0..210 {
+                prop_assert_eq!(s.contains(v), model.contains(&v));
+            }
+            let mut prev: Option<(u64, u64)> = None;
+            for (lo, hi) in s.iter_desc() {
+                prop_assert!(lo <= hi);
+                if let Some((plo, _)) = prev { prop_assert!(hi + 1 < plo, "disjoint, not adjacent"); }
+                prev = Some((lo, hi));
+            }
+        }
+    }
+}

@@ -1,0 +1,352 @@
+//! Loss detection (RFC 9002, section 6): the record of sent packets, the
+//! packet and time thresholds, and the probe timeout with backoff.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::rtt::RttEstimator;
+use crate::wire::AckFrame;
+
+/// A packet is lost once a packet sent this many later is acknowledged.
+pub const PACKET_THRESHOLD: u64 = 3;
+
+/// One chunk of a reliable message carried by a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChunkRef {
+    pub channel: u8,
+    pub chunk: u32,
+    pub seq: u64,
+}
+
+/// What the sender remembers of a packet until it is acknowledged or lost.
+#[derive(Debug)]
+pub(crate) struct SentPacket {
+    pub pn: u64,
+    pub time_sent: Instant,
+    pub size: usize,
+    /// Carries something other than ACK and PADDING.
+    pub ack_eliciting: bool,
+    /// The largest packet number of the ACK frame it carried.
+    pub largest_ack_sent: Option<u64>,
+    /// Reliable chunks it carried (resent by message when lost).
+    pub chunks: Vec<ChunkRef>,
+}
+
+/// Why an ACK frame was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AckError {
+    /// It acknowledges a packet number never sent.
+    Unsent,
+}
+
+/// Sent packets in packet-number order and the loss-detection state.
+#[derive(Debug)]
+pub(crate) struct Recovery {
+    /// `sent[i]` is packet `base + i`; `None` once acknowledged or lost.
+    sent: VecDeque<Option<SentPacket>>,
+    base: u64,
+    next_pn: u64,
+    largest_acked: Option<u64>,
+    loss_time: Option<Instant>,
+    pub pto_count: u32,
+    last_ack_eliciting: Option<Instant>,
+    pub bytes_in_flight: usize,
+    ack_eliciting_in_flight: usize,
+    pub max_ack_delay: Duration,
+}
+
+impl Recovery {
+    pub fn new(max_ack_delay: Duration) -> Self {
+        Recovery {
+            sent: VecDeque::with_capacity(64),
+            base: 0,
+            next_pn: 0,
+            largest_acked: None,
+            loss_time: None,
+            pto_count: 0,
+            last_ack_eliciting: None,
+            bytes_in_flight: 0,
+            ack_eliciting_in_flight: 0,
+            max_ack_delay,
+        }
+    }
+
+    /// The number the next packet gets.
+    pub fn next_pn(&self) -> u64 {
+        self.next_pn
+    }
+
+    /// The largest packet number the peer acknowledged.
+    pub fn largest_acked(&self) -> Option<u64> {
+        self.largest_acked
+    }
+
+    /// Records a sent packet (its number must be [`Recovery::next_pn`]).
+    pub fn on_sent(&mut self, p: SentPacket) {
+        debug_assert_eq!(p.pn, self.next_pn);
+        self.next_pn += 1;
+        if p.ack_eliciting {
+            self.bytes_in_flight += p.size;
+            self.ack_eliciting_in_flight += 1;
+            self.last_ack_eliciting = Some(p.time_sent);
+        }
+        if self.sent.is_empty() {
+            self.base = p.pn;
+        }
+        self.sent.push_back(Some(p));
+    }
+
+    fn remove(&mut self, idx: usize) -> Option<SentPacket> {
+        let p = self.sent.get_mut(idx)?.take()?;
+        if p.ack_eliciting {
+            self.bytes_in_flight -= p.size;
+            self.ack_eliciting_in_flight -= 1;
+        }
+        Some(p)
+    }
+
+    fn trim(&mut self) {
+        while let Some(None) = self.sent.front() {
+            self.sent.pop_front();
+            self.base += 1;
+        }
+        if self.sent.is_empty() {
+            self.base = self.next_pn;
+        }
+    }
+
+    /// Processes an ACK frame: newly acknowledged packets go to `acked`
+    /// (largest first), packets now lost to `lost`, and the RTT takes a
+    /// sample when the largest acknowledged packet is newly acknowledged
+    /// and something newly acknowledged was ack-eliciting.
+    pub fn on_ack(
+        &mut self,
+        ack: &AckFrame<'_>,
+        now: Instant,
+        rtt: &mut RttEstimator,
+        acked: &mut Vec<SentPacket>,
+        lost: &mut Vec<SentPacket>,
+    ) -> Result<(), AckError> {
+        if ack.largest >= self.next_pn {
+            return Err(AckError::Unsent);
+        }
+        self.largest_acked = Some(
+            self.largest_acked
+                .map_or(ack.largest, |l| l.max(ack.largest)),
+        );
+        let first = acked.len();
+        let end = self.base + self.sent.len() as u64;
+        for (lo, hi) in ack.ranges() {
+            if hi < self.base {
+                break;
+            }
+            let lo = lo.max(self.base);
+            let hi = hi.min(end.saturating_sub(1));
+            for pn in (lo..=hi).rev() {
+                if let Some(p) = self.remove((pn - self.base) as usize) {
+                    acked.push(p);
+                }
+            }
+        }
+        let newly = &acked[first..];
+        if let Some(largest) = newly.first() {
+            if largest.pn == ack.largest && newly.iter().any(|p| p.ack_eliciting) {
+                let sample = now.saturating_duration_since(largest.time_sent);
+                rtt.update(
+                    sample,
+                    Duration::from_micros(ack.delay_us),
+                    self.max_ack_delay,
+                );
+            }
+            self.pto_count = 0;
+        }
+        self.detect_lost(now, rtt, lost);
+        self.trim();
+        Ok(())
+    }
+
+    /// Moves packets lost by the packet or time threshold to `lost` and
+    /// arms the loss timer for the earliest that is not lost yet.
+    pub fn detect_lost(&mut self, now: Instant, rtt: &RttEstimator, lost: &mut Vec<SentPacket>) {
+        self.loss_time = None;
+        let Some(largest) = self.largest_acked else {
+            return;
+        };
+        let delay = rtt.loss_delay();
+        for i in 0..self.sent.len() {
+            let pn = self.base + i as u64;
+            if pn > largest {
+                break;
+            }
+            let Some(p) = &self.sent[i] else { continue };
+            let lost_by_time = now.saturating_duration_since(p.time_sent) >= delay;
+            if lost_by_time || largest >= pn + PACKET_THRESHOLD {
+                if let Some(p) = self.remove(i) {
+                    lost.push(p);
+                }
+            } else {
+                let at = p.time_sent + delay;
+                self.loss_time = Some(self.loss_time.map_or(at, |t| t.min(at)));
+            }
+        }
+        self.trim();
+    }
+
+    /// When the loss-detection timer fires: the time-threshold timer if
+    /// armed, else the probe timeout while ack-eliciting packets are in
+    /// flight.
+    pub fn timeout(&self, rtt: &RttEstimator) -> Option<Instant> {
+        if self.loss_time.is_some() {
+            return self.loss_time;
+        }
+        if self.ack_eliciting_in_flight == 0 {
+            return None;
+        }
+        let pto = rtt.pto(self.max_ack_delay) * (1u32 << self.pto_count.min(16));
+        self.last_ack_eliciting.map(|t| t + pto)
+    }
+
+    /// Runs the timer at `now`: declares losses by time, or returns true
+    /// when the probe timeout expired (the caller sends probes; the backoff
+    /// doubles).
+    pub fn on_timeout(
+        &mut self,
+        now: Instant,
+        rtt: &RttEstimator,
+        lost: &mut Vec<SentPacket>,
+    ) -> bool {
+        let Some(at) = self.timeout(rtt) else {
+            return false;
+        };
+        if at > now {
+            return false;
+        }
+        if self.loss_time.is_some() {
+            self.detect_lost(now, rtt, lost);
+            false
+        } else {
+            self.pto_count += 1;
+            // The next PTO counts from now.
+            self.last_ack_eliciting = Some(now);
+            true
+        }
+    }
+
+    /// Unacknowledged packets, oldest first (for probes).
+    pub fn outstanding(&self) -> impl Iterator<Item = &SentPacket> {
+        self.sent.iter().flatten()
+    }
+
+    /// How many packets are remembered.
+    #[cfg(test)]
+    pub fn tracked(&self) -> usize {
+        self.sent.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Frame, Reader, Writer};
+
+    fn sent(pn: u64, t: Instant) -> SentPacket {
+        SentPacket {
+            pn,
+            time_sent: t,
+            size: 100,
+            ack_eliciting: true,
+            largest_ack_sent: None,
+            chunks: Vec::new(),
+        }
+    }
+
+    fn with_ack(ranges: &[(u64, u64)], f: impl FnOnce(&AckFrame<'_>)) {
+        let mut buf = [0u8; 128];
+        let mut w = Writer::new(&mut buf);
+        Frame::encode_ack(&mut w, 0, ranges).unwrap();
+        let n = w.len();
+        let Frame::Ack(a) = Frame::decode(&mut Reader::new(&buf[..n])).unwrap() else {
+            unreachable!()
+        };
+        f(&a);
+    }
+
+    const fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn packet_threshold_declares_the_third_older_packet_lost() {
+        let t0 = Instant::now();
+        let mut r = Recovery::new(ms(5));
+        let mut rtt = RttEstimator::new(ms(100));
+        for pn in 0..5 {
+            r.on_sent(sent(pn, t0 + ms(pn)));
+        }
+        assert_eq!(r.bytes_in_flight, 500);
+        let (mut acked, mut lost) = (Vec::new(), Vec::new());
+        // Ack 2..=3: packet 0 is 3 below 3 -> lost; 1 only 2 below -> not yet.
+        with_ack(&[(2, 3)], |a| {
+            r.on_ack(a, t0 + ms(20), &mut rtt, &mut acked, &mut lost)
+                .unwrap()
+        });
+        assert_eq!(acked.iter().map(|p| p.pn).collect::<Vec<_>>(), [3, 2]);
+        assert_eq!(lost.iter().map(|p| p.pn).collect::<Vec<_>>(), [0]);
+        assert_eq!(rtt.latest(), ms(17), "sample from packet 3, sent at 3 ms");
+        // Packet 1 gets a time-threshold timer at sent + 9/8 × 17 ms.
+        let at = r.timeout(&rtt).unwrap();
+        assert_eq!(at, t0 + ms(1) + rtt.loss_delay());
+        lost.clear();
+        assert!(!r.on_timeout(at, &rtt, &mut lost));
+        assert_eq!(lost.iter().map(|p| p.pn).collect::<Vec<_>>(), [1]);
+        assert_eq!(r.bytes_in_flight, 100, "packet 4 is still in flight");
+    }
+
+    #[test]
+    fn probe_timeout_backs_off_and_resets_on_ack() {
+        let t0 = Instant::now();
+        let mut r = Recovery::new(ms(5));
+        let rtt = RttEstimator::new(ms(100));
+        r.on_sent(sent(0, t0));
+        let pto = rtt.pto(ms(5));
+        assert_eq!(r.timeout(&rtt), Some(t0 + pto));
+        let mut lost = Vec::new();
+        assert!(!r.on_timeout(t0 + pto - ms(1), &rtt, &mut lost));
+        assert!(r.on_timeout(t0 + pto, &rtt, &mut lost));
+        assert_eq!(r.timeout(&rtt), Some(t0 + pto + pto * 2));
+        let (mut acked, mut rtt2) = (Vec::new(), rtt);
+        with_ack(&[(0, 0)], |a| {
+            r.on_ack(a, t0 + pto * 2, &mut rtt2, &mut acked, &mut lost)
+                .unwrap()
+        });
+        assert_eq!(r.pto_count, 0);
+        assert_eq!(r.timeout(&rtt2), None, "nothing in flight");
+        assert!(lost.is_empty());
+    }
+
+    #[test]
+    fn refuses_acks_of_unsent_packets_and_ignores_duplicates() {
+        let t0 = Instant::now();
+        let mut r = Recovery::new(ms(5));
+        let mut rtt = RttEstimator::new(ms(100));
+        r.on_sent(sent(0, t0));
+        let (mut acked, mut lost) = (Vec::new(), Vec::new());
+        with_ack(&[(0, 1)], |a| {
+            assert_eq!(
+                r.on_ack(a, t0, &mut rtt, &mut acked, &mut lost),
+                Err(AckError::Unsent)
+            )
+        });
+        with_ack(&[(0, 0)], |a| {
+            r.on_ack(a, t0 + ms(10), &mut rtt, &mut acked, &mut lost)
+                .unwrap()
+        });
+        with_ack(&[(0, 0)], |a| {
+            r.on_ack(a, t0 + ms(30), &mut rtt, &mut acked, &mut lost)
+                .unwrap()
+        });
+        assert_eq!(acked.len(), 1);
+        assert_eq!(rtt.latest(), ms(10), "a duplicate ack takes no sample");
+        assert_eq!(r.tracked(), 0);
+    }
+}
