@@ -50,7 +50,7 @@ impl Echo {
 }
 
 impl ServerHandler for Echo {
-    type Session = ();
+    type SessionState = ();
 
     fn connect(&mut self, _ctx: &mut ServerCtx<'_, ()>, _peer: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())

@@ -30,7 +30,7 @@ pub fn runtime_for(model: IoModel, threads: u32) -> io::Result<Runtime> {
     let threads = threads as usize;
     Runtime::new(match model {
         IoModel::Shared => KeelModel::Shared { threads },
-        IoModel::Sharded => KeelModel::Sharded { contexts: threads },
+        IoModel::Sharded => KeelModel::Sharded { reactors: threads },
     })
 }
 
@@ -242,8 +242,8 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             ..(**imp).clone()
         });
         // Client `id` runs on context `id % contexts`.
-        let context = id as usize % rt.contexts();
-        let reactor = rt.context(context).expect("context index in range");
+        let context = id as usize % rt.reactors();
+        let reactor = rt.reactor(context).expect("context index in range");
         let client = ports
             .connect(context, reactor, config, handler)
             .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;

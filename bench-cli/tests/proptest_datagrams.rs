@@ -346,7 +346,7 @@ fn bench_client_counts_every_bad_datagram_and_keeps_its_window() {
         },
     };
     let client = Client::connect(
-        rt.next_context(),
+        rt.next_reactor(),
         peer.local_addr().unwrap(),
         config,
         handler,

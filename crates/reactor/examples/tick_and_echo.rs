@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel_reactor::{Flow, Interest, IoModel, Lane, LaneCx, Ready, Runtime, SourceId};
+use keel_reactor::{Flow, Interest, IoModel, Lane, LaneCtx, Ready, Runtime, SourceId};
 use mio::net::UdpSocket;
 
 /// The echo lane's state: its socket and how many datagrams it echoed.
@@ -20,7 +20,7 @@ struct Echo {
 }
 
 impl Lane for Echo {
-    fn on_ready(&mut self, _cx: &mut LaneCx<'_, Self>, _id: SourceId, _r: Ready) -> Flow {
+    fn on_ready(&mut self, _cx: &mut LaneCtx<'_, Self>, _id: SourceId, _r: Ready) -> Flow {
         let mut buf = [0u8; 1500];
         // Edge-triggered: drain until WouldBlock.
         while let Ok((n, from)) = self.socket.recv_from(&mut buf) {

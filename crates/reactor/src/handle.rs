@@ -1,5 +1,5 @@
 //! The `Send + Sync + Clone` handle to a reactor, and the ways a lane
-//! reaches it ([`LaneCx::reactor`], [`LaneHandle::reactor`]: they are
+//! reaches it ([`LaneCtx::reactor`], [`LaneHandle::reactor`]: they are
 //! here, not in `lane`, because a `Handle` sits above lanes).
 
 use std::sync::Arc;
@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::core::Core;
 use crate::error::PostError;
-use crate::lane::{Lane, LaneCx, LaneHandle, LaneOptions};
+use crate::lane::{Lane, LaneCtx, LaneHandle, LaneOptions};
 use crate::reactor_lane::{cancel_closure_timer, closure_timer, reactor_lane};
 use crate::timer::{MissedTicks, TimerId};
 
@@ -76,7 +76,7 @@ impl Handle {
     pub fn add_lane_with<L, R, F>(&self, state: L, init: F) -> (LaneHandle<L>, R)
     where
         L: Lane,
-        F: FnOnce(&mut L, &mut LaneCx<'_, L>) -> R,
+        F: FnOnce(&mut L, &mut LaneCtx<'_, L>) -> R,
     {
         LaneHandle::create(&self.core, state, LaneOptions::default(), init)
     }
@@ -91,7 +91,7 @@ impl Handle {
     ) -> (LaneHandle<L>, R)
     where
         L: Lane,
-        F: FnOnce(&mut L, &mut LaneCx<'_, L>) -> R,
+        F: FnOnce(&mut L, &mut LaneCtx<'_, L>) -> R,
     {
         LaneHandle::create(&self.core, state, options, init)
     }
@@ -153,7 +153,7 @@ impl Handle {
     }
 }
 
-impl<L: Lane> LaneCx<'_, L> {
+impl<L: Lane> LaneCtx<'_, L> {
     /// A handle to the reactor this lane runs on.
     pub fn reactor(&self) -> Handle {
         Handle::from_core(self.core().clone())

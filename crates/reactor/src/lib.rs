@@ -37,7 +37,7 @@
 //! driven by this thread:
 //!
 //! ```
-//! use keel_reactor::{Flow, Lane, LaneCx, Reactor, Ready, SourceId};
+//! use keel_reactor::{Flow, Lane, LaneCtx, Reactor, Ready, SourceId};
 //! use mio::net::UdpSocket;
 //! use mio::Interest;
 //! use std::time::Duration;
@@ -48,7 +48,7 @@
 //! }
 //!
 //! impl Lane for Echo {
-//!     fn on_ready(&mut self, _cx: &mut LaneCx<'_, Self>, _id: SourceId, _r: Ready) -> Flow {
+//!     fn on_ready(&mut self, _cx: &mut LaneCtx<'_, Self>, _id: SourceId, _r: Ready) -> Flow {
 //!         let mut buf = [0u8; 1500];
 //!         // Edge-triggered: drain until WouldBlock.
 //!         while let Ok((n, from)) = self.socket.recv_from(&mut buf) {
@@ -113,12 +113,12 @@ mod runtime;
 
 pub use error::{Error, PostError};
 pub use handle::Handle;
-pub use lane::{Flow, Lane, LaneCx, LaneHandle, LaneOptions, DEFAULT_MAX_POSTS};
+pub use lane::{Flow, Lane, LaneCtx, LaneHandle, LaneOptions, DEFAULT_MAX_POSTS};
 pub use reactor::Reactor;
 pub use ready::Ready;
 pub use runtime::{IoModel, Runtime, RuntimeOptions};
 pub use source::SourceId;
 pub use timer::{MissedTicks, TimerId, MAX_CATCH_UP, MIN_PERIOD};
 
-/// mio's interest type, re-exported for [`LaneCx::register`].
+/// mio's interest type, re-exported for [`LaneCtx::register`].
 pub use mio::Interest;

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::core::{Core, LaneTask};
-use crate::lane::{Lane, LaneCx, LaneHandle, LaneOptions};
+use crate::lane::{Lane, LaneCtx, LaneHandle, LaneOptions};
 use crate::sync::lock;
 use crate::timer::{MissedTicks, TimerId};
 
@@ -30,7 +30,7 @@ pub(crate) struct ReactorLane {
 type TimerFn = Box<dyn FnMut() + Send>;
 
 impl Lane for ReactorLane {
-    fn on_timer(&mut self, _cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+    fn on_timer(&mut self, _cx: &mut LaneCtx<'_, Self>, timer: TimerId) {
         if lock(&self.cancelled).contains(&timer) {
             return;
         }

@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 
 use crate::error::{panic_message, Error};
 use crate::handle::Handle;
-use crate::lane::{Lane, LaneCx, LaneHandle, LaneOptions};
+use crate::lane::{Lane, LaneCtx, LaneHandle, LaneOptions};
 use crate::reactor_lane::new_core;
 use crate::sync::lock;
 
@@ -23,20 +23,20 @@ pub enum IoModel {
         /// Threads driving the reactor (at least 1).
         threads: usize,
     },
-    /// `contexts` reactors, one thread each. Lanes are placed round-robin or
+    /// `reactors` reactors, one thread each. Lanes are placed round-robin or
     /// explicitly, and stay on their reactor.
     Sharded {
         /// Reactors, each with its own thread (at least 1).
-        contexts: usize,
+        reactors: usize,
     },
 }
 
 impl IoModel {
     /// Reactors this model creates: 1 for shared, N for sharded.
-    pub fn contexts(&self) -> usize {
+    pub fn reactors(&self) -> usize {
         match *self {
             IoModel::Shared { .. } => 1,
-            IoModel::Sharded { contexts } => contexts,
+            IoModel::Sharded { reactors } => reactors,
         }
     }
 
@@ -44,7 +44,7 @@ impl IoModel {
     pub fn threads(&self) -> usize {
         match *self {
             IoModel::Shared { threads } => threads,
-            IoModel::Sharded { contexts } => contexts,
+            IoModel::Sharded { reactors } => reactors,
         }
     }
 }
@@ -93,7 +93,7 @@ impl Runtime {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` if the model asks for 0 threads or contexts; the OS
+    /// `InvalidInput` if the model asks for 0 threads or reactors; the OS
     /// error if a poll instance or thread cannot be created.
     pub fn new(model: IoModel) -> io::Result<Runtime> {
         Runtime::with_options(model, RuntimeOptions::default())
@@ -111,30 +111,30 @@ impl Runtime {
                 "awake_threads: expected at least 1 (or None for the CPU count)",
             ));
         }
-        let (contexts, per_context) = match model {
+        let (reactors, per_reactor) = match model {
             IoModel::Shared { threads } => (1, threads),
-            IoModel::Sharded { contexts } => (contexts, 1),
+            IoModel::Sharded { reactors } => (reactors, 1),
         };
-        if contexts == 0 || per_context == 0 {
+        if reactors == 0 || per_reactor == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("{model:?}: threads and contexts must be at least 1"),
+                format!("{model:?}: threads and reactors must be at least 1"),
             ));
         }
         let mut rt = Runtime {
             model,
-            handles: Vec::with_capacity(contexts),
+            handles: Vec::with_capacity(reactors),
             threads: Vec::new(),
             next: AtomicUsize::new(0),
             exited: Arc::new((Mutex::new(0), Condvar::new())),
         };
-        for c in 0..contexts {
+        for c in 0..reactors {
             let core = new_core()?;
             if let Some(n) = options.awake_threads {
                 core.set_max_awake(n);
             }
             rt.handles.push(Handle::from_core(core.clone()));
-            for t in 0..per_context {
+            for t in 0..per_reactor {
                 let core = core.clone();
                 core.add_worker();
                 let exited = rt.exited.clone();
@@ -167,7 +167,7 @@ impl Runtime {
     }
 
     /// Number of reactors (1 for shared).
-    pub fn contexts(&self) -> usize {
+    pub fn reactors(&self) -> usize {
         self.handles.len()
     }
 
@@ -181,20 +181,20 @@ impl Runtime {
         &self.handles[0]
     }
 
-    /// Reactor `index` (`0..contexts()`), or `None`.
-    pub fn context(&self, index: usize) -> Option<&Handle> {
+    /// Reactor `index` (`0..reactors()`), or `None`.
+    pub fn reactor(&self, index: usize) -> Option<&Handle> {
         self.handles.get(index)
     }
 
     /// The next reactor in round-robin order.
-    pub fn next_context(&self) -> &Handle {
+    pub fn next_reactor(&self) -> &Handle {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
         &self.handles[i]
     }
 
     /// Adds a lane on the next reactor (round-robin).
     pub fn add_lane<L: Lane>(&self, state: L) -> LaneHandle<L> {
-        self.next_context().add_lane(state)
+        self.next_reactor().add_lane(state)
     }
 
     /// Adds a lane on the next reactor (round-robin) and runs `init` on it
@@ -202,9 +202,9 @@ impl Runtime {
     pub fn add_lane_with<L, R, F>(&self, state: L, init: F) -> (LaneHandle<L>, R)
     where
         L: Lane,
-        F: FnOnce(&mut L, &mut LaneCx<'_, L>) -> R,
+        F: FnOnce(&mut L, &mut LaneCtx<'_, L>) -> R,
     {
-        self.next_context().add_lane_with(state, init)
+        self.next_reactor().add_lane_with(state, init)
     }
 
     /// As [`Runtime::add_lane_with`], with `options`; see
@@ -217,9 +217,9 @@ impl Runtime {
     ) -> (LaneHandle<L>, R)
     where
         L: Lane,
-        F: FnOnce(&mut L, &mut LaneCx<'_, L>) -> R,
+        F: FnOnce(&mut L, &mut LaneCtx<'_, L>) -> R,
     {
-        self.next_context()
+        self.next_reactor()
             .add_lane_with_options(state, options, init)
     }
 

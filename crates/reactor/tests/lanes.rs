@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{udp, Progress};
 use keel_reactor::{
-    Flow, Interest, IoModel, Lane, LaneCx, Reactor, Ready, Runtime, RuntimeOptions, SourceId,
+    Flow, Interest, IoModel, Lane, LaneCtx, Reactor, Ready, Runtime, RuntimeOptions, SourceId,
 };
 use mio::net::UdpSocket;
 
@@ -42,7 +42,7 @@ impl Flooded {
 }
 
 impl Lane for Flooded {
-    fn on_ready(&mut self, _cx: &mut LaneCx<'_, Self>, id: SourceId, _r: Ready) -> Flow {
+    fn on_ready(&mut self, _cx: &mut LaneCtx<'_, Self>, id: SourceId, _r: Ready) -> Flow {
         self.enter();
         let mut buf = [0u8; 64];
         let mut n = 0;
@@ -170,7 +170,7 @@ fn lane_exclusive_under_shared_4() {
 
 #[test]
 fn lane_exclusive_under_sharded_2() {
-    exclusivity(IoModel::Sharded { contexts: 2 });
+    exclusivity(IoModel::Sharded { reactors: 2 });
 }
 
 /// The handler drains its socket, then holds the lane while the test sends
@@ -186,7 +186,7 @@ struct Holding {
 }
 
 impl Lane for Holding {
-    fn on_ready(&mut self, _cx: &mut LaneCx<'_, Self>, _id: SourceId, _r: Ready) -> Flow {
+    fn on_ready(&mut self, _cx: &mut LaneCtx<'_, Self>, _id: SourceId, _r: Ready) -> Flow {
         let mut buf = [0u8; 16];
         let mut n = 0;
         while self.socket.recv(&mut buf).is_ok() {
@@ -258,7 +258,7 @@ fn no_lost_wakeup_shared_1() {
 
 #[test]
 fn no_lost_wakeup_sharded_2() {
-    no_lost_wakeup(IoModel::Sharded { contexts: 2 });
+    no_lost_wakeup(IoModel::Sharded { reactors: 2 });
 }
 
 /// Two sockets in one lane; both have data, so both events are queued for
@@ -274,7 +274,7 @@ struct Churn {
 }
 
 impl Lane for Churn {
-    fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, id: SourceId, _r: Ready) -> Flow {
+    fn on_ready(&mut self, cx: &mut LaneCtx<'_, Self>, id: SourceId, _r: Ready) -> Flow {
         self.log.push(id);
         if let Some((_, first)) = self.first.as_ref().filter(|f| f.0 == id) {
             let mut buf = [0u8; 8];
@@ -368,7 +368,7 @@ struct Replacing {
 }
 
 impl Lane for Replacing {
-    fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, id: SourceId, _r: Ready) -> Flow {
+    fn on_ready(&mut self, cx: &mut LaneCtx<'_, Self>, id: SourceId, _r: Ready) -> Flow {
         let Some(pos) = self.live.iter().position(|(s, _)| *s == id) else {
             self.foreign += 1;
             return Flow::Drained;
@@ -443,7 +443,7 @@ struct Stingy {
 }
 
 impl Lane for Stingy {
-    fn on_ready(&mut self, _cx: &mut LaneCx<'_, Self>, _id: SourceId, _r: Ready) -> Flow {
+    fn on_ready(&mut self, _cx: &mut LaneCtx<'_, Self>, _id: SourceId, _r: Ready) -> Flow {
         self.calls += 1;
         let mut buf = [0u8; 8];
         match self.socket.recv(&mut buf) {

@@ -77,16 +77,14 @@ struct Tally {
 
 fn post_from_8_threads(model: IoModel, expect: Expect) {
     let rt = Runtime::new(model).unwrap();
-    let contexts = rt.contexts();
-    let reactors: Vec<Handle> = (0..contexts)
-        .map(|i| rt.context(i).unwrap().clone())
-        .collect();
-    // Four lanes, spread over the contexts (one per context when sharded).
+    let n = rt.reactors();
+    let reactors: Vec<Handle> = (0..n).map(|i| rt.reactor(i).unwrap().clone()).collect();
+    // Four lanes, spread over the reactors (one per reactor when sharded).
     let lanes: Vec<(usize, LaneHandle<Recorder>)> = (0..4)
         .map(|i| {
-            let ctx = i % contexts;
+            let ctx = i % n;
             let lane = rt
-                .context(ctx)
+                .reactor(ctx)
                 .unwrap()
                 .add_lane(Recorder { ids: Vec::new() });
             (ctx, lane)
@@ -95,7 +93,7 @@ fn post_from_8_threads(model: IoModel, expect: Expect) {
     let tally = Arc::new(Tally::default());
     let bitmap = Arc::new(Bitmap::new(TOTAL));
     // One "inside" flag per reactor: its posted closures are serialized.
-    let inside: Arc<Vec<AtomicBool>> = Arc::new((0..contexts).map(|_| false.into()).collect());
+    let inside: Arc<Vec<AtomicBool>> = Arc::new((0..n).map(|_| false.into()).collect());
 
     let posters: Vec<_> = (0..THREADS)
         .map(|t| {
@@ -180,7 +178,7 @@ fn post_from_8_threads(model: IoModel, expect: Expect) {
 
 #[test]
 fn post_from_8_threads_sharded_4() {
-    post_from_8_threads(IoModel::Sharded { contexts: 4 }, Expect::Shard);
+    post_from_8_threads(IoModel::Sharded { reactors: 4 }, Expect::Shard);
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use keel_reactor::{IoModel, Lane, LaneCx, Runtime, TimerId};
+use keel_reactor::{IoModel, Lane, LaneCtx, Runtime, TimerId};
 
 const LIMIT: Duration = Duration::from_secs(10);
 /// Fires each timer must make before the test stops the runtime.
@@ -36,7 +36,7 @@ impl Counter {
 }
 
 impl Lane for Counter {
-    fn on_timer(&mut self, _cx: &mut LaneCx<'_, Self>, _timer: TimerId) {
+    fn on_timer(&mut self, _cx: &mut LaneCtx<'_, Self>, _timer: TimerId) {
         self.fire();
     }
 }

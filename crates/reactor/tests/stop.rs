@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::{open_fds, threads_named, udp, wait_until_in_poll, Progress};
 use keel_reactor::{
-    Error, Flow, Handle, Interest, IoModel, Lane, LaneCx, LaneHandle, LaneOptions, Reactor, Ready,
+    Error, Flow, Handle, Interest, IoModel, Lane, LaneCtx, LaneHandle, LaneOptions, Reactor, Ready,
     Runtime, SourceId, TimerId,
 };
 use mio::net::UdpSocket;
@@ -68,7 +68,7 @@ struct Echo {
 }
 
 impl Lane for Echo {
-    fn on_ready(&mut self, _cx: &mut LaneCx<'_, Self>, id: SourceId, _r: Ready) -> Flow {
+    fn on_ready(&mut self, _cx: &mut LaneCtx<'_, Self>, id: SourceId, _r: Ready) -> Flow {
         let (_, sock) = self.sockets.iter().find(|(s, _)| *s == id).unwrap();
         let mut buf = [0u8; 64];
         while let Ok((n, from)) = sock.recv_from(&mut buf) {
@@ -77,7 +77,7 @@ impl Lane for Echo {
         Flow::Drained
     }
 
-    fn on_timer(&mut self, _cx: &mut LaneCx<'_, Self>, _timer: TimerId) {
+    fn on_timer(&mut self, _cx: &mut LaneCtx<'_, Self>, _timer: TimerId) {
         self.ticks.add(1);
     }
 }
@@ -116,8 +116,8 @@ fn fds_return_to_baseline(model: IoModel) {
         lanes.push(lane);
     }
     // A closure timer per reactor, its closure holding the reactor's handle.
-    for i in 0..rt.contexts() {
-        let h = rt.context(i).unwrap().clone();
+    for i in 0..rt.reactors() {
+        let h = rt.reactor(i).unwrap().clone();
         let hh = h.clone();
         h.timer(Instant::now(), Some(Duration::from_millis(1)), move || {
             let _ = hh.is_stopped();
@@ -174,7 +174,7 @@ fn fds_return_to_baseline_shared_4() {
 #[test]
 fn fds_return_to_baseline_sharded_3() {
     let _serial = serial();
-    fds_return_to_baseline(IoModel::Sharded { contexts: 3 });
+    fds_return_to_baseline(IoModel::Sharded { reactors: 3 });
 }
 
 #[test]
@@ -224,7 +224,7 @@ fn runtime_stop_lets_running_handlers_finish_and_joins_threads() {
     let _serial = serial();
     for model in [
         IoModel::Shared { threads: 4 },
-        IoModel::Sharded { contexts: 3 },
+        IoModel::Sharded { reactors: 3 },
     ] {
         struct Busy;
         impl Lane for Busy {}
@@ -232,9 +232,9 @@ fn runtime_stop_lets_running_handlers_finish_and_joins_threads() {
         // An exit probe on the thread of each reactor's closures.
         let installed = Arc::new(Progress::default());
         let exited = Arc::new(Progress::default());
-        for i in 0..rt.contexts() {
+        for i in 0..rt.reactors() {
             let (inst, ex) = (installed.clone(), exited.clone());
-            rt.context(i).unwrap().post(move || {
+            rt.reactor(i).unwrap().post(move || {
                 PROBE.with(|p| {
                     if p.borrow().is_none() {
                         *p.borrow_mut() = Some(ExitProbe(ex));
@@ -243,7 +243,7 @@ fn runtime_stop_lets_running_handlers_finish_and_joins_threads() {
                 })
             });
         }
-        let probes = installed.wait_for(LIMIT, "exit probes", |n| n >= rt.contexts() as u64);
+        let probes = installed.wait_for(LIMIT, "exit probes", |n| n >= rt.reactors() as u64);
 
         let lane = rt.add_lane(Busy);
         let inside = Arc::new(Progress::default());
@@ -281,7 +281,7 @@ struct Fragile {
 }
 
 impl Lane for Fragile {
-    fn on_ready(&mut self, _cx: &mut LaneCx<'_, Self>, _id: SourceId, _r: Ready) -> Flow {
+    fn on_ready(&mut self, _cx: &mut LaneCtx<'_, Self>, _id: SourceId, _r: Ready) -> Flow {
         let mut buf = [0u8; 16];
         while let Ok(n) = self.socket.recv(&mut buf) {
             if &buf[..n] == b"boom" {
@@ -304,14 +304,14 @@ fn lane_handler_panic_stops_the_runtime_and_is_returned_by_join() {
     let _serial = serial();
     for model in [
         IoModel::Shared { threads: 2 },
-        IoModel::Sharded { contexts: 2 },
+        IoModel::Sharded { reactors: 2 },
     ] {
         let rt = Runtime::new(model).unwrap();
         // Sharded: the fragile lane on the second reactor; join must stop
         // the first one too.
         let (socket, addr) = udp();
         let (lane, reg) = rt
-            .context(rt.contexts() - 1)
+            .reactor(rt.reactors() - 1)
             .unwrap()
             .add_lane_with(Fragile { socket }, |st, cx| {
                 cx.register(&mut st.socket, Interest::READABLE)
@@ -333,8 +333,8 @@ fn posted_closure_and_timer_panics_are_returned_by_stop_and_join() {
     // A lane post panics; stop() (called after it) returns the panic.
     struct Plain;
     impl Lane for Plain {}
-    let rt = Runtime::new(IoModel::Sharded { contexts: 3 }).unwrap();
-    let lane = rt.context(1).unwrap().add_lane(Plain);
+    let rt = Runtime::new(IoModel::Sharded { reactors: 3 }).unwrap();
+    let lane = rt.reactor(1).unwrap().add_lane(Plain);
     let reached = Arc::new(Progress::default());
     let r = reached.clone();
     lane.post(move |_, _| {
@@ -492,7 +492,7 @@ impl Drop for Doomed {
 }
 
 impl Lane for Doomed {
-    fn on_ready(&mut self, _cx: &mut LaneCx<'_, Self>, _id: SourceId, _r: Ready) -> Flow {
+    fn on_ready(&mut self, _cx: &mut LaneCtx<'_, Self>, _id: SourceId, _r: Ready) -> Flow {
         let mut buf = [0u8; 16];
         while let Some(Ok(n)) = self.socket.as_ref().map(|s| s.recv(&mut buf)) {
             if &buf[..n] == b"boom" {
@@ -502,7 +502,7 @@ impl Lane for Doomed {
         Flow::Drained
     }
 
-    fn on_timer(&mut self, _cx: &mut LaneCx<'_, Self>, _timer: TimerId) {
+    fn on_timer(&mut self, _cx: &mut LaneCtx<'_, Self>, _timer: TimerId) {
         panic!("boom in a contained on_timer (a panic this test expects)");
     }
 }

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use common::{wait_until_in_poll, Progress, Watchdog};
 use keel_reactor::{
-    Handle, IoModel, Lane, LaneCx, LaneHandle, MissedTicks, Reactor, Runtime, TimerId, MAX_CATCH_UP,
+    Handle, IoModel, Lane, LaneCtx, LaneHandle, MissedTicks, Reactor, Runtime, TimerId,
+    MAX_CATCH_UP,
 };
 
 const LIMIT: Duration = Duration::from_secs(10);
@@ -92,7 +93,7 @@ fn closure_timers_fire_in_deadline_order_and_cancelled_never_fires() {
 
 /// A lane logging its timer calls where the test thread can read them;
 /// `cancel_on` maps a timer to the timer its `on_timer` cancels through
-/// `LaneCx::cancel_timer`.
+/// `LaneCtx::cancel_timer`.
 #[derive(Default)]
 struct Timed {
     log: Arc<Mutex<Vec<TimerId>>>,
@@ -101,7 +102,7 @@ struct Timed {
 }
 
 impl Lane for Timed {
-    fn on_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+    fn on_timer(&mut self, cx: &mut LaneCtx<'_, Self>, timer: TimerId) {
         self.log.lock().unwrap().push(timer);
         if let Some((when, victim)) = self.cancel_on {
             if when == timer {
@@ -168,7 +169,7 @@ fn cancel_from_on_timer_is_final() {
     assert_eq!(
         *log.lock().unwrap(),
         [first, sentinel],
-        "a timer cancelled with LaneCx::cancel_timer was handled after all"
+        "a timer cancelled with LaneCtx::cancel_timer was handled after all"
     );
 }
 
@@ -267,7 +268,7 @@ struct Stamps {
 }
 
 impl Lane for Stamps {
-    fn on_timer(&mut self, _cx: &mut LaneCx<'_, Self>, _timer: TimerId) {
+    fn on_timer(&mut self, _cx: &mut LaneCtx<'_, Self>, _timer: TimerId) {
         self.at.push(Instant::now());
         self.progress.add(1);
     }
@@ -312,8 +313,8 @@ fn periodic_100hz_on_runtime_keeps_its_rate() {
     let lane_timer = lane.timer(lane_t0 + PERIOD, Some(PERIOD)).unwrap();
 
     // A closure timer (Handle::timer) on a sharded runtime's second reactor.
-    let sharded = Runtime::new(IoModel::Sharded { contexts: 2 }).unwrap();
-    let reactor = sharded.context(1).unwrap().clone();
+    let sharded = Runtime::new(IoModel::Sharded { reactors: 2 }).unwrap();
+    let reactor = sharded.reactor(1).unwrap().clone();
     let at = Arc::new(Mutex::new(Vec::new()));
     let closure_progress = Arc::new(Progress::default());
     let (a, p) = (at.clone(), closure_progress.clone());
@@ -450,7 +451,7 @@ struct Tally {
 }
 
 impl Lane for Tally {
-    fn on_timer(&mut self, _cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+    fn on_timer(&mut self, _cx: &mut LaneCtx<'_, Self>, timer: TimerId) {
         self.fires.push(timer);
     }
 }

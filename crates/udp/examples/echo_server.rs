@@ -18,7 +18,7 @@ use keel_udp::{CounterSnapshot, Server, ServerConfig, ServerCtx, ServerHandler, 
 struct Echo;
 
 impl ServerHandler for Echo {
-    type Session = ();
+    type SessionState = ();
 
     fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())
@@ -81,7 +81,7 @@ fn main() {
         std::process::exit(2)
     });
     let rt = Runtime::new(IoModel::Sharded {
-        contexts: args.lanes.max(1),
+        reactors: args.lanes.max(1),
     })
     .expect("runtime");
     let config = ServerConfig {

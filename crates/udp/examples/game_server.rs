@@ -36,7 +36,7 @@ struct Player {
 }
 
 impl ServerHandler for Game {
-    type Session = Player;
+    type SessionState = Player;
 
     fn started(&mut self, ctx: &mut ServerCtx<'_, Player>) {
         ctx.timer(Instant::now() + TICK, Some(TICK));

@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, LaneOptions, Ready, SourceId, TimerId};
+use keel_reactor::{
+    Flow, Handle, Lane, LaneCtx, LaneHandle, LaneOptions, Ready, SourceId, TimerId,
+};
 
 use crate::config::EndpointConfig;
 use crate::counters::{CounterSnapshot, Counters};
@@ -129,7 +131,7 @@ macro_rules! cctx {
 }
 
 impl<H: ClientHandler> ClientLane<H> {
-    fn end(&mut self, cx: &mut LaneCx<'_, Self>, reason: DisconnectReason) {
+    fn end(&mut self, cx: &mut LaneCtx<'_, Self>, reason: DisconnectReason) {
         self.ended = true;
         self.tx.flush();
         let mut ctx = cctx!(self, cx);
@@ -147,7 +149,7 @@ impl<H: ClientHandler> ClientLane<H> {
     fn deliver(
         handler: &mut H,
         tx: &mut Tx,
-        cx: &mut LaneCx<'_, Self>,
+        cx: &mut LaneCtx<'_, Self>,
         peer: SocketAddr,
         close: &mut bool,
         d: Datagram<'_>,
@@ -167,7 +169,7 @@ impl<H: ClientHandler> ClientLane<H> {
 
     /// Flushes, then ends the client if something asked for it (a refused
     /// send, a close); returns whether it ended.
-    fn finish_or_end(&mut self, cx: &mut LaneCx<'_, Self>) -> bool {
+    fn finish_or_end(&mut self, cx: &mut LaneCtx<'_, Self>) -> bool {
         self.tx.finish(cx);
         if self.tx.refused {
             self.end(cx, DisconnectReason::Refused);
@@ -186,7 +188,7 @@ impl<H: ClientHandler> Endpoint for ClientLane<H> {
         (&mut self.rx, &mut self.tx)
     }
 
-    fn batch(&mut self, cx: &mut LaneCx<'_, Self>, n: usize) -> bool {
+    fn batch(&mut self, cx: &mut LaneCtx<'_, Self>, n: usize) -> bool {
         let ClientLane {
             handler,
             rx,
@@ -204,7 +206,7 @@ impl<H: ClientHandler> Endpoint for ClientLane<H> {
 
     /// ICMP port unreachable (`ECONNREFUSED`) or another socket error ends
     /// the client.
-    fn recv_error(&mut self, cx: &mut LaneCx<'_, Self>, e: io::Error) -> bool {
+    fn recv_error(&mut self, cx: &mut LaneCtx<'_, Self>, e: io::Error) -> bool {
         let reason = if e.kind() == io::ErrorKind::ConnectionRefused {
             DisconnectReason::Refused
         } else {
@@ -223,13 +225,13 @@ impl<H: ClientHandler> Endpoint for ClientLane<H> {
         let _ = self.tx.send(None, data);
     }
 
-    fn settle(&mut self, cx: &mut LaneCx<'_, Self>) {
+    fn settle(&mut self, cx: &mut LaneCtx<'_, Self>) {
         self.finish_or_end(cx);
     }
 }
 
 impl<H: ClientHandler> Lane for ClientLane<H> {
-    fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, _source: SourceId, ready: Ready) -> Flow {
+    fn on_ready(&mut self, cx: &mut LaneCtx<'_, Self>, _source: SourceId, ready: Ready) -> Flow {
         if self.ended {
             return Flow::Drained;
         }
@@ -240,7 +242,7 @@ impl<H: ClientHandler> Lane for ClientLane<H> {
         flow
     }
 
-    fn on_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+    fn on_timer(&mut self, cx: &mut LaneCtx<'_, Self>, timer: TimerId) {
         // Ended earlier in this round: nothing more is delivered or sent.
         if self.ended {
             return;

@@ -1,4 +1,4 @@
-//! Configuration of servers, clients and cast sockets.
+//! Configuration of servers, clients and datagram sockets.
 
 use std::io;
 use std::time::Duration;
@@ -11,7 +11,7 @@ pub const DEFAULT_SEND_QUEUE_BYTES: usize = 16 * 1024 * 1024;
 /// Default bound of a send queue in datagrams.
 pub const DEFAULT_SEND_QUEUE_DATAGRAMS: usize = 1024;
 /// Default bound of a lane's inbox: sends and closures other threads hand
-/// one lane (server lane, client, cast socket) that it has not run yet.
+/// one lane (server lane, client, datagram socket) that it has not run yet.
 pub const DEFAULT_INBOX_CAPACITY: usize = 16_384;
 /// Default datagrams per `recvmmsg`/`sendmmsg`.
 pub const DEFAULT_BATCH: usize = 64;
@@ -20,7 +20,7 @@ pub const DEFAULT_BATCH: usize = 64;
 /// pages of the slots cost no resident memory.
 pub const DEFAULT_MAX_DATAGRAM: usize = 65_536;
 
-/// Settings every endpoint (server lane, client, cast socket) shares.
+/// Settings every endpoint (server lane, client, datagram socket) shares.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EndpointConfig {
     /// Datagrams per receive and send system call (`recvmmsg`/`sendmmsg`);
@@ -36,7 +36,7 @@ pub struct EndpointConfig {
     pub send_queue_datagrams: usize,
     /// Bound of the lane's inbox: sends from other threads
     /// (`Server::send_to`, `SessionHandle::send`, `Client::send`,
-    /// `Cast::send_to`) and posted closures waiting for the lane. Past it
+    /// `DatagramSocket::send_to`) and posted closures waiting for the lane. Past it
     /// those sends fail at once with `SendError::InboxFull` (counted in
     /// `send_inbox_full`) instead of growing memory without bound.
     /// At least 1; default [`DEFAULT_INBOX_CAPACITY`].

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 macro_rules! counters {
     ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
-        /// The live counters of one lane (or one client or cast socket).
+        /// The live counters of one lane (or one client or datagram socket).
         #[derive(Debug, Default)]
         pub(crate) struct Counters {
             $( pub(crate) $name: AtomicU64, )*

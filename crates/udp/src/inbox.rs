@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
-use keel_reactor::{Lane, LaneCx, LaneHandle, PostError};
+use keel_reactor::{Lane, LaneCtx, LaneHandle, PostError};
 
 use crate::counters::{bump_shared, Counters};
 use crate::error::SendError;
@@ -70,7 +70,7 @@ pub(crate) fn offer<L, F>(
 ) -> Result<(), SendError>
 where
     L: Lane,
-    F: FnOnce(&mut L, &mut LaneCx<'_, L>) + Send + 'static,
+    F: FnOnce(&mut L, &mut LaneCtx<'_, L>) + Send + 'static,
 {
     OFFERING.with(|o| o.set(true));
     let posted = lane.try_post(job);

@@ -9,7 +9,7 @@
 //!   `sendmmsg` at its end.
 //! * [`Client`]: one connected socket; an ICMP port unreachable ends it with
 //!   [`DisconnectReason::Refused`], never a panic.
-//! * [`Cast`]: one unconnected socket that sends anywhere and reports each
+//! * [`DatagramSocket`]: one unconnected socket that sends anywhere and reports each
 //!   sender.
 //!
 //! Every endpoint has a bounded send queue (used only when the kernel says
@@ -42,11 +42,11 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-mod cast;
 mod client;
 pub mod conditioner;
 mod config;
 mod counters;
+mod datagram_socket;
 mod endpoint;
 mod error;
 mod inbox;
@@ -56,7 +56,6 @@ mod socket;
 mod sys;
 mod timers;
 
-pub use cast::{Cast, CastCtx, CastHandler};
 pub use client::{Client, ClientConfig, ClientCtx, ClientHandler};
 pub use conditioner::{Conditioner, Impairment, ImpairmentError, Verdict};
 pub use config::{
@@ -64,6 +63,7 @@ pub use config::{
     DEFAULT_MAX_DATAGRAM, DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_DATAGRAMS,
 };
 pub use counters::CounterSnapshot;
+pub use datagram_socket::{DatagramSocket, DatagramSocketCtx, DatagramSocketHandler};
 pub use error::{DisconnectReason, SendError};
 pub use server::{Server, ServerCtx, ServerHandler, ServerStatus, Session, SessionHandle};
 pub use socket::{SocketBuffers, SocketOptions};

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use keel_reactor::{Lane, LaneCx, MissedTicks, TimerId};
+use keel_reactor::{Lane, LaneCtx, MissedTicks, TimerId};
 
 /// Schedules and cancels timers of the lane a context belongs to.
 pub(crate) trait Timers {
@@ -18,7 +18,7 @@ pub(crate) trait Timers {
     fn cancel(&mut self, id: TimerId) -> bool;
 }
 
-impl<L: Lane> Timers for LaneCx<'_, L> {
+impl<L: Lane> Timers for LaneCtx<'_, L> {
     fn add(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId {
         self.timer(deadline, period)
     }

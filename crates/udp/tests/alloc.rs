@@ -74,7 +74,7 @@ struct Ticking {
 }
 
 impl ServerHandler for Ticking {
-    type Session = ();
+    type SessionState = ();
 
     fn started(&mut self, ctx: &mut ServerCtx<'_, ()>) {
         let every = Duration::from_millis(2);

@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 use common::*;
 use keel_reactor::{IoModel, Runtime};
 use keel_udp::{
-    Cast, CastCtx, CastHandler, Client, ClientConfig, ClientCtx, ClientHandler, Conditioner,
-    CounterSnapshot, EndpointConfig, Impairment, ServerConfig, Verdict,
+    Client, ClientConfig, ClientCtx, ClientHandler, Conditioner, CounterSnapshot, DatagramSocket,
+    DatagramSocketCtx, DatagramSocketHandler, EndpointConfig, Impairment, ServerConfig, Verdict,
 };
 
-/// Every arrival at a recording cast socket: (sequence number, when).
+/// Every arrival at a recording datagram socket: (sequence number, when).
 #[derive(Default)]
 struct Arrivals {
     log: Mutex<Vec<(u32, Instant)>>,
@@ -35,8 +35,8 @@ impl Arrivals {
 
 struct Recorder(Arc<Arrivals>);
 
-impl CastHandler for Recorder {
-    fn datagram(&mut self, _: &mut CastCtx<'_>, _: SocketAddr, data: &[u8]) {
+impl DatagramSocketHandler for Recorder {
+    fn datagram(&mut self, _: &mut DatagramSocketCtx<'_>, _: SocketAddr, data: &[u8]) {
         let now = Instant::now();
         let seq = u32::from_be_bytes(data[..4].try_into().unwrap());
         self.0.log.lock().unwrap().push((seq, now));
@@ -46,8 +46,8 @@ impl CastHandler for Recorder {
 
 struct Quiet;
 
-impl CastHandler for Quiet {
-    fn datagram(&mut self, _: &mut CastCtx<'_>, _: SocketAddr, _: &[u8]) {}
+impl DatagramSocketHandler for Quiet {
+    fn datagram(&mut self, _: &mut DatagramSocketCtx<'_>, _: SocketAddr, _: &[u8]) {}
 }
 
 /// A datagram carrying `seq` (32 bytes).
@@ -66,32 +66,39 @@ fn config(send: Option<Impairment>, recv: Option<Impairment>) -> EndpointConfig 
     }
 }
 
-/// A recording cast socket and a sender with `send` on its send path.
-fn pair(rt: &Runtime, send: Impairment) -> (Cast<Quiet>, Cast<Recorder>, Arc<Arrivals>) {
+/// A recording datagram socket and a sender with `send` on its send path.
+fn pair(
+    rt: &Runtime,
+    send: Impairment,
+) -> (
+    DatagramSocket<Quiet>,
+    DatagramSocket<Recorder>,
+    Arc<Arrivals>,
+) {
     let arrivals = Arc::new(Arrivals::default());
-    let receiver = Cast::bind(
+    let receiver = DatagramSocket::bind(
         rt.handle(),
         v4(),
         config(None, None),
         Recorder(arrivals.clone()),
     )
     .unwrap();
-    let sender = Cast::bind(rt.handle(), v4(), config(Some(send), None), Quiet).unwrap();
+    let sender = DatagramSocket::bind(rt.handle(), v4(), config(Some(send), None), Quiet).unwrap();
     (sender, receiver, arrivals)
 }
 
-/// Runs an empty closure on the cast's lane and waits for it: what the lane
+/// Runs an empty closure on the socket's lane and waits for it: what the lane
 /// did before (flushes and counters included) is visible afterwards.
-fn cast_barrier<H: CastHandler>(cast: &Cast<H>) {
+fn socket_barrier<H: DatagramSocketHandler>(socket: &DatagramSocket<H>) {
     let (tx, rx) = mpsc::channel();
-    assert!(cast.post(move |_, _| tx.send(()).unwrap()));
-    recv_within(&rx, "a closure on the cast's lane");
+    assert!(socket.post(move |_, _| tx.send(()).unwrap()));
+    recv_within(&rx, "a closure on the socket's lane");
 }
 
 /// Sends `0..n` in chunks, waiting after each until the receiver has
 /// everything the sender handed to the kernel, so the receive buffer never
 /// overflows.
-fn send_chunked(sender: &Cast<Quiet>, to: SocketAddr, n: u32, arrivals: &Arrivals) {
+fn send_chunked(sender: &DatagramSocket<Quiet>, to: SocketAddr, n: u32, arrivals: &Arrivals) {
     const CHUNK: u32 = 200;
     for start in (0..n).step_by(CHUNK as usize) {
         let end = (start + CHUNK).min(n);
@@ -100,7 +107,7 @@ fn send_chunked(sender: &Cast<Quiet>, to: SocketAddr, n: u32, arrivals: &Arrival
                 ctx.send_to(to, &datagram(seq)).unwrap();
             }
         }));
-        cast_barrier(sender);
+        socket_barrier(sender);
         let out = sender.counters().datagrams_out;
         arrivals
             .progress
@@ -163,7 +170,7 @@ fn send_path_loss_and_duplicates_match_the_rates_and_the_seeds_decisions() {
     arrivals
         .progress
         .wait_at_least(predicted.len() as u64, "every predicted datagram");
-    cast_barrier(&receiver);
+    socket_barrier(&receiver);
 
     let mut seen = arrivals.seqs();
     seen.sort_unstable();
@@ -241,7 +248,7 @@ fn delayed_datagrams_never_arrive_before_delay_minus_jitter() {
     eprintln!("shortest delay seen: {shortest:?} (configured 20ms +/- 5ms)");
     // The last datagrams can arrive before the sender's lane counts them
     // (it bumps `datagrams_out` after the call returns): read after it.
-    cast_barrier(&sender);
+    socket_barrier(&sender);
     let s = sender.counters();
     assert_eq!(s.conditioner_delayed, u64::from(N));
     assert_eq!(s.datagrams_out, u64::from(N));
@@ -266,7 +273,7 @@ fn reordered_datagrams_are_overtaken_at_about_the_configured_rate() {
     arrivals
         .progress
         .wait_at_least(u64::from(N), "every datagram, reordered or not");
-    cast_barrier(&receiver);
+    socket_barrier(&receiver);
 
     // A datagram is out of order if a later one arrived before it.
     let mut highest = None;
@@ -514,7 +521,7 @@ fn the_store_is_bounded_and_what_it_refuses_is_counted() {
     arrivals
         .progress
         .wait_at_least(10, "the ten held datagrams");
-    cast_barrier(&sender);
+    socket_barrier(&sender);
     let s = sender.counters();
     assert_eq!((s.conditioner_delayed, s.conditioner_discarded), (10, 90));
     assert_eq!(s.datagrams_out, 10);
@@ -536,7 +543,7 @@ fn off_is_off_counters_stay_zero_and_order_is_kept() {
     ] {
         let (sender, receiver, arrivals) = {
             let arrivals = Arc::new(Arrivals::default());
-            let receiver = Cast::bind(
+            let receiver = DatagramSocket::bind(
                 rt.handle(),
                 v4(),
                 config(None, send.clone()),
@@ -544,11 +551,12 @@ fn off_is_off_counters_stay_zero_and_order_is_kept() {
             )
             .unwrap();
             let sender =
-                Cast::bind(rt.handle(), v4(), config(send.clone(), send.clone()), Quiet).unwrap();
+                DatagramSocket::bind(rt.handle(), v4(), config(send.clone(), send.clone()), Quiet)
+                    .unwrap();
             (sender, receiver, arrivals)
         };
         send_chunked(&sender, receiver.local_addr(), 2_000, &arrivals);
-        cast_barrier(&receiver);
+        socket_barrier(&receiver);
         assert_eq!(arrivals.seqs(), (0..2_000).collect::<Vec<_>>(), "{send:?}");
         assert_eq!(conditioner_counters(&sender.counters()), [0; 5]);
         assert_eq!(conditioner_counters(&receiver.counters()), [0; 5]);
@@ -565,7 +573,7 @@ fn a_bad_impairment_is_refused_naming_the_field_and_key() {
         loss: 1.5,
         ..Impairment::default()
     };
-    let err = Cast::bind(rt.handle(), v4(), config(Some(bad), None), Quiet).unwrap_err();
+    let err = DatagramSocket::bind(rt.handle(), v4(), config(Some(bad), None), Quiet).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     assert!(
         err.to_string()

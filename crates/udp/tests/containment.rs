@@ -16,7 +16,7 @@ use keel_udp::{SendError, Server, ServerConfig, ServerCtx, ServerHandler, Server
 struct Fragile(Mutex<mpsc::Sender<()>>);
 
 impl ServerHandler for Fragile {
-    type Session = ();
+    type SessionState = ();
 
     fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())

@@ -118,8 +118,8 @@ fn echo_shared_4_threads() {
 
 #[test]
 fn echo_sharded_4() {
-    echo(IoModel::Sharded { contexts: 4 }, 1);
-    echo(IoModel::Sharded { contexts: 4 }, 4);
+    echo(IoModel::Sharded { reactors: 4 }, 1);
+    echo(IoModel::Sharded { reactors: 4 }, 4);
 }
 
 #[test]
@@ -146,7 +146,7 @@ struct Oversize {
 }
 
 impl ServerHandler for Oversize {
-    type Session = ();
+    type SessionState = ();
 
     fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())

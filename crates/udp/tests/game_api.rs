@@ -32,7 +32,7 @@ struct Game {
 type LaneTimer = Arc<Mutex<Option<mpsc::Sender<u64>>>>;
 
 impl ServerHandler for Game {
-    type Session = u32;
+    type SessionState = u32;
 
     fn connect(
         &mut self,
@@ -218,7 +218,7 @@ fn send_to_runs_on_the_lane_that_owns_the_session() {
         lanes: 2,
         ..ServerConfig::default()
     };
-    let f = start(IoModel::Sharded { contexts: 2 }, config);
+    let f = start(IoModel::Sharded { reactors: 2 }, config);
     let players: Vec<UdpSocket> = (0..12).map(|_| joined(&f)).collect();
     barrier(&f.server);
     let before: Vec<u64> = (0..2)

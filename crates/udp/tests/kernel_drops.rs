@@ -24,7 +24,7 @@ struct Count {
 }
 
 impl ServerHandler for Count {
-    type Session = ();
+    type SessionState = ();
 
     fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())

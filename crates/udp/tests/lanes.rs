@@ -48,7 +48,7 @@ struct Serial {
 }
 
 impl ServerHandler for Serial {
-    type Session = ();
+    type SessionState = ();
 
     fn started(&mut self, ctx: &mut ServerCtx<'_, ()>) {
         let every = Duration::from_micros(500);
@@ -190,7 +190,7 @@ fn four_lanes_on_four_threads_are_each_serialized_and_ordered() {
 struct Recorder(Arc<Mutex<Seen>>);
 
 impl ServerHandler for Recorder {
-    type Session = ();
+    type SessionState = ();
 
     fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())

@@ -24,7 +24,7 @@ use keel_udp::{EndpointConfig, Server, ServerConfig, ServerCtx, ServerHandler, S
 struct EchoTwice;
 
 impl ServerHandler for EchoTwice {
-    type Session = ();
+    type SessionState = ();
     fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())
     }

@@ -26,8 +26,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use common::*;
 use keel_reactor::IoModel;
 use keel_udp::{
-    Cast, CastCtx, CastHandler, EndpointConfig, SendError, Server, ServerConfig, ServerCtx,
-    ServerHandler, Session, SocketOptions,
+    DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig, SendError, Server,
+    ServerConfig, ServerCtx, ServerHandler, Session, SocketOptions,
 };
 
 /// Runs test `name` of this binary again inside `unshare -rn` with a rate
@@ -47,12 +47,12 @@ fn in_throttled_netns(name: &str) -> bool {
     )
 }
 
-/// A cast handler that does nothing on receive: the tests drive it with
+/// A datagram socket handler that does nothing on receive: the tests drive it with
 /// `post`.
 struct Quiet;
 
-impl CastHandler for Quiet {
-    fn datagram(&mut self, _: &mut CastCtx<'_>, _: SocketAddr, _: &[u8]) {}
+impl DatagramSocketHandler for Quiet {
+    fn datagram(&mut self, _: &mut DatagramSocketCtx<'_>, _: SocketAddr, _: &[u8]) {}
 }
 
 /// A receiver thread that counts datagrams and checks their sequence
@@ -89,7 +89,7 @@ fn tiny_sndbuf(batch: usize, queue: usize) -> EndpointConfig {
 }
 
 /// Sends `rounds` bursts of `per_round` datagrams (each burst inside one
-/// call on the cast's lane, so later bursts meet a partly drained queue) and
+/// call on the socket's lane, so later bursts meet a partly drained queue) and
 /// checks: some were queued, the rest refused with `QueueFull` past the
 /// bound, every accepted datagram arrives in order, and sent + refused =
 /// attempted.
@@ -98,8 +98,8 @@ fn burst_through_tiny_sndbuf(batch: usize, rounds: usize, per_round: usize) {
     const QUEUE: usize = 8;
     let rt = runtime(IoModel::Shared { threads: 1 });
     let (to, got, seqs) = receiver();
-    let cast = Cast::bind(rt.handle(), v4(), tiny_sndbuf(batch, QUEUE), Quiet).unwrap();
-    assert!(cast.buffers().send < 16 * 1024, "{:?}", cast.buffers());
+    let socket = DatagramSocket::bind(rt.handle(), v4(), tiny_sndbuf(batch, QUEUE), Quiet).unwrap();
+    assert!(socket.buffers().send < 16 * 1024, "{:?}", socket.buffers());
 
     let next = Arc::new(AtomicU64::new(0));
     let accepted = Arc::new(Mutex::new(Vec::new()));
@@ -107,7 +107,7 @@ fn burst_through_tiny_sndbuf(batch: usize, rounds: usize, per_round: usize) {
     for _ in 0..rounds {
         let (tx, rx) = mpsc::channel();
         let (next, accepted) = (next.clone(), accepted.clone());
-        cast.post(move |_, ctx| {
+        socket.post(move |_, ctx| {
             let mut refusals = Vec::new();
             let mut data = vec![0u8; LEN];
             for _ in 0..per_round {
@@ -120,7 +120,7 @@ fn burst_through_tiny_sndbuf(batch: usize, rounds: usize, per_round: usize) {
             }
             tx.send(refusals).unwrap();
         });
-        for e in recv_within(&rx, "a burst on the cast lane") {
+        for e in recv_within(&rx, "a burst on the socket's lane") {
             match e {
                 SendError::QueueFull {
                     queued_datagrams,
@@ -147,14 +147,14 @@ fn burst_through_tiny_sndbuf(batch: usize, rounds: usize, per_round: usize) {
         panic!(
             "{} of {all} accepted datagrams arrived; counters {:?}",
             got.get(),
-            cast.counters()
+            socket.counters()
         );
     }
     // Nothing beyond them.
     let (tx, rx) = mpsc::channel();
-    cast.post(move |_, _| tx.send(()).unwrap());
-    recv_within(&rx, "cast barrier");
-    let c = cast.counters();
+    socket.post(move |_, _| tx.send(()).unwrap());
+    recv_within(&rx, "socket barrier");
+    let c = socket.counters();
     println!("batch {batch}, {rounds} x {per_round}: {refused} refused, {c:?}");
     assert_eq!(*seqs.lock().unwrap(), accepted, "arrival order");
     assert!(c.send_queued > 0, "nothing was queued: {c:?}");
@@ -167,7 +167,7 @@ fn burst_through_tiny_sndbuf(batch: usize, rounds: usize, per_round: usize) {
         attempted,
         "{c:?}"
     );
-    cast.close();
+    socket.close();
     rt.stop().unwrap();
 }
 
@@ -201,7 +201,7 @@ struct Burst;
 const REPLIES: u32 = 30;
 
 impl ServerHandler for Burst {
-    type Session = u32;
+    type SessionState = u32;
 
     fn connect(&mut self, _: &mut ServerCtx<'_, u32>, _: SocketAddr, _: &[u8]) -> Option<u32> {
         Some(0)
@@ -271,10 +271,10 @@ fn loopback_burst_with_minimum_sndbuf_is_accounted() {
     };
     let (server, seen) = echo_server(&rt, v4(), config);
     let to = server.local_addr();
-    // The echoes go back to the cast's own socket; it ignores them.
-    let cast = Cast::bind(rt.handle(), v4(), tiny_sndbuf(64, 8), Quiet).unwrap();
+    // The echoes go back to the socket's own socket; it ignores them.
+    let socket = DatagramSocket::bind(rt.handle(), v4(), tiny_sndbuf(64, 8), Quiet).unwrap();
     let (tx, rx) = mpsc::channel();
-    cast.post(move |_, ctx| {
+    socket.post(move |_, ctx| {
         let data = vec![7u8; LEN];
         let results: Vec<_> = (0..N).map(|_| ctx.send_to(to, &data)).collect();
         tx.send(results).unwrap();
@@ -282,9 +282,9 @@ fn loopback_burst_with_minimum_sndbuf_is_accounted() {
     let results = recv_within(&rx, "the burst");
     assert!(results.iter().all(Result::is_ok), "{results:?}");
     let (tx, rx) = mpsc::channel();
-    cast.post(move |_, _| tx.send(()).unwrap());
-    recv_within(&rx, "cast barrier");
-    let c = cast.counters();
+    socket.post(move |_, _| tx.send(()).unwrap());
+    recv_within(&rx, "socket barrier");
+    let c = socket.counters();
     assert_eq!(c.datagrams_out, N as u64, "{c:?}");
     assert_eq!(c.send_queued, 0, "loopback blocked after all? {c:?}");
     // Markers until the server has accounted for everything: drops are
@@ -299,7 +299,7 @@ fn loopback_burst_with_minimum_sndbuf_is_accounted() {
             server.counters()
         );
         let before = seen.get();
-        cast.send_to(to, b"marker").unwrap();
+        socket.send_to(to, b"marker").unwrap();
         markers += 1;
         seen.wait_quietly(std::time::Duration::from_millis(200), |c| c > before);
         barrier(&server);
@@ -310,7 +310,7 @@ fn loopback_burst_with_minimum_sndbuf_is_accounted() {
     };
     assert!(s.datagrams_in > 0, "{s:?}");
     server.stop();
-    cast.close();
+    socket.close();
     rt.stop().unwrap();
 }
 
@@ -325,11 +325,11 @@ fn datagrams_queued_at_close_are_counted_as_discarded() {
     const QUEUE: usize = 64;
     let rt = runtime(IoModel::Shared { threads: 1 });
     let (to, _got, _seqs) = receiver();
-    let cast = Cast::bind(rt.handle(), v4(), tiny_sndbuf(16, QUEUE), Quiet).unwrap();
+    let socket = DatagramSocket::bind(rt.handle(), v4(), tiny_sndbuf(16, QUEUE), Quiet).unwrap();
     let (tx, rx) = mpsc::channel();
     // One burst and the close in the same lane call: the queue has no
     // chance to drain before the socket goes.
-    cast.post(move |_, ctx| {
+    socket.post(move |_, ctx| {
         let data = [7u8; 1_000];
         let mut accepted = 0u64;
         for _ in 0..500 {
@@ -339,10 +339,10 @@ fn datagrams_queued_at_close_are_counted_as_discarded() {
         }
         tx.send(accepted).unwrap();
     });
-    cast.close();
+    socket.close();
     let accepted = recv_within(&rx, "the burst");
     rt.stop().unwrap();
-    let c = cast.counters();
+    let c = socket.counters();
     assert!(c.send_queued > 0, "nothing was queued: {c:?}");
     assert!(
         c.send_discarded > 0,

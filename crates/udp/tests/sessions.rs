@@ -23,7 +23,7 @@ struct Rec {
 }
 
 impl ServerHandler for Rec {
-    type Session = ();
+    type SessionState = ();
 
     fn connect(&mut self, ctx: &mut ServerCtx<'_, ()>, peer: SocketAddr, _: &[u8]) -> Option<()> {
         // Sessions already open; the new one is added after this returns.
@@ -447,7 +447,7 @@ fn stop_and_wait_ends_every_session_before_returning() {
 
     struct Track(Arc<Mutex<Vec<DisconnectReason>>>);
     impl ServerHandler for Track {
-        type Session = ();
+        type SessionState = ();
         fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
             Some(())
         }

@@ -25,7 +25,7 @@ struct Tally {
 }
 
 impl ServerHandler for Tally {
-    type Session = ();
+    type SessionState = ();
 
     fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         self.connects.fetch_add(1, Ordering::SeqCst);

@@ -12,7 +12,7 @@ use keel_udp::{LaneSteering, Server, ServerConfig, ServerCtx, ServerHandler, Ses
 struct Echo;
 
 impl ServerHandler for Echo {
-    type Session = ();
+    type SessionState = ();
     fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())
     }
@@ -35,7 +35,7 @@ fn bind_with_residue(ip: &str, m: u16, residue: u16, start: u16) -> UdpSocket {
 
 fn steered(ip: &str) {
     const LANES: usize = 4;
-    let rt = Runtime::new(IoModel::Sharded { contexts: 2 }).unwrap();
+    let rt = Runtime::new(IoModel::Sharded { reactors: 2 }).unwrap();
     let config = ServerConfig {
         lanes: LANES,
         steering: LaneSteering::PeerPort,

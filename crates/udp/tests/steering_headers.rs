@@ -23,7 +23,7 @@ use keel_udp::{
 struct WhichLane;
 
 impl ServerHandler for WhichLane {
-    type Session = ();
+    type SessionState = ();
     fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())
     }
@@ -120,7 +120,7 @@ fn check_counters(server: &Server<WhichLane>, peers: &[UdpSocket]) {
 
 #[test]
 fn dual_stack_server_steers_ipv4_and_ipv6_peers_by_port() {
-    let rt = Runtime::new(IoModel::Sharded { contexts: 2 }).unwrap();
+    let rt = Runtime::new(IoModel::Sharded { reactors: 2 }).unwrap();
     let server = server(&rt, "[::]:0", Some(false));
     let port = server.local_addr().port();
     let v4_peers = peers_of_both_parities("127.0.0.1", 3);

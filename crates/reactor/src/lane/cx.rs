@@ -1,6 +1,6 @@
-//! What a lane's handlers can do through their [`LaneCx`]: register
+//! What a lane's handlers can do through their [`LaneCtx`]: register
 //! sources, schedule and cancel the lane's timers, close the lane, hand out
-//! a [`LaneHandle`]. (`LaneCx::reactor` is in `crate::handle`.)
+//! a [`LaneHandle`]. (`LaneCtx::reactor` is in `crate::handle`.)
 
 use std::io;
 use std::sync::Arc;
@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 use mio::event::Source;
 use mio::Interest;
 
-use super::{Lane, LaneCx, LaneHandle};
+use super::{Lane, LaneCtx, LaneHandle};
 use crate::core::{Core, LaneTask};
 use crate::source::SourceId;
 use crate::sync::lock;
 use crate::timer::{MissedTicks, TimerId};
 
-impl<L: Lane> LaneCx<'_, L> {
+impl<L: Lane> LaneCtx<'_, L> {
     /// Registers `source` into this lane with `interest`. Its readiness is
     /// delivered to [`Lane::on_ready`] with the returned id.
     pub fn register<S>(&mut self, source: &mut S, interest: Interest) -> io::Result<SourceId>
@@ -78,7 +78,7 @@ impl<L: Lane> LaneCx<'_, L> {
         self.timer_with(deadline, period, MissedTicks::default())
     }
 
-    /// As [`LaneCx::timer`], with `missed` deciding what a periodic timer
+    /// As [`LaneCtx::timer`], with `missed` deciding what a periodic timer
     /// does when ticks were missed.
     pub fn timer_with(
         &mut self,
@@ -111,7 +111,7 @@ impl<L: Lane> LaneCx<'_, L> {
         }
     }
 
-    /// The core this lane runs on (for `LaneCx::reactor` in
+    /// The core this lane runs on (for `LaneCtx::reactor` in
     /// `crate::handle`).
     pub(crate) fn core(&self) -> &Arc<Core> {
         self.core

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::inbox::Inbox;
 use super::sched::LaneSched;
-use super::{Body, Lane, LaneCell, LaneCx, LaneHandle, LaneLocal, LaneOptions, Post};
+use super::{Body, Lane, LaneCell, LaneCtx, LaneHandle, LaneLocal, LaneOptions, Post};
 use crate::core::{Core, LaneTask};
 use crate::error::PostError;
 use crate::sync::lock;
@@ -38,7 +38,7 @@ impl<L: Lane> LaneHandle<L> {
         core: &Arc<Core>,
         state: L,
         options: LaneOptions,
-        init: impl FnOnce(&mut L, &mut LaneCx<'_, L>) -> R,
+        init: impl FnOnce(&mut L, &mut LaneCtx<'_, L>) -> R,
     ) -> (LaneHandle<L>, R) {
         let cell = Arc::new(LaneCell {
             core: Arc::downgrade(core),
@@ -62,7 +62,7 @@ impl<L: Lane> LaneHandle<L> {
             let mut body = lock(&cell.body);
             let Body { state, local, .. } = &mut *body;
             let state = state.as_mut().expect("new lane has state");
-            let mut cx = LaneCx {
+            let mut cx = LaneCtx {
                 core,
                 cell: &cell,
                 local,
@@ -89,7 +89,7 @@ impl<L: Lane> LaneHandle<L> {
     /// closures waiting). [`LaneHandle::try_post`] says which.
     pub fn post<F>(&self, f: F) -> bool
     where
-        F: FnOnce(&mut L, &mut LaneCx<'_, L>) + Send + 'static,
+        F: FnOnce(&mut L, &mut LaneCtx<'_, L>) + Send + 'static,
     {
         self.try_post(f).is_ok()
     }
@@ -106,7 +106,7 @@ impl<L: Lane> LaneHandle<L> {
     /// on the calling thread.
     pub fn try_post<F>(&self, f: F) -> Result<(), PostError>
     where
-        F: FnOnce(&mut L, &mut LaneCx<'_, L>) + Send + 'static,
+        F: FnOnce(&mut L, &mut LaneCtx<'_, L>) + Send + 'static,
     {
         let Some(core) = self.cell.core.upgrade() else {
             return Err(PostError::Closed);
@@ -127,7 +127,7 @@ impl<L: Lane> LaneHandle<L> {
     /// bound that ordinary posts see.
     pub fn post_control<F>(&self, f: F) -> bool
     where
-        F: FnOnce(&mut L, &mut LaneCx<'_, L>) + Send + 'static,
+        F: FnOnce(&mut L, &mut LaneCtx<'_, L>) + Send + 'static,
     {
         match self.cell.core.upgrade() {
             Some(core) => self.push_post(&core, Box::new(f), false).is_ok(),
@@ -193,7 +193,7 @@ impl<L: Lane> LaneHandle<L> {
 
     /// Cancels a timer of this lane. From another thread this races with a
     /// fire already under way; from the lane itself use
-    /// [`LaneCx::cancel_timer`], which guarantees no later call.
+    /// [`LaneCtx::cancel_timer`], which guarantees no later call.
     pub fn cancel_timer(&self, id: TimerId) -> bool {
         let Some(core) = self.cell.core.upgrade() else {
             return false;

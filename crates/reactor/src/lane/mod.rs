@@ -3,7 +3,7 @@
 //!
 //! This file holds the lane's types: the public [`Lane`] trait and its
 //! settings, and the types that refer to one another (a `LaneCell` holds
-//! closures that take a `LaneCx`, which holds the cell; a `LaneHandle` is
+//! closures that take a `LaneCtx`, which holds the cell; a `LaneHandle` is
 //! a cell shared), so they are defined together. Their behaviour lives in
 //! the files below; `run.rs`, `cx.rs` and `handle.rs` use these types,
 //! `inbox.rs` and `sched.rs`, and not one another:
@@ -13,11 +13,11 @@
 //! * `inbox.rs`: the work queued for a lane between its rounds;
 //! * `run.rs`: how a lane runs (its rounds, closing it) and the
 //!   `LaneTask` impl the core drives it through;
-//! * `cx.rs`: what handlers can do through `LaneCx`;
+//! * `cx.rs`: what handlers can do through `LaneCtx`;
 //! * `handle.rs`: creating a lane, and what `LaneHandle` offers other
 //!   threads.
 //!
-//! `LaneCx::reactor` and `LaneHandle::reactor` are in `crate::handle`:
+//! `LaneCtx::reactor` and `LaneHandle::reactor` are in `crate::handle`:
 //! they return a `Handle`, which sits above lanes.
 
 mod cx;
@@ -56,13 +56,13 @@ pub trait Lane: Send + Sized + 'static {
     /// A registered source became ready. mio is edge-triggered: drain the
     /// source until `WouldBlock` and return [`Flow::Drained`], or stop early
     /// and return [`Flow::Yielded`].
-    fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, source: SourceId, ready: Ready) -> Flow {
+    fn on_ready(&mut self, cx: &mut LaneCtx<'_, Self>, source: SourceId, ready: Ready) -> Flow {
         let _ = (cx, source, ready);
         Flow::Drained
     }
 
     /// A timer scheduled for this lane fired.
-    fn on_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+    fn on_timer(&mut self, cx: &mut LaneCtx<'_, Self>, timer: TimerId) {
         let _ = (cx, timer);
     }
 }
@@ -111,7 +111,7 @@ impl Default for LaneOptions {
 }
 
 /// A closure posted to a lane.
-type Post<L> = Box<dyn FnOnce(&mut L, &mut LaneCx<'_, L>) + Send>;
+type Post<L> = Box<dyn FnOnce(&mut L, &mut LaneCtx<'_, L>) + Send>;
 
 /// Lane-local bookkeeping, only touched by the thread running the lane.
 #[derive(Default)]
@@ -158,7 +158,7 @@ pub struct LaneHandle<L: Lane> {
 
 /// What a lane's handlers can do besides touching the state: register
 /// sources, schedule timers, reach the reactor, close the lane.
-pub struct LaneCx<'a, L: Lane> {
+pub struct LaneCtx<'a, L: Lane> {
     core: &'a Arc<Core>,
     cell: &'a Arc<LaneCell<L>>,
     local: &'a mut LaneLocal,

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::inbox::{push_event, Inbox, MAX_QUEUED_TICKS};
-use super::{Body, Flow, Lane, LaneCell, LaneCx, Post};
+use super::{Body, Flow, Lane, LaneCell, LaneCtx, Post};
 use crate::core::{Core, LaneTask};
 use crate::error::panic_message;
 use crate::ready::Ready;
@@ -34,7 +34,7 @@ impl<L: Lane> LaneCell<L> {
             return false;
         };
         let mut yielded = false;
-        let mut cx = LaneCx {
+        let mut cx = LaneCtx {
             core,
             cell: self,
             local,

@@ -56,7 +56,7 @@ pub struct Conditioner {
 
 impl Conditioner {
     /// The decisions of `impairment` (stream 0 of its seed: what the send
-    /// path of a client, cast socket or server lane 0 decides).
+    /// path of a client, datagram socket or server lane 0 decides).
     pub fn new(impairment: &Impairment) -> Conditioner {
         Conditioner::with_stream(impairment, 0)
     }

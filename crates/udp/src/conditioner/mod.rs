@@ -50,7 +50,7 @@
 //!
 //! # Seeds and streams
 //!
-//! The same seed gives the same decisions: the send path of a client, cast
+//! The same seed gives the same decisions: the send path of a client, datagram
 //! socket or server lane 0 decides exactly as `Conditioner::new` on the
 //! same [`Impairment`]. Server lane `i` uses stream `i` of the seed, and a
 //! socket's receive path uses streams of its own, so one seed gives
@@ -79,17 +79,17 @@
 //! # Ok::<(), keel_udp::ImpairmentError>(())
 //! ```
 //!
-//! A cast socket whose sends lose 10% and arrive 5 ms late:
+//! A datagram socket whose sends lose 10% and arrive 5 ms late:
 //!
 //! ```
 //! use keel_reactor::{IoModel, Runtime};
-//! use keel_udp::{Cast, CastCtx, CastHandler, EndpointConfig, Impairment};
+//! use keel_udp::{DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig, Impairment};
 //! use std::net::SocketAddr;
 //! use std::time::Duration;
 //!
 //! struct Quiet;
-//! impl CastHandler for Quiet {
-//!     fn datagram(&mut self, _: &mut CastCtx<'_>, _: SocketAddr, _: &[u8]) {}
+//! impl DatagramSocketHandler for Quiet {
+//!     fn datagram(&mut self, _: &mut DatagramSocketCtx<'_>, _: SocketAddr, _: &[u8]) {}
 //! }
 //!
 //! let rt = Runtime::new(IoModel::Shared { threads: 1 })?;
@@ -102,17 +102,17 @@
 //!     }),
 //!     ..EndpointConfig::default()
 //! };
-//! let cast = Cast::bind(rt.handle(), "127.0.0.1:0".parse()?, config, Quiet)?;
+//! let socket = DatagramSocket::bind(rt.handle(), "127.0.0.1:0".parse()?, config, Quiet)?;
 //! let peer = std::net::UdpSocket::bind("127.0.0.1:0")?;
 //! peer.set_read_timeout(Some(Duration::from_secs(5)))?;
 //! // Seed 42 keeps the first datagram (see the pure Conditioner below).
 //! let sent = std::time::Instant::now();
-//! cast.send_to(peer.local_addr()?, b"late")?;
+//! socket.send_to(peer.local_addr()?, b"late")?;
 //! let mut buf = [0u8; 8];
 //! let n = peer.recv(&mut buf)?;
 //! assert_eq!(&buf[..n], b"late");
 //! assert!(sent.elapsed() >= Duration::from_millis(5));
-//! cast.close();
+//! socket.close();
 //! rt.stop()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

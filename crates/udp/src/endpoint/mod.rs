@@ -32,7 +32,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, LaneOptions, Ready, TimerId};
+use keel_reactor::{Flow, Handle, Lane, LaneCtx, LaneHandle, LaneOptions, Ready, TimerId};
 
 use crate::counters::{bump, bump_shared, Counters};
 use crate::error::SendError;
@@ -55,11 +55,11 @@ pub(crate) trait Endpoint: Lane {
 
     /// Handles the `n` datagrams just received. Returning false stops the
     /// loop (the endpoint ended).
-    fn batch(&mut self, cx: &mut LaneCx<'_, Self>, n: usize) -> bool;
+    fn batch(&mut self, cx: &mut LaneCtx<'_, Self>, n: usize) -> bool;
 
     /// A receive error other than `WouldBlock` and `Interrupted`, already
     /// counted in `recv_errors`. Returning false stops the loop.
-    fn recv_error(&mut self, cx: &mut LaneCx<'_, Self>, e: io::Error) -> bool {
+    fn recv_error(&mut self, cx: &mut LaneCtx<'_, Self>, e: io::Error) -> bool {
         let _ = (cx, e);
         true
     }
@@ -74,7 +74,7 @@ pub(crate) trait Endpoint: Lane {
 
     /// After work from another thread ran on the lane: flush, and act on
     /// what the work asked for (a close).
-    fn settle(&mut self, cx: &mut LaneCx<'_, Self>);
+    fn settle(&mut self, cx: &mut LaneCtx<'_, Self>);
 }
 
 /// Starts `state` as a lane on `reactor`: registers its socket, runs
@@ -85,7 +85,7 @@ pub(crate) fn start<L: Endpoint>(
     reactor: &Handle,
     state: L,
     options: LaneOptions,
-    started: impl FnOnce(&mut L, &mut LaneCx<'_, L>),
+    started: impl FnOnce(&mut L, &mut LaneCtx<'_, L>),
 ) -> io::Result<LaneHandle<L>> {
     let (lane, registered) = reactor.add_lane_with_options(state, options, |st, cx| {
         st.sides().1.register(cx)?;
@@ -196,7 +196,7 @@ impl Drop for DropSignal {
 /// endpoint stops, or `RECV_BATCHES_PER_EVENT` batches were read (then the
 /// lane yields). What the handlers sent during a batch goes out with one
 /// `sendmmsg` right after it.
-pub(crate) fn receive<L: Endpoint>(lane: &mut L, cx: &mut LaneCx<'_, L>, ready: Ready) -> Flow {
+pub(crate) fn receive<L: Endpoint>(lane: &mut L, cx: &mut LaneCtx<'_, L>, ready: Ready) -> Flow {
     if ready.is_writable() {
         lane.sides().1.on_writable();
     }
@@ -249,7 +249,7 @@ mod tests {
             (&mut self.rx, &mut self.tx)
         }
 
-        fn batch(&mut self, _: &mut LaneCx<'_, Self>, n: usize) -> bool {
+        fn batch(&mut self, _: &mut LaneCtx<'_, Self>, n: usize) -> bool {
             let _ = self.batches.send(n);
             true
         }
@@ -262,11 +262,11 @@ mod tests {
             let _ = self.tx.send(dest, data);
         }
 
-        fn settle(&mut self, _: &mut LaneCx<'_, Self>) {}
+        fn settle(&mut self, _: &mut LaneCtx<'_, Self>) {}
     }
 
     impl Lane for Counting {
-        fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, _: SourceId, ready: Ready) -> Flow {
+        fn on_ready(&mut self, cx: &mut LaneCtx<'_, Self>, _: SourceId, ready: Ready) -> Flow {
             receive(self, cx, ready)
         }
     }

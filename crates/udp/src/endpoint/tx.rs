@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use keel_reactor::{Interest, Lane, LaneCx, SourceId, TimerId};
+use keel_reactor::{Interest, Lane, LaneCtx, SourceId, TimerId};
 use mio::net::UdpSocket;
 
 use crate::conditioner::Link;
@@ -68,7 +68,7 @@ impl Tx {
         })
     }
 
-    pub(crate) fn register<L: Lane>(&mut self, cx: &mut LaneCx<'_, L>) -> io::Result<SourceId> {
+    pub(crate) fn register<L: Lane>(&mut self, cx: &mut LaneCtx<'_, L>) -> io::Result<SourceId> {
         let id = cx.register(&mut self.socket, Interest::READABLE)?;
         self.source = Some(id);
         Ok(id)
@@ -285,7 +285,7 @@ impl Tx {
     /// Flushes, then asks for WRITABLE readiness exactly while datagrams
     /// wait in the queue, and arms the send conditioner's timer if it holds
     /// datagrams.
-    pub(crate) fn finish<L: Lane>(&mut self, cx: &mut LaneCx<'_, L>) {
+    pub(crate) fn finish<L: Lane>(&mut self, cx: &mut LaneCtx<'_, L>) {
         self.flush();
         if let Some(link) = self.link.as_deref_mut() {
             link.arm(cx);

@@ -16,11 +16,11 @@ use crate::error::DisconnectReason;
 /// one included), then at most one `disconnect`.
 pub trait ServerHandler: Send + 'static {
     /// Per-session state, owned by the lane.
-    type Session: Send + 'static;
+    type SessionState: Send + 'static;
 
     /// The lane is set up (socket bound and registered): start timers here,
     /// e.g. a game tick.
-    fn started(&mut self, ctx: &mut ServerCtx<'_, Self::Session>) {
+    fn started(&mut self, ctx: &mut ServerCtx<'_, Self::SessionState>) {
         let _ = ctx;
     }
 
@@ -37,34 +37,34 @@ pub trait ServerHandler: Send + 'static {
     /// admitted the newcomer.
     fn connect(
         &mut self,
-        ctx: &mut ServerCtx<'_, Self::Session>,
+        ctx: &mut ServerCtx<'_, Self::SessionState>,
         peer: SocketAddr,
         first: &[u8],
-    ) -> Option<Self::Session>;
+    ) -> Option<Self::SessionState>;
 
     /// A datagram from a peer with a session. Replies sent here go out with
     /// one `sendmmsg` at the end of the receive batch.
-    fn datagram(&mut self, session: &mut Session<'_, Self::Session>, data: &[u8]);
+    fn datagram(&mut self, session: &mut Session<'_, Self::SessionState>, data: &[u8]);
 
     /// A session ended; `state` is handed back.
     fn disconnect(
         &mut self,
-        ctx: &mut ServerCtx<'_, Self::Session>,
+        ctx: &mut ServerCtx<'_, Self::SessionState>,
         peer: SocketAddr,
-        state: Self::Session,
+        state: Self::SessionState,
         reason: DisconnectReason,
     ) {
         let _ = (ctx, peer, state, reason);
     }
 
     /// A lane timer made with [`ServerCtx::timer`] fired.
-    fn timer(&mut self, ctx: &mut ServerCtx<'_, Self::Session>, timer: TimerId) {
+    fn timer(&mut self, ctx: &mut ServerCtx<'_, Self::SessionState>, timer: TimerId) {
         let _ = (ctx, timer);
     }
 
     /// A session timer made with [`Session::timer`] fired. It never fires
     /// after its session ended.
-    fn session_timer(&mut self, session: &mut Session<'_, Self::Session>, timer: TimerId) {
+    fn session_timer(&mut self, session: &mut Session<'_, Self::SessionState>, timer: TimerId) {
         let _ = (session, timer);
     }
 }

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use keel_reactor::{Flow, Lane, LaneCx, LaneHandle, Ready, SourceId, TimerId};
+use keel_reactor::{Flow, Lane, LaneCtx, LaneHandle, Ready, SourceId, TimerId};
 
 use super::ctx::{lock, Parts};
 use super::handler::ServerHandler;
@@ -20,7 +20,7 @@ use crate::sessions::SessionKey;
 use crate::sys::LocalAddr;
 
 /// The lane context of a server lane.
-pub(super) type Cx<'a, H> = LaneCx<'a, ServerLane<H>>;
+pub(super) type Cx<'a, H> = LaneCtx<'a, ServerLane<H>>;
 
 pub(super) struct ServerLane<H: ServerHandler> {
     pub(super) rx: Rx,
@@ -32,7 +32,7 @@ pub(super) struct ServerLane<H: ServerHandler> {
 /// (which borrows the half) can hand each datagram to it.
 pub(super) struct LaneCore<H: ServerHandler> {
     pub(super) handler: H,
-    pub(super) parts: Parts<H::Session>,
+    pub(super) parts: Parts<H::SessionState>,
     pub(super) idle: Vec<usize>,
     pub(super) max_sessions: usize,
     pub(super) policy: FullPolicy,
@@ -59,11 +59,11 @@ pub(super) struct LaneLink<H: ServerHandler> {
     pub(super) counters: std::sync::Arc<Counters>,
 }
 
-impl<H: ServerHandler> SessionLane<H::Session> for LaneLink<H> {
+impl<H: ServerHandler> SessionLane<H::SessionState> for LaneLink<H> {
     fn post(
         &self,
         key: SessionKey,
-        job: SessionJob<H::Session>,
+        job: SessionJob<H::SessionState>,
         guard: Accepted,
     ) -> Result<(), SendError> {
         offer(&self.lane, &self.counters, move |st, cx| {
@@ -211,7 +211,7 @@ impl<H: ServerHandler> LaneCore<H> {
         &mut self,
         cx: &mut Cx<'_, H>,
         key: SessionKey,
-        job: SessionJob<H::Session>,
+        job: SessionJob<H::SessionState>,
         guard: Accepted,
     ) {
         if self.closing {

@@ -57,7 +57,7 @@ pub enum ServerStatus {
 
 struct Shared<H: ServerHandler> {
     lanes: Vec<LaneHandle<ServerLane<H>>>,
-    links: Vec<Arc<dyn SessionLane<H::Session>>>,
+    links: Vec<Arc<dyn SessionLane<H::SessionState>>>,
     counters: Vec<Arc<Counters>>,
     directory: Arc<Directory>,
     steering: LaneSteering,
@@ -79,7 +79,7 @@ struct Shared<H: ServerHandler> {
 ///
 /// struct Echo;
 /// impl ServerHandler for Echo {
-///     type Session = ();
+///     type SessionState = ();
 ///     fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
 ///         Some(()) // admit everyone
 ///     }
@@ -174,7 +174,8 @@ impl<H: ServerHandler> Server<H> {
             contain_panics: true,
         };
         let mut lanes = Vec::with_capacity(config.lanes);
-        let mut links: Vec<Arc<dyn SessionLane<H::Session>>> = Vec::with_capacity(config.lanes);
+        let mut links: Vec<Arc<dyn SessionLane<H::SessionState>>> =
+            Vec::with_capacity(config.lanes);
         let mut counters = Vec::with_capacity(config.lanes);
         for (i, sock) in sockets.into_iter().enumerate() {
             let c = Arc::new(Counters::default());
@@ -281,7 +282,7 @@ impl<H: ServerHandler> Server<H> {
 
     /// A handle to `peer`'s session, if it has one now (see
     /// [`SessionHandle`]).
-    pub fn session(&self, peer: SocketAddr) -> Option<SessionHandle<H::Session>> {
+    pub fn session(&self, peer: SocketAddr) -> Option<SessionHandle<H::SessionState>> {
         let (lane, key) = self.shared.directory.find(&peer)?;
         Some(SessionHandle {
             peer,
@@ -335,7 +336,7 @@ impl<H: ServerHandler> Server<H> {
     /// dropped without running if the lane closes before it gets to it.
     pub fn with_lane<F>(&self, lane: usize, f: F) -> bool
     where
-        F: FnOnce(&mut H, &mut ServerCtx<'_, H::Session>) + Send + 'static,
+        F: FnOnce(&mut H, &mut ServerCtx<'_, H::SessionState>) + Send + 'static,
     {
         let Some(l) = self.shared.lanes.get(lane) else {
             return false;

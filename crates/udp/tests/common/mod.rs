@@ -178,7 +178,7 @@ pub fn models() -> [IoModel; 3] {
     [
         IoModel::Shared { threads: 1 },
         IoModel::Shared { threads: 4 },
-        IoModel::Sharded { contexts: 4 },
+        IoModel::Sharded { reactors: 4 },
     ]
 }
 
@@ -200,7 +200,7 @@ pub struct Echo {
 }
 
 impl ServerHandler for Echo {
-    type Session = ();
+    type SessionState = ();
 
     fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())

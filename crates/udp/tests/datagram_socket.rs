@@ -1,4 +1,4 @@
-//! The cast socket: one unconnected socket that sends to any address and
+//! The datagram socket: one unconnected socket that sends to any address and
 //! reports each datagram's sender.
 
 mod common;
@@ -8,13 +8,15 @@ use std::sync::mpsc;
 
 use common::*;
 use keel_reactor::IoModel;
-use keel_udp::{Cast, CastCtx, CastHandler, EndpointConfig, SendError};
+use keel_udp::{
+    DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig, SendError,
+};
 
 /// Reports (sender, bytes); answers "ping" with "pong" to the sender.
 struct Report(mpsc::Sender<(SocketAddr, Vec<u8>)>);
 
-impl CastHandler for Report {
-    fn datagram(&mut self, ctx: &mut CastCtx<'_>, from: SocketAddr, data: &[u8]) {
+impl DatagramSocketHandler for Report {
+    fn datagram(&mut self, ctx: &mut DatagramSocketCtx<'_>, from: SocketAddr, data: &[u8]) {
         if data == b"ping" {
             ctx.send_to(from, b"pong").unwrap();
         }
@@ -25,17 +27,18 @@ impl CastHandler for Report {
 fn cast_talks_to_anyone(family: SocketAddr) {
     let rt = runtime(IoModel::Shared { threads: 1 });
     let (tx, rx) = mpsc::channel();
-    let cast = Cast::bind(rt.handle(), family, EndpointConfig::default(), Report(tx)).unwrap();
-    let me = cast.local_addr();
+    let socket =
+        DatagramSocket::bind(rt.handle(), family, EndpointConfig::default(), Report(tx)).unwrap();
+    let me = socket.local_addr();
     let peers: Vec<_> = (0..3).map(|_| std_client(family)).collect();
     let addrs: Vec<_> = peers.iter().map(|p| p.local_addr().unwrap()).collect();
 
     // To each peer: from another thread, and from inside the lane.
     for (i, &a) in addrs.iter().enumerate() {
-        cast.send_to(a, format!("to {i}").as_bytes()).unwrap();
+        socket.send_to(a, format!("to {i}").as_bytes()).unwrap();
     }
     let to = addrs.clone();
-    cast.post(move |_, ctx| {
+    socket.post(move |_, ctx| {
         for (i, &a) in to.iter().enumerate() {
             ctx.send_to(a, format!("again {i}").as_bytes()).unwrap();
         }
@@ -48,13 +51,13 @@ fn cast_talks_to_anyone(family: SocketAddr) {
         }
     }
 
-    // Each peer writes back; the cast sees who sent what.
+    // Each peer writes back; the socket sees who sent what.
     for (i, p) in peers.iter().enumerate().rev() {
         p.send_to(format!("from {i}").as_bytes(), me).unwrap();
     }
     for (i, &a) in addrs.iter().enumerate().rev() {
         assert_eq!(
-            recv_within(&rx, "a datagram at the cast"),
+            recv_within(&rx, "a datagram at the socket"),
             (a, format!("from {i}").into_bytes())
         );
     }
@@ -67,23 +70,23 @@ fn cast_talks_to_anyone(family: SocketAddr) {
     // Too large for the family: refused, counted, and the next send works.
     let limit = keel_udp::max_payload(&family);
     assert_eq!(
-        cast.send_to(addrs[0], &vec![0u8; limit + 1]),
+        socket.send_to(addrs[0], &vec![0u8; limit + 1]),
         Err(SendError::TooLarge {
             size: limit + 1,
             limit
         })
     );
-    cast.send_to(addrs[0], b"still fine").unwrap();
+    socket.send_to(addrs[0], b"still fine").unwrap();
     let (n, _) = recv_from(&peers[0], &mut buf, "still fine");
     assert_eq!(&buf[..n], b"still fine");
 
     let (btx, brx) = mpsc::channel();
-    cast.post(move |_, _| btx.send(()).unwrap());
-    recv_within(&brx, "cast barrier");
-    let c = cast.counters();
+    socket.post(move |_, _| btx.send(()).unwrap());
+    recv_within(&brx, "socket barrier");
+    let c = socket.counters();
     assert_eq!((c.datagrams_in, c.datagrams_out), (4, 8), "{c:?}");
     assert_eq!(c.send_too_large, 1, "{c:?}");
-    cast.close();
+    socket.close();
     rt.stop().unwrap();
 }
 

@@ -1,4 +1,4 @@
-//! The cast socket: one unconnected socket that sends to any address and
+//! The datagram socket: one unconnected socket that sends to any address and
 //! reports each datagram's sender.
 
 use std::io;
@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel_reactor::{Flow, Handle, Lane, LaneCx, LaneHandle, LaneOptions, Ready, SourceId, TimerId};
+use keel_reactor::{
+    Flow, Handle, Lane, LaneCtx, LaneHandle, LaneOptions, Ready, SourceId, TimerId,
+};
 
 use crate::config::EndpointConfig;
 use crate::counters::{CounterSnapshot, Counters};
@@ -16,29 +18,29 @@ use crate::endpoint::{
 use crate::error::SendError;
 use crate::socket::{self, SocketBuffers};
 
-/// What a cast socket does. Its methods run on the socket's lane.
-pub trait CastHandler: Send + 'static {
+/// What a datagram socket does. Its methods run on the socket's lane.
+pub trait DatagramSocketHandler: Send + 'static {
     /// The socket is bound and registered.
-    fn started(&mut self, ctx: &mut CastCtx<'_>) {
+    fn started(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
         let _ = ctx;
     }
 
     /// A datagram from `from`.
-    fn datagram(&mut self, ctx: &mut CastCtx<'_>, from: SocketAddr, data: &[u8]);
+    fn datagram(&mut self, ctx: &mut DatagramSocketCtx<'_>, from: SocketAddr, data: &[u8]);
 
-    /// A timer made with [`CastCtx::timer`] fired.
-    fn timer(&mut self, ctx: &mut CastCtx<'_>, timer: TimerId) {
+    /// A timer made with [`DatagramSocketCtx::timer`] fired.
+    fn timer(&mut self, ctx: &mut DatagramSocketCtx<'_>, timer: TimerId) {
         let _ = (ctx, timer);
     }
 }
 
-/// The cast socket's context: send to any address, timers.
-pub struct CastCtx<'a> {
+/// The datagram socket's context: send to any address, timers.
+pub struct DatagramSocketCtx<'a> {
     tx: &'a mut Tx,
     timers: &'a mut dyn Timers,
 }
 
-impl CastCtx<'_> {
+impl DatagramSocketCtx<'_> {
     /// Sends a datagram to `to`.
     ///
     /// # Errors
@@ -59,7 +61,7 @@ impl CastCtx<'_> {
     }
 }
 
-pub(crate) struct CastLane<H: CastHandler> {
+pub(crate) struct SocketLane<H: DatagramSocketHandler> {
     handler: H,
     rx: Rx,
     tx: Tx,
@@ -67,25 +69,25 @@ pub(crate) struct CastLane<H: CastHandler> {
     closing: bool,
 }
 
-impl<H: CastHandler> CastLane<H> {
+impl<H: DatagramSocketHandler> SocketLane<H> {
     /// One datagram (just received, or held by the receive conditioner)
     /// to the handler.
     #[inline(always)]
-    fn deliver(handler: &mut H, tx: &mut Tx, cx: &mut LaneCx<'_, Self>, d: Datagram<'_>) -> bool {
+    fn deliver(handler: &mut H, tx: &mut Tx, cx: &mut LaneCtx<'_, Self>, d: Datagram<'_>) -> bool {
         if let Some(from) = d.source {
-            let mut ctx = CastCtx { tx, timers: cx };
+            let mut ctx = DatagramSocketCtx { tx, timers: cx };
             handler.datagram(&mut ctx, from, d.data);
         }
         true
     }
 }
 
-impl<H: CastHandler> Endpoint for CastLane<H> {
+impl<H: DatagramSocketHandler> Endpoint for SocketLane<H> {
     fn sides(&mut self) -> (&mut Rx, &mut Tx) {
         (&mut self.rx, &mut self.tx)
     }
 
-    fn batch(&mut self, cx: &mut LaneCx<'_, Self>, n: usize) -> bool {
+    fn batch(&mut self, cx: &mut LaneCtx<'_, Self>, n: usize) -> bool {
         let (handler, tx) = (&mut self.handler, &mut self.tx);
         self.rx
             .deliver_batch(n, true, |d| Self::deliver(handler, tx, cx, d));
@@ -102,13 +104,13 @@ impl<H: CastHandler> Endpoint for CastLane<H> {
         let _ = self.tx.send(dest, data);
     }
 
-    fn settle(&mut self, cx: &mut LaneCx<'_, Self>) {
+    fn settle(&mut self, cx: &mut LaneCtx<'_, Self>) {
         self.tx.finish(cx);
     }
 }
 
-impl<H: CastHandler> Lane for CastLane<H> {
-    fn on_ready(&mut self, cx: &mut LaneCx<'_, Self>, _source: SourceId, ready: Ready) -> Flow {
+impl<H: DatagramSocketHandler> Lane for SocketLane<H> {
+    fn on_ready(&mut self, cx: &mut LaneCtx<'_, Self>, _source: SourceId, ready: Ready) -> Flow {
         if self.closing {
             return Flow::Drained;
         }
@@ -117,7 +119,7 @@ impl<H: CastHandler> Lane for CastLane<H> {
         flow
     }
 
-    fn on_timer(&mut self, cx: &mut LaneCx<'_, Self>, timer: TimerId) {
+    fn on_timer(&mut self, cx: &mut LaneCtx<'_, Self>, timer: TimerId) {
         // Closed earlier in this round: held datagrams are counted as
         // discarded when the conditioner drops, never delivered.
         if self.closing {
@@ -131,7 +133,7 @@ impl<H: CastHandler> Lane for CastLane<H> {
                 self.rx.arm(cx);
             }
             ConditionerTimer::None => {
-                let mut ctx = CastCtx {
+                let mut ctx = DatagramSocketCtx {
                     tx: &mut self.tx,
                     timers: cx,
                 };
@@ -143,16 +145,16 @@ impl<H: CastHandler> Lane for CastLane<H> {
 }
 
 /// An unconnected UDP socket on a lane. `Send + Sync + Clone`.
-pub struct Cast<H: CastHandler> {
-    lane: LaneHandle<CastLane<H>>,
+pub struct DatagramSocket<H: DatagramSocketHandler> {
+    lane: LaneHandle<SocketLane<H>>,
     counters: Arc<Counters>,
     local: SocketAddr,
     buffers: SocketBuffers,
 }
 
-impl<H: CastHandler> Clone for Cast<H> {
+impl<H: DatagramSocketHandler> Clone for DatagramSocket<H> {
     fn clone(&self) -> Self {
-        Cast {
+        DatagramSocket {
             lane: self.lane.clone(),
             counters: self.counters.clone(),
             local: self.local,
@@ -161,13 +163,15 @@ impl<H: CastHandler> Clone for Cast<H> {
     }
 }
 
-impl<H: CastHandler> std::fmt::Debug for Cast<H> {
+impl<H: DatagramSocketHandler> std::fmt::Debug for DatagramSocket<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cast").field("local", &self.local).finish()
+        f.debug_struct("DatagramSocket")
+            .field("local", &self.local)
+            .finish()
     }
 }
 
-impl<H: CastHandler> Cast<H> {
+impl<H: DatagramSocketHandler> DatagramSocket<H> {
     /// Binds `addr` and starts the socket on `reactor`.
     ///
     /// # Errors
@@ -178,13 +182,13 @@ impl<H: CastHandler> Cast<H> {
         addr: SocketAddr,
         config: EndpointConfig,
         handler: H,
-    ) -> io::Result<Cast<H>> {
+    ) -> io::Result<DatagramSocket<H>> {
         config.validate()?;
         let (sock, buffers) = socket::bind(addr, &config.socket)?;
         let local = sock.local_addr()?;
         let counters = Arc::new(Counters::default());
         let tx = Tx::new(sock, &config, counters.clone(), 0)?;
-        let state = CastLane {
+        let state = SocketLane {
             handler,
             rx: Rx::new(&config, &counters, 0),
             tx,
@@ -195,13 +199,13 @@ impl<H: CastHandler> Cast<H> {
             ..LaneOptions::default()
         };
         let lane = endpoint::start(reactor, state, options, |st, cx| {
-            let mut ctx = CastCtx {
+            let mut ctx = DatagramSocketCtx {
                 tx: &mut st.tx,
                 timers: cx,
             };
             st.handler.started(&mut ctx);
         })?;
-        Ok(Cast {
+        Ok(DatagramSocket {
             lane,
             counters,
             local,
@@ -214,10 +218,10 @@ impl<H: CastHandler> Cast<H> {
     /// ([`inbox_capacity`](crate::EndpointConfig)).
     pub fn post<F>(&self, f: F) -> bool
     where
-        F: FnOnce(&mut H, &mut CastCtx<'_>) + Send + 'static,
+        F: FnOnce(&mut H, &mut DatagramSocketCtx<'_>) + Send + 'static,
     {
         self.lane.post(move |st, cx| {
-            let mut ctx = CastCtx {
+            let mut ctx = DatagramSocketCtx {
                 tx: &mut st.tx,
                 timers: cx,
             };
