@@ -8,15 +8,19 @@ use std::time::{Duration, Instant};
 
 use keel_reactor::{Flow, Lane, LaneCtx, LaneHandle, Ready, SourceId, TimerId};
 
-use super::ctx::{lock, Parts};
+use std::collections::HashMap;
+use std::io;
+use std::sync::Arc;
+
+use super::ctx::{lock, Directory, Parts};
 use super::handler::ServerHandler;
-use super::session::{SessionJob, SessionLane, SessionTimer};
-use crate::config::FullPolicy;
+use super::session::{SessionJob, SessionLane, SessionTimer, Unlinked};
+use crate::config::{FullPolicy, ServerConfig};
 use crate::counters::{bump, set, Counters};
 use crate::endpoint::{conditioner_timer, receive, ConditionerTimer, DropSignal, Endpoint, Rx, Tx};
 use crate::error::{DisconnectReason, SendError};
 use crate::inbox::{offer, Accepted};
-use crate::sessions::SessionKey;
+use crate::sessions::{SessionKey, Sessions};
 use crate::sys::LocalAddr;
 
 /// The lane context of a server lane.
@@ -56,7 +60,7 @@ impl<H: ServerHandler> Drop for LaneCore<H> {
 /// their jobs on this server lane.
 pub(super) struct LaneLink<H: ServerHandler> {
     pub(super) lane: LaneHandle<ServerLane<H>>,
-    pub(super) counters: std::sync::Arc<Counters>,
+    pub(super) counters: Arc<Counters>,
 }
 
 impl<H: ServerHandler> SessionLane<H::SessionState> for LaneLink<H> {
@@ -73,6 +77,21 @@ impl<H: ServerHandler> SessionLane<H::SessionState> for LaneLink<H> {
 }
 
 impl<H: ServerHandler> LaneCore<H> {
+    /// The lane is registered: links it for session handles, starts the
+    /// idle sweep, and runs the handler's `started`.
+    pub(super) fn started(&mut self, cx: &mut Cx<'_, H>) {
+        self.parts.link = Arc::new(LaneLink {
+            lane: cx.lane(),
+            counters: self.parts.tx.counters.clone(),
+        });
+        if let Some(t) = self.idle_timeout {
+            let every = (t / 4).clamp(Duration::from_millis(1), Duration::from_secs(1));
+            self.sweep = Some(cx.timer(Instant::now() + every, Some(every)));
+        }
+        let mut ctx = self.parts.ctx(cx);
+        self.handler.started(&mut ctx);
+    }
+
     /// Hands one datagram from `peer` to its session (admitting the peer
     /// first, or refusing it).
     #[inline(always)]
@@ -253,6 +272,41 @@ impl<H: ServerHandler> LaneCore<H> {
 }
 
 impl<H: ServerHandler> ServerLane<H> {
+    /// Lane `lane` of a server, on `socket`, before it starts.
+    pub(super) fn new(
+        handler: H,
+        lane: usize,
+        socket: mio::net::UdpSocket,
+        config: &ServerConfig,
+        counters: &Arc<Counters>,
+        directory: &Arc<Directory>,
+    ) -> io::Result<ServerLane<H>> {
+        // Lane i decides with stream i of the conditioners' seeds.
+        let tx = Tx::new(socket, &config.endpoint, counters.clone(), lane as u64)?;
+        Ok(ServerLane {
+            rx: Rx::new(&config.endpoint, counters, lane as u64),
+            core: LaneCore {
+                handler,
+                parts: Parts {
+                    sessions: Sessions::new(),
+                    tx,
+                    session_timers: HashMap::new(),
+                    to_close: Vec::new(),
+                    lane,
+                    link: Arc::new(Unlinked),
+                    directory: directory.clone(),
+                },
+                idle: Vec::new(),
+                max_sessions: config.max_sessions,
+                policy: config.full_policy,
+                idle_timeout: config.idle_timeout,
+                sweep: None,
+                closing: false,
+                on_dropped: DropSignal::default(),
+            },
+        })
+    }
+
     /// The receive conditioner's timer fired: delivers what is due, through
     /// the same session logic as a datagram just received.
     fn deliver_held(&mut self, cx: &mut Cx<'_, H>) {

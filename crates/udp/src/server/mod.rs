@@ -25,15 +25,14 @@ pub use session::{Session, SessionHandle};
 
 use crate::config::{LaneSteering, ServerConfig};
 use crate::counters::{CounterSnapshot, Counters};
-use crate::endpoint::{self, DropSignal, Endpoint, Rx, Tx};
+use crate::endpoint::{self, Endpoint};
 use crate::error::SendError;
-use crate::sessions::Sessions;
 use crate::socket::{self, SocketBuffers};
 use crate::sys;
-use ctx::{Directory, Parts};
+use ctx::Directory;
+use lane::LaneLink;
 use lane::ServerLane;
-use lane::{LaneCore, LaneLink};
-use session::{SessionLane, Unlinked};
+use session::SessionLane;
 
 /// What [`Server::status`] reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -179,44 +178,11 @@ impl<H: ServerHandler> Server<H> {
         let mut counters = Vec::with_capacity(config.lanes);
         for (i, sock) in sockets.into_iter().enumerate() {
             let c = Arc::new(Counters::default());
-            // Lane i decides with stream i of the conditioners' seeds.
-            let tx = Tx::new(sock, &config.endpoint, c.clone(), i as u64)?;
-            let state = ServerLane {
-                rx: Rx::new(&config.endpoint, &c, i as u64),
-                core: LaneCore {
-                    handler: handler(i),
-                    parts: Parts {
-                        sessions: Sessions::new(),
-                        tx,
-                        session_timers: HashMap::new(),
-                        to_close: Vec::new(),
-                        lane: i,
-                        link: Arc::new(Unlinked),
-                        directory: directory.clone(),
-                    },
-                    idle: Vec::new(),
-                    max_sessions: config.max_sessions,
-                    policy: config.full_policy,
-                    idle_timeout: config.idle_timeout,
-                    sweep: None,
-                    closing: false,
-                    on_dropped: DropSignal::default(),
-                },
-            };
-            let reactor = &reactors[i % reactors.len()];
-            let started = endpoint::start(reactor, state, options, |st, cx| {
-                let core = &mut st.core;
-                core.parts.link = Arc::new(LaneLink {
-                    lane: cx.lane(),
-                    counters: core.parts.tx.counters.clone(),
+            let state = ServerLane::new(handler(i), i, sock, &config, &c, &directory)?;
+            let started =
+                endpoint::start(&reactors[i % reactors.len()], state, options, |st, cx| {
+                    st.core.started(cx)
                 });
-                if let Some(t) = core.idle_timeout {
-                    let every = (t / 4).clamp(Duration::from_millis(1), Duration::from_secs(1));
-                    core.sweep = Some(cx.timer(Instant::now() + every, Some(every)));
-                }
-                let mut ctx = core.parts.ctx(cx);
-                core.handler.started(&mut ctx);
-            });
             let lane = match started {
                 Ok(lane) => lane,
                 Err(e) => {
