@@ -15,11 +15,12 @@
 //!
 //! * every flag takes exactly one value (`--flag V` or `--flag=V`), except
 //!   the switches `--sockperf` and `--help`/`-h`;
-//! * numbers follow one grammar ([`number`]): integers are whole tokens of
-//!   ASCII digits (no sign, not even `+`, no spaces, no trailing junk, no
-//!   underscores or suffixes); durations are finite decimal numbers (`1`,
-//!   `0.25`, `2.5e1`): no sign, no `inf`/`nan`, nothing that overflows to
-//!   infinity;
+//! * numbers follow one grammar ([`number`]), the same as in keel-udp's
+//!   link conditioner specs: integers are whole tokens of ASCII digits (no
+//!   sign, not even `+`, no spaces, no trailing junk, no underscores or
+//!   suffixes); durations are digits with an optional fraction (`1`,
+//!   `0.25`, `.5`): no sign, exponent or unit, no `inf`/`nan`, nothing that
+//!   overflows to infinity;
 //! * a value that starts with `--` is taken as a forgotten value
 //!   (`--clients --window 4` reports `--clients: missing value`);
 //! * a flag given twice is an error (never "last wins"), so a script that
@@ -51,7 +52,7 @@ use std::ffi::OsString;
 pub use config::*;
 pub use error::FlagError;
 pub use help::help_text;
-pub use number::{parse_seconds, parse_u32, parse_uint};
+pub use number::{is_plain_decimal, parse_seconds, parse_u32, parse_uint};
 pub use raw::{parse_raw, RawArgs, RawFlag};
 pub use table::{find_flag, FlagSpec, Subcommand, FLAGS, IDLE_TIMEOUT_ACCEPTED, IMPAIR_ACCEPTED};
 pub use validate::validate;

@@ -36,7 +36,8 @@ const USAGE: &str =
          \n\
          Every flag takes exactly one value (--flag V or --flag=V) except the switches \
          --sockperf and --help.\nIntegers are whole digit tokens (no sign, spaces or suffix); \
-         seconds are finite decimals.\nA flag given twice, an unknown flag or a flag of another \
+         seconds are digits with an optional\nfraction (1, 0.25, .5; no sign, exponent or unit), \
+         as are the numbers in --impair specs.\nA flag given twice, an unknown flag or a flag of another \
          subcommand is an error.\n";
 
 /// One flag: name and value, the subcommands that take it, what it does,

@@ -201,18 +201,28 @@ fn no_server_flags_with_connect(raw: &RawArgs) -> Result<(), FlagError> {
     }
 }
 
-/// `--payload` against the family's limit (keel-udp's, see
-/// [`AddressFamily::max_payload`]).
+/// `--payload` against the limit keel-udp applies to the server address:
+/// the family's ([`AddressFamily::max_payload`]), or with `--connect`
+/// [`keel_udp::max_payload`] of that address (an IPv4-mapped IPv6 peer is
+/// IPv4 on the wire).
 fn check_payload_fits(cfg: &RunConfig) -> Result<(), FlagError> {
-    let max = cfg.address_family.max_payload();
+    let max = match cfg.connect {
+        Some(addr) => keel_udp::max_payload(&addr) as u64,
+        None => cfg.address_family.max_payload(),
+    };
     if cfg.payload <= max {
         return Ok(());
     }
+    let what = match cfg.connect {
+        Some(addr) if max < cfg.address_family.max_payload() => {
+            format!("{addr} (an IPv4-mapped address: IPv4 on the wire)")
+        }
+        _ => cfg.address_family.as_str().to_string(),
+    };
     Err(FlagError::new(
         "--payload",
         format!(
-            "expected an integer in {MIN_PAYLOAD}..={max} for {}, got \"{}\"",
-            cfg.address_family.as_str(),
+            "expected an integer in {MIN_PAYLOAD}..={max} for {what}, got \"{}\"",
             cfg.payload
         ),
     ))

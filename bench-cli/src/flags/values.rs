@@ -117,7 +117,7 @@ pub(crate) fn parse_idle_timeout(value: &str) -> Result<Option<Duration>, FlagEr
         )
     })?;
     // At least a microsecond: keel rejects a zero timeout, and a value
-    // such as 1e-300 would round to one.
+    // such as 0.0000000001 would round to one.
     Ok(Some(
         Duration::from_secs_f64(s).max(Duration::from_micros(1)),
     ))
