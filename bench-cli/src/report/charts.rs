@@ -25,7 +25,15 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{ConfigKey, Report, Run, Spread, Summary};
+use super::input::{count, ConfigKey, Run};
+use super::summary::{fmt_lost, LossCell, Report, Spread, Summary};
+
+/// Name of the throughput chart.
+pub const THROUGHPUT_FILE: &str = "throughput.svg";
+/// Name of the p99 latency chart.
+pub const P99_FILE: &str = "p99.svg";
+/// Name of the loss chart.
+pub const LOSS_FILE: &str = "loss.svg";
 
 /// Font of every text in the charts; SVG viewers pick their sans-serif.
 const FONT: &str = "sans-serif";
@@ -33,10 +41,10 @@ const FONT: &str = "sans-serif";
 /// Width of the throughput and p99 charts, whatever the number of
 /// configurations; also the widest the loss chart gets. A 900 px page shows
 /// them at 900/960 of their size.
-pub(super) const MAX_WIDTH: u32 = 960;
+pub const MAX_WIDTH: u32 = 960;
 
 /// The smallest text in any chart, in SVG px: 15 px on a 900 px page.
-pub(super) const MIN_TEXT_PX: f64 = 16.0;
+pub const MIN_TEXT_PX: f64 = 16.0;
 
 const TITLE_PX: f64 = 24.0;
 const TEXT_PX: f64 = 17.0;
@@ -255,7 +263,7 @@ const PAYLOAD: Dim = Dim {
 };
 const CLIENTS: Dim = Dim {
     name: "clients",
-    get: |k| super::count(k.clients, "client"),
+    get: |k| count(k.clients, "client"),
 };
 const WINDOW: Dim = Dim {
     name: "window",
@@ -869,7 +877,7 @@ pub(super) fn throughput_svg(report: &Report) -> Result<Option<String>, String> 
         fmt_rate,
         Mark::Bar,
     )
-    .map(|b| draw_bars(&b, super::THROUGHPUT_FILE))
+    .map(|b| draw_bars(&b, THROUGHPUT_FILE))
     .transpose()
 }
 
@@ -883,7 +891,7 @@ pub(super) fn p99_svg(report: &Report) -> Result<Option<String>, String> {
         fmt_us,
         Mark::Dot,
     )
-    .map(|b| draw_bars(&b, super::P99_FILE))
+    .map(|b| draw_bars(&b, P99_FILE))
     .transpose()
 }
 
@@ -917,7 +925,7 @@ const LOSS_MIN_PLOT_H: u32 = 300;
 /// The lines of a loss cell that fit in `max_px`: the median in bold
 /// (`no loss`, `12 lost/run`, or the bare number when that does not fit),
 /// then the worst run and the run count, then the failed runs.
-fn cell_lines(c: &super::LossCell, max_px: f64) -> Vec<(String, bool)> {
+fn cell_lines(c: &LossCell, max_px: f64) -> Vec<(String, bool)> {
     let median = c.median();
     let main = if median == 0.0 && c.max() == 0 {
         if bold_width("no loss", CELL_MAIN_PX) <= max_px {
@@ -926,11 +934,11 @@ fn cell_lines(c: &super::LossCell, max_px: f64) -> Vec<(String, bool)> {
             "0".to_string()
         }
     } else {
-        let long = format!("{} lost/run", super::fmt_lost(median));
+        let long = format!("{} lost/run", fmt_lost(median));
         if bold_width(&long, CELL_MAIN_PX) <= max_px {
             long
         } else {
-            super::fmt_lost(median)
+            fmt_lost(median)
         }
     };
     let mut lines = vec![(main, true)];
@@ -950,7 +958,7 @@ pub(super) fn loss_svg(report: &Report) -> Result<Option<String>, String> {
     if report.loss.is_empty() {
         return Ok(None);
     }
-    let name = super::LOSS_FILE;
+    let name = LOSS_FILE;
     let err = draw_err(name);
     let windows: Vec<u64> = report
         .loss
@@ -1009,11 +1017,7 @@ pub(super) fn loss_svg(report: &Report) -> Result<Option<String>, String> {
     // Tall enough for the y axis description.
     let plot_h = (np as u32 * CELL_H).max(LOSS_MIN_PLOT_H);
     let height = header.height() + MARGIN + plot_h + LOSS_X_AREA + MARGIN;
-    let top = report
-        .loss
-        .iter()
-        .map(super::LossCell::median)
-        .fold(0.0, f64::max);
+    let top = report.loss.iter().map(LossCell::median).fold(0.0, f64::max);
 
     let mut svg = String::new();
     {
