@@ -1,17 +1,26 @@
 //! The run: the echo server (unless `--connect`) and every client in this
 //! process, on one keel runtime, through keel-udp's public API only.
+//!
+//! This module is the run, step by step; `server` (the echo server, shared
+//! with `serve`) and `ports` (client ports for peer-port steering) are
+//! what it starts. They never use this module.
 
-use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use keel_reactor::{IoModel as KeelModel, Runtime};
+use keel_reactor::Runtime;
 use keel_udp::{
-    Client, ClientConfig, DisconnectReason, EndpointConfig, FullPolicy, Impairment, LaneSteering,
-    Server, ServerConfig, SocketOptions,
+    Client, ClientConfig, DisconnectReason, EndpointConfig, Impairment, LaneSteering, Server,
+    SocketOptions,
 };
+
+mod ports;
+mod server;
+
+use ports::PortPicker;
+pub use server::{runtime_for, start_server, start_server_impaired, EchoServerSpec, SessionPolicy};
 
 use crate::client::{BenchClient, ClientTally, DrainLatch, Schedule};
 use crate::echo::{Echo, EchoMode, EchoStats};
@@ -24,116 +33,6 @@ use crate::stats::RttShards;
 pub const DRAIN: Duration = Duration::from_secs(2);
 /// Upper bound on collecting the clients' tallies after the drain.
 const COLLECT: Duration = Duration::from_secs(2);
-
-/// The keel runtime for `--io-model` and `--io-threads`.
-pub fn runtime_for(model: IoModel, threads: u32) -> io::Result<Runtime> {
-    let threads = threads as usize;
-    Runtime::new(match model {
-        IoModel::Shared => KeelModel::Shared { threads },
-        IoModel::Sharded => KeelModel::Sharded { contexts: threads },
-    })
-}
-
-/// How to set up the echo server of a run or of `serve`.
-#[derive(Clone, Debug)]
-pub struct EchoServerSpec {
-    /// Address to bind (port 0 picks one).
-    pub bind: SocketAddr,
-    /// `--server-lanes`.
-    pub lanes: u32,
-    /// `--batch`.
-    pub batch: u32,
-    /// `--udp-server-receive-buffer`; `None` = the 4 MiB request.
-    pub receive_buffer: Option<u64>,
-    /// `--work`.
-    pub work: u64,
-    /// What the server answers.
-    pub mode: EchoMode,
-    /// How datagrams spread over the lanes.
-    pub steering: LaneSteering,
-    /// Session timeout and table bound.
-    pub sessions: SessionPolicy,
-}
-
-/// How the echo server treats its sessions (one per peer address).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SessionPolicy {
-    /// Sessions idle this long end; `None` keeps them until the server
-    /// stops.
-    pub idle_timeout: Option<Duration>,
-    /// Sessions per lane at most.
-    pub max_sessions: usize,
-    /// What a full lane does with a new peer.
-    pub full_policy: FullPolicy,
-}
-
-impl Default for SessionPolicy {
-    /// The in-process server of a run: no idle timeout, keel's table bound,
-    /// `Refuse`. It lives on the loopback address for one run only and its
-    /// peers are the run's own clients (at most 1,024, far below the
-    /// bound), so no source can fill its table; and a client whose window
-    /// slot waits for a lost echo keeps its session without a timer
-    /// sweeping the lanes being measured. `serve`, which faces unknown
-    /// peers, sets its own (`--idle-timeout`, `--max-sessions`,
-    /// `--full-policy`).
-    fn default() -> Self {
-        SessionPolicy {
-            idle_timeout: None,
-            max_sessions: ServerConfig::default().max_sessions,
-            full_policy: FullPolicy::Refuse,
-        }
-    }
-}
-
-/// Starts the echo server described by `spec` on `rt`.
-pub fn start_server(
-    rt: &Runtime,
-    spec: &EchoServerSpec,
-    stats: Arc<EchoStats>,
-) -> io::Result<Server<Echo>> {
-    start_server_impaired(rt, spec, None, stats)
-}
-
-/// As [`start_server`], with a link conditioner on the server's send path
-/// (`--impair-server`; `None` = off).
-pub fn start_server_impaired(
-    rt: &Runtime,
-    spec: &EchoServerSpec,
-    send_impairment: Option<Impairment>,
-    stats: Arc<EchoStats>,
-) -> io::Result<Server<Echo>> {
-    let EchoServerSpec {
-        bind,
-        lanes,
-        batch,
-        receive_buffer,
-        work,
-        mode,
-        steering,
-        sessions,
-    } = spec.clone();
-    let mut config = ServerConfig {
-        lanes: lanes as usize,
-        steering,
-        endpoint: EndpointConfig {
-            batch: batch as usize,
-            socket: SocketOptions {
-                send_buffer: Some(UDP_SEND_BUFFER_REQUEST as usize),
-                recv_buffer: Some(receive_buffer.unwrap_or(UDP_RECEIVE_BUFFER_REQUEST) as usize),
-                ..SocketOptions::default()
-            },
-            send_impairment,
-            ..EndpointConfig::default()
-        },
-        ..ServerConfig::default()
-    };
-    config.idle_timeout = sessions.idle_timeout;
-    config.max_sessions = sessions.max_sessions;
-    config.full_policy = sessions.full_policy;
-    Server::bind(rt.handles(), bind, config, move |_| {
-        Echo::new(work, mode, stats.clone())
-    })
-}
 
 /// Runs the benchmark and returns its report with `ok` decided.
 pub fn run(cfg: &RunConfig) -> RunReport {
@@ -593,69 +492,6 @@ pub fn run_steering(cfg: &RunConfig) -> LaneSteering {
             LaneSteering::PeerPort
         }
         LaneSteeringChoice::Auto => LaneSteering::KernelHash,
-    }
-}
-
-/// Chooses each client's local port when the server steers by peer port:
-/// a client on context `c` gets a port `p` with `p % lanes` = a lane that
-/// runs on context `c` (lane `j` runs on context `j % contexts`), so its
-/// datagrams and their echoes stay on one core. Otherwise the kernel picks
-/// the port.
-struct PortPicker {
-    lanes: u16,
-    contexts: usize,
-    ip: std::net::IpAddr,
-    target: SocketAddr,
-    next: u16,
-    enabled: bool,
-}
-
-/// Tries before giving up on finding a free port for one client.
-const PORT_TRIES: usize = 4096;
-
-impl PortPicker {
-    fn new(cfg: &RunConfig, steering: LaneSteering, target: SocketAddr) -> PortPicker {
-        let lanes = cfg.server_lanes as u16;
-        PortPicker {
-            lanes,
-            contexts: cfg.io_contexts() as usize,
-            ip: cfg.address_family.loopback(),
-            target,
-            // Spread concurrent runs over the range (bind failures retry).
-            next: 20_000 + (std::process::id() % 10_000) as u16 * 2,
-            enabled: steering == LaneSteering::PeerPort && lanes > 1 && cfg.connect.is_none(),
-        }
-    }
-
-    fn connect(
-        &mut self,
-        context: usize,
-        reactor: &keel_reactor::Handle,
-        mut config: ClientConfig,
-        handler: impl Fn() -> BenchClient,
-    ) -> io::Result<Client<BenchClient>> {
-        if !self.enabled {
-            return Client::connect(reactor, self.target, config, handler());
-        }
-        // A lane on this context if there is one, else any (cross-core).
-        let lane = (0..self.lanes as usize)
-            .find(|j| j % self.contexts == context)
-            .unwrap_or(context % self.lanes as usize) as u16;
-        let mut last = None;
-        for _ in 0..PORT_TRIES {
-            let mut port = self.next - self.next % self.lanes + lane;
-            if port < self.next {
-                port += self.lanes;
-            }
-            self.next = if port > 60_000 { 20_000 } else { port + 1 };
-            config.local = Some(SocketAddr::new(self.ip, port));
-            match Client::connect(reactor, self.target, config.clone(), handler()) {
-                Ok(client) => return Ok(client),
-                Err(e) if e.kind() == io::ErrorKind::AddrInUse => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| io::Error::other("no free port")))
     }
 }
 
