@@ -66,3 +66,22 @@ where
 {
     validate(parse_raw(args)?)
 }
+
+/// The `--format` the arguments ask for, read from their syntax alone, so
+/// that a command line rejected for another flag is still reported in the
+/// format it asked for; [`OutputFormat::Auto`] when there is none (or it is
+/// itself the bad flag).
+pub fn requested_format<I>(args: I) -> OutputFormat
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
+    let Ok(raw) = parse_raw(args) else {
+        return OutputFormat::Auto;
+    };
+    raw.flags
+        .iter()
+        .find(|f| f.name == "format")
+        .and_then(|f| values::parse_format(f.value.as_deref()?).ok())
+        .unwrap_or_default()
+}

@@ -3,6 +3,7 @@
 
 use crate::flags::{ReportConfig, RunConfig, ServeConfig};
 use crate::output::RunReport;
+use crate::serve::ServeSummary;
 
 /// Runs the benchmark described by `cfg` and returns its report, with
 /// [`RunReport::finish`] applied (so `ok` decides the exit code).
@@ -11,16 +12,11 @@ pub fn run(cfg: &RunConfig) -> RunReport {
 }
 
 /// Serves echoes as described by `cfg` until its `--seconds` elapse or the
-/// process gets SIGINT/SIGTERM, then prints the summary line (the only line
-/// on stdout) and returns whether it is ok. `Err` carries the reason it
-/// could not serve at all (nothing printed yet).
-pub fn serve(cfg: &ServeConfig) -> Result<bool, String> {
-    let summary = crate::serve::serve(cfg)?;
-    println!(
-        "{}",
-        serde_json::to_string(&summary).expect("the serve summary always serializes")
-    );
-    Ok(summary.ok)
+/// process gets SIGINT/SIGTERM, and returns the summary (the caller shows
+/// it, see [`crate::present::serve`]). `Err` carries the reason it could
+/// not serve at all.
+pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
+    crate::serve::serve(cfg)
 }
 
 /// Reads result files and writes the summary table and charts (see

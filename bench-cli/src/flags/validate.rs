@@ -17,8 +17,8 @@ use super::number::{parse_seconds, parse_u32, parse_uint};
 use super::raw::{RawArgs, RawFlag};
 use super::table::{find_flag, Subcommand};
 use super::values::{
-    parse_addr, parse_batch, parse_family, parse_full_policy, parse_idle_timeout, parse_impair,
-    parse_io_model, parse_lane_steering, parse_lanes, parse_payload, parse_protocol,
+    parse_addr, parse_batch, parse_family, parse_format, parse_full_policy, parse_idle_timeout,
+    parse_impair, parse_io_model, parse_lane_steering, parse_lanes, parse_payload, parse_protocol,
     parse_server_rcvbuf, parse_threads, parse_work,
 };
 
@@ -149,6 +149,7 @@ fn set_run_flag(cfg: &mut RunConfig, name: &str, v: &str) -> Result<(), FlagErro
         "connect" => cfg.connect = Some(parse_addr("connect", v, false)?),
         "impair" => cfg.impair = parse_impair("impair", v)?,
         "impair-server" => cfg.impair_server = parse_impair("impair-server", v)?,
+        "format" => cfg.format = parse_format(v)?,
         other => unreachable!("flag --{other} is not in the run scope"),
     }
     Ok(())
@@ -292,6 +293,7 @@ fn set_serve_flag(cfg: &mut ServeConfig, name: &str, v: &str) -> Result<(), Flag
         "idle-timeout" => cfg.idle_timeout = parse_idle_timeout(v)?,
         "max-sessions" => cfg.max_sessions = parse_u32("max-sessions", v, 1, MAX_MAX_SESSIONS)?,
         "full-policy" => cfg.full_policy = parse_full_policy(v)?,
+        "format" => cfg.format = parse_format(v)?,
         other => unreachable!("flag --{other} is not in the serve scope"),
     }
     Ok(())

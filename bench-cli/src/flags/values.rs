@@ -9,8 +9,8 @@ use std::time::Duration;
 use keel_udp::Impairment;
 
 use super::config::{
-    AddressFamily, FullPolicyChoice, IoModel, LaneSteeringChoice, Protocol, MAX_IDLE_TIMEOUT_SECS,
-    MAX_PAYLOAD_IPV4, MAX_PAYLOAD_IPV6, MIN_PAYLOAD,
+    AddressFamily, FullPolicyChoice, IoModel, LaneSteeringChoice, OutputFormat, Protocol,
+    MAX_IDLE_TIMEOUT_SECS, MAX_PAYLOAD_IPV4, MAX_PAYLOAD_IPV6, MIN_PAYLOAD,
 };
 use super::error::FlagError;
 use super::number::{parse_seconds, parse_u32, parse_uint};
@@ -172,4 +172,20 @@ pub(crate) fn parse_payload(value: &str) -> Result<u64, FlagError> {
             ),
         )
     })
+}
+
+/// `--format`: `json`, `human` or `both`.
+pub(crate) fn parse_format(value: &str) -> Result<OutputFormat, FlagError> {
+    match value {
+        "json" => Ok(OutputFormat::Json),
+        "human" => Ok(OutputFormat::Human),
+        "both" => Ok(OutputFormat::Both),
+        _ => Err(FlagError::new(
+            "--format",
+            format!(
+                "expected json, human or both, got {value:?} (without --format: json on \
+                 stdout, plus the summary on stderr when stdout is a terminal)"
+            ),
+        )),
+    }
 }
