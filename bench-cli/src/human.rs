@@ -1,7 +1,7 @@
 //! The summary a person reads: a few lines per run or `serve` (what ran,
 //! throughput, p50/p99/p99.9 RTT, CPU, drops and errors, ok or why not).
 //! The JSON line stays the record; this is its digest, never parsed.
-//! Where it is printed is [`crate::present`]'s business.
+//! Where it is printed is decided in `crate::present`.
 
 use std::fmt::Write as _;
 

@@ -26,7 +26,7 @@
 //! JSON field (about 80), in the JSON order the contract fixes, and the
 //! field lists beside it must be read against that order. Splitting it
 //! would scatter the one thing that must be checked in one place. What a
-//! person reads instead is in [`crate::human`].
+//! person reads instead is made in `crate::human`.
 
 use std::time::Duration;
 

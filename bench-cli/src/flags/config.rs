@@ -371,6 +371,6 @@ pub enum Command {
     Serve(ServeConfig),
     /// Summarise result files.
     Report(ReportConfig),
-    /// Print [`help_text`](crate::flags::help_text) and exit 0.
+    /// Print `help_text` (the `--help` text) and exit 0.
     Help,
 }

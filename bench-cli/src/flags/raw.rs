@@ -1,6 +1,6 @@
 //! The syntax pass: arguments to [`RawArgs`] (subcommand, flags in order,
 //! positionals). It knows flag names and which take a value, nothing about
-//! values: that is [`validate()`](crate::flags::validate())'s job.
+//! values: that is the job of `validate`, the next pass.
 
 use std::ffi::OsString;
 

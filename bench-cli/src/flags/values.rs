@@ -161,7 +161,7 @@ pub(crate) fn parse_family(value: &str) -> Result<AddressFamily, FlagError> {
 }
 
 /// `--payload`, before the family is known: the widest range (IPv6's);
-/// [`validate()`](crate::flags::validate()) then checks it against the family.
+/// `validate` then checks it against the family.
 pub(crate) fn parse_payload(value: &str) -> Result<u64, FlagError> {
     parse_uint("payload", value, MIN_PAYLOAD, MAX_PAYLOAD_IPV6).map_err(|_| {
         FlagError::new(
