@@ -597,7 +597,8 @@ python3 -S -c "$SUMMARY" "$out" "$bench" "$payloads" "$windows" "$clients" "$sec
 [[ $verdict -le 1 ]] || die "summarising $out/runs.jsonl failed (python3 exit status $verdict)"
 
 echo "$PROG: wrote"
-for f in runs.jsonl snmp-before.txt snmp-after.txt limits.json limits.md report/report.md report/loss.svg; do
+for f in runs.jsonl snmp-before.txt snmp-after.txt limits.json limits.md report/report.md report/loss.svg \
+  report/throughput.svg report/p99.svg; do
   [[ -e "$out/$f" ]] && echo "  $out/$f"
 done
 if [[ $verdict -ne 0 ]]; then

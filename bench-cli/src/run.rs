@@ -24,16 +24,17 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
 /// reason it could not.
 pub fn report(cfg: &ReportConfig) -> Result<(), String> {
     let written = crate::report::write(cfg)?;
+    let excluded = match written.excluded {
+        0 => "none excluded".to_string(),
+        n => format!("{n} excluded (a repetition failed)"),
+    };
+    let unreadable = match written.unreadable {
+        0 => String::new(),
+        n => format!(", {n} unreadable lines"),
+    };
     eprintln!(
-        "report: {} runs, {} configurations summarised, {} excluded (a repetition failed){}",
-        written.runs,
-        written.summarised,
-        written.excluded,
-        if written.unreadable > 0 {
-            format!(", {} unreadable lines", written.unreadable)
-        } else {
-            String::new()
-        }
+        "report: {} runs, {} configurations summarised, {excluded}{unreadable}",
+        written.runs, written.summarised,
     );
     for file in &written.files {
         eprintln!("report: wrote {}", file.display());
