@@ -80,9 +80,10 @@ const DIFFERENCES_AND_EXIT_CODES: &str = "\n\
          DIFFERENCES FROM ARKNET (additive; no field renamed):\n  \
          backend is \"keel\"; percentiles come from every sample (rtt_sample_limit is null);\n  \
          --protocol accepts only udp; --io-model owned is rejected; keel flags and JSON fields \
-         are marked keel above.\n\
+         are marked keel above;\n  --format human (opt-in) shows a summary instead of the JSON line.\n\
          \n\
          EXIT CODES:\n  \
          0  ok: the run passed every check (or --help)\n  \
          1  the run failed its checks (ok: false in the JSON line)\n  \
-         2  bad arguments (still one JSON line on stdout with \"ok\": false and \"error\" naming the flag)\n";
+         2  bad arguments (still one JSON line on stdout with \"ok\": false and \"error\" naming the flag;\n     \
+         with --format human, the error in words instead)\n";
