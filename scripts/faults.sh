@@ -62,6 +62,10 @@
 # nftables with apt-get when `nft` is missing. Always removes the namespaces
 # it made (trap), whatever happens. Every load is bounded: one client run of
 # --seconds per fault, a server that ends by itself after a bound.
+# Progress goes to stderr, two lines per fault: "[k/n] FAULT: ..." as it
+# starts, "[k/n] FAULT: checks ok, N rt/s, N sent, N lost, ..." (or FAILED) when it
+# ends; stdout holds only the data lines above.
+#
 # Exit status: 0 every check passed; 1 a check failed; 2 bad arguments;
 # 3 missing privileges or tools (the message says which).
 set -euo pipefail
@@ -80,7 +84,7 @@ while [ $# -gt 0 ]; do
     --faults) faults_list="$2"; shift 2 ;;
     --json) json_out="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,66p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo pipefail/{/^#/p}' "$0"; exit 0 ;;
     *) echo "$PROG: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -282,7 +286,10 @@ client_flags=(--clients 4 --window 16 --payload 1024 --warmup 0 --loss-timeout 2
 if [ ${#extra[@]} -gt 0 ]; then client_flags=("${extra[@]}"); fi
 
 failed=0
+k=0
 for fault in "${faults[@]}"; do
+  k=$((k + 1))
+  echo "$PROG: [$k/${#faults[@]}] $fault: $seconds s of clients against serve, across the veth pair ..." >&2
   clear_faults
   count_arrivals
   "fault_$fault"
@@ -307,11 +314,11 @@ for fault in "${faults[@]}"; do
   clear_faults
   # One line per fault, and the checks, from the two JSON lines.
   set +e
-  python3 - "$fault" "$client_status" "$server_status" "$t0" "$t1" "$seconds" \
+  python3 - "$fault" "$client_status" "$server_status" "$t0" "$t1" "$seconds" "$k/${#faults[@]}" \
     "$work/client.json" "$work/client.err" "$work/serve.json" "$work/serve.err" \
     "$json_out" "$work/kernel" <<'EOF'
 import json, sys
-(fault, cstatus, sstatus, t0, t1, seconds, cjson, cerr, sjson, serr, out, kfile) = sys.argv[1:]
+(fault, cstatus, sstatus, t0, t1, seconds, step, cjson, cerr, sjson, serr, out, kfile) = sys.argv[1:]
 kv = open(kfile).read().split()
 kernel = {kv[i]: int(kv[i + 1]) for i in range(0, len(kv) - 1, 2)}
 cstatus, sstatus = int(cstatus), int(sstatus)
@@ -391,6 +398,10 @@ print(f"fault={fault} sent={sent} echoed={s.get('datagrams_out', 'na')} complete
       f"rps={rps:.0f} p50_us={p50 if p50 is not None else 'na'} "
       f"elapsed_s={c.get('elapsed_seconds', 0):.3f} wall_s={wall:.3f} exit={cstatus} "
       f"checks={'ok' if not problems else 'FAILED'}", flush=True)
+progress = (f"checks ok, {rps:,.0f} rt/s, {sent:,} sent, {lost:,} lost, {order:,} reordered, "
+            f"{g('unexpected_messages'):,} duplicated" if not problems
+            else f"FAILED: {len(problems)} check(s), below")
+print(f"faults.sh: [{step}] {fault}: {progress}", file=sys.stderr)
 for p in problems:
     print(f"faults.sh: {fault}: {p}", file=sys.stderr)
 if out:

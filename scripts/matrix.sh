@@ -20,8 +20,13 @@
 # A run whose stdout is not one JSON object still gets a line (ok: false,
 # with the reason in matrix_errors), so the report lists it.
 #
-# Exit status: 0 every run valid; 1 a run failed (at the first failure, or
-# with --keep-going after the whole matrix); 2 bad options or a missing tool.
+# Progress goes to stderr, one line per run: "[k/n] rep r <configuration>"
+# as it starts, then " -> ok <round trips/s>, p99 <us>" (or why it failed)
+# when it ends; the output file holds the data.
+#
+# Exit status: 0 every run valid (with --expect-limits: or failed only as a
+# limits probe expects); 1 a run failed (at the first failure, or with
+# --keep-going after the whole matrix); 2 bad options or a missing tool.
 
 set -euo pipefail
 
@@ -39,8 +44,9 @@ configuration alike. Lists are comma separated; the matrix is their product.
 
   --bench PATH         keel-bench binary (default: target/release/keel-bench,
                        built with cargo if missing)
-  --output FILE        JSON lines to write; must not exist or be empty
-                       (default: matrix-<UTC time>.jsonl)
+  --output FILE        JSON lines to write (default: out/matrix-<UTC time>.jsonl);
+                       an existing non-empty FILE is refused unless --overwrite
+  --overwrite          replace an existing --output FILE (its runs are lost)
   --payloads LIST      --payload values, bytes        (default: 1024)
   --clients LIST       --clients values               (default: 16)
   --windows LIST       --window values                (default: 1)
@@ -52,13 +58,20 @@ configuration alike. Lists are comma separated; the matrix is their product.
   --warmup S           warm-up of every run           (default: 0.25)
   --repetitions N      runs of each configuration     (default: 3)
   --keep-going         run the whole matrix even after a failed run
+  --expect-limits      a limits probe (scripts/udp-limits.sh): a run that fails only
+                       by lost echoes (a burst over the receive buffer) is reported
+                       "lost as expected", one refused for a payload over the IPv4
+                       limit (65507 B) "refused as expected"; neither counts as a
+                       failure (their lines keep ok: false)
   -h, --help           this text
 
 Each run is validated: its stdout is one JSON object, ok is true, the exit
 status agrees, and the echoed settings match the request. One progress line
-per run goes to stderr: [k/n] configuration -> round trips/s, p99.
+per run goes to stderr: "[k/n] rep r configuration" as the run starts, then
+"-> ok round trips/s, p99" (or "-> FAILED: why") when it ends.
 
-Exit status: 0 all runs valid, 1 a run failed, 2 bad options or missing tool.
+Exit status: 0 all runs valid (or, with --expect-limits, failed as expected),
+1 a run failed, 2 bad options or missing tool.
 EOF
 }
 
@@ -80,6 +93,8 @@ seconds="1"
 warmup="0.25"
 repetitions="3"
 keep_going=0
+overwrite=0
+expect_limits=0
 
 while [[ $# -gt 0 ]]; do
   arg="$1"
@@ -100,6 +115,16 @@ while [[ $# -gt 0 ]]; do
     --keep-going)
       [[ $has_value -eq 0 ]] || die "--keep-going takes no value"
       keep_going=1
+      continue
+      ;;
+    --overwrite)
+      [[ $has_value -eq 0 ]] || die "--overwrite takes no value"
+      overwrite=1
+      continue
+      ;;
+    --expect-limits)
+      [[ $has_value -eq 0 ]] || die "--expect-limits takes no value"
+      expect_limits=1
       continue
       ;;
     --bench | --output | --payloads | --clients | --windows | --io-models | --io-threads | \
@@ -199,9 +224,12 @@ fi
 [[ -f "$bench" && -x "$bench" ]] || die "--bench: $bench is not an executable file"
 
 if [[ -z "$output" ]]; then
-  output="matrix-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
+  output="out/matrix-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
 fi
-[[ ! -s "$output" ]] || die "--output: $output exists and is not empty; remove it or choose another file (report accepts several files)"
+# An earlier matrix's runs are kept unless asked: a long matrix is not
+# lost to a repeated command.
+[[ ! -s "$output" || $overwrite -eq 1 ]] ||
+  die "--output: $output exists and is not empty (an earlier matrix?); pass --overwrite to replace it, or choose another file (report accepts several files)"
 mkdir -p "$(dirname "$output")" || die "--output: cannot create the directory of $output"
 : >"$output" || die "--output: cannot write $output"
 
@@ -210,21 +238,25 @@ n=0
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 # Ctrl-C / kill: stop after the run in progress (whose line is not written).
-trap 'echo "$PROG: interrupted in run $k of $n (not recorded); results so far: $output" >&2; exit 130' INT TERM
+trap 'printf "\n%s: interrupted in run %s of %s (not recorded); results so far: %s\n" "$PROG" "$k" "$n" "$output" >&2; exit 130' INT TERM
 
 # --- validation of one run (python3) ---------------------------------------------
 
 # Run as python3 -S (no site packages: it needs the standard library only).
 # argv: output stdout_file stderr_file exit_status repetition k n command
 #       payload clients window io_model io_threads lanes work seconds warmup limit
-# Appends the annotated line to output, prints the progress line on stderr,
-# exits 0 when the run is valid and 1 when not.
+#       expect_limits
+# Appends the annotated line to output, ends the progress line on stderr,
+# exits 0 when the run is valid, 1 when not, 3 when it failed as a limits
+# probe expects (--expect-limits).
 read -r -d '' VALIDATE <<'PY' || true
 import json, math, sys
 
 (output, out_path, err_path, status, rep, k, n, command,
- payload, clients, window, model, threads, lanes, work, secs, warm, limit) = sys.argv[1:]
-status, rep = int(status), int(rep)
+ payload, clients, window, model, threads, lanes, work, secs, warm, limit,
+ expect_limits) = sys.argv[1:]
+status, rep, expect_limits = int(status), int(rep), expect_limits == "1"
+IPV4_MAX_PAYLOAD = 65507
 requested = {
     "protocol": "udp",
     "payload_bytes": int(payload),
@@ -237,8 +269,6 @@ requested = {
     "requested_seconds": float(secs),
     "warmup_seconds": float(warm),
 }
-desc = (f"payload={payload} clients={clients} window={window} io={model}/{threads} "
-        f"lanes={lanes} work={work}")
 
 def reject_constant(name):
     raise ValueError(f"{name} is not JSON")
@@ -310,19 +340,49 @@ if not valid and stderr.strip():
 with open(output, "a", encoding="utf-8") as f:
     f.write(json.dumps(line, allow_nan=False) + "\n")
 
+def num(name):
+    v = obj.get(name)
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+def counters_clean():
+    """No error counter but the loss (and the drain timeout a loss causes)."""
+    return all((num(name) or 0) == 0 for name in (
+        "content_errors", "order_errors", "unexpected_messages", "disconnect_errors",
+        "unfinished_messages", "callback_exceptions", "duplicate_completions",
+        "pending_completions", "client_send_rejections", "client_send_completion_errors",
+        "server_send_rejections", "server_send_completion_errors"))
+
+# What a limits probe is there to find: lost echoes (a burst over the
+# receive buffer) and payloads over the IPv4 limit refused.
+error = str(obj.get("error") or "")
+lost_as_expected = (expect_limits and not errors and obj.get("ok") is False and status == 1
+                    and error.startswith("udp_lost_messages = ") and counters_clean())
+refused_as_expected = (expect_limits and not errors and obj.get("ok") is False and status == 2
+                       and error.startswith("--payload:") and int(payload) > IPV4_MAX_PAYLOAD)
+
 if valid:
-    rate = obj.get("roundtrips_per_second")
-    p99 = obj.get("rtt_p99_us")
-    rate = f"{rate:.0f} rt/s" if isinstance(rate, (int, float)) else "? rt/s"
-    p99 = f"p99 {p99:.1f} us" if isinstance(p99, (int, float)) else "p99 ?"
-    print(f"[{k}/{n}] rep {rep} {desc} -> {rate}, {p99}", file=sys.stderr)
+    rate = num("roundtrips_per_second")
+    p99 = num("rtt_p99_us")
+    rate = f"{rate:,.0f} rt/s" if rate is not None else "? rt/s"
+    p99 = f"p99 {p99:.1f} us" if p99 is not None else "p99 ?"
+    print(f" -> ok {rate}, {p99}", file=sys.stderr)
     sys.exit(0)
+if lost_as_expected:
+    # Lost echoes of the warm-up count in udp_lost_messages but not in
+    # messages_sent (the measured phase's sends).
+    lost, sent = num("udp_lost_messages"), num("messages_sent")
+    of = f" of {sent + (num('udp_lost_warmup_messages') or 0):,}" if sent is not None else ""
+    print(f" -> lost as expected: {lost:,}{of} echoes (udp_lost_messages)", file=sys.stderr)
+    sys.exit(3)
+if refused_as_expected:
+    print(f" -> refused as expected: payload {payload} B is over the IPv4 limit "
+          f"({IPV4_MAX_PAYLOAD} B)", file=sys.stderr)
+    sys.exit(3)
 reasons = []
 if obj.get("ok") is not True and obj.get("error"):
     reasons.append(str(obj["error"]))
 reasons += errors
-print(f"[{k}/{n}] rep {rep} {desc} -> FAILED: {'; '.join(reasons) or 'ok is not true'}",
-      file=sys.stderr)
+print(f" -> FAILED: {'; '.join(reasons) or 'ok is not true'}", file=sys.stderr)
 if stderr.strip() and not lines:
     tail = stderr.strip().splitlines()[-5:]
     print("    stderr: " + "\n    stderr: ".join(tail), file=sys.stderr)
@@ -353,10 +413,14 @@ echo "$PROG: ${#configs[@]} configurations x $repetitions repetitions = $n runs 
 
 k=0
 failed=0
+expected=0
 for ((rep = 1; rep <= repetitions; rep++)); do
   for config in "${configs[@]}"; do
     read -r p c w m t l wk <<<"$config"
     k=$((k + 1))
+    # The start of the progress line; the validator ends it with the result.
+    printf '[%d/%d] rep %d payload=%s clients=%s window=%s io=%s/%s lanes=%s work=%s' \
+      "$k" "$n" "$rep" "$p" "$c" "$w" "$m" "$t" "$l" "$wk" >&2
     cmd=("$bench" --protocol udp --payload "$p" --clients "$c" --window "$w"
       --io-model "$m" --io-threads "$t" --server-lanes "$l" --work "$wk"
       --seconds "$seconds" --warmup "$warmup")
@@ -364,10 +428,15 @@ for ((rep = 1; rep <= repetitions; rep++)); do
     status=0
     "${timeout_cmd[@]}" "${cmd[@]}" </dev/null >"$tmp/stdout" 2>"$tmp/stderr" || status=$?
     if "$python" -S -c "$VALIDATE" "$output" "$tmp/stdout" "$tmp/stderr" "$status" "$rep" "$k" "$n" \
-      "${command% }" "$p" "$c" "$w" "$m" "$t" "$l" "$wk" "$seconds" "$warmup" "$limit"; then
+      "${command% }" "$p" "$c" "$w" "$m" "$t" "$l" "$wk" "$seconds" "$warmup" "$limit" \
+      "$expect_limits"; then
       :
     else
       vstatus=$?
+      if [[ $vstatus -eq 3 ]]; then
+        expected=$((expected + 1))
+        continue
+      fi
       [[ $vstatus -eq 1 ]] || die "validating run $k failed (python3 exit status $vstatus)"
       failed=$((failed + 1))
       if [[ $keep_going -eq 0 ]]; then
@@ -378,8 +447,14 @@ for ((rep = 1; rep <= repetitions; rep++)); do
   done
 done
 
+as_expected=""
+[[ $expected -eq 0 ]] || as_expected=" ($expected failed as the limits probe expects)"
 if [[ $failed -gt 0 ]]; then
-  echo "$PROG: $failed of $n runs failed; results: $output" >&2
+  echo "$PROG: $failed of $n runs failed$as_expected; results: $output" >&2
   exit 1
 fi
-echo "$PROG: all $n runs valid; results: $output" >&2
+if [[ $expected -gt 0 ]]; then
+  echo "$PROG: all $n runs as expected: $((n - expected)) valid, $expected lost echoes or were refused as a limits probe expects; results: $output" >&2
+else
+  echo "$PROG: all $n runs valid; results: $output" >&2
+fi

@@ -23,6 +23,9 @@
 #   after --        run flags instead of the defaults: --clients 16
 #                   --window 16 --io-model sharded --io-threads 4
 #
+# Progress goes to stderr every 10 s of the run ("[20/60 s] rss N KiB");
+# stdout holds only the summary and the JSON line.
+#
 # Exit status: 0 the run was ok (zero errors) and RSS flat; 1 otherwise;
 # 2 bad arguments.
 set -euo pipefail
@@ -39,7 +42,7 @@ while [ $# -gt 0 ]; do
     --seconds) seconds="$2"; shift 2 ;;
     --series) series_out="$2"; shift 2 ;;
     --) shift; run_flags=("$@"); break ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo pipefail/{/^#/p}' "$0"; exit 0 ;;
     *) echo "$PROG: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -71,6 +74,9 @@ t=0
 while kill -0 "$pid" 2>/dev/null && [ "$t" -le "$limit" ]; do
   rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status" 2>/dev/null || true)
   [ -n "$rss" ] && echo "$t $rss" >>"$work/series"
+  if [ -n "$rss" ] && [ "$t" -gt 0 ] && [ $((t % 10)) -eq 0 ]; then
+    echo "$PROG: [$t/$seconds s] rss $rss KiB" >&2
+  fi
   sleep 1
   t=$((t + 1))
 done

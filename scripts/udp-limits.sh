@@ -17,14 +17,19 @@
 #   limits.md                 tables: lost echoes per cell, loss vs burst vs
 #                             receive buffer, snmp deltas, the machine
 #
-# Lossy cells fail by design (a lost echo fails a keel-bench run); the matrix
-# runs with --keep-going and those failures are the data. Needs bash,
-# python3 (standard library only) and Linux for the kernel counters.
+# Lossy cells fail their keel-bench runs by design (a lost echo fails a run),
+# and a payload over the IPv4 limit is refused by design: those are the
+# probe's results, not errors. The matrix runs with --keep-going and
+# --expect-limits, so its progress says "lost as expected: N of M echoes"
+# or "refused as expected" for them, and FAILED only for a surprise. Needs
+# bash, python3 (standard library only) and Linux for the kernel counters.
 #
-# Exit status: 0 the probe ran and every failed run failed by loss alone;
+# Exit status: 0 the probe ran and every run passed, lost echoes (a burst
+# over the receive buffer) or was refused for a payload over 65507 B;
 # 1 a run failed for another reason (crash, content error, timeout...), see
-# limits.md; 2 bad options, a missing tool, or the matrix/report could not
-# run.
+# limits.md and the FAILED lines; 2 bad options, a missing tool, an --out
+# that holds an earlier probe (without --overwrite), or the matrix/report
+# could not run.
 
 set -euo pipefail
 
@@ -42,8 +47,9 @@ after, then keel-bench report (loss chart and table) and a summary that relates
 lost echoes to the burst (clients x window x payload) and to the server's
 receive buffer, measured by filling a socket of the same size.
 
-  --out DIR            where everything goes (default: udp-limits-<UTC time>);
-                       must not hold an earlier probe's runs.jsonl
+  --out DIR            where everything goes (default: out/udp-limits-<UTC time>);
+                       an earlier probe there is refused unless --overwrite
+  --overwrite          replace an earlier probe's files in --out DIR
   --bench PATH         keel-bench binary (default: target/release/keel-bench,
                        built with cargo if missing)
   --payloads LIST      payload bytes          (default: 1472,8192,16356,16384,65507)
@@ -55,11 +61,14 @@ receive buffer, measured by filling a socket of the same size.
   -h, --help           this text
 
 A lossy run holds its lost slots until keel-bench's 2 s drain ends, so it takes
-about warm-up + seconds + 2 s; the default probe takes 1-2 minutes.
+about warm-up + seconds + 2 s; the default probe takes 1-2 minutes. Progress,
+one line per run, goes to stderr: runs that lose echoes say "lost as expected",
+payloads over the IPv4 limit (e.g. --payloads 65508) "refused as expected";
+FAILED is kept for real surprises.
 
-Exit status: 0 probe complete (losses are results, not errors); 1 a run failed
-for a reason other than loss; 2 bad options, missing tool, matrix or report
-could not run.
+Exit status: 0 probe complete (losses and refusals are results, not errors);
+1 a run failed for another reason; 2 bad options, missing tool, an earlier
+probe in --out (use --overwrite), matrix or report could not run.
 EOF
 }
 
@@ -76,6 +85,7 @@ clients="16"
 seconds="0.5"
 warmup="0.25"
 repetitions="3"
+overwrite=0
 invocation="scripts/udp-limits.sh"
 for a in "$@"; do
   printf -v q '%q' "$a"
@@ -97,6 +107,11 @@ while [[ $# -gt 0 ]]; do
     -h | --help)
       usage
       exit 0
+      ;;
+    --overwrite)
+      [[ $has_value -eq 0 ]] || die "--overwrite takes no value"
+      overwrite=1
+      continue
       ;;
     --out | --bench | --payloads | --windows | --clients | --seconds | --warmup | --repetitions)
       if [[ $has_value -eq 0 ]]; then
@@ -154,12 +169,15 @@ fi
 [[ -f "$bench" && -x "$bench" ]] || die "--bench: $bench is not an executable file"
 
 if [[ -z "$out" ]]; then
-  out="udp-limits-$(date -u +%Y%m%dT%H%M%SZ)"
+  out="out/udp-limits-$(date -u +%Y%m%dT%H%M%SZ)"
 fi
-[[ ! -s "$out/runs.jsonl" ]] ||
-  die "--out: $out/runs.jsonl exists and is not empty; remove it or choose another directory"
+# An earlier probe is kept unless asked: its runs would mix with these.
+[[ ! -s "$out/runs.jsonl" || $overwrite -eq 1 ]] ||
+  die "--out: $out/runs.jsonl exists and is not empty (an earlier probe); pass --overwrite to replace it, or choose another directory"
 mkdir -p "$out" || die "--out: cannot create $out"
-rm -f "$out/runs.jsonl"
+# Only the probe's own files: anything else in DIR is left alone.
+rm -rf "$out/runs.jsonl" "$out/snmp-before.txt" "$out/snmp-after.txt" "$out/limits.json" \
+  "$out/limits.md" "$out/report"
 
 snapshot() {
   if [[ -r /proc/net/snmp ]]; then
@@ -178,10 +196,10 @@ bash "$ROOT/scripts/matrix.sh" --bench "$bench" --output "$out/runs.jsonl" \
   --payloads "$payloads" --windows "$windows" --clients "$clients" \
   --io-models shared --io-threads 1 --server-lanes 1 --work-values 0 \
   --seconds "$seconds" --warmup "$warmup" --repetitions "$repetitions" \
-  --keep-going || status=$?
+  --keep-going --expect-limits || status=$?
 snapshot "$out/snmp-after.txt"
 case "$status" in
-  0 | 1) ;; # 1: some runs failed; lossy cells fail by design, judged below
+  0 | 1) ;; # 1: a run failed for another reason than loss or the limit; judged below
   130) echo "$PROG: interrupted; partial results in $out" >&2; exit 130 ;;
   *) die "scripts/matrix.sh failed (exit status $status); see its message above" ;;
 esac
@@ -273,6 +291,15 @@ def loss_only(r):
     return all((num(r, n) or 0) == 0 for n in
                ("unfinished_messages", "callback_exceptions", "duplicate_completions", "pending_completions"))
 
+IPV4_MAX_PAYLOAD = 65507
+
+def refused_over_limit(r):
+    """Refused by keel-bench because the payload is over the IPv4 limit."""
+    p, _ = key_of(r)
+    err = r.get("error") or ""
+    return (r.get("ok") is False and not r.get("matrix_errors") and r.get("exit_status") == 2
+            and err.startswith("--payload:") and isinstance(p, int) and p > IPV4_MAX_PAYLOAD)
+
 def median(xs):
     xs = [x for x in xs if x is not None]
     if not xs:
@@ -360,7 +387,8 @@ for p in payload_list:
         burst = clients * w
         passed = [r for r in rs if r.get("ok") is True and not r.get("matrix_errors")]
         by_loss = [r for r in rs if loss_only(r)]
-        other = [r for r in rs if r not in passed and r not in by_loss]
+        refused = [r for r in rs if refused_over_limit(r)]
+        other = [r for r in rs if r not in passed and r not in by_loss and r not in refused]
         cells.append({
             "payload_bytes": p,
             "window": w,
@@ -374,6 +402,7 @@ for p in payload_list:
             "runs": len(rs),
             "passed": len(passed),
             "failed_by_loss": len(by_loss),
+            "refused_over_limit": len(refused),
             "failed_otherwise": len(other),
             "lost_per_run": [num(r, "udp_lost_messages") for r in rs],
             "warmup_lost_per_run": [num(r, "udp_lost_warmup_messages") for r in rs],
@@ -428,6 +457,7 @@ summary = {
         "runs": len(runs),
         "passed": sum(c["passed"] for c in cells),
         "failed_by_loss": sum(c["failed_by_loss"] for c in cells),
+        "refused_over_limit": sum(c["refused_over_limit"] for c in cells),
         "failed_otherwise": sum(c["failed_otherwise"] for c in cells),
         "udp_lost_messages": total("udp_lost_messages"),
         "udp_lost_warmup_messages": total("udp_lost_warmup_messages"),
@@ -470,6 +500,7 @@ t = summary["totals"]
 md.append(f"{clients} clients, `--io-model shared --io-threads 1`, 1 server lane, "
           f"{repetitions} runs per cell of {seconds} s after {warmup} s warm-up, each a fresh process. "
           f"{t['runs']} runs: {t['passed']} passed, {t['failed_by_loss']} failed by lost echoes only, "
+          f"{t['refused_over_limit']} refused for a payload over the IPv4 limit ({IPV4_MAX_PAYLOAD} B), "
           f"{t['failed_otherwise']} failed otherwise.\n")
 
 md.append("## Lost echoes per cell\n")
@@ -482,7 +513,10 @@ for p in payload_list:
     for w in window_list:
         c = next(c for c in cells if c["payload_bytes"] == p and c["window"] == w)
         failed = c["runs"] - c["passed"]
-        row.append(f"{spread(c['lost_per_run'])} ({failed}/{c['runs']} failed)" if c["runs"] else "–")
+        if c["runs"] and c["refused_over_limit"] == c["runs"]:
+            row.append(f"refused: over {IPV4_MAX_PAYLOAD} B")
+        else:
+            row.append(f"{spread(c['lost_per_run'])} ({failed}/{c['runs']} failed)" if c["runs"] else "–")
     md.append(f"| {p} | " + " | ".join(row) + " |")
 md.append("")
 
@@ -549,6 +583,11 @@ md.append("Charts and the full per-configuration table: [report/report.md](repor
           "[loss chart](report/loss.svg). Raw runs: `runs.jsonl`; data: `limits.json`.\n")
 with open(os.path.join(out, "limits.md"), "w", encoding="utf-8") as f:
     f.write("\n".join(md))
+print(f"udp-limits.sh: {t['runs']} runs: {t['passed']} passed, "
+      f"{t['failed_by_loss']} lost echoes as expected (bursts over the receive buffer), "
+      f"{t['refused_over_limit']} refused as expected (payload over {IPV4_MAX_PAYLOAD} B), "
+      + (f"{t['failed_otherwise']} FAILED for another reason" if t["failed_otherwise"]
+         else "no surprise"), file=sys.stderr)
 sys.exit(1 if t["failed_otherwise"] else 0)
 PY
 
@@ -558,7 +597,8 @@ python3 -S -c "$SUMMARY" "$out" "$bench" "$payloads" "$windows" "$clients" "$sec
 [[ $verdict -le 1 ]] || die "summarising $out/runs.jsonl failed (python3 exit status $verdict)"
 
 echo "$PROG: wrote"
-for f in runs.jsonl snmp-before.txt snmp-after.txt limits.json limits.md report/report.md report/loss.svg; do
+for f in runs.jsonl snmp-before.txt snmp-after.txt limits.json limits.md report/report.md report/loss.svg \
+  report/throughput.svg report/p99.svg; do
   [[ -e "$out/$f" ]] && echo "  $out/$f"
 done
 if [[ $verdict -ne 0 ]]; then

@@ -9,6 +9,8 @@
 //! * [`message`]: the benchmark datagram, the server's work, sockperf replies;
 //! * [`stats`]: RTT percentiles with bounded memory;
 //! * [`output`]: the one-line JSON report;
+//! * [`human`]: the few lines a person reads instead of (or beside) it,
+//!   and [`present`]: which of the two goes where (`--format`, terminal);
 //! * [`procstats`]: CPU time, peak RSS and host UDP counters from `/proc`;
 //! * [`report`]: `keel-bench report`, result files to a Markdown table and
 //!   SVG charts;
@@ -22,9 +24,11 @@
 pub mod client;
 pub mod echo;
 pub mod flags;
+pub mod human;
 pub mod loopback;
 pub mod message;
 pub mod output;
+pub mod present;
 pub mod procstats;
 pub mod report;
 pub mod run;

@@ -1,17 +1,26 @@
 //! The run: the echo server (unless `--connect`) and every client in this
 //! process, on one keel runtime, through keel-udp's public API only.
+//!
+//! This module is the run, step by step; `server` (the echo server, shared
+//! with `serve`) and `ports` (client ports for peer-port steering) are
+//! what it starts. They never use this module.
 
-use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use keel_reactor::{IoModel as KeelModel, Runtime};
+use keel_reactor::Runtime;
 use keel_udp::{
-    Client, ClientConfig, DisconnectReason, EndpointConfig, FullPolicy, Impairment, LaneSteering,
-    Server, ServerConfig, SocketOptions,
+    Client, ClientConfig, DisconnectReason, EndpointConfig, Impairment, LaneSteering, Server,
+    SocketOptions,
 };
+
+mod ports;
+mod server;
+
+use ports::PortPicker;
+pub use server::{runtime_for, start_server, start_server_impaired, EchoServerSpec, SessionPolicy};
 
 use crate::client::{BenchClient, ClientTally, DrainLatch, Schedule};
 use crate::echo::{Echo, EchoMode, EchoStats};
@@ -24,116 +33,6 @@ use crate::stats::RttShards;
 pub const DRAIN: Duration = Duration::from_secs(2);
 /// Upper bound on collecting the clients' tallies after the drain.
 const COLLECT: Duration = Duration::from_secs(2);
-
-/// The keel runtime for `--io-model` and `--io-threads`.
-pub fn runtime_for(model: IoModel, threads: u32) -> io::Result<Runtime> {
-    let threads = threads as usize;
-    Runtime::new(match model {
-        IoModel::Shared => KeelModel::Shared { threads },
-        IoModel::Sharded => KeelModel::Sharded { reactors: threads },
-    })
-}
-
-/// How to set up the echo server of a run or of `serve`.
-#[derive(Clone, Debug)]
-pub struct EchoServerSpec {
-    /// Address to bind (port 0 picks one).
-    pub bind: SocketAddr,
-    /// `--server-lanes`.
-    pub lanes: u32,
-    /// `--batch`.
-    pub batch: u32,
-    /// `--udp-server-receive-buffer`; `None` = the 4 MiB request.
-    pub receive_buffer: Option<u64>,
-    /// `--work`.
-    pub work: u64,
-    /// What the server answers.
-    pub mode: EchoMode,
-    /// How datagrams spread over the lanes.
-    pub steering: LaneSteering,
-    /// Session timeout and table bound.
-    pub sessions: SessionPolicy,
-}
-
-/// How the echo server treats its sessions (one per peer address).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SessionPolicy {
-    /// Sessions idle this long end; `None` keeps them until the server
-    /// stops.
-    pub idle_timeout: Option<Duration>,
-    /// Sessions per lane at most.
-    pub max_sessions: usize,
-    /// What a full lane does with a new peer.
-    pub full_policy: FullPolicy,
-}
-
-impl Default for SessionPolicy {
-    /// The in-process server of a run: no idle timeout, keel's table bound,
-    /// `Refuse`. It lives on the loopback address for one run only and its
-    /// peers are the run's own clients (at most 1,024, far below the
-    /// bound), so no source can fill its table; and a client whose window
-    /// slot waits for a lost echo keeps its session without a timer
-    /// sweeping the lanes being measured. `serve`, which faces unknown
-    /// peers, sets its own (`--idle-timeout`, `--max-sessions`,
-    /// `--full-policy`).
-    fn default() -> Self {
-        SessionPolicy {
-            idle_timeout: None,
-            max_sessions: ServerConfig::default().max_sessions,
-            full_policy: FullPolicy::Refuse,
-        }
-    }
-}
-
-/// Starts the echo server described by `spec` on `rt`.
-pub fn start_server(
-    rt: &Runtime,
-    spec: &EchoServerSpec,
-    stats: Arc<EchoStats>,
-) -> io::Result<Server<Echo>> {
-    start_server_impaired(rt, spec, None, stats)
-}
-
-/// As [`start_server`], with a link conditioner on the server's send path
-/// (`--impair-server`; `None` = off).
-pub fn start_server_impaired(
-    rt: &Runtime,
-    spec: &EchoServerSpec,
-    send_impairment: Option<Impairment>,
-    stats: Arc<EchoStats>,
-) -> io::Result<Server<Echo>> {
-    let EchoServerSpec {
-        bind,
-        lanes,
-        batch,
-        receive_buffer,
-        work,
-        mode,
-        steering,
-        sessions,
-    } = spec.clone();
-    let mut config = ServerConfig {
-        lanes: lanes as usize,
-        steering,
-        endpoint: EndpointConfig {
-            batch: batch as usize,
-            socket: SocketOptions {
-                send_buffer: Some(UDP_SEND_BUFFER_REQUEST as usize),
-                recv_buffer: Some(receive_buffer.unwrap_or(UDP_RECEIVE_BUFFER_REQUEST) as usize),
-                ..SocketOptions::default()
-            },
-            send_impairment,
-            ..EndpointConfig::default()
-        },
-        ..ServerConfig::default()
-    };
-    config.idle_timeout = sessions.idle_timeout;
-    config.max_sessions = sessions.max_sessions;
-    config.full_policy = sessions.full_policy;
-    Server::bind(rt.handles(), bind, config, move |_| {
-        Echo::new(work, mode, stats.clone())
-    })
-}
 
 /// Runs the benchmark and returns its report with `ok` decided.
 pub fn run(cfg: &RunConfig) -> RunReport {
@@ -152,49 +51,125 @@ fn snmp(family: AddressFamily) -> Option<UdpCounters> {
     }
 }
 
+/// The run, step by step: the server, the clients, the phases, the
+/// tallies, the shutdown; each step writes what it measured into `report`.
+/// `Err` is the run's error (the first thing that went wrong).
 fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let rt = runtime_for(cfg.io_model, cfg.io_threads)
         .map_err(|e| format!("starting the runtime: {e}"))?;
     let echo_stats = Arc::new(EchoStats::default());
     let steering = run_steering(cfg);
-    let server = match cfg.connect {
-        Some(_) => None,
-        None => Some(
-            start_server_impaired(
-                &rt,
-                &EchoServerSpec {
-                    bind: cfg.server_addr(),
-                    lanes: cfg.server_lanes,
-                    batch: cfg.batch,
-                    receive_buffer: cfg.udp_server_receive_buffer,
-                    work: cfg.work,
-                    mode: EchoMode::Bench,
-                    steering,
-                    sessions: SessionPolicy::default(),
-                },
-                cfg.impair_server.as_deref().cloned(),
-                echo_stats.clone(),
-            )
-            .map_err(|e| format!("starting the echo server: {e}"))?,
-        ),
-    };
+    let server = start_run_server(&rt, cfg, steering, &echo_stats)?;
     let target = server
         .as_ref()
         .map_or_else(|| cfg.server_addr(), |s| s.local_addr());
     if let Some(s) = &server {
-        let b = s.buffers();
-        report.udp_server_send_buffer_bytes = Some(b.send as u64);
-        report.udp_server_receive_buffer_bytes = Some(b.recv as u64);
-        report.lane_steering = Some(match steering {
-            LaneSteering::PeerPort => "peer-port",
-            _ => "kernel-hash",
-        });
+        record_server_buffers(report, s, steering);
     }
-    let mut ports = PortPicker::new(cfg, steering, target);
+    let clients = start_clients(&rt, cfg, steering, target)?;
+    record_client_buffers(report, &clients.list);
 
+    let snmp_before = snmp(cfg.address_family);
+    let phases = run_phases(cfg, &clients);
+    if phases.drain_timed_out {
+        report.drain_timeouts = 1;
+    }
+    let (tally, collected) = collect_tallies(&clients);
+    let shutdown = close_all(&clients.list, server.as_ref());
+    let snmp_after = snmp(cfg.address_family);
+    let stopped = if shutdown.complete() {
+        rt.stop()
+    } else {
+        // Joining would wait for the busy lane; the process exit ends it.
+        std::mem::forget(rt);
+        Ok(())
+    };
+
+    record_tally(report, &tally, &echo_stats, clients.list.len() - collected);
+    record_measurements(report, &clients, &phases, &shutdown);
+    report.set_snmp(udp_delta(snmp_before.as_ref(), snmp_after.as_ref()).as_ref());
+    if let Some(s) = &shutdown.server {
+        report.server_send_rejections = Some(s.send_rejections);
+        report.server_send_completion_errors = Some(s.send_errors);
+    }
+    if let Err(e) = stopped {
+        report.callback_exceptions += 1;
+        return Err(format!("a handler failed: {e}"));
+    }
+    if collected < clients.list.len() {
+        return Err(format!(
+            "{} of {} clients did not report within {:?}",
+            clients.list.len() - collected,
+            clients.list.len(),
+            COLLECT
+        ));
+    }
+    shutdown.check(clients.list.len())?;
+    if let Some(reason) = &tally.disconnect_reason {
+        return Err(disconnect_error(tally.disconnects, reason, target));
+    }
+    Ok(())
+}
+
+/// The in-process echo server, unless `--connect` drives a remote one.
+fn start_run_server(
+    rt: &Runtime,
+    cfg: &RunConfig,
+    steering: LaneSteering,
+    echo_stats: &Arc<EchoStats>,
+) -> Result<Option<Server<Echo>>, String> {
+    if cfg.connect.is_some() {
+        return Ok(None);
+    }
+    let spec = EchoServerSpec {
+        bind: cfg.server_addr(),
+        lanes: cfg.server_lanes,
+        batch: cfg.batch,
+        receive_buffer: cfg.udp_server_receive_buffer,
+        work: cfg.work,
+        mode: EchoMode::Bench,
+        steering,
+        sessions: SessionPolicy::default(),
+    };
+    start_server_impaired(
+        rt,
+        &spec,
+        cfg.impair_server.as_deref().cloned(),
+        echo_stats.clone(),
+    )
+    .map(Some)
+    .map_err(|e| format!("starting the echo server: {e}"))
+}
+
+/// The server's socket buffers as granted, and its lane steering.
+fn record_server_buffers(report: &mut RunReport, server: &Server<Echo>, steering: LaneSteering) {
+    let b = server.buffers();
+    report.udp_server_send_buffer_bytes = Some(b.send as u64);
+    report.udp_server_receive_buffer_bytes = Some(b.recv as u64);
+    report.lane_steering = Some(match steering {
+        LaneSteering::PeerPort => "peer-port",
+        _ => "kernel-hash",
+    });
+}
+
+/// The clients of a run and what they share with it.
+struct Clients {
+    /// One per `--clients`, client `i` on context `i % contexts`.
+    list: Vec<Client<BenchClient>>,
+    /// Where a client that ended early left its tally.
+    last_words: Vec<Arc<Mutex<Option<ClientTally>>>>,
+    /// Counts the clients that have nothing in flight any more.
+    latch: Arc<DrainLatch>,
+    /// Every client's RTT samples, one shard per IO thread.
+    rtt: Arc<RttShards>,
+}
+
+/// The configuration every client starts from (its own `--impair` seed
+/// and local port are set per client).
+fn client_config(cfg: &RunConfig) -> ClientConfig {
     let payload = cfg.payload as usize;
     let window = cfg.window as usize;
-    let client_config = ClientConfig {
+    ClientConfig {
         local: None,
         endpoint: EndpointConfig {
             // A client never has more than `window` echoes to read; two
@@ -217,25 +192,38 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             recv_impairment: None,
             ..EndpointConfig::default()
         },
+    }
+}
+
+/// Connects every client to `target`, each on its context.
+fn start_clients(
+    rt: &Runtime,
+    cfg: &RunConfig,
+    steering: LaneSteering,
+    target: SocketAddr,
+) -> Result<Clients, String> {
+    let mut ports = PortPicker::new(cfg, steering, target);
+    let base = client_config(cfg);
+    let mut clients = Clients {
+        list: Vec::with_capacity(cfg.clients as usize),
+        last_words: Vec::with_capacity(cfg.clients as usize),
+        latch: Arc::new(DrainLatch::default()),
+        rtt: Arc::new(RttShards::new(cfg.io_threads as usize)),
     };
-    let latch = Arc::new(DrainLatch::default());
-    let rtt_shards = Arc::new(RttShards::new(cfg.io_threads as usize));
-    let mut clients = Vec::with_capacity(cfg.clients as usize);
-    let mut last_words = Vec::with_capacity(cfg.clients as usize);
     for id in 0..cfg.clients {
         let words = Arc::new(Mutex::new(None));
-        last_words.push(words.clone());
+        clients.last_words.push(words.clone());
         let handler = || {
             BenchClient::new(
                 id,
-                payload,
+                cfg.payload as usize,
                 cfg.window,
-                latch.clone(),
-                rtt_shards.clone(),
+                clients.latch.clone(),
+                clients.rtt.clone(),
                 words.clone(),
             )
         };
-        let mut config = client_config.clone();
+        let mut config = base.clone();
         // Each client its own seed, so their decisions are independent.
         config.endpoint.send_impairment = cfg.impair.as_ref().map(|imp| Impairment {
             seed: imp.seed.wrapping_add(u64::from(id)),
@@ -247,10 +235,15 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         let client = ports
             .connect(context, reactor, config, handler)
             .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
-        clients.push(client);
+        clients.list.push(client);
     }
+    Ok(clients)
+}
+
+/// The smallest and largest socket buffers the clients were granted.
+fn record_client_buffers(report: &mut RunReport, clients: &[Client<BenchClient>]) {
     let (mut smin, mut smax, mut rmin, mut rmax) = (u64::MAX, 0, u64::MAX, 0);
-    for c in &clients {
+    for c in clients {
         let b = c.buffers();
         smin = smin.min(b.send as u64);
         smax = smax.max(b.send as u64);
@@ -261,8 +254,23 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     report.udp_client_send_buffer_max_bytes = Some(smax);
     report.udp_client_receive_buffer_min_bytes = Some(rmin);
     report.udp_client_receive_buffer_max_bytes = Some(rmax);
+}
 
-    let snmp_before = snmp(cfg.address_family);
+/// When the phases ran, and the process CPU time over the measured one.
+struct Phases {
+    measure_start: Instant,
+    /// When the last echo came back, or the drain's deadline.
+    drain_end: Instant,
+    drain_timed_out: bool,
+    /// Process CPU time at the start and end of the measured phase.
+    cpu: (Option<Duration>, Option<Duration>),
+    /// Wall time of the measured phase and its drain.
+    wall: Duration,
+}
+
+/// Starts every client, sleeps through the warm-up and the measured
+/// phase, then waits for the drain (at most [`DRAIN`]).
+fn run_phases(cfg: &RunConfig, clients: &Clients) -> Phases {
     let start = Instant::now();
     let measure_start = start + Duration::from_secs_f64(cfg.warmup);
     let measure_end = measure_start + Duration::from_secs_f64(cfg.seconds);
@@ -271,7 +279,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         measure_end,
         loss_timeout: cfg.loss_timeout_ms.map(Duration::from_millis),
     };
-    for c in &clients {
+    for c in &clients.list {
         c.post(move |h, ctx| h.start(ctx, schedule));
     }
     sleep_until(measure_start);
@@ -279,19 +287,25 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let wall_start = Instant::now();
     sleep_until(measure_end);
     let drain_deadline = measure_end + DRAIN;
-    let drained_at = latch.wait(cfg.clients, drain_deadline);
-    let drain_end = drained_at.unwrap_or(drain_deadline);
+    let drained_at = clients.latch.wait(cfg.clients, drain_deadline);
     let cpu_end = process_cpu_time();
     let wall_end = Instant::now();
-    if drained_at.is_none() {
-        report.drain_timeouts = 1;
+    Phases {
+        measure_start,
+        drain_end: drained_at.unwrap_or(drain_deadline),
+        drain_timed_out: drained_at.is_none(),
+        cpu: (cpu_start, cpu_end),
+        wall: wall_end.saturating_duration_since(wall_start),
     }
+}
 
-    // Collect every client's tally and samples on its own lane.
+/// Every client's tally and samples, read on its own lane (at most
+/// [`COLLECT`]), plus those that ended early; and how many there were.
+fn collect_tallies(clients: &Clients) -> (ClientTally, usize) {
     let (tx, rx) = mpsc::channel();
     let mut tally = ClientTally::default();
     let mut collected = 0;
-    for c in &clients {
+    for c in &clients.list {
         let tx = tx.clone();
         c.post(move |h, _| {
             if let Some(words) = h.report() {
@@ -301,7 +315,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     }
     drop(tx);
     let collect_deadline = Instant::now() + COLLECT;
-    while collected < clients.len() {
+    while collected < clients.list.len() {
         let left = collect_deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(t) => {
@@ -312,19 +326,70 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         }
     }
     // Clients that ended early (e.g. port unreachable) left their tally.
-    for words in &last_words {
+    for words in &clients.last_words {
         if let Some(t) = words.lock().unwrap_or_else(|p| p.into_inner()).take() {
             tally.add(&t);
             collected += 1;
         }
     }
-    let mut client_send_errors = 0;
-    let mut kernel_drops = 0;
-    let (mut cond_dropped, mut cond_duplicated) = (0, 0);
+    (tally, collected)
+}
+
+/// The server's final counters.
+struct ServerTotals {
+    send_rejections: u64,
+    send_errors: u64,
+}
+
+/// What closing the endpoints found: their final counters, and whether
+/// each closed in time (else the counters are not final).
+#[derive(Default)]
+struct Shutdown {
+    client_send_errors: u64,
+    kernel_drops: u64,
+    conditioner_dropped: u64,
+    conditioner_duplicated: u64,
+    /// Clients that did not close by the deadline.
+    not_closed: usize,
+    /// The server stopped in time (true without one).
+    server_stopped: bool,
+    server: Option<ServerTotals>,
+}
+
+impl Shutdown {
+    /// Every endpoint closed in time.
+    fn complete(&self) -> bool {
+        self.not_closed == 0 && self.server_stopped
+    }
+
+    /// The run's error when an endpoint did not close in time.
+    fn check(&self, clients: usize) -> Result<(), String> {
+        if self.complete() {
+            return Ok(());
+        }
+        Err(format!(
+            "{} did not close within the shutdown deadline: the counters \
+             (kernel_rcvbuf_drops, server_send_*, client_send_completion_errors) are not final",
+            match (self.server_stopped, self.not_closed) {
+                (false, 0) => "the server".to_string(),
+                (false, n) => format!("the server and {n} of {clients} clients"),
+                (true, n) => format!("{n} of {clients} clients"),
+            }
+        ))
+    }
+}
+
+/// Closes every client, then stops the server, and reads their counters
+/// once they are final.
+fn close_all(clients: &[Client<BenchClient>], server: Option<&Server<Echo>>) -> Shutdown {
+    let mut totals = Shutdown {
+        server_stopped: true,
+        ..Shutdown::default()
+    };
     // Close first: an endpoint reads its socket's drop counter as it
     // closes, so drops at the very end of the run (no later datagram
     // reported them) are counted too.
-    for c in &clients {
+    for c in clients {
         c.close();
     }
     // One shared deadline, so a wedged runtime cannot stretch the run by a
@@ -332,8 +397,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     // (its last kernel drops counted); one that did not close in time has
     // counters that are not final, and the run says so.
     let close_deadline = Instant::now() + Duration::from_secs(1);
-    let mut not_closed = 0;
-    for c in &clients {
+    for c in clients {
         // `close_and_wait` also says false, at once, when the close posted
         // above already closed the lane before its own request ran (keel-udp
         // drops that request with the lane); a closed client has ended, and
@@ -341,89 +405,68 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         if !c.close_and_wait(close_deadline.saturating_duration_since(Instant::now()))
             && !c.is_closed()
         {
-            not_closed += 1;
+            totals.not_closed += 1;
         }
         let k = c.counters();
-        client_send_errors += k.send_errors;
-        kernel_drops += k.kernel_drops;
-        cond_dropped += k.conditioner_dropped;
-        cond_duplicated += k.conditioner_duplicated;
+        totals.client_send_errors += k.send_errors;
+        totals.kernel_drops += k.kernel_drops;
+        totals.conditioner_dropped += k.conditioner_dropped;
+        totals.conditioner_duplicated += k.conditioner_duplicated;
     }
-    let mut server_stopped = true;
-    if let Some(s) = &server {
-        server_stopped = s.stop_and_wait(
+    if let Some(s) = server {
+        totals.server_stopped = s.stop_and_wait(
             close_deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(500),
         ) || s.is_stopped();
         let k = s.counters();
-        report.server_send_rejections = Some(k.send_queue_rejections + k.send_too_large);
-        report.server_send_completion_errors = Some(k.send_errors);
-        kernel_drops += k.kernel_drops;
-        cond_dropped += k.conditioner_dropped;
-        cond_duplicated += k.conditioner_duplicated;
+        totals.server = Some(ServerTotals {
+            send_rejections: k.send_queue_rejections + k.send_too_large,
+            send_errors: k.send_errors,
+        });
+        totals.kernel_drops += k.kernel_drops;
+        totals.conditioner_dropped += k.conditioner_dropped;
+        totals.conditioner_duplicated += k.conditioner_duplicated;
     }
-    let snmp_after = snmp(cfg.address_family);
-    let stopped = if not_closed == 0 && server_stopped {
-        rt.stop()
-    } else {
-        // Joining would wait for the busy lane; the process exit ends it.
-        std::mem::forget(rt);
-        Ok(())
-    };
+    totals
+}
 
+/// The clients' tally: messages and every error counter.
+fn record_tally(report: &mut RunReport, tally: &ClientTally, echo: &EchoStats, unfinished: usize) {
     report.messages_sent = tally.messages_sent;
     report.messages = tally.messages;
     report.client_send_rejections = tally.send_rejections;
-    report.client_send_completion_errors = client_send_errors;
     report.content_errors = tally.content_errors;
     report.order_errors = tally.order_errors;
-    report.unexpected_messages = tally.unexpected + echo_stats.invalid.load(Ordering::Relaxed);
+    report.unexpected_messages = tally.unexpected + echo.invalid.load(Ordering::Relaxed);
     report.disconnect_errors = tally.disconnects;
     report.udp_lost_messages = tally.lost;
-    report.unfinished_messages = (clients.len() - collected) as u64;
+    report.unfinished_messages = unfinished as u64;
     report.late_echoes = Some(tally.late_echoes);
     report.udp_lost_warmup_messages = Some(tally.warmup_lost);
     report.warmup_errors = tally.warmup_errors;
     report.warmup_ok = tally.warmup_errors == 0;
-    report.set_rtt(&rtt_shards.merged().summary());
-    report.set_throughput(drain_end.saturating_duration_since(measure_start));
-    if let (Some(a), Some(b)) = (cpu_start, cpu_end) {
-        report.set_cpu(
-            b.saturating_sub(a),
-            wall_end.saturating_duration_since(wall_start),
-        );
+}
+
+/// RTT, throughput, CPU, memory and the endpoints' final counters.
+fn record_measurements(
+    report: &mut RunReport,
+    clients: &Clients,
+    phases: &Phases,
+    shutdown: &Shutdown,
+) {
+    report.client_send_completion_errors = shutdown.client_send_errors;
+    report.set_rtt(&clients.rtt.merged().summary());
+    report.set_throughput(
+        phases
+            .drain_end
+            .saturating_duration_since(phases.measure_start),
+    );
+    if let (Some(a), Some(b)) = phases.cpu {
+        report.set_cpu(b.saturating_sub(a), phases.wall);
     }
     report.peak_rss_bytes = peak_rss_bytes();
-    report.kernel_rcvbuf_drops = Some(kernel_drops);
-    report.conditioner_dropped = Some(cond_dropped);
-    report.conditioner_duplicated = Some(cond_duplicated);
-    report.set_snmp(udp_delta(snmp_before.as_ref(), snmp_after.as_ref()).as_ref());
-    if let Err(e) = stopped {
-        report.callback_exceptions += 1;
-        return Err(format!("a handler failed: {e}"));
-    }
-    if collected < clients.len() {
-        return Err(format!(
-            "{} of {} clients did not report within {:?}",
-            clients.len() - collected,
-            clients.len(),
-            COLLECT
-        ));
-    }
-    if !server_stopped || not_closed > 0 {
-        return Err(format!(
-            "{} did not close within the shutdown deadline: the counters \
-             (kernel_rcvbuf_drops, server_send_*, client_send_completion_errors) are not final",
-            match (server_stopped, not_closed) {
-                (false, 0) => "the server".to_string(),
-                (false, n) => format!("the server and {n} of {} clients", clients.len()),
-                (true, n) => format!("{n} of {} clients", clients.len()),
-            }
-        ));
-    }
-    if let Some(reason) = &tally.disconnect_reason {
-        return Err(disconnect_error(tally.disconnects, reason, target));
-    }
-    Ok(())
+    report.kernel_rcvbuf_drops = Some(shutdown.kernel_drops);
+    report.conditioner_dropped = Some(shutdown.conditioner_dropped);
+    report.conditioner_duplicated = Some(shutdown.conditioner_duplicated);
 }
 
 /// The run's error for clients that ended early: the counter, then what
@@ -449,69 +492,6 @@ pub fn run_steering(cfg: &RunConfig) -> LaneSteering {
             LaneSteering::PeerPort
         }
         LaneSteeringChoice::Auto => LaneSteering::KernelHash,
-    }
-}
-
-/// Chooses each client's local port when the server steers by peer port:
-/// a client on context `c` gets a port `p` with `p % lanes` = a lane that
-/// runs on context `c` (lane `j` runs on context `j % contexts`), so its
-/// datagrams and their echoes stay on one core. Otherwise the kernel picks
-/// the port.
-struct PortPicker {
-    lanes: u16,
-    contexts: usize,
-    ip: std::net::IpAddr,
-    target: SocketAddr,
-    next: u16,
-    enabled: bool,
-}
-
-/// Tries before giving up on finding a free port for one client.
-const PORT_TRIES: usize = 4096;
-
-impl PortPicker {
-    fn new(cfg: &RunConfig, steering: LaneSteering, target: SocketAddr) -> PortPicker {
-        let lanes = cfg.server_lanes as u16;
-        PortPicker {
-            lanes,
-            contexts: cfg.io_contexts() as usize,
-            ip: cfg.address_family.loopback(),
-            target,
-            // Spread concurrent runs over the range (bind failures retry).
-            next: 20_000 + (std::process::id() % 10_000) as u16 * 2,
-            enabled: steering == LaneSteering::PeerPort && lanes > 1 && cfg.connect.is_none(),
-        }
-    }
-
-    fn connect(
-        &mut self,
-        context: usize,
-        reactor: &keel_reactor::Handle,
-        mut config: ClientConfig,
-        handler: impl Fn() -> BenchClient,
-    ) -> io::Result<Client<BenchClient>> {
-        if !self.enabled {
-            return Client::connect(reactor, self.target, config, handler());
-        }
-        // A lane on this context if there is one, else any (cross-core).
-        let lane = (0..self.lanes as usize)
-            .find(|j| j % self.contexts == context)
-            .unwrap_or(context % self.lanes as usize) as u16;
-        let mut last = None;
-        for _ in 0..PORT_TRIES {
-            let mut port = self.next - self.next % self.lanes + lane;
-            if port < self.next {
-                port += self.lanes;
-            }
-            self.next = if port > 60_000 { 20_000 } else { port + 1 };
-            config.local = Some(SocketAddr::new(self.ip, port));
-            match Client::connect(reactor, self.target, config.clone(), handler()) {
-                Ok(client) => return Ok(client),
-                Err(e) if e.kind() == io::ErrorKind::AddrInUse => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| io::Error::other("no free port")))
     }
 }
 

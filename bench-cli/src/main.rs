@@ -1,30 +1,32 @@
-//! keel-bench binary: parse the flags, dispatch, print one JSON line, exit
-//! with [`keel_bench::EXIT_OK`], [`keel_bench::EXIT_FAILED`] or
+//! keel-bench binary: parse the flags, dispatch, show the result (the JSON
+//! line, and the human summary as `--format` asks), exit with
+//! [`keel_bench::EXIT_OK`], [`keel_bench::EXIT_FAILED`] or
 //! [`keel_bench::EXIT_BAD_ARGS`]. All logic lives in the library.
 
+use std::ffi::OsString;
 use std::io::Write;
 
-use keel_bench::flags::{self, Command};
-use keel_bench::output::RunReport;
-use keel_bench::{run, EXIT_BAD_ARGS, EXIT_FAILED, EXIT_OK};
+use keel_bench::flags::{self, Command, OutputFormat};
+use keel_bench::{present, run, EXIT_BAD_ARGS, EXIT_FAILED, EXIT_OK};
 
 fn main() {
     std::process::exit(try_main())
 }
 
-/// Writes `text` and a newline to stdout; a closed stdout is not worth a
-/// panic (the exit code still tells the story).
-fn print_line(text: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{text}");
-    let _ = out.flush();
+fn exit_code(ok: bool) -> i32 {
+    if ok {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    }
 }
 
 fn try_main() -> i32 {
-    let command = match flags::parse(std::env::args_os().skip(1)) {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let command = match flags::parse(args.iter().cloned()) {
         Ok(command) => command,
         Err(err) => {
-            print_line(&RunReport::error_report(None, &err.to_string()).to_json_line());
+            present::bad_args(&err, flags::requested_format(args));
             return EXIT_BAD_ARGS;
         }
     };
@@ -37,26 +39,24 @@ fn try_main() -> i32 {
         }
         Command::Run(cfg) => {
             let report = run::run(&cfg);
-            print_line(&report.to_json_line());
-            if report.ok {
-                EXIT_OK
-            } else {
-                EXIT_FAILED
-            }
+            present::run(&report, cfg.format);
+            exit_code(report.ok)
         }
         Command::Serve(cfg) => match run::serve(&cfg) {
-            Ok(true) => EXIT_OK,
-            // The summary line says why (ok: false, error).
-            Ok(false) => EXIT_FAILED,
+            // The summary says why when it is not ok (ok: false, error).
+            Ok(summary) => {
+                present::serve(&summary, cfg.format);
+                exit_code(summary.ok)
+            }
             Err(e) => {
-                print_line(&RunReport::error_report(None, &e).to_json_line());
+                present::failed("serve", &e, cfg.format);
                 EXIT_FAILED
             }
         },
         Command::Report(cfg) => match run::report(&cfg) {
             Ok(()) => EXIT_OK,
             Err(e) => {
-                print_line(&RunReport::error_report(None, &e).to_json_line());
+                present::failed("report", &e, OutputFormat::Auto);
                 EXIT_FAILED
             }
         },

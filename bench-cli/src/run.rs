@@ -3,6 +3,7 @@
 
 use crate::flags::{ReportConfig, RunConfig, ServeConfig};
 use crate::output::RunReport;
+use crate::serve::ServeSummary;
 
 /// Runs the benchmark described by `cfg` and returns its report, with
 /// [`RunReport::finish`] applied (so `ok` decides the exit code).
@@ -11,16 +12,11 @@ pub fn run(cfg: &RunConfig) -> RunReport {
 }
 
 /// Serves echoes as described by `cfg` until its `--seconds` elapse or the
-/// process gets SIGINT/SIGTERM, then prints the summary line (the only line
-/// on stdout) and returns whether it is ok. `Err` carries the reason it
-/// could not serve at all (nothing printed yet).
-pub fn serve(cfg: &ServeConfig) -> Result<bool, String> {
-    let summary = crate::serve::serve(cfg)?;
-    println!(
-        "{}",
-        serde_json::to_string(&summary).expect("the serve summary always serializes")
-    );
-    Ok(summary.ok)
+/// process gets SIGINT/SIGTERM, and returns the summary (the caller shows
+/// it, see [`crate::present::serve`]). `Err` carries the reason it could
+/// not serve at all.
+pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
+    crate::serve::serve(cfg)
 }
 
 /// Reads result files and writes the summary table and charts (see
@@ -28,16 +24,17 @@ pub fn serve(cfg: &ServeConfig) -> Result<bool, String> {
 /// reason it could not.
 pub fn report(cfg: &ReportConfig) -> Result<(), String> {
     let written = crate::report::write(cfg)?;
+    let excluded = match written.excluded {
+        0 => "none excluded".to_string(),
+        n => format!("{n} excluded (a repetition failed)"),
+    };
+    let unreadable = match written.unreadable {
+        0 => String::new(),
+        n => format!(", {n} unreadable lines"),
+    };
     eprintln!(
-        "report: {} runs, {} configurations summarised, {} excluded (a repetition failed){}",
-        written.runs,
-        written.summarised,
-        written.excluded,
-        if written.unreadable > 0 {
-            format!(", {} unreadable lines", written.unreadable)
-        } else {
-            String::new()
-        }
+        "report: {} runs, {} configurations summarised, {excluded}{unreadable}",
+        written.runs, written.summarised,
     );
     for file in &written.files {
         eprintln!("report: wrote {}", file.display());

@@ -22,10 +22,10 @@ use serde::Serialize;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::echo::{EchoMode, EchoStats};
+use crate::echo::{Echo, EchoMode, EchoStats};
 use crate::flags::{FullPolicyChoice, LaneSteeringChoice, ServeConfig};
 use crate::loopback::{runtime_for, start_server, EchoServerSpec, SessionPolicy};
-use keel_udp::{FullPolicy, LaneSteering};
+use keel_udp::{FullPolicy, LaneSteering, Server};
 
 /// How long `serve` waits for its lanes to stop (handle what is queued,
 /// count the last kernel drops, close) before it reports that its counters
@@ -120,18 +120,44 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
     let rt = runtime_for(cfg.io_model, cfg.io_threads)
         .map_err(|e| format!("starting the runtime: {e}"))?;
     let stats = Arc::new(EchoStats::default());
-    let mode = if cfg.sockperf {
-        EchoMode::Sockperf
+    let server = start_server(&rt, &echo_spec(cfg), stats.clone())
+        .map_err(|e| format!("--bind {}: {e}", cfg.bind))?;
+    eprintln!("keel-bench serve: listening on {}", server.local_addr());
+    let started = Instant::now();
+    let ended_by = wait_for_end(cfg.seconds, &rx);
+    signal_handle.close();
+    let elapsed = started.elapsed();
+    // Counters only after the lanes are gone: stopping handles what is
+    // still queued and counts the kernel drops no datagram reported, so
+    // anything read before is short of the final figures.
+    let stopped_in_time = server.stop_and_wait(STOP_WAIT) || server.is_stopped();
+    let error = if stopped_in_time {
+        rt.stop().err().map(|e| format!("a handler failed: {e}"))
     } else {
-        EchoMode::Bench
+        // Joining would wait for the busy handler; the process exit ends it.
+        std::mem::forget(rt);
+        Some(format!(
+            "the server did not stop within {} s (a lane was still busy): \
+             the counters are not final",
+            STOP_WAIT.as_secs_f64()
+        ))
     };
-    let spec = EchoServerSpec {
+    Ok(summary(cfg, &server, &stats, elapsed, ended_by, error))
+}
+
+/// The echo server `cfg` asks for.
+fn echo_spec(cfg: &ServeConfig) -> EchoServerSpec {
+    EchoServerSpec {
         bind: cfg.bind,
         lanes: cfg.server_lanes,
         batch: cfg.batch,
         receive_buffer: cfg.udp_server_receive_buffer,
         work: cfg.work,
-        mode,
+        mode: if cfg.sockperf {
+            EchoMode::Sockperf
+        } else {
+            EchoMode::Bench
+        },
         // Remote peers pick their own ports: `auto` is the kernel's hash.
         steering: match cfg.lane_steering {
             LaneSteeringChoice::Port => LaneSteering::PeerPort,
@@ -145,40 +171,35 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
                 FullPolicyChoice::EvictIdlest => FullPolicy::EvictIdlest,
             },
         },
-    };
-    let server =
-        start_server(&rt, &spec, stats.clone()).map_err(|e| format!("--bind {}: {e}", cfg.bind))?;
-    eprintln!("keel-bench serve: listening on {}", server.local_addr());
-    let started = Instant::now();
-    let ended_by = match cfg.seconds {
-        Some(s) => match rx.recv_timeout(Duration::from_secs_f64(s)) {
+    }
+}
+
+/// Waits for `--seconds` (if given) or a signal, and says which ended it.
+fn wait_for_end(seconds: Option<f64>, signals: &mpsc::Receiver<&'static str>) -> String {
+    match seconds {
+        Some(s) => match signals.recv_timeout(Duration::from_secs_f64(s)) {
             Ok(sig) => sig.to_string(),
             Err(_) => "seconds".to_string(),
         },
-        None => rx
+        None => signals
             .recv()
             .map_or_else(|_| "signal thread ended".to_string(), str::to_string),
-    };
-    signal_handle.close();
-    let elapsed = started.elapsed();
-    // Counters only after the lanes are gone: stopping handles what is
-    // still queued and counts the kernel drops no datagram reported, so
-    // anything read before is short of the final figures.
-    let stopped_in_time = server.stop_and_wait(STOP_WAIT) || server.is_stopped();
+    }
+}
+
+/// The summary of a server that has stopped (its counters are final
+/// unless `error` says otherwise).
+fn summary(
+    cfg: &ServeConfig,
+    server: &Server<Echo>,
+    stats: &EchoStats,
+    elapsed: Duration,
+    ended_by: String,
+    error: Option<String>,
+) -> ServeSummary {
     let k = server.counters();
     let b = server.buffers();
-    let error = if stopped_in_time {
-        rt.stop().err().map(|e| format!("a handler failed: {e}"))
-    } else {
-        // Joining would wait for the busy handler; the process exit ends it.
-        std::mem::forget(rt);
-        Some(format!(
-            "the server did not stop within {} s (a lane was still busy): \
-             the counters are not final",
-            STOP_WAIT.as_secs_f64()
-        ))
-    };
-    Ok(ServeSummary {
+    ServeSummary {
         role: "serve",
         backend: crate::output::BACKEND,
         keel_version: env!("CARGO_PKG_VERSION"),
@@ -209,5 +230,5 @@ pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
         udp_server_receive_buffer_bytes: b.recv as u64,
         ok: error.is_none(),
         error,
-    })
+    }
 }

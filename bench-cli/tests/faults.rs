@@ -120,3 +120,40 @@ fn kernel_faults_end_on_time_and_every_message_is_accounted_for() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// A person watching faults.sh sees each fault start and end on stderr;
+/// stdout keeps only the data lines.
+#[test]
+fn progress_goes_to_stderr_and_stdout_keeps_the_data() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/faults.sh");
+    let out = Command::new("bash")
+        .args([script, "--bench", env!("CARGO_BIN_EXE_keel-bench")])
+        .args(["--faults", "none", "--seconds", "0.2"])
+        .output()
+        .expect("run bash");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() == Some(3) {
+        eprintln!(
+            "SKIPPED progress_goes_to_stderr_and_stdout_keeps_the_data: {}",
+            stderr.trim()
+        );
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(stdout.starts_with("fault=none "), "{stdout}");
+    let progress: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("[1/1] none:"))
+        .collect();
+    assert_eq!(progress.len(), 2, "{stderr}");
+    assert!(
+        progress[0].contains("0.2 s of clients against serve"),
+        "{stderr}"
+    );
+    assert!(
+        progress[1].contains("checks ok, ") && progress[1].contains(" rt/s, "),
+        "{stderr}"
+    );
+}

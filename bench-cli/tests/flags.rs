@@ -124,9 +124,9 @@ fn every_run_flag_accepts_its_bounds() {
     assert_eq!(low.warmup, 3600.0);
     assert_eq!(low.loss_timeout_ms, Some(1));
     assert_eq!(low.udp_server_receive_buffer, Some(1));
-    // Leading zeros are still whole digit tokens; exponents are finite decimals.
+    // Leading zeros are still whole digit tokens; a fraction may stand alone.
     assert_eq!(run(&["--clients", "007"]).unwrap().clients, 7);
-    assert_eq!(run(&["--seconds", "2.5e1"]).unwrap().seconds, 25.0);
+    assert_eq!(run(&["--seconds", "25."]).unwrap().seconds, 25.0);
     assert_eq!(run(&["--seconds", ".5"]).unwrap().seconds, 0.5);
     assert_eq!(run(&["--payload", "65507"]).unwrap().payload, 65507);
 }
@@ -200,6 +200,11 @@ fn duration_flags_reject_non_finite_negative_and_out_of_range() {
         "1e999",
         "3600.0001",
         "1e4",
+        // One number grammar for every flag: no exponents (keel-udp's
+        // --impair numbers have none either).
+        "2.5e1",
+        "1e-3",
+        "1E0",
     ];
     for value in common {
         for flag in ["--seconds", "--warmup"] {
@@ -493,7 +498,7 @@ fn serve_sessions_time_out_by_default_and_the_table_is_configurable() {
         Some(Duration::from_secs(3600))
     );
     assert_eq!(
-        serve(&["--idle-timeout", "1e-3"]).unwrap().idle_timeout,
+        serve(&["--idle-timeout", "0.001"]).unwrap().idle_timeout,
         Some(Duration::from_millis(1))
     );
     assert_eq!(
@@ -614,4 +619,44 @@ fn help_wins_and_lists_every_flag_with_default_range_and_exit_codes() {
     for code in ["0  ok", "1  the run failed", "2  bad arguments"] {
         assert!(help.contains(code), "{code}");
     }
+}
+
+/// Every number keel-bench reads is in one grammar: a value is a decimal
+/// for `--seconds` exactly when keel-udp's conditioner takes it in an
+/// `--impair` spec (as a percentage), so a user who learns one knows both.
+#[test]
+fn seconds_and_impair_specs_share_one_number_grammar() {
+    for value in [
+        "1", "0.25", "1.", ".5", "007", "50", "2.5e1", "1e-3", "1E0", "+1", "-1", ".", "", "1..2",
+        "inf", "nan", " 1", "1 ", "0x10", "1_0", "1,5", "1s",
+    ] {
+        let seconds = run(&["--seconds", value]).is_ok();
+        let impair = run(&["--impair", &format!("loss={value}%")]).is_ok();
+        assert_eq!(
+            seconds, impair,
+            "{value:?}: --seconds {seconds}, --impair loss={value}% {impair}"
+        );
+        assert_eq!(
+            keel_bench::flags::is_plain_decimal(value),
+            seconds,
+            "{value:?}"
+        );
+    }
+}
+
+/// `--connect` to an IPv4-mapped IPv6 address is IPv4 on the wire: keel-udp
+/// refuses more than the IPv4 limit there, so the flag check does too.
+#[test]
+fn payload_limit_follows_keel_udp_for_ipv4_mapped_peers() {
+    let err = rejects(
+        &["--connect", "[::ffff:10.0.0.2]:7000", "--payload", "65520"],
+        "--payload",
+    );
+    assert!(err.message.contains("65507"), "{err}");
+    assert_eq!(
+        run(&["--connect", "[fd00::2]:7000", "--payload", "65520"])
+            .unwrap()
+            .payload,
+        65520
+    );
 }

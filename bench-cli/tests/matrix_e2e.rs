@@ -355,3 +355,97 @@ fn real_tiny_matrix_then_report() {
         "{t}"
     );
 }
+
+/// A rerun of the same command: refused without --overwrite (a long
+/// matrix is not lost to a repeated command), replaced with it.
+#[test]
+fn an_existing_output_is_kept_unless_overwrite_is_given() {
+    let dir = scratch("overwrite");
+    let out = dir.join("runs.jsonl");
+    let bench = fake_bench();
+    let args = [
+        "--bench",
+        s(&bench),
+        "--output",
+        s(&out),
+        "--repetitions",
+        "1",
+        "--seconds",
+        "0.1",
+    ];
+    let o = matrix(&args, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let first = std::fs::read_to_string(&out).unwrap();
+
+    let o = matrix(&args, &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("exists and is not empty") && err.contains("pass --overwrite to replace it"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), first, "untouched");
+
+    let again = [&args[..], &["--overwrite"]].concat();
+    let o = matrix(&again, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(lines(&out).len(), 1, "replaced, not appended");
+}
+
+/// A limits probe's expected failures are said to be expected, and only
+/// a surprise is FAILED.
+#[test]
+fn expect_limits_reports_lost_echoes_as_expected_not_failed() {
+    let dir = scratch("expect");
+    let out = dir.join("runs.jsonl");
+    let bench = fake_bench();
+    let o = matrix(
+        &[
+            "--bench",
+            s(&bench),
+            "--output",
+            s(&out),
+            "--windows",
+            "1,16",
+            "--repetitions",
+            "1",
+            "--seconds",
+            "0.1",
+            "--keep-going",
+            "--expect-limits",
+        ],
+        &[("FAKE_BENCH_LOSS_WINDOW", "16")],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("window=16 io=shared/1 lanes=1 work=0 -> lost as expected: 48 echoes"),
+        "{err}"
+    );
+    assert!(!err.contains("FAILED"), "{err}");
+    assert!(
+        err.contains("all 2 runs as expected: 1 valid, 1 lost echoes"),
+        "{err}"
+    );
+    // The data is unchanged: the lossy run's line still says ok: false.
+    let runs = lines(&out);
+    assert_eq!(runs[1]["ok"], false);
+    assert_eq!(runs[1]["matrix_errors"], serde_json::json!([]));
+
+    // A surprise is still FAILED, and fails the matrix.
+    let out2 = dir.join("garbage.jsonl");
+    let o = matrix(
+        &[
+            "--bench",
+            s(&bench),
+            "--output",
+            s(&out2),
+            "--repetitions",
+            "1",
+            "--expect-limits",
+        ],
+        &[("FAKE_BENCH_MODE", "garbage")],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("-> FAILED: "), "{}", stderr(&o));
+}

@@ -261,3 +261,83 @@ fn real_probe_loss_is_bounded_by_the_burst_over_the_buffer() {
         );
     }
 }
+
+/// The probe's own output says which failures are its results: runs that
+/// lose echoes are "lost as expected", FAILED is kept for surprises; and
+/// a second probe into the same directory replaces the first with
+/// --overwrite.
+#[test]
+fn expected_losses_are_not_called_failed_and_overwrite_reruns() {
+    let dir = scratch("expected");
+    let bench = fake_with_real_report(&dir);
+    let out = dir.join("probe");
+    let args = [
+        "--bench",
+        s(&bench),
+        "--out",
+        s(&out),
+        "--payloads",
+        "1472",
+        "--windows",
+        "1,16",
+        "--repetitions",
+        "1",
+        "--seconds",
+        "0.1",
+    ];
+    let env = [("FAKE_BENCH_LOSS_WINDOW", "16")];
+    let o = limits(&args, &env);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("-> lost as expected: 48 echoes"), "{err}");
+    assert!(!err.contains("FAILED"), "{err}");
+    assert!(
+        err.contains("2 runs: 1 passed, 1 lost echoes as expected") && err.contains("no surprise"),
+        "{err}"
+    );
+
+    let again = limits(&[&args[..], &["--overwrite"]].concat(), &env);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    let runs = std::fs::read_to_string(out.join("runs.jsonl")).unwrap();
+    assert_eq!(runs.lines().count(), 2, "replaced, not appended");
+}
+
+/// A payload over the IPv4 limit is refused by keel-bench: the probe
+/// reports it as expected (exit 0), in its progress, its tables and its
+/// data.
+#[test]
+fn real_payload_over_the_ipv4_limit_is_refused_as_expected() {
+    let dir = scratch("refused");
+    let out = dir.join("probe");
+    let o = limits(
+        &[
+            "--bench",
+            env!("CARGO_BIN_EXE_keel-bench"),
+            "--out",
+            s(&out),
+            "--payloads",
+            "65508",
+            "--windows",
+            "1",
+            "--repetitions",
+            "1",
+            "--seconds",
+            "0.1",
+            "--warmup",
+            "0",
+        ],
+        &[],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("-> refused as expected: payload 65508 B is over the IPv4 limit (65507 B)"),
+        "{err}"
+    );
+    assert!(!err.contains("FAILED"), "{err}");
+    let json = summary(&out);
+    assert_eq!(json["totals"]["refused_over_limit"], 1);
+    assert_eq!(json["totals"]["failed_otherwise"], 0);
+    let md = std::fs::read_to_string(out.join("limits.md")).unwrap();
+    assert!(md.contains("| 65508 | refused: over 65507 B |"), "{md}");
+}

@@ -1,0 +1,376 @@
+//! What a validated command line asks for: [`Command`] and its
+//! configurations, the choices a flag can name, and the defaults and limits
+//! of the flags. Plain data: nothing here parses.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use keel_udp::Impairment;
+
+/// Largest UDP payload over IPv4: keel-udp's [`keel_udp::MAX_PAYLOAD_V4`]
+/// (65,535 − 20 IP − 8 UDP), the one number keel-udp refuses sends above.
+pub const MAX_PAYLOAD_IPV4: u64 = keel_udp::MAX_PAYLOAD_V4 as u64;
+/// Largest UDP payload over IPv6 without jumbograms: keel-udp's
+/// [`keel_udp::MAX_PAYLOAD_V6`] (65,535 − 8 UDP).
+pub const MAX_PAYLOAD_IPV6: u64 = keel_udp::MAX_PAYLOAD_V6 as u64;
+/// Smallest payload: the 16-byte message header.
+pub const MIN_PAYLOAD: u64 = 16;
+/// Cap on `clients × window × payload`: bytes in flight at once.
+pub const MAX_IN_FLIGHT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Default `--payload`.
+pub const DEFAULT_PAYLOAD: u64 = 1024;
+/// Default `--clients`.
+pub const DEFAULT_CLIENTS: u32 = 1;
+/// Default `--window`.
+pub const DEFAULT_WINDOW: u32 = 1;
+/// Default `--seconds`.
+pub const DEFAULT_SECONDS: f64 = 1.0;
+/// Default `--warmup`.
+pub const DEFAULT_WARMUP: f64 = 0.25;
+/// Default `--io-threads`.
+pub const DEFAULT_IO_THREADS: u32 = 1;
+/// Default `--work`.
+pub const DEFAULT_WORK: u64 = 0;
+/// Default `--server-lanes` (arknet's shape: one socket, one lane).
+pub const DEFAULT_SERVER_LANES: u32 = 1;
+/// Default `--batch`: datagrams per recvmmsg/sendmmsg call.
+pub const DEFAULT_BATCH: u32 = 64;
+/// Default `serve --idle-timeout`, seconds. The echo server keeps no state
+/// per session, so ending an idle one never changes a measurement (a peer
+/// that comes back gets a new session with its next datagram); 30 s is far
+/// longer than any pause of a keel-bench or sockperf client during a run,
+/// and short enough that one-off or spoofed sources give their slots back
+/// within half a minute instead of holding them forever.
+pub const DEFAULT_SERVE_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest `serve --idle-timeout`, seconds.
+pub const MAX_IDLE_TIMEOUT_SECS: f64 = 3600.0;
+/// Default `serve --max-sessions`: keel-udp's default, per receive lane.
+pub const DEFAULT_MAX_SESSIONS: u32 = 65_536;
+/// Largest `serve --max-sessions` (sessions per lane; the table grows as
+/// peers arrive, so the bound costs nothing until it is used).
+pub const MAX_MAX_SESSIONS: u32 = 1 << 24;
+/// Transport under test. keel-bench measures UDP only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// UDP datagrams.
+    #[default]
+    Udp,
+}
+
+impl Protocol {
+    /// Name as written on the command line and in the JSON.
+    pub fn as_str(self) -> &'static str {
+        "udp"
+    }
+}
+
+/// Address family of the loopback (or `--connect`/`--bind`) address.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AddressFamily {
+    /// IPv4, loopback 127.0.0.1.
+    #[default]
+    Ipv4,
+    /// IPv6, loopback ::1.
+    Ipv6,
+}
+
+impl AddressFamily {
+    /// Name as written on the command line and in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AddressFamily::Ipv4 => "ipv4",
+            AddressFamily::Ipv6 => "ipv6",
+        }
+    }
+
+    /// The loopback address of this family.
+    pub fn loopback(self) -> IpAddr {
+        match self {
+            AddressFamily::Ipv4 => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            AddressFamily::Ipv6 => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        }
+    }
+
+    /// Largest UDP payload of this family, as keel-udp checks it
+    /// ([`keel_udp::max_payload`] of this family's loopback address).
+    pub fn max_payload(self) -> u64 {
+        keel_udp::max_payload(&SocketAddr::new(self.loopback(), 0)) as u64
+    }
+
+    /// The family of an address.
+    pub fn of(addr: &SocketAddr) -> AddressFamily {
+        match addr {
+            SocketAddr::V4(_) => AddressFamily::Ipv4,
+            SocketAddr::V6(_) => AddressFamily::Ipv6,
+        }
+    }
+}
+
+/// How IO threads are organised (arknet's `owned` has no keel equivalent and
+/// is rejected).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum IoModel {
+    /// One IO context run by `io_threads` threads.
+    #[default]
+    Shared,
+    /// `io_threads` contexts with one thread each.
+    Sharded,
+}
+
+impl IoModel {
+    /// Name as written on the command line and in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IoModel::Shared => "shared",
+            IoModel::Sharded => "sharded",
+        }
+    }
+
+    /// `io_contexts` of the report: 1 for shared, `io_threads` for sharded.
+    pub fn io_contexts(self, io_threads: u32) -> u32 {
+        match self {
+            IoModel::Shared => 1,
+            IoModel::Sharded => io_threads,
+        }
+    }
+}
+
+/// `--lane-steering`: how datagrams spread over the server's lanes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LaneSteeringChoice {
+    /// `port` for a sharded run with several lanes, `hash` otherwise.
+    #[default]
+    Auto,
+    /// The kernel hashes the peer's address to a lane.
+    Hash,
+    /// Lane = peer port % lanes; the run binds each client to a port whose
+    /// lane is on the client's own context.
+    Port,
+}
+
+/// `serve --full-policy`: what a lane does with a new peer when its session
+/// table is full (keel-udp's `FullPolicy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FullPolicyChoice {
+    /// Drop the new peer's datagrams (counted in `sessions_refused`) until
+    /// a session ends; established peers are never disturbed.
+    #[default]
+    Refuse,
+    /// End the idlest of a few sampled sessions (`sessions_evicted`) and
+    /// admit the new peer.
+    EvictIdlest,
+}
+
+impl FullPolicyChoice {
+    /// Name as written on the command line and in the serve summary.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FullPolicyChoice::Refuse => "refuse",
+            FullPolicyChoice::EvictIdlest => "evict-idlest",
+        }
+    }
+}
+
+/// `--format`: how a run or `serve` shows its result.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OutputFormat {
+    /// No `--format`: the JSON line on stdout, and the summary on stderr
+    /// only when stdout is a terminal (a person is reading). Scripts, whose
+    /// stdout is a pipe or a file, see exactly what `json` gives.
+    #[default]
+    Auto,
+    /// The JSON line on stdout, nothing else.
+    Json,
+    /// The summary on stdout instead of the JSON line.
+    Human,
+    /// The JSON line on stdout and the summary on stderr.
+    Both,
+}
+
+/// Where a result goes, once `--format` and the terminal are known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shown {
+    /// The JSON line goes to stdout.
+    pub json: bool,
+    /// The human summary goes to stdout.
+    pub summary_on_stdout: bool,
+    /// The human summary goes to stderr.
+    pub summary_on_stderr: bool,
+}
+
+impl OutputFormat {
+    /// Name as written on the command line; `auto` is the default's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputFormat::Auto => "auto",
+            OutputFormat::Json => "json",
+            OutputFormat::Human => "human",
+            OutputFormat::Both => "both",
+        }
+    }
+
+    /// Where the result goes when stdout is (or is not) a terminal.
+    pub fn shown(self, stdout_is_terminal: bool) -> Shown {
+        let (json, summary_on_stdout, summary_on_stderr) = match self {
+            OutputFormat::Auto => (true, false, stdout_is_terminal),
+            OutputFormat::Json => (true, false, false),
+            OutputFormat::Human => (false, true, false),
+            OutputFormat::Both => (true, false, true),
+        };
+        Shown {
+            json,
+            summary_on_stdout,
+            summary_on_stderr,
+        }
+    }
+}
+
+/// A validated benchmark run (`keel-bench [flags]`, or clients only with
+/// `--connect`). `Default` is the reference table's defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunConfig {
+    /// `--protocol`.
+    pub protocol: Protocol,
+    /// `--address-family`; with `--connect`, the family of that address.
+    pub address_family: AddressFamily,
+    /// `--payload`: bytes per datagram, header included.
+    pub payload: u64,
+    /// `--clients`: client sockets.
+    pub clients: u32,
+    /// `--window`: datagrams in flight per client.
+    pub window: u32,
+    /// `--seconds`: measured phase.
+    pub seconds: f64,
+    /// `--warmup`: warm-up phase (0 skips it).
+    pub warmup: f64,
+    /// `--io-model`.
+    pub io_model: IoModel,
+    /// `--io-threads`.
+    pub io_threads: u32,
+    /// `--work`: xorshift rounds the server runs per echo.
+    pub work: u64,
+    /// `--udp-server-receive-buffer`: the server socket's receive buffer
+    /// request in bytes; `None` = the same 4 MiB request as every socket.
+    pub udp_server_receive_buffer: Option<u64>,
+    /// `--server-lanes`: server receive lanes (sockets on one port).
+    pub server_lanes: u32,
+    /// `--batch`: datagrams per receive/send system call.
+    pub batch: u32,
+    /// `--loss-timeout`: milliseconds after which an unanswered datagram is
+    /// counted lost and its window slot released; `None` = off (arknet's
+    /// behaviour: a lost datagram holds its slot until the drain ends).
+    pub loss_timeout_ms: Option<u64>,
+    /// `--connect`: drive clients only, against a `keel-bench serve` there.
+    pub connect: Option<SocketAddr>,
+    /// `--impair`: link conditioner on each client's send path (client `i`
+    /// uses seed + `i`); `None` = off. Boxed: rarely set, and it would
+    /// double the size of every [`Command`].
+    pub impair: Option<Box<Impairment>>,
+    /// `--impair-server`: link conditioner on the server's send path (its
+    /// echoes; lane `i` uses stream `i` of the seed); `None` = off.
+    pub impair_server: Option<Box<Impairment>>,
+    /// `--lane-steering`.
+    pub lane_steering: LaneSteeringChoice,
+    /// `--format`: the JSON line, a human summary, or both.
+    pub format: OutputFormat,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            protocol: Protocol::Udp,
+            address_family: AddressFamily::Ipv4,
+            payload: DEFAULT_PAYLOAD,
+            clients: DEFAULT_CLIENTS,
+            window: DEFAULT_WINDOW,
+            seconds: DEFAULT_SECONDS,
+            warmup: DEFAULT_WARMUP,
+            io_model: IoModel::Shared,
+            io_threads: DEFAULT_IO_THREADS,
+            work: DEFAULT_WORK,
+            udp_server_receive_buffer: None,
+            server_lanes: DEFAULT_SERVER_LANES,
+            batch: DEFAULT_BATCH,
+            loss_timeout_ms: None,
+            connect: None,
+            impair: None,
+            impair_server: None,
+            lane_steering: LaneSteeringChoice::Auto,
+            format: OutputFormat::Auto,
+        }
+    }
+}
+
+impl RunConfig {
+    /// `io_contexts` of the report.
+    pub fn io_contexts(&self) -> u32 {
+        self.io_model.io_contexts(self.io_threads)
+    }
+
+    /// The server address clients send to: `--connect`, or the loopback
+    /// address of the family with port 0 (to be bound).
+    pub fn server_addr(&self) -> SocketAddr {
+        self.connect
+            .unwrap_or_else(|| SocketAddr::new(self.address_family.loopback(), 0))
+    }
+}
+
+/// A validated `keel-bench serve`: the echo server alone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServeConfig {
+    /// `--bind`: address and port to serve on (port 0 picks a free port).
+    pub bind: SocketAddr,
+    /// `--io-model`.
+    pub io_model: IoModel,
+    /// `--io-threads`.
+    pub io_threads: u32,
+    /// `--server-lanes`.
+    pub server_lanes: u32,
+    /// `--seconds`: serve this long; `None` = until interrupted.
+    pub seconds: Option<f64>,
+    /// `--sockperf`: answer sockperf's ping-pong client instead of
+    /// keel-bench clients.
+    pub sockperf: bool,
+    /// `--work`.
+    pub work: u64,
+    /// `--batch`.
+    pub batch: u32,
+    /// `--udp-server-receive-buffer`.
+    pub udp_server_receive_buffer: Option<u64>,
+    /// `--lane-steering` (`auto` is `hash` here: remote peers pick their
+    /// own ports).
+    pub lane_steering: LaneSteeringChoice,
+    /// `--idle-timeout`: a session without a datagram for this long ends;
+    /// `None` (`off`) keeps sessions until the server stops.
+    pub idle_timeout: Option<Duration>,
+    /// `--max-sessions`: sessions per receive lane at most.
+    pub max_sessions: u32,
+    /// `--full-policy`: a new peer when the table is full.
+    pub full_policy: FullPolicyChoice,
+    /// `--format`: the summary line as JSON, in words, or both.
+    pub format: OutputFormat,
+}
+
+/// A validated `keel-bench report`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportConfig {
+    /// JSON-lines files produced by runs.
+    pub inputs: Vec<PathBuf>,
+    /// `--out`: directory for the Markdown table and SVG charts.
+    pub out: PathBuf,
+}
+
+/// What the command line asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// One run (loopback, or clients only with `--connect`).
+    Run(RunConfig),
+    /// The echo server alone.
+    Serve(ServeConfig),
+    /// Summarise result files.
+    Report(ReportConfig),
+    /// Print `help_text` (the `--help` text) and exit 0.
+    Help,
+}

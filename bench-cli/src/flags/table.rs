@@ -1,0 +1,168 @@
+//! The flag table: every flag keel-bench knows ([`FLAGS`]), which
+//! subcommands take it, and what `--help` says about it. Parsing, validation
+//! and help all read this one table, so a flag cannot be accepted without
+//! being documented, or documented without being accepted.
+
+/// Subcommand selected by the first argument.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Subcommand {
+    /// No subcommand: a run.
+    #[default]
+    Run,
+    /// `serve`.
+    Serve,
+    /// `report`.
+    Report,
+}
+
+impl Subcommand {
+    /// This subcommand's bit in [`FlagSpec`]'s scope.
+    fn bit(self) -> u8 {
+        match self {
+            Subcommand::Run => RUN,
+            Subcommand::Serve => SERVE,
+            Subcommand::Report => REPORT,
+        }
+    }
+
+    /// How errors name it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Subcommand::Run => "keel-bench (run)",
+            Subcommand::Serve => "keel-bench serve",
+            Subcommand::Report => "keel-bench report",
+        }
+    }
+}
+
+/// Scope bit: a run takes the flag.
+const RUN: u8 = 1;
+/// Scope bit: `serve` takes the flag.
+const SERVE: u8 = 2;
+/// Scope bit: `report` takes the flag.
+const REPORT: u8 = 4;
+
+/// One row of the flag table: drives parsing scope and `--help`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlagSpec {
+    /// Long name without the leading `--`.
+    pub name: &'static str,
+    /// Value placeholder for help; empty for a switch.
+    pub value: &'static str,
+    /// Default, as shown in help.
+    pub default: &'static str,
+    /// Accepted values, as shown in help and errors.
+    pub accepted: &'static str,
+    /// One-line meaning.
+    pub help: &'static str,
+    scope: u8,
+}
+
+impl FlagSpec {
+    /// True for a flag that takes no value.
+    pub fn is_switch(&self) -> bool {
+        self.value.is_empty()
+    }
+
+    /// True when a run takes this flag.
+    pub fn for_run(&self) -> bool {
+        self.scope & RUN != 0
+    }
+
+    /// True when `serve` takes this flag.
+    pub fn for_serve(&self) -> bool {
+        self.scope & SERVE != 0
+    }
+
+    /// True when `report` takes this flag.
+    pub fn for_report(&self) -> bool {
+        self.scope & REPORT != 0
+    }
+
+    /// True when `sub` takes this flag.
+    pub fn accepted_by(&self, sub: Subcommand) -> bool {
+        self.scope & sub.bit() != 0
+    }
+}
+
+const fn spec(
+    name: &'static str,
+    value: &'static str,
+    default: &'static str,
+    accepted: &'static str,
+    help: &'static str,
+    scope: u8,
+) -> FlagSpec {
+    FlagSpec {
+        name,
+        value,
+        default,
+        accepted,
+        help,
+        scope,
+    }
+}
+
+/// What `--impair` and `--impair-server` accept.
+pub const IMPAIR_ACCEPTED: &str = "off, or comma-separated KEY=VALUE (each key once, no spaces): \
+loss=P, dup=P, reorder=P (P a probability such as 0.05, or 5%); delay=D, jitter=D (at most delay), \
+reorder-delay=D (default 10ms; how long a reordered datagram is held back) (D such as 20ms, 1.5ms, \
+500us or 0, at most 3600s); seed=N (default 0); limit=N datagrams (default 4096) and limit-bytes=N \
+(default 16777216) held at most";
+
+/// What `serve --idle-timeout` accepts.
+pub const IDLE_TIMEOUT_ACCEPTED: &str =
+    "a decimal, 0 < s <= 3600, or off (0 is not accepted: write off)";
+
+/// Every flag keel-bench knows, in `--help` order.
+pub const FLAGS: &[FlagSpec] = &[
+    spec("protocol", "NAME", "udp", "udp (arknet's tcp is not supported)", "transport", RUN),
+    spec("address-family", "FAMILY", "ipv4", "ipv4 (127.0.0.1), ipv6 (::1)", "loopback address family; with --connect, must match the address", RUN),
+    spec("payload", "BYTES", "1024", "16..=65507 (ipv6: 16..=65527)", "bytes per datagram, 16-byte header included", RUN),
+    spec("clients", "N", "1", "1..=1024", "client sockets, one each", RUN),
+    spec("window", "N", "1", "1..=1024", "datagrams in flight per client (closed loop)", RUN),
+    spec("seconds", "S", "1 (serve: until interrupted)", "a decimal, 0 < s <= 3600 (serve: <= 86400)", "measured phase (serve: how long to serve)", RUN | SERVE),
+    spec("warmup", "S", "0.25", "a decimal, 0 <= s <= 3600 (0 skips)", "warm-up phase, not reported", RUN),
+    spec("io-model", "MODEL", "shared", "shared (1 context, N threads), sharded (N contexts, 1 thread each); arknet's owned is not supported", "IO thread organisation", RUN | SERVE),
+    spec("io-threads", "N", "1", "1..=64", "N of --io-model", RUN | SERVE),
+    spec("work", "ROUNDS", "0", "0..=10000000", "xorshift64 rounds the server runs per echo, inside its receive lane", RUN | SERVE),
+    spec("udp-server-receive-buffer", "BYTES", "none (the 4 MiB request every socket makes)", "1..=1073741824", "keel: receive buffer request of the server socket(s) only", RUN | SERVE),
+    spec("lane-steering", "HOW", "auto", "auto, hash, port", "keel: how datagrams spread over --server-lanes: hash = the kernel's hash of the peer address; port = peer port % lanes, and each client binds a port whose lane runs on the client's own context (flows stay on one core); auto = port for --io-model sharded with several lanes, else hash", RUN | SERVE),
+    spec("server-lanes", "N", "1", "1..=64", "keel: server receive lanes; N > 1 opens N SO_REUSEPORT sockets on one port, one serialized lane each", RUN | SERVE),
+    spec("batch", "N", "64", "1..=1024", "keel: datagrams per receive/send system call (recvmmsg/sendmmsg); 1 = one per call", RUN | SERVE),
+    spec("loss-timeout", "MS", "off", "1..=3600000", "keel: count a datagram unanswered after MS as lost and release its window slot (off: it holds the slot until the drain ends, as in arknet)", RUN),
+    spec("impair", "SPEC", "off", IMPAIR_ACCEPTED, "keel: link conditioner on each client's send path, e.g. loss=0.05,delay=20ms,jitter=5ms,dup=0.01,reorder=0.1 (client i uses seed+i); pair loss with --loss-timeout (longer than the delay it adds) and --warmup 0 to keep measuring: messages_sent = messages + udp_lost_messages + order_errors; duplicates show as unexpected_messages, reordering (and jitter) as order_errors", RUN),
+    spec("impair-server", "SPEC", "off", IMPAIR_ACCEPTED, "keel: link conditioner on the server's send path (its echoes), same SPEC as --impair", RUN),
+    spec("connect", "ADDR:PORT", "none (server in this process)", "IP:PORT literal, port 1..=65535 (e.g. 10.0.0.2:7000, [fd00::2]:7000)", "keel: clients only, against `keel-bench serve` at ADDR:PORT; server-side flags go to serve", RUN),
+    spec("idle-timeout", "S", "30", IDLE_TIMEOUT_ACCEPTED, "serve: end a peer's session after S seconds without a datagram from it, so one-off or spoofed sources do not hold their slots of --max-sessions forever (30 s is far longer than any pause of a keel-bench or sockperf client during a run; the echo server keeps no state per session, and a peer that comes back gets a new one); off keeps every session until the server stops", SERVE),
+    spec("max-sessions", "N", "65536", "1..=16777216", "serve: sessions (peer addresses) per receive lane at most; a new peer beyond it meets --full-policy", SERVE),
+    spec("full-policy", "POLICY", "refuse", "refuse, evict-idlest", "serve: a new peer when the session table is full: refuse = drop its datagrams (sessions_refused) until an idle session times out, established peers are never disturbed; evict-idlest = end the idlest of a few sampled sessions (sessions_evicted) and admit the new peer", SERVE),
+    spec("format", "FORMAT", "json on stdout, plus the summary on stderr when stdout is a terminal", "json, human, both", "keel: json = the JSON line on stdout, nothing else; human = a few lines for a person (configuration, throughput, p50/p99/p99.9 RTT, CPU, drops and errors, ok or why not) on stdout instead of the JSON line; both = the JSON line on stdout and the summary on stderr", RUN | SERVE),
+    spec("bind", "ADDR:PORT", "required", "IP:PORT literal (e.g. 0.0.0.0:7000, [::]:7000); port 0 picks a free port", "serve: address to serve on", SERVE),
+    spec("sockperf", "", "off", "switch", "serve: answer sockperf's UDP ping-pong client (clear the client bit) instead of keel-bench clients", SERVE),
+    spec("out", "DIR", "required", "directory path", "report: where the Markdown table and SVG charts go", REPORT),
+    spec("help", "", "", "switch (also -h)", "print this help and exit 0", RUN | SERVE | REPORT),
+];
+
+/// Looks up a flag by its long name (without `--`).
+pub fn find_flag(name: &str) -> Option<&'static FlagSpec> {
+    FLAGS.iter().find(|f| f.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::{MAX_PAYLOAD_IPV4, MAX_PAYLOAD_IPV6, MIN_PAYLOAD};
+    use super::*;
+
+    #[test]
+    fn payload_range_in_the_table_is_keel_udps() {
+        // The table is const text; this keeps it equal to keel-udp's limits.
+        let payload = find_flag("payload").unwrap();
+        assert_eq!(
+            payload.accepted,
+            format!(
+                "{MIN_PAYLOAD}..={MAX_PAYLOAD_IPV4} (ipv6: {MIN_PAYLOAD}..={MAX_PAYLOAD_IPV6})"
+            )
+        );
+    }
+}

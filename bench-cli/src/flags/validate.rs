@@ -1,0 +1,373 @@
+//! The meaning pass: [`RawArgs`] to a [`Command`]. Checks that each flag
+//! belongs to the subcommand and is given once, parses every value
+//! ([`super::values`], [`super::number`]), then the cross-checks between
+//! flags (family against payload and `--connect`, bytes in flight,
+//! server-side flags without a server).
+
+use std::path::PathBuf;
+
+use super::config::{
+    AddressFamily, Command, FullPolicyChoice, IoModel, LaneSteeringChoice, OutputFormat,
+    ReportConfig, RunConfig, ServeConfig, DEFAULT_BATCH, DEFAULT_IO_THREADS, DEFAULT_MAX_SESSIONS,
+    DEFAULT_SERVER_LANES, DEFAULT_SERVE_IDLE_TIMEOUT, DEFAULT_WORK, MAX_IN_FLIGHT_BYTES,
+    MAX_MAX_SESSIONS, MIN_PAYLOAD,
+};
+use super::error::FlagError;
+use super::number::{parse_seconds, parse_u32, parse_uint};
+use super::raw::{RawArgs, RawFlag};
+use super::table::{find_flag, Subcommand};
+use super::values::{
+    parse_addr, parse_batch, parse_family, parse_format, parse_full_policy, parse_idle_timeout,
+    parse_impair, parse_io_model, parse_lane_steering, parse_lanes, parse_payload, parse_protocol,
+    parse_server_rcvbuf, parse_threads, parse_work,
+};
+
+/// Validates [`RawArgs`] into a [`Command`]: values, ranges, scope of each
+/// flag, repeats, and the cross-checks between flags.
+pub fn validate(raw: RawArgs) -> Result<Command, FlagError> {
+    if raw.help {
+        return Ok(Command::Help);
+    }
+    // Scope and repeats first, so the later passes can assume one value each.
+    for (i, f) in raw.flags.iter().enumerate() {
+        check_scope(f, raw.subcommand)?;
+        check_given_once(f, &raw.flags[..i])?;
+    }
+    match raw.subcommand {
+        Subcommand::Run => validate_run(&raw).map(Command::Run),
+        Subcommand::Serve => validate_serve(&raw).map(Command::Serve),
+        Subcommand::Report => validate_report(&raw).map(Command::Report),
+    }
+}
+
+/// A flag of another subcommand is an error that says whose it is.
+fn check_scope(f: &RawFlag, sub: Subcommand) -> Result<(), FlagError> {
+    let spec = find_flag(f.name).expect("raw flags come from the table");
+    if spec.accepted_by(sub) {
+        return Ok(());
+    }
+    let owners: Vec<&str> = [
+        (Subcommand::Run, "a run"),
+        (Subcommand::Serve, "serve"),
+        (Subcommand::Report, "report"),
+    ]
+    .into_iter()
+    .filter(|(owner, _)| spec.accepted_by(*owner))
+    .map(|(_, name)| name)
+    .collect();
+    Err(FlagError::new(
+        format!("--{}", f.name),
+        format!(
+            "not accepted by {} (it belongs to {})",
+            sub.name(),
+            owners.join(" and ")
+        ),
+    ))
+}
+
+/// A flag given twice is an error (never "last wins").
+fn check_given_once(f: &RawFlag, earlier: &[RawFlag]) -> Result<(), FlagError> {
+    match earlier.iter().find(|p| p.name == f.name) {
+        None => Ok(()),
+        Some(prev) => Err(FlagError::new(
+            format!("--{}", f.name),
+            format!(
+                "given more than once ({:?} then {:?}); each flag takes one value",
+                prev.value.as_deref().unwrap_or(""),
+                f.value.as_deref().unwrap_or("")
+            ),
+        )),
+    }
+}
+
+fn value_of<'a>(raw: &'a RawArgs, name: &str) -> Option<&'a str> {
+    raw.flags
+        .iter()
+        .find(|f| f.name == name)
+        .and_then(|f| f.value.as_deref())
+}
+
+fn has(raw: &RawArgs, name: &str) -> bool {
+    raw.flags.iter().any(|f| f.name == name)
+}
+
+fn no_positionals(raw: &RawArgs) -> Result<(), FlagError> {
+    match raw.positionals.first() {
+        None => Ok(()),
+        Some(p) => Err(FlagError::new(
+            // An empty argument (`keel-bench ""`) would otherwise make the
+            // error read ": unexpected argument", naming nothing.
+            if p.is_empty() {
+                "\"\" (an empty argument)".to_string()
+            } else {
+                p.clone()
+            },
+            format!(
+                "unexpected argument for {} (subcommands serve and report come first; \
+                 everything else is --flag VALUE)",
+                raw.subcommand.name()
+            ),
+        )),
+    }
+}
+
+fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
+    no_positionals(raw)?;
+    let mut cfg = RunConfig::default();
+    for f in &raw.flags {
+        set_run_flag(&mut cfg, f.name, f.value.as_deref().unwrap_or(""))?;
+    }
+    if let Some(addr) = cfg.connect {
+        cfg.address_family = family_of_connect(raw, cfg.address_family, addr)?;
+        no_server_flags_with_connect(raw)?;
+    }
+    check_payload_fits(&cfg)?;
+    check_bytes_in_flight(&cfg)?;
+    Ok(cfg)
+}
+
+/// Parses one run flag's value into `cfg` (ranges of the flag alone).
+fn set_run_flag(cfg: &mut RunConfig, name: &str, v: &str) -> Result<(), FlagError> {
+    match name {
+        "protocol" => cfg.protocol = parse_protocol(v)?,
+        "address-family" => cfg.address_family = parse_family(v)?,
+        "payload" => cfg.payload = parse_payload(v)?,
+        "clients" => cfg.clients = parse_u32("clients", v, 1, 1024)?,
+        "window" => cfg.window = parse_u32("window", v, 1, 1024)?,
+        "seconds" => cfg.seconds = parse_seconds("seconds", v, false, 3600.0)?,
+        "warmup" => cfg.warmup = parse_seconds("warmup", v, true, 3600.0)?,
+        "io-model" => cfg.io_model = parse_io_model(v)?,
+        "io-threads" => cfg.io_threads = parse_threads(v)?,
+        "work" => cfg.work = parse_work(v)?,
+        "udp-server-receive-buffer" => {
+            cfg.udp_server_receive_buffer = Some(parse_server_rcvbuf(v)?)
+        }
+        "server-lanes" => cfg.server_lanes = parse_lanes(v)?,
+        "lane-steering" => cfg.lane_steering = parse_lane_steering(v)?,
+        "batch" => cfg.batch = parse_batch(v)?,
+        "loss-timeout" => cfg.loss_timeout_ms = Some(parse_uint("loss-timeout", v, 1, 3_600_000)?),
+        "connect" => cfg.connect = Some(parse_addr("connect", v, false)?),
+        "impair" => cfg.impair = parse_impair("impair", v)?,
+        "impair-server" => cfg.impair_server = parse_impair("impair-server", v)?,
+        "format" => cfg.format = parse_format(v)?,
+        other => unreachable!("flag --{other} is not in the run scope"),
+    }
+    Ok(())
+}
+
+/// With `--connect`, the family is the address's; an `--address-family`
+/// that says otherwise is an error, not silently overridden.
+fn family_of_connect(
+    raw: &RawArgs,
+    given: AddressFamily,
+    addr: std::net::SocketAddr,
+) -> Result<AddressFamily, FlagError> {
+    let family = AddressFamily::of(&addr);
+    if has(raw, "address-family") && family != given {
+        return Err(FlagError::new(
+            "--address-family",
+            format!(
+                "{} contradicts --connect {addr} ({}); leave it out or make them agree",
+                given.as_str(),
+                family.as_str()
+            ),
+        ));
+    }
+    Ok(family)
+}
+
+/// `--connect` runs no server, so the flags that configure one are errors
+/// (they would silently do nothing).
+fn no_server_flags_with_connect(raw: &RawArgs) -> Result<(), FlagError> {
+    if has(raw, "impair-server") {
+        return Err(FlagError::new(
+            "--impair-server",
+            "impairs the in-process server's sends, and --connect runs no server; \
+             use --impair to impair the clients' sends instead",
+        ));
+    }
+    let server_side = [
+        "work",
+        "server-lanes",
+        "udp-server-receive-buffer",
+        "lane-steering",
+    ];
+    match server_side.into_iter().find(|name| has(raw, name)) {
+        None => Ok(()),
+        Some(name) => Err(FlagError::new(
+            format!("--{name}"),
+            "configures the server, which --connect does not run; \
+             pass it to `keel-bench serve` instead",
+        )),
+    }
+}
+
+/// `--payload` against the limit keel-udp applies to the server address:
+/// the family's ([`AddressFamily::max_payload`]), or with `--connect`
+/// [`keel_udp::max_payload`] of that address (an IPv4-mapped IPv6 peer is
+/// IPv4 on the wire).
+fn check_payload_fits(cfg: &RunConfig) -> Result<(), FlagError> {
+    let max = match cfg.connect {
+        Some(addr) => keel_udp::max_payload(&addr) as u64,
+        None => cfg.address_family.max_payload(),
+    };
+    if cfg.payload <= max {
+        return Ok(());
+    }
+    let what = match cfg.connect {
+        Some(addr) if max < cfg.address_family.max_payload() => {
+            format!("{addr} (an IPv4-mapped address: IPv4 on the wire)")
+        }
+        _ => cfg.address_family.as_str().to_string(),
+    };
+    Err(FlagError::new(
+        "--payload",
+        format!(
+            "expected an integer in {MIN_PAYLOAD}..={max} for {what}, got \"{}\"",
+            cfg.payload
+        ),
+    ))
+}
+
+/// `clients × window × payload` at most [`MAX_IN_FLIGHT_BYTES`].
+fn check_bytes_in_flight(cfg: &RunConfig) -> Result<(), FlagError> {
+    let in_flight = u64::from(cfg.clients) * u64::from(cfg.window) * cfg.payload;
+    if in_flight <= MAX_IN_FLIGHT_BYTES {
+        return Ok(());
+    }
+    Err(FlagError::new(
+        "--clients x --window x --payload",
+        format!(
+            "{} x {} x {} = {in_flight} bytes in flight, more than the \
+             {MAX_IN_FLIGHT_BYTES} (256 MiB) allowed",
+            cfg.clients, cfg.window, cfg.payload
+        ),
+    ))
+}
+
+fn validate_serve(raw: &RawArgs) -> Result<ServeConfig, FlagError> {
+    no_positionals(raw)?;
+    let Some(bind) = value_of(raw, "bind") else {
+        return Err(FlagError::new(
+            "--bind",
+            "required by serve: an IP:PORT literal such as 0.0.0.0:7000 or [::]:7000",
+        ));
+    };
+    let mut cfg = ServeConfig {
+        bind: parse_addr("bind", bind, true)?,
+        io_model: IoModel::Shared,
+        io_threads: DEFAULT_IO_THREADS,
+        server_lanes: DEFAULT_SERVER_LANES,
+        seconds: None,
+        sockperf: false,
+        work: DEFAULT_WORK,
+        batch: DEFAULT_BATCH,
+        udp_server_receive_buffer: None,
+        lane_steering: LaneSteeringChoice::Auto,
+        idle_timeout: Some(DEFAULT_SERVE_IDLE_TIMEOUT),
+        max_sessions: DEFAULT_MAX_SESSIONS,
+        full_policy: FullPolicyChoice::Refuse,
+        format: OutputFormat::Auto,
+    };
+    for f in &raw.flags {
+        set_serve_flag(&mut cfg, f.name, f.value.as_deref().unwrap_or(""))?;
+    }
+    Ok(cfg)
+}
+
+/// Parses one serve flag's value into `cfg`.
+fn set_serve_flag(cfg: &mut ServeConfig, name: &str, v: &str) -> Result<(), FlagError> {
+    match name {
+        "bind" => {}
+        "io-model" => cfg.io_model = parse_io_model(v)?,
+        "io-threads" => cfg.io_threads = parse_threads(v)?,
+        "server-lanes" => cfg.server_lanes = parse_lanes(v)?,
+        "lane-steering" => cfg.lane_steering = parse_lane_steering(v)?,
+        "seconds" => cfg.seconds = Some(parse_seconds("seconds", v, false, 86_400.0)?),
+        "sockperf" => cfg.sockperf = true,
+        "work" => cfg.work = parse_work(v)?,
+        "batch" => cfg.batch = parse_batch(v)?,
+        "udp-server-receive-buffer" => {
+            cfg.udp_server_receive_buffer = Some(parse_server_rcvbuf(v)?)
+        }
+        "idle-timeout" => cfg.idle_timeout = parse_idle_timeout(v)?,
+        "max-sessions" => cfg.max_sessions = parse_u32("max-sessions", v, 1, MAX_MAX_SESSIONS)?,
+        "full-policy" => cfg.full_policy = parse_full_policy(v)?,
+        "format" => cfg.format = parse_format(v)?,
+        other => unreachable!("flag --{other} is not in the serve scope"),
+    }
+    Ok(())
+}
+
+fn validate_report(raw: &RawArgs) -> Result<ReportConfig, FlagError> {
+    if raw.positionals.is_empty() {
+        return Err(FlagError::new(
+            "FILES",
+            "report needs at least one result file (JSON lines written by runs)",
+        ));
+    }
+    let Some(out) = value_of(raw, "out") else {
+        return Err(FlagError::new(
+            "--out",
+            "required by report: the directory for the table and charts",
+        ));
+    };
+    if out.is_empty() {
+        return Err(FlagError::new(
+            "--out",
+            "expected a directory path, got \"\"",
+        ));
+    }
+    Ok(ReportConfig {
+        inputs: raw.positionals.iter().map(PathBuf::from).collect(),
+        out: PathBuf::from(out),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::raw::parse_raw;
+    use super::super::table::FLAGS;
+    use super::*;
+
+    fn parse(args: Vec<&str>) -> Result<Command, FlagError> {
+        validate(parse_raw(args)?)
+    }
+
+    #[test]
+    fn every_scoped_flag_is_handled() {
+        // Each flag in a scope parses with a valid value in that scope
+        // (no unreachable!), which keeps FLAGS and the validators in step.
+        let sample = |name: &str| match name {
+            "protocol" => "udp",
+            "address-family" => "ipv4",
+            "io-model" => "shared",
+            "lane-steering" => "auto",
+            "full-policy" => "evict-idlest",
+            "connect" => "127.0.0.1:7000",
+            "bind" => "127.0.0.1:7000",
+            "out" => "dir",
+            "payload" => "64",
+            "format" => "both",
+            "impair" | "impair-server" => "loss=0.1,delay=1ms",
+            _ => "1",
+        };
+        for f in FLAGS.iter().filter(|f| f.name != "help") {
+            let arg = if f.is_switch() {
+                format!("--{}", f.name)
+            } else {
+                format!("--{}={}", f.name, sample(f.name))
+            };
+            if f.for_run() && f.name != "connect" {
+                parse(vec![arg.as_str()]).unwrap();
+            }
+            if f.for_serve() {
+                let mut args = vec!["serve", arg.as_str()];
+                if f.name != "bind" {
+                    args.extend(["--bind", "127.0.0.1:0"]);
+                }
+                parse(args).unwrap();
+            }
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! The input of the report: one [`Run`] per JSON line, its [`Source`]
+//! and its configuration ([`ConfigKey`]), read leniently (a missing,
+//! `null` or mistyped field is unknown, never 0).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+/// Where a run came from: file name and 1-based line number.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Source {
+    /// The input file as given on the command line.
+    pub file: String,
+    /// 1-based line number.
+    pub line: usize,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
+}
+
+/// The settings that make two runs the same configuration. `None` = the run
+/// did not say (and `requested` did not either).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ConfigKey {
+    /// `protocol`.
+    pub protocol: Option<String>,
+    /// `address_family`.
+    pub address_family: Option<String>,
+    /// `payload_bytes`.
+    pub payload_bytes: Option<u64>,
+    /// `clients`.
+    pub clients: Option<u64>,
+    /// `window`.
+    pub window: Option<u64>,
+    /// `handler_work`.
+    pub handler_work: Option<u64>,
+    /// `batch`.
+    pub batch: Option<u64>,
+    /// `server_io_lanes`.
+    pub server_io_lanes: Option<u64>,
+    /// `io_model`.
+    pub io_model: Option<String>,
+    /// `io_threads`.
+    pub io_threads: Option<u64>,
+}
+
+/// Sort rank of an IO model: shared before sharded, then anything else.
+fn io_model_rank(model: Option<&str>) -> u8 {
+    match model {
+        Some("shared") => 0,
+        Some("sharded") => 1,
+        Some(_) => 2,
+        None => 3,
+    }
+}
+
+impl ConfigKey {
+    /// The order of the table: workload first (family, payload, clients,
+    /// window, work, batch, lanes), then IO model (shared before sharded)
+    /// and threads.
+    #[allow(clippy::type_complexity)]
+    fn sort_tuple(
+        &self,
+    ) -> (
+        (&Option<String>, &Option<String>),
+        (
+            Option<u64>,
+            Option<u64>,
+            Option<u64>,
+            Option<u64>,
+            Option<u64>,
+        ),
+        Option<u64>,
+        (u8, &Option<String>),
+        Option<u64>,
+    ) {
+        (
+            (&self.protocol, &self.address_family),
+            (
+                self.payload_bytes,
+                self.clients,
+                self.window,
+                self.handler_work,
+                self.batch,
+            ),
+            self.server_io_lanes,
+            (io_model_rank(self.io_model.as_deref()), &self.io_model),
+            self.io_threads,
+        )
+    }
+
+    /// The IO shape in words: `shared: 1 context, 4 threads` or
+    /// `sharded: 4 contexts, 1 thread each`.
+    pub fn io_label(&self) -> String {
+        let n = self.io_threads;
+        match self.io_model.as_deref() {
+            Some("shared") => format!("shared: 1 context, {}", count(n, "thread")),
+            Some("sharded") => format!("sharded: {}, 1 thread each", count(n, "context")),
+            Some(other) => format!("{other}: {}", count(n, "thread")),
+            None => format!("?: {}", count(n, "thread")),
+        }
+    }
+
+    /// Server lanes in words: `1 server lane`, `4 server lanes`.
+    pub fn lanes_label(&self) -> String {
+        count(self.server_io_lanes, "server lane")
+    }
+}
+
+/// `1 thread`, `4 threads`, `? threads`.
+pub fn count(n: Option<u64>, what: &str) -> String {
+    match n {
+        Some(1) => format!("1 {what}"),
+        Some(n) => format!("{n} {what}s"),
+        None => format!("? {what}s"),
+    }
+}
+
+impl PartialOrd for ConfigKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ConfigKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.sort_tuple().cmp(&other.sort_tuple())
+    }
+}
+
+/// `Some(v)` as text, `?` for unknown.
+pub fn opt<T: fmt::Display>(v: &Option<T>) -> String {
+    v.as_ref()
+        .map_or_else(|| "?".to_string(), |v| v.to_string())
+}
+
+impl fmt::Display for ConfigKey {
+    /// One line: `udp/ipv4, payload 1024 B, 16 clients, window 1, work 0,
+    /// batch 64, 1 server lane, shared: 1 context, 1 thread`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{}, payload {} B, {}, window {}, work {}, batch {}, {}, {}",
+            opt(&self.protocol),
+            opt(&self.address_family),
+            opt(&self.payload_bytes),
+            count(self.clients, "client"),
+            opt(&self.window),
+            opt(&self.handler_work),
+            opt(&self.batch),
+            self.lanes_label(),
+            self.io_label(),
+        )
+    }
+}
+
+/// One run, read from one JSON line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Run {
+    /// Where the line was.
+    pub source: Source,
+    /// Its configuration.
+    pub key: ConfigKey,
+    /// `repetition` (matrix.sh), 1-based.
+    pub repetition: Option<u64>,
+    /// `command` (matrix.sh): the command line that produced the run.
+    pub command: Option<String>,
+    /// Why the run does not count; empty when it passed.
+    pub errors: Vec<String>,
+    /// `roundtrips_per_second`.
+    pub roundtrips_per_second: Option<f64>,
+    /// `payload_mib_per_second`.
+    pub payload_mib_per_second: Option<f64>,
+    /// `rtt_p50_us`.
+    pub rtt_p50_us: Option<f64>,
+    /// `rtt_p99_us`.
+    pub rtt_p99_us: Option<f64>,
+    /// `rtt_p999_us`.
+    pub rtt_p999_us: Option<f64>,
+    /// `cpu_percent`.
+    pub cpu_percent: Option<f64>,
+    /// `udp_lost_messages`.
+    pub udp_lost_messages: Option<u64>,
+    /// Settings outside the key (`requested_seconds`, `warmup_seconds`,
+    /// …) as JSON text, to flag configurations that mix them.
+    pub other_settings: BTreeMap<&'static str, String>,
+}
+
+/// Settings outside [`ConfigKey`] that should still agree within a group.
+pub const OTHER_SETTINGS: &[&str] = &[
+    "backend",
+    "role",
+    "connect",
+    "requested_seconds",
+    "warmup_seconds",
+    "udp_server_receive_buffer_requested_bytes",
+    "loss_timeout_ms",
+];
+
+fn finite(v: Option<&Value>) -> Option<f64> {
+    v.and_then(Value::as_f64).filter(|x| x.is_finite())
+}
+
+/// A run line's fields, each the echoed value or else the requested one.
+struct Fields<'a> {
+    obj: &'a Map<String, Value>,
+    requested: Option<&'a Map<String, Value>>,
+}
+
+impl<'a> Fields<'a> {
+    fn new(obj: &'a Map<String, Value>) -> Fields<'a> {
+        Fields {
+            obj,
+            requested: obj.get("requested").and_then(Value::as_object),
+        }
+    }
+
+    /// The echoed value, else (null or missing) the requested one.
+    fn field(&self, name: &str) -> Option<&'a Value> {
+        match self.obj.get(name) {
+            Some(Value::Null) | None => self.requested.and_then(|r| r.get(name)),
+            Some(v) => Some(v),
+        }
+    }
+
+    fn text(&self, name: &str) -> Option<String> {
+        self.field(name).and_then(Value::as_str).map(str::to_owned)
+    }
+
+    fn int(&self, name: &str) -> Option<u64> {
+        self.field(name).and_then(Value::as_u64)
+    }
+
+    /// A measured number (never from `requested`), if finite.
+    fn measured(&self, name: &str) -> Option<f64> {
+        finite(self.obj.get(name))
+    }
+
+    fn key(&self) -> ConfigKey {
+        ConfigKey {
+            protocol: self.text("protocol"),
+            address_family: self.text("address_family"),
+            payload_bytes: self.int("payload_bytes"),
+            clients: self.int("clients"),
+            window: self.int("window"),
+            handler_work: self.int("handler_work"),
+            batch: self.int("batch"),
+            server_io_lanes: self.int("server_io_lanes"),
+            io_model: self.text("io_model"),
+            io_threads: self.int("io_threads"),
+        }
+    }
+
+    /// Why the run does not count: `ok` not true, matrix.sh's own
+    /// findings, or no throughput.
+    fn errors(&self) -> Vec<String> {
+        let mut errors = Vec::new();
+        let error_text = self.obj.get("error").and_then(Value::as_str);
+        match self.obj.get("ok") {
+            Some(Value::Bool(true)) => {}
+            Some(Value::Bool(false)) => errors.push(
+                error_text
+                    .unwrap_or("ok is false (no error given)")
+                    .to_string(),
+            ),
+            _ => errors.push(match error_text {
+                Some(e) => format!("ok missing or not a boolean; error: {e}"),
+                None => "ok missing or not a boolean".to_string(),
+            }),
+        }
+        match self.obj.get("matrix_errors") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(list)) => {
+                for e in list {
+                    let e = e.as_str().map_or_else(|| e.to_string(), str::to_owned);
+                    errors.push(format!("matrix.sh: {e}"));
+                }
+            }
+            Some(other) => errors.push(format!("matrix.sh: {other}")),
+        }
+        if errors.is_empty() && self.measured("roundtrips_per_second").is_none() {
+            errors.push("roundtrips_per_second missing or not a number".to_string());
+        }
+        errors
+    }
+
+    fn other_settings(&self) -> BTreeMap<&'static str, String> {
+        OTHER_SETTINGS
+            .iter()
+            .filter_map(|&name| self.field(name).map(|v| (name, v.to_string())))
+            .collect()
+    }
+}
+
+impl Run {
+    /// Reads one run from a parsed JSON line; `Err` if it is not an object.
+    pub fn from_json(value: &Value, source: Source) -> Result<Run, String> {
+        let Value::Object(obj) = value else {
+            return Err(format!("expected a JSON object, got {}", kind_of(value)));
+        };
+        let f = Fields::new(obj);
+        Ok(Run {
+            source,
+            key: f.key(),
+            repetition: obj.get("repetition").and_then(Value::as_u64),
+            command: obj
+                .get("command")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            errors: f.errors(),
+            roundtrips_per_second: f.measured("roundtrips_per_second"),
+            payload_mib_per_second: f.measured("payload_mib_per_second"),
+            rtt_p50_us: f.measured("rtt_p50_us"),
+            rtt_p99_us: f.measured("rtt_p99_us"),
+            rtt_p999_us: f.measured("rtt_p999_us"),
+            cpu_percent: f.measured("cpu_percent"),
+            udp_lost_messages: obj.get("udp_lost_messages").and_then(Value::as_u64),
+            other_settings: f.other_settings(),
+        })
+    }
+
+    /// True when the run counts towards its configuration's summary.
+    pub fn passed(&self) -> bool {
+        self.errors.is_empty()
+    }
+
+    /// `repetition N (file:line)` or `file:line`.
+    pub fn label(&self) -> String {
+        match self.repetition {
+            Some(r) => format!("repetition {r} ({})", self.source),
+            None => self.source.to_string(),
+        }
+    }
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

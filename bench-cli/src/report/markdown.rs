@@ -1,0 +1,264 @@
+//! `report.md`: the summary table, excluded configurations with their
+//! errors, loss per payload × window, unreadable lines, and links to the
+//! charts. One function per section.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use super::charts::{LOSS_FILE, P99_FILE, THROUGHPUT_FILE};
+use super::input::opt;
+use super::summary::{fmt_lost, Group, Report, Summary};
+
+impl Report {
+    /// The Markdown document; `charts` are the chart files written beside
+    /// it, linked by name.
+    pub fn markdown(&self, charts: &[&str]) -> String {
+        let mut md = String::new();
+        intro(&mut md, self);
+        summary_table(&mut md, self);
+        mixed_settings(&mut md, self);
+        chart_links(&mut md, charts);
+        excluded(&mut md, self);
+        loss_table(&mut md, self);
+        unreadable(&mut md, self);
+        md
+    }
+}
+
+/// Round trips per second, whole.
+fn fmt_rate(v: f64) -> String {
+    format!("{v:.0}")
+}
+
+/// Microseconds: 2 decimals below 10, 1 below 1000, else whole.
+fn fmt_us(v: f64) -> String {
+    if v < 10.0 {
+        format!("{v:.2}")
+    } else if v < 1000.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+fn fmt_opt(v: Option<f64>, f: fn(f64) -> String) -> String {
+    v.map_or_else(|| "–".to_string(), f)
+}
+
+/// Text safe inside a Markdown table cell.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+/// Inline code that survives backticks inside.
+fn code(s: &str) -> String {
+    let s = s.replace(['\n', '\r'], " ");
+    if s.contains('`') {
+        format!("`` {s} ``")
+    } else {
+        format!("`{s}`")
+    }
+}
+
+/// Title, inputs and counts, and how to read the numbers.
+fn intro(md: &mut String, report: &Report) {
+    let _ = writeln!(md, "# keel-bench report\n");
+    let _ = writeln!(
+        md,
+        "Inputs: {} ({} runs, {} configurations: {} summarised, {} excluded{}).\n",
+        report
+            .inputs
+            .iter()
+            .map(|s| code(s))
+            .collect::<Vec<_>>()
+            .join(", "),
+        report.run_count(),
+        report.groups.len(),
+        report.summarised().count(),
+        report.excluded().count(),
+        if report.unreadable.is_empty() {
+            String::new()
+        } else {
+            format!("; {} unreadable lines", report.unreadable.len())
+        }
+    );
+    md.push_str(
+        "Each configuration is summarised over its repetitions (fresh processes). \
+         Throughput is the median [min, max] of `roundtrips_per_second`. Latency columns \
+         are the median of each run's own percentile (percentiles are never pooled across \
+         runs). CPU % is the median of `cpu_percent` (process user + system time over the \
+         measured phase; 100 = one core). A configuration with a failed repetition is not \
+         summarised: it is listed under *Excluded configurations* with its errors.\n\n",
+    );
+}
+
+/// One row per summarised configuration.
+fn summary_table(md: &mut String, report: &Report) {
+    md.push_str("## Summary\n\n");
+    let summarised: Vec<_> = report.summarised().collect();
+    if summarised.is_empty() {
+        md.push_str("No configuration passed every repetition.\n\n");
+        return;
+    }
+    md.push_str(
+        "| protocol | payload B | clients | window | IO model | IO threads | server lanes \
+         | work | batch | runs | round trips/s median [min, max] | payload MiB/s | p50 µs \
+         | p99 µs | p99.9 µs | CPU % |\n",
+    );
+    md.push_str(
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: \
+         | ---: | ---: | ---: | ---: |\n",
+    );
+    for (g, s) in &summarised {
+        summary_row(md, g, s);
+    }
+    md.push('\n');
+}
+
+fn summary_row(md: &mut String, g: &Group, s: &Summary) {
+    let k = &g.key;
+    let _ = writeln!(
+        md,
+        "| {}/{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} [{}, {}] | {} | {} | {} | {} | {} |",
+        cell(&opt(&k.protocol)),
+        cell(&opt(&k.address_family)),
+        opt(&k.payload_bytes),
+        opt(&k.clients),
+        opt(&k.window),
+        cell(&opt(&k.io_model)),
+        opt(&k.io_threads),
+        opt(&k.server_io_lanes),
+        opt(&k.handler_work),
+        opt(&k.batch),
+        s.runs,
+        fmt_rate(s.throughput.median),
+        fmt_rate(s.throughput.min),
+        fmt_rate(s.throughput.max),
+        fmt_opt(s.mib_per_second.map(|x| x.median), |v| format!("{v:.1}")),
+        fmt_opt(s.p50_us.map(|x| x.median), fmt_us),
+        fmt_opt(s.p99_us.map(|x| x.median), fmt_us),
+        fmt_opt(s.p999_us.map(|x| x.median), fmt_us),
+        fmt_opt(s.cpu_percent.map(|x| x.median), |v| format!("{v:.1}")),
+    );
+}
+
+/// Configurations whose runs differ outside the grouping key.
+fn mixed_settings(md: &mut String, report: &Report) {
+    let mixed: Vec<_> = report
+        .groups
+        .iter()
+        .filter(|g| !g.mixed.is_empty())
+        .collect();
+    if mixed.is_empty() {
+        return;
+    }
+    md.push_str(
+        "Runs of these configurations differ in settings outside the grouping key; \
+         their numbers may not be comparable:\n\n",
+    );
+    for g in mixed {
+        let _ = writeln!(md, "- {}: {}", g.key, g.mixed.join("; "));
+    }
+    md.push('\n');
+}
+
+fn chart_links(md: &mut String, charts: &[&str]) {
+    if charts.is_empty() {
+        return;
+    }
+    md.push_str("## Charts\n\n");
+    for name in charts {
+        let alt = match *name {
+            THROUGHPUT_FILE => "Round trips per second by IO model",
+            P99_FILE => "p99 RTT by IO model",
+            LOSS_FILE => "Lost echoes per payload x window",
+            other => other,
+        };
+        let _ = writeln!(md, "![{alt}]({name})\n");
+    }
+}
+
+/// Each excluded configuration with its failed runs, their errors and
+/// commands.
+fn excluded(md: &mut String, report: &Report) {
+    let excluded: Vec<_> = report.excluded().collect();
+    if excluded.is_empty() {
+        return;
+    }
+    md.push_str("## Excluded configurations\n\n");
+    md.push_str("A repetition failed, so these are not in the summary or the throughput and latency charts.\n\n");
+    for g in &excluded {
+        let failed: Vec<_> = g.failed().collect();
+        let _ = writeln!(
+            md,
+            "### {}\n\n{} of {} runs failed:\n",
+            g.key,
+            failed.len(),
+            g.runs.len()
+        );
+        for run in failed {
+            let _ = writeln!(md, "- {}: {}", run.label(), run.errors.join("; "));
+            if let Some(cmd) = &run.command {
+                let _ = writeln!(md, "  - command: {}", code(cmd));
+            }
+        }
+        md.push('\n');
+    }
+}
+
+/// Lost echoes, payload rows × window columns.
+fn loss_table(md: &mut String, report: &Report) {
+    if report.loss.is_empty() {
+        return;
+    }
+    md.push_str("## Loss by payload and window\n\n");
+    md.push_str(
+        "`udp_lost_messages` per run, from every run that reports it (failed runs included; \
+         all other settings pooled): median per run, max in one run, runs.\n\n",
+    );
+    let windows: BTreeSet<u64> = report.loss.iter().map(|c| c.window).collect();
+    let payloads: BTreeSet<u64> = report.loss.iter().map(|c| c.payload_bytes).collect();
+    md.push_str("| payload B \\ window |");
+    for w in &windows {
+        let _ = write!(md, " {w} |");
+    }
+    md.push_str("\n| ---: |");
+    for _ in &windows {
+        md.push_str(" ---: |");
+    }
+    md.push('\n');
+    for p in &payloads {
+        let _ = write!(md, "| {p} |");
+        for w in &windows {
+            match report
+                .loss
+                .iter()
+                .find(|c| c.payload_bytes == *p && c.window == *w)
+            {
+                Some(c) => {
+                    let _ = write!(
+                        md,
+                        " {} (max {}, {} runs) |",
+                        fmt_lost(c.median()),
+                        c.max(),
+                        c.lost.len()
+                    );
+                }
+                None => md.push_str(" – |"),
+            }
+        }
+        md.push('\n');
+    }
+    md.push('\n');
+}
+
+fn unreadable(md: &mut String, report: &Report) {
+    if report.unreadable.is_empty() {
+        return;
+    }
+    md.push_str("## Unreadable lines\n\n");
+    for u in &report.unreadable {
+        let _ = writeln!(md, "- {}: {}", u.source, u.reason);
+    }
+    md.push('\n');
+}
