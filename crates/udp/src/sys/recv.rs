@@ -162,6 +162,7 @@ impl RecvBatch {
     /// # Panics
     ///
     /// If `i` is not below the count the last call returned.
+    #[inline]
     pub(crate) fn data(&self, i: usize) -> &[u8] {
         let meta = self.meta(i);
         let start = i * self.slot_size;
@@ -177,6 +178,7 @@ impl RecvBatch {
     /// # Panics
     ///
     /// If `i` is not below the count the last call returned.
+    #[inline]
     pub(crate) fn addr(&self, i: usize) -> SocketAddr {
         let meta = self.meta(i);
         let addr = sockaddr_to_std(&self.addrs[i], meta.addr_len);
@@ -196,13 +198,22 @@ impl RecvBatch {
     /// # Panics
     ///
     /// If `i` is not below the count the last call returned.
+    #[inline]
     pub(crate) fn local(&self, i: usize) -> Option<LocalAddr> {
-        let meta = self.meta(i);
-        if meta.pktinfo_len == 0 {
+        let len = self.meta(i).pktinfo_len;
+        if len == 0 {
             return None;
         }
+        self.parse_local(i, len)
+    }
+
+    /// The control-message walk behind [`local`](Self::local), kept out of
+    /// line: every receive walk asks for the local address, and only
+    /// sockets bound to a wildcard address have one to parse.
+    #[inline(never)]
+    fn parse_local(&self, i: usize, len: u16) -> Option<LocalAddr> {
         let v6_socket = libc::c_int::from(self.addrs[i].ss_family) == libc::AF_INET6;
-        parse_local(&self.cmsgs[i], usize::from(meta.pktinfo_len), v6_socket)
+        parse_local(&self.cmsgs[i], usize::from(len), v6_socket)
     }
 
     /// Whether datagram `i` was larger than the slot and got cut
@@ -212,6 +223,7 @@ impl RecvBatch {
     /// # Panics
     ///
     /// If `i` is not below the count the last call returned.
+    #[inline]
     pub(crate) fn truncated(&self, i: usize) -> bool {
         self.meta(i).truncated
     }
@@ -230,6 +242,7 @@ impl RecvBatch {
         self.drops.observe(cumulative);
     }
 
+    #[inline]
     pub(super) fn meta(&self, i: usize) -> &SlotMeta {
         assert!(
             i < self.filled,
