@@ -39,12 +39,9 @@ pub fn parse_u32(flag: &str, value: &str, min: u32, max: u32) -> Result<u32, Fla
     Ok(u32::try_from(n).expect("range fits u32"))
 }
 
-/// True for a decimal in the grammar above: `D+[.D*]` or `.D+`.
-pub fn is_plain_decimal(s: &str) -> bool {
-    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
-    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
-    digits(int) && digits(frac) && !(int.is_empty() && frac.is_empty())
-}
+/// True for a decimal in the grammar above: `D+[.D*]` or `.D+` (keel-udp's
+/// own function, so the two cannot drift apart).
+pub use keel_udp::conditioner::is_plain_decimal;
 
 /// A finite, unsigned decimal number of seconds `s` with `0 < s <= max`,
 /// or `0 <= s <= max` when `zero_ok`.

@@ -205,7 +205,19 @@ fn parse_probability(key: &str, v: &str) -> Result<f64, ImpairmentError> {
 }
 
 /// `D+[.D*]` or `.D+`: no sign, exponent, or anything else.
-fn is_plain_decimal(s: &str) -> bool {
+/// Whether `s` is a number in the grammar of impairment specs: digits with
+/// an optional fraction (`D+[.D*]` or `.D+`: `1`, `0.25`, `1.`, `.5`), no
+/// sign, exponent, unit, `inf` or `nan`. keel-bench reads every numeric
+/// flag with it, so a number is written the same way everywhere.
+///
+/// # Examples
+///
+/// ```
+/// use keel_udp::conditioner::is_plain_decimal;
+/// assert!(is_plain_decimal("0.25") && is_plain_decimal(".5") && is_plain_decimal("1."));
+/// assert!(!is_plain_decimal("1e3") && !is_plain_decimal("-1") && !is_plain_decimal("."));
+/// ```
+pub fn is_plain_decimal(s: &str) -> bool {
     let (int, frac) = s.split_once('.').unwrap_or((s, ""));
     let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
     digits(int) && digits(frac) && !(int.is_empty() && frac.is_empty())

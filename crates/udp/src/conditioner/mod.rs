@@ -144,8 +144,8 @@ mod link;
 
 pub use decide::{Conditioner, Verdict};
 pub use impairment::{
-    Impairment, ImpairmentError, DEFAULT_IMPAIRMENT_LIMIT, DEFAULT_IMPAIRMENT_LIMIT_BYTES,
-    DEFAULT_REORDER_DELAY, IMPAIRMENT_KEYS, MAX_IMPAIRMENT_DELAY,
+    is_plain_decimal, Impairment, ImpairmentError, DEFAULT_IMPAIRMENT_LIMIT,
+    DEFAULT_IMPAIRMENT_LIMIT_BYTES, DEFAULT_REORDER_DELAY, IMPAIRMENT_KEYS, MAX_IMPAIRMENT_DELAY,
 };
 pub(crate) use link::Link;
 
