@@ -8,12 +8,11 @@ use std::time::{Duration, Instant};
 
 use keel_reactor::TimerId;
 
-use crate::counters::{bump_shared, Counters};
-use crate::endpoint::{Timers, Tx};
+use crate::counters::Counters;
+use crate::endpoint::{self, Timers, Tx};
 use crate::error::SendError;
 use crate::inbox::Accepted;
 use crate::sessions::{SessionKey, Slot};
-use crate::sys;
 
 /// Whether a session timer repeats, and whose it is.
 #[derive(Clone, Copy)]
@@ -213,7 +212,7 @@ impl<S: 'static> SessionHandle<S> {
     /// when the lane has [`inbox_capacity`](crate::EndpointConfig) jobs
     /// waiting, [`SendError::Closed`] after the server stopped. All counted.
     pub fn send(&self, data: &[u8]) -> Result<(), SendError> {
-        check_size(&self.counters, &self.peer, data)?;
+        endpoint::check_size(&self.counters, &self.peer, data)?;
         let data = data.to_vec();
         let guard = Accepted::new(&self.counters);
         self.link.post(
@@ -259,21 +258,4 @@ impl<S: 'static> SessionHandle<S> {
     fn post_job(&self, job: SessionJob<S>) -> Result<(), SendError> {
         self.link.post(self.key, job, Accepted::not_a_send())
     }
-}
-
-/// Refuses (and counts) a payload over the family's limit.
-pub(super) fn check_size(
-    counters: &Counters,
-    peer: &SocketAddr,
-    data: &[u8],
-) -> Result<(), SendError> {
-    let limit = sys::max_payload(peer);
-    if data.len() > limit {
-        bump_shared(&counters.send_too_large, 1);
-        return Err(SendError::TooLarge {
-            size: data.len(),
-            limit,
-        });
-    }
-    Ok(())
 }
