@@ -30,6 +30,7 @@ mod cc;
 mod channel;
 mod config;
 mod connection;
+mod deadlines;
 mod endpoint;
 mod pool;
 mod ranges;
