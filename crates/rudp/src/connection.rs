@@ -128,8 +128,13 @@ pub enum SendError {
         /// The cap.
         cap: usize,
     },
-    /// The connection is closing or closed.
+    /// The connection is closing or closed (or, for a [`Sender`](crate::Sender),
+    /// its lane is).
     Closed,
+    /// A [`Sender`](crate::Sender)'s lane has `inbox_capacity` jobs
+    /// waiting (keel-udp's `EndpointConfig::inbox_capacity`): nothing was
+    /// queued; the lane is behind, send again later.
+    InboxFull,
 }
 
 impl fmt::Display for SendError {
@@ -146,6 +151,9 @@ impl fmt::Display for SendError {
                 "send buffer full: {queued} bytes queued + {len} would pass max_send_buffer ({cap} bytes); retry after acknowledgements"
             ),
             SendError::Closed => f.write_str("connection is closing or closed"),
+            SendError::InboxFull => f.write_str(
+                "the connection's lane has inbox_capacity jobs waiting; nothing was queued, send again later",
+            ),
         }
     }
 }

@@ -105,6 +105,26 @@ pub struct EndpointStats {
     pub address_changes: u64,
 }
 
+impl std::ops::Add for EndpointStats {
+    type Output = EndpointStats;
+    fn add(self, o: EndpointStats) -> EndpointStats {
+        EndpointStats {
+            hellos: self.hellos + o.hellos,
+            retries_sent: self.retries_sent + o.retries_sent,
+            bad_cookies: self.bad_cookies + o.bad_cookies,
+            stale_cookies: self.stale_cookies + o.stale_cookies,
+            short_hellos: self.short_hellos + o.short_hellos,
+            connections_created: self.connections_created + o.connections_created,
+            connections_removed: self.connections_removed + o.connections_removed,
+            accepts_resent: self.accepts_resent + o.accepts_resent,
+            refused: self.refused + o.refused,
+            malformed: self.malformed + o.malformed,
+            unknown_connection: self.unknown_connection + o.unknown_connection,
+            address_changes: self.address_changes + o.address_changes,
+        }
+    }
+}
+
 struct Slot {
     conn: Connection,
     addr: SocketAddr,

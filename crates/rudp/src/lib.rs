@@ -32,6 +32,7 @@ mod config;
 mod connection;
 mod deadlines;
 mod endpoint;
+mod net;
 mod pool;
 mod ranges;
 mod recovery;
@@ -49,6 +50,10 @@ pub use endpoint::{
     ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, COOKIE_LEN,
     REFUSE_CONFIG_MISMATCH, REFUSE_FULL,
 };
+pub use net::client::{Client, ClientConfig};
+pub use net::handler::{Ctx, Handler};
+pub use net::sender::Sender;
+pub use net::server::{Server, ServerConfig};
 pub use ranges::RangeSet;
 pub use recovery::PACKET_THRESHOLD;
 pub use rtt::{RttEstimator, GRANULARITY};

@@ -337,6 +337,12 @@ impl<H: DatagramSocketHandler> DatagramSocket<H> {
         });
     }
 
+    /// Whether the socket's lane has closed ([`close`](Self::close), or the
+    /// runtime stopped).
+    pub fn is_closed(&self) -> bool {
+        self.lane.is_closed()
+    }
+
     /// The socket's counters.
     pub fn counters(&self) -> CounterSnapshot {
         self.counters.snapshot()

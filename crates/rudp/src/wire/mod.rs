@@ -13,7 +13,7 @@ pub mod varint;
 pub use frame::{AckFrame, AckRangeIter, Frame, FrameType, MAX_COOKIE_LEN, MAX_REASON_LEN};
 pub use header::{
     decode_packet_number, encode_packet_number_len, ConnectionId, Header, LongType,
-    LONG_HEADER_LEN, SHORT_HEADER_MAX_LEN,
+    LONG_HEADER_BIT, LONG_HEADER_LEN, SHORT_HEADER_MAX_LEN,
 };
 
 use std::fmt;
