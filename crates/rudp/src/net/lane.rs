@@ -139,17 +139,18 @@ impl<H: Handler> LaneState<H> {
                 break;
             }
         }
-        if let (Some(p), Conns::Server { endpoint, .. }) = (&self.published, &self.conns) {
-            if let Ok(mut s) = p.lock() {
-                *s = endpoint.stats();
-            }
-        }
+        // Also removes the connections whose end the handler just saw.
         let next = if more {
             Some(now)
         } else {
             self.conns.poll_timeout()
         };
         self.arm(udp, next);
+        if let (Some(p), Conns::Server { endpoint, .. }) = (&self.published, &self.conns) {
+            if let Ok(mut s) = p.lock() {
+                *s = endpoint.stats();
+            }
+        }
     }
 
     /// Keeps the lane's one timer at or before `next`. A timer armed for
