@@ -42,7 +42,7 @@ echo "== cargo clippy" >&2
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== import cycles" >&2
 # Modules depend one way (keel-udp and keel-bench join when theirs do).
-python3 scripts/import-cycles.py crates/reactor crates/udp
+python3 scripts/import-cycles.py crates/reactor crates/udp crates/rudp
 echo "== cargo test" >&2
 cargo test --workspace
 # The lane scheduling state machine, model-checked with loom (its own target

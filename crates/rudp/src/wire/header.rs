@@ -1,6 +1,6 @@
 //! Packet headers: a long header for the handshake, a short one after it.
 
-use super::{BufferTooSmall, DecodeError, Reader, Writer, VERSION};
+use super::base::{BufferTooSmall, DecodeError, Reader, Writer, VERSION};
 use std::fmt;
 
 /// Bytes of a long header: first byte, version, connection ID.
