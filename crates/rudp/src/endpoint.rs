@@ -384,11 +384,11 @@ impl Endpoint {
                 let Some(slot) = self.slots[idx].as_mut() else {
                     return Handled::Dropped;
                 };
-                let before = slot.conn.stats().packets_received;
+                let before = slot.conn.packets_received();
                 slot.conn.handle_datagram(now, data);
                 // A valid packet from a new address moves the connection
                 // there (NAT rebinding); an invalid one moves nothing.
-                if slot.addr != from && slot.conn.stats().packets_received > before {
+                if slot.addr != from && slot.conn.packets_received() > before {
                     slot.addr = from;
                     self.stats.address_changes += 1;
                 }

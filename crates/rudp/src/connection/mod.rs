@@ -315,6 +315,12 @@ impl Connection {
         self.pool.give(data);
     }
 
+    /// Packets received and accepted (cheap: [`Connection::stats`] copies
+    /// the per-channel queue sizes into a new vector).
+    pub fn packets_received(&self) -> u64 {
+        self.stats.packets_received
+    }
+
     /// Counters and estimates.
     pub fn stats(&self) -> Stats {
         let mut s = self.stats.clone();
