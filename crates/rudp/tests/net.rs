@@ -120,3 +120,78 @@ fn echo_from_a_game_loop_driving_reactor_turn() {
         reactor.turn(Some(Duration::ZERO)).unwrap();
     }
 }
+
+/// Random datagrams (seeded), many shaped like short headers for the
+/// lanes' connection IDs, never stop a server: each is counted, and a
+/// client connects and echoes afterwards on the same lanes.
+#[test]
+fn garbage_is_counted_and_never_stops_a_server() {
+    const N: u64 = 2_000;
+    let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
+    let mut sc = ServerConfig::new(config());
+    sc.lanes = 2;
+    let (tx, _rx) = std::sync::mpsc::channel();
+    let server = Server::bind(rt.handles(), "127.0.0.1:0".parse().unwrap(), sc, |_| {
+        Recorder {
+            events: tx.clone(),
+            echo: true,
+        }
+    })
+    .unwrap();
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    peer.connect(server.local_addr()).unwrap();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rand = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut buf = [0u8; 1400];
+    for i in 0..N {
+        let len = (rand() % 1400) as usize;
+        for b in &mut buf[..len] {
+            *b = rand() as u8;
+        }
+        if len > 1 && i % 2 == 0 {
+            buf[0] = 0x40 | (buf[0] & 0x03); // a short header
+            buf[1] = (i % 3) as u8; // lane 0, 1, or no lane
+        }
+        peer.send(&buf[..len]).unwrap();
+        if i % 100 == 99 {
+            // Paced so the receive buffer never overflows: wait until the
+            // server has taken them in (an event: its counters).
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while server.udp_counters().datagrams_in + server.udp_counters().kernel_drops < i + 1 {
+                assert!(Instant::now() < deadline, "{:?}", server.udp_counters());
+                std::thread::yield_now();
+            }
+        }
+    }
+    let (cli, cli_rx) = recorder(false);
+    let client = Client::connect(
+        rt.handle(),
+        server.local_addr(),
+        ClientConfig::new(config()),
+        cli,
+    )
+    .unwrap();
+    client.sender().send(ORDERED, &payload(5, 64)).unwrap();
+    collect_until(
+        &cli_rx,
+        Duration::from_secs(5),
+        "an echo after the garbage",
+        |s| matches!(s, Seen::Message(_, ORDERED, _)),
+    );
+    let s = server.stats();
+    let udp = server.udp_counters();
+    assert_eq!(udp.kernel_drops, 0, "{udp:?}");
+    // Every garbage datagram is in exactly one drop counter (the client's
+    // handshake took one RETRY).
+    let counted = s.malformed + s.unknown_connection + s.short_hellos + s.retries_sent - 1;
+    assert_eq!(counted, N, "{s:?}");
+    assert_eq!(s.connections_created, 1, "{s:?}");
+    client.stop();
+    server.stop();
+    rt.stop().unwrap();
+}
