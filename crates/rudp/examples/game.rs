@@ -260,7 +260,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         for (i, s) in senders.iter().enumerate() {
             let mut input = frame.to_be_bytes().to_vec();
-            input.push(if (frame / 30 + i as u32) % 2 == 0 {
+            input.push(if (frame / 30 + i as u32).is_multiple_of(2) {
                 1
             } else {
                 0xff

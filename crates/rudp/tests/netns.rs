@@ -206,10 +206,8 @@ fn across_two_namespaces_with_random_drop() {
     let uid = run(&["id", "-u"]).unwrap_or_default();
     let skip = if uid.trim() != "0" {
         Some("needs root (network namespaces, nftables)".to_owned())
-    } else if let Err(e) = run(&["nft", "--version"]).and(run(&["ip", "-V"])) {
-        Some(e)
     } else {
-        None
+        run(&["nft", "--version"]).and(run(&["ip", "-V"])).err()
     };
     if let Some(why) = skip {
         eprintln!("SKIPPED {TEST}: {why}");

@@ -101,7 +101,7 @@ impl<H: Handler> Client<H> {
         });
         let me = Arc::new(OnceLock::<Arc<dyn Post>>::new());
         let conns = Conns::Client {
-            conn,
+            conn: Box::new(conn),
             server,
             strangers: 0,
         };

@@ -12,18 +12,19 @@ use crate::endpoint::{ConnectionHandle, Endpoint, Handled};
 /// The handle of a client's connection.
 pub(crate) const CLIENT_CONN: ConnectionHandle = ConnectionHandle(0);
 
-/// A lane's connections.
+/// A lane's connections (both boxed: each is hundreds of bytes, held for
+/// the lane's life).
 pub(crate) enum Conns {
     /// A server lane: its endpoint, and for each connection slot the local
     /// address its peer sends to (wildcard binds), so replies leave from it.
     Server {
-        endpoint: Endpoint,
+        endpoint: Box<Endpoint>,
         locals: Vec<Option<LocalAddr>>,
     },
     /// A client: its connection and the server's address (datagrams from
     /// anywhere else are ignored and counted).
     Client {
-        conn: Connection,
+        conn: Box<Connection>,
         server: SocketAddr,
         strangers: u64,
     },
@@ -33,14 +34,14 @@ impl Conns {
     pub(crate) fn get(&self, h: ConnectionHandle) -> Option<&Connection> {
         match self {
             Conns::Server { endpoint, .. } => endpoint.connection(h),
-            Conns::Client { conn, .. } => (h == CLIENT_CONN).then_some(conn),
+            Conns::Client { conn, .. } => (h == CLIENT_CONN).then_some(&**conn),
         }
     }
 
     pub(crate) fn get_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
         match self {
             Conns::Server { endpoint, .. } => endpoint.connection_mut(h),
-            Conns::Client { conn, .. } => (h == CLIENT_CONN).then_some(conn),
+            Conns::Client { conn, .. } => (h == CLIENT_CONN).then_some(&mut **conn),
         }
     }
 

@@ -170,9 +170,9 @@ impl<H: Handler> Server<H> {
             let mut ec = EndpointConfig::new(lane as u8, key, config.connection.clone());
             ec.cookie_lifetime = config.cookie_lifetime;
             ec.max_connections = config.max_connections;
-            endpoints.push(Some(
+            endpoints.push(Some(Box::new(
                 Endpoint::new(ec, now).map_err(|e| invalid("connection", e))?,
-            ));
+            )));
             selves.push(Arc::new(OnceLock::<Arc<dyn Post>>::new()));
             stats.push(Arc::new(Mutex::new(EndpointStats::default())));
         }
