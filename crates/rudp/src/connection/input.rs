@@ -14,7 +14,7 @@ use super::Connection;
 
 impl Connection {
     /// Processes one datagram from the peer. Malformed input is counted in
-    /// [`Stats::malformed_packets`] and otherwise ignored.
+    /// [`Stats::malformed_packets`](super::Stats::malformed_packets) and otherwise ignored.
     pub fn handle_datagram(&mut self, now: Instant, data: &[u8]) {
         self.now_hint = now;
         self.stats.bytes_received += data.len() as u64;

@@ -56,7 +56,7 @@ pub enum DisconnectReason {
 pub enum Event {
     /// The handshake finished.
     Connected,
-    /// A message arrived. Give `data` back with [`Connection::recycle`]
+    /// A message arrived. Give `data` back with [`Connection::recycle`](super::Connection::recycle)
     /// to let its buffer serve a later message.
     Message {
         /// The channel it came on.
