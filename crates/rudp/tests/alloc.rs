@@ -1,8 +1,8 @@
 //! The steady state of a keel-rudp server allocates nothing: a counting
 //! global allocator counts allocations made on the runtime's thread while
 //! a client does 3,000 reliable echoes (after a warm-up of 6,000 and
-//! 600 ms: the reactor's timer heap keeps cancelled entries until their
-//! deadline, so it reaches its high-water mark only after a while), with pauses in which only the server's timer makes it send
+//! 600 ms, with a burst, so queues and arenas are at their high-water
+//! marks), with pauses in which only the server's timer makes it send
 //! (its keepalive is 10 ms, the client's 1 s). The only test in this
 //! binary, so no other test's allocations interfere.
 // A global allocator can only be written with `unsafe impl GlobalAlloc`;

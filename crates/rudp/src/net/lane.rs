@@ -1,8 +1,8 @@
 //! One lane of a server or a client: its connections on a keel-udp
 //! datagram socket, one timer for all of them, and the round of work that
 //! ends every batch and every timer ([`LaneState::pump`]): events to the
-//! game's handler, then every datagram due, then the timer re-armed at the
-//! earliest deadline.
+//! game's handler, then every datagram due, then the lane's wake-up made
+//! sure of at the earliest deadline ([`LaneState::arm`]).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -22,6 +22,8 @@ use crate::net::sender::{Job, Op, Post};
 const MAX_EVENTS_PER_ROUND: usize = 4096;
 /// Datagrams sent in one round at most (likewise).
 const MAX_DATAGRAMS_PER_ROUND: usize = 4096;
+/// Reactor timers a lane keeps armed at most (see [`LaneState::arm`]).
+const MAX_ARMED: usize = 4;
 
 /// The state of a lane, run by keel-udp as a datagram socket's handler.
 pub(crate) struct LaneState<H: Handler> {
@@ -30,8 +32,9 @@ pub(crate) struct LaneState<H: Handler> {
     pub(crate) lane: usize,
     buf: Vec<u8>,
     reply: Vec<u8>,
-    /// The lane's one timer and the deadline it is armed for.
-    timer: Option<(TimerId, Instant)>,
+    /// The lane's timer: the reactor timers armed (at most
+    /// `MAX_ARMED`) and their deadlines; see [`LaneState::arm`].
+    armed: [Option<(TimerId, Instant)>; MAX_ARMED],
     /// This lane, for [`Sender`](crate::Sender)s (set once it is running).
     pub(crate) me: Arc<OnceLock<Arc<dyn Post>>>,
     /// The endpoint's counters as of the last round (servers).
@@ -53,7 +56,7 @@ impl<H: Handler> LaneState<H> {
             lane,
             buf: vec![0; max_datagram],
             reply: vec![0; max_datagram],
-            timer: None,
+            armed: [None; MAX_ARMED],
             me,
             published,
         }
@@ -153,21 +156,36 @@ impl<H: Handler> LaneState<H> {
         }
     }
 
-    /// Keeps the lane's one timer at or before `next`. A timer armed for
-    /// an earlier instant is left alone: when it fires early the round
-    /// finds nothing due and re-arms, which costs less than moving the
-    /// timer at every batch.
+    /// Makes sure the lane wakes by `next`: the lane's one timing need is
+    /// its endpoint's earliest deadline. A reactor timer already armed at
+    /// or before `next` does (it may fire early: the round then finds
+    /// nothing due and arms again). Otherwise a new one is added and the
+    /// later ones are left to fire (cheap, empty rounds) rather than
+    /// cancelled: the reactor keeps a cancelled timer's entry in its heap
+    /// until its deadline, so cancelling a keepalive a second away at
+    /// every packet would grow that heap with the packet rate. Only with
+    /// `MAX_ARMED` timers out is the latest cancelled.
     fn arm(&mut self, udp: &mut DatagramSocketCtx<'_>, next: Option<Instant>) {
         let Some(next) = next else { return };
-        match self.timer {
-            Some((_, at)) if at <= next => {}
-            old => {
-                if let Some((id, _)) = old {
+        if self.armed.iter().flatten().any(|&(_, at)| at <= next) {
+            return;
+        }
+        let slot = match self.armed.iter().position(Option::is_none) {
+            Some(free) => free,
+            None => {
+                let (latest, _) = self
+                    .armed
+                    .iter()
+                    .enumerate()
+                    .max_by_key(|(_, a)| a.map(|(_, at)| at))
+                    .expect("MAX_ARMED > 0");
+                if let Some((id, _)) = self.armed[latest].take() {
                     udp.cancel_timer(id);
                 }
-                self.timer = Some((udp.timer(next, None), next));
+                latest
             }
-        }
+        };
+        self.armed[slot] = Some((udp.timer(next, None), next));
     }
 
     /// Whether the client's connection has ended.
@@ -194,10 +212,15 @@ impl<H: Handler> DatagramSocketHandler for LaneState<H> {
     }
 
     fn timer(&mut self, ctx: &mut DatagramSocketCtx<'_>, timer: TimerId) {
-        if self.timer.is_some_and(|(id, _)| id == timer) {
-            self.timer = None;
-            self.conns.handle_timeout(Instant::now());
-            self.pump(ctx);
-        }
+        let Some(fired) = self
+            .armed
+            .iter_mut()
+            .find(|a| a.is_some_and(|(id, _)| id == timer))
+        else {
+            return;
+        };
+        *fired = None;
+        self.conns.handle_timeout(Instant::now());
+        self.pump(ctx);
     }
 }
