@@ -213,13 +213,20 @@ struct RawClient {
     server: SocketAddr,
 }
 
+/// A socket whose reads wait at most 1 ms.
+fn client_socket() -> UdpSocket {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(1)))
+        .unwrap();
+    socket
+}
+
 impl RawClient {
     fn new(server: SocketAddr, cfg: Config) -> Self {
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        socket.set_nonblocking(true).unwrap();
         RawClient {
             conn: Connection::connect(cfg, [9; 16], Instant::now()).unwrap(),
-            socket,
+            socket: client_socket(),
             server,
         }
     }
@@ -234,7 +241,7 @@ impl RawClient {
             };
             self.socket.send_to(&buf[..n], self.server).unwrap();
         }
-        std::thread::sleep(Duration::from_millis(1));
+        // Wait for a datagram (at most 1 ms: timers are run below).
         for _ in 0..1000 {
             match self.socket.recv_from(&mut buf) {
                 Ok((n, _)) => self.conn.handle_datagram(Instant::now(), &buf[..n]),
@@ -324,9 +331,7 @@ fn a_client_whose_source_port_changes_keeps_its_connection() {
     let old = c.socket.local_addr().unwrap();
     for k in 1..=3u32 {
         // Rebind: same connection, a new socket and source port.
-        let fresh = UdpSocket::bind("127.0.0.1:0").unwrap();
-        fresh.set_nonblocking(true).unwrap();
-        c.socket = fresh;
+        c.socket = client_socket();
         round(&mut c, 100 * k);
     }
     assert_ne!(c.socket.local_addr().unwrap(), old);

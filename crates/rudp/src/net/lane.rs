@@ -77,7 +77,7 @@ impl<H: Handler> LaneState<H> {
         f(&mut self.handler, &mut ctx)
     }
 
-    /// A job from a [`Sender`](crate::Sender), then a round.
+    /// A job from a [`Sender`](crate::Sender); a round follows at once.
     pub(crate) fn run_job(&mut self, udp: &mut DatagramSocketCtx<'_>, job: Job) {
         let now = Instant::now();
         let conn = job.conn;
@@ -103,7 +103,10 @@ impl<H: Handler> LaneState<H> {
         if let Err(e) = result {
             self.with_ctx(now, |h, ctx| h.send_failed(ctx, conn, e));
         }
-        self.pump(udp);
+        // The round runs from a timer due now rather than here: the jobs
+        // waiting in the lane's inbox all run first, so what they queued
+        // shares packets instead of taking one each.
+        self.arm(udp, Some(now));
     }
 
     /// The round of work after a batch, a timer or a job: events to the
