@@ -1,7 +1,7 @@
 //! The server side of the handshake and the connections of one lane,
 //! routed by connection ID.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -11,6 +11,7 @@ use sha2::Sha256;
 
 use crate::config::{Config, ConfigError};
 use crate::connection::{Connection, Event, Side, State};
+use crate::deadlines::Deadlines;
 use crate::wire::{ConnectionId, Frame, Header, LongType, Reader, Writer, MIN_HELLO_SIZE, VERSION};
 
 type HmacSha256 = Hmac<Sha256>;
@@ -56,7 +57,8 @@ impl EndpointConfig {
 
 /// Names one connection of an endpoint. Valid until the connection is
 /// closed and its `Disconnected` event was read: the next
-/// [`Endpoint::handle_timeout`] then removes it and may reuse the handle.
+/// [`Endpoint::poll_timeout`] or [`Endpoint::handle_timeout`] then removes
+/// it and may reuse the handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConnectionHandle(pub usize);
 
@@ -103,10 +105,36 @@ pub struct EndpointStats {
     pub address_changes: u64,
 }
 
+impl std::ops::Add for EndpointStats {
+    type Output = EndpointStats;
+    fn add(self, o: EndpointStats) -> EndpointStats {
+        EndpointStats {
+            hellos: self.hellos + o.hellos,
+            retries_sent: self.retries_sent + o.retries_sent,
+            bad_cookies: self.bad_cookies + o.bad_cookies,
+            stale_cookies: self.stale_cookies + o.stale_cookies,
+            short_hellos: self.short_hellos + o.short_hellos,
+            connections_created: self.connections_created + o.connections_created,
+            connections_removed: self.connections_removed + o.connections_removed,
+            accepts_resent: self.accepts_resent + o.accepts_resent,
+            refused: self.refused + o.refused,
+            malformed: self.malformed + o.malformed,
+            unknown_connection: self.unknown_connection + o.unknown_connection,
+            address_changes: self.address_changes + o.address_changes,
+        }
+    }
+}
+
 struct Slot {
     conn: Connection,
     addr: SocketAddr,
     nonce: [u8; 16],
+    /// In `dirty`: its deadline is to be recomputed (or it is removable).
+    dirty: bool,
+    /// In `ready`: it may have datagrams to send.
+    ready: bool,
+    /// In `evented`: it may have events.
+    evented: bool,
 }
 
 /// The connections of one server lane, sans-IO, with the server's half of
@@ -150,8 +178,14 @@ pub struct Endpoint {
     by_cid: HashMap<ConnectionId, usize>,
     by_nonce: HashMap<[u8; 16], usize>,
     cid_counter: u64,
-    event_cursor: usize,
-    transmit_cursor: usize,
+    /// The timing structure: one deadline per connection.
+    deadlines: Deadlines,
+    /// Connections touched since the last `poll_timeout`/`handle_timeout`.
+    dirty: Vec<usize>,
+    /// Connections that may have datagrams to send, in turn.
+    ready: VecDeque<usize>,
+    /// Connections that may have events, in turn.
+    evented: VecDeque<usize>,
     stats: EndpointStats,
 }
 
@@ -178,8 +212,10 @@ impl Endpoint {
             by_cid: HashMap::new(),
             by_nonce: HashMap::new(),
             cid_counter: 0,
-            event_cursor: 0,
-            transmit_cursor: 0,
+            deadlines: Deadlines::default(),
+            dirty: Vec::new(),
+            ready: VecDeque::new(),
+            evented: VecDeque::new(),
             stats: EndpointStats::default(),
         })
     }
@@ -199,9 +235,41 @@ impl Endpoint {
         self.slots.get(h.0)?.as_ref().map(|s| &s.conn)
     }
 
-    /// A connection, to send on or close.
+    /// A connection, to send on or close. The endpoint takes it that the
+    /// connection changed: it will be polled for datagrams, events and its
+    /// deadline.
     pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
+        self.touch(h.0);
         self.slots.get_mut(h.0)?.as_mut().map(|s| &mut s.conn)
+    }
+
+    /// The handles of the connections held, in slot order.
+    pub fn handles(&self) -> impl Iterator<Item = ConnectionHandle> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_some())
+            .map(|(i, _)| ConnectionHandle(i))
+    }
+
+    /// Marks connection `i` as changed: to be polled for datagrams and
+    /// events, its deadline to be recomputed.
+    fn touch(&mut self, i: usize) {
+        let Some(Some(slot)) = self.slots.get_mut(i) else {
+            return;
+        };
+        if !slot.dirty {
+            slot.dirty = true;
+            self.dirty.push(i);
+        }
+        if !slot.ready {
+            slot.ready = true;
+            self.ready.push_back(i);
+        }
+        if !slot.evented {
+            slot.evented = true;
+            self.evented.push_back(i);
+        }
     }
 
     /// The address a connection's packets go to (its latest source).
@@ -316,14 +384,15 @@ impl Endpoint {
                 let Some(slot) = self.slots[idx].as_mut() else {
                     return Handled::Dropped;
                 };
-                let before = slot.conn.stats().packets_received;
+                let before = slot.conn.packets_received();
                 slot.conn.handle_datagram(now, data);
                 // A valid packet from a new address moves the connection
                 // there (NAT rebinding); an invalid one moves nothing.
-                if slot.addr != from && slot.conn.stats().packets_received > before {
+                if slot.addr != from && slot.conn.packets_received() > before {
                     slot.addr = from;
                     self.stats.address_changes += 1;
                 }
+                self.touch(idx);
                 Handled::Routed(ConnectionHandle(idx))
             }
             Header::Long {
@@ -435,6 +504,9 @@ impl Endpoint {
             conn,
             addr: from,
             nonce,
+            dirty: false,
+            ready: false,
+            evented: false,
         };
         let idx = match self.free.pop() {
             Some(i) => {
@@ -449,64 +521,72 @@ impl Endpoint {
         self.by_cid.insert(cid, idx);
         self.by_nonce.insert(nonce, idx);
         self.stats.connections_created += 1;
+        self.touch(idx);
         Handled::Accepted(ConnectionHandle(idx), n)
     }
 
     /// The next datagram any connection has to send: its handle, where to
-    /// send it, and its length in `buf`.
+    /// send it, and its length in `buf`. Only connections that changed
+    /// (a datagram, a timer, [`Endpoint::connection_mut`]) are asked, in
+    /// turn, so a busy connection does not starve the others.
     pub fn poll_transmit(
         &mut self,
         now: Instant,
         buf: &mut [u8],
     ) -> Option<(ConnectionHandle, SocketAddr, usize)> {
-        let n = self.slots.len();
-        for k in 0..n {
-            let i = (self.transmit_cursor + k) % n;
-            if let Some(slot) = self.slots[i].as_mut() {
-                if let Some(len) = slot.conn.poll_transmit(now, buf) {
-                    self.transmit_cursor = i;
-                    return Some((ConnectionHandle(i), slot.addr, len));
-                }
+        while let Some(i) = self.ready.pop_front() {
+            let Some(slot) = self.slots[i].as_mut() else {
+                continue;
+            };
+            if !slot.ready {
+                continue;
             }
+            if let Some(len) = slot.conn.poll_transmit(now, buf) {
+                let addr = slot.addr;
+                // Sending moves its timers; then its turn passes.
+                if !slot.dirty {
+                    slot.dirty = true;
+                    self.dirty.push(i);
+                }
+                self.ready.push_back(i);
+                return Some((ConnectionHandle(i), addr, len));
+            }
+            slot.ready = false;
         }
         None
     }
 
     /// The next event of any connection.
     pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
-        let n = self.slots.len();
-        for k in 0..n {
-            let i = (self.event_cursor + k) % n;
-            if let Some(slot) = self.slots[i].as_mut() {
+        while let Some(&i) = self.evented.front() {
+            let Some(slot) = self.slots[i].as_mut() else {
+                self.evented.pop_front();
+                continue;
+            };
+            if slot.evented {
                 if let Some(e) = slot.conn.poll_event() {
-                    self.event_cursor = i;
+                    if matches!(e, Event::Disconnected(_)) && !slot.dirty {
+                        // Removable once its events are read.
+                        slot.dirty = true;
+                        self.dirty.push(i);
+                    }
                     return Some((ConnectionHandle(i), e));
                 }
+                slot.evented = false;
             }
+            self.evented.pop_front();
         }
         None
     }
 
-    /// The earliest timer of any connection.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.slots
-            .iter()
-            .flatten()
-            .filter_map(|s| s.conn.poll_timeout())
-            .min()
-    }
-
-    /// Runs the connections' due timers and removes connections that are
-    /// closed and have no events left.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        for i in 0..self.slots.len() {
+    /// Recomputes the deadlines of the connections that changed and
+    /// removes those closed with no events left.
+    fn settle(&mut self) {
+        while let Some(i) = self.dirty.pop() {
             let Some(slot) = self.slots[i].as_mut() else {
                 continue;
             };
-            if slot.conn.poll_timeout().is_some_and(|t| t <= now) {
-                slot.conn.handle_timeout(now);
-            }
-            // A closed connection stays until its events were read.
+            slot.dirty = false;
             if slot.conn.state() == State::Closed && !slot.conn.has_events() {
                 let cid = slot.conn.connection_id();
                 let nonce = slot.nonce;
@@ -514,9 +594,37 @@ impl Endpoint {
                 self.by_nonce.remove(&nonce);
                 self.slots[i] = None;
                 self.free.push(i);
+                self.deadlines.set(i, None);
                 self.stats.connections_removed += 1;
+            } else {
+                self.deadlines.set(i, slot.conn.poll_timeout());
             }
         }
+    }
+
+    /// The earliest timer of any connection: the top of the endpoint's
+    /// deadline heap, after the deadlines of the connections that changed
+    /// are brought up to date (so this takes `&mut self`). Also removes
+    /// connections that are closed and whose events were read.
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        self.settle();
+        self.deadlines.next()
+    }
+
+    /// Runs the timers due at `now` (only of the connections whose deadline
+    /// passed) and removes connections that are closed and have no events
+    /// left.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.settle();
+        // Each connection is due at most once here: its deadline is
+        // cleared when popped and set again only by `settle` below.
+        while let Some(i) = self.deadlines.pop_due(now) {
+            if let Some(slot) = self.slots[i].as_mut() {
+                slot.conn.handle_timeout(now);
+                self.touch(i);
+            }
+        }
+        self.settle();
     }
 }
 

@@ -19,6 +19,11 @@
 //!   (nothing allocated for a source before it proves it receives at its
 //!   address, never more bytes out than in before that) and routing by
 //!   connection ID, so a client survives a change of address.
+//! * [`Server`] and [`Client`]: the protocol on keel-udp lanes, for a
+//!   game's [`Handler`]: one endpoint and one timer per server lane,
+//!   packets steered to their lane by their connection ID, [`Sender`]s to
+//!   send from other threads, sends flushed with keel-udp's batched calls.
+//!   `docs/rudp-guide.md` walks through it.
 //! * [`wire`]: the versioned wire format, documented in `docs/rudp.md`.
 //!
 //! Network input never panics: every decoder returns an error and the
@@ -30,7 +35,9 @@ mod cc;
 mod channel;
 mod config;
 mod connection;
+mod deadlines;
 mod endpoint;
+mod net;
 mod pool;
 mod ranges;
 mod recovery;
@@ -48,7 +55,19 @@ pub use endpoint::{
     ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, COOKIE_LEN,
     REFUSE_CONFIG_MISMATCH, REFUSE_FULL,
 };
+pub use net::client::{Client, ClientConfig};
+pub use net::handler::{Ctx, Handler};
+pub use net::sender::Sender;
+pub use net::server::{Server, ServerConfig};
 pub use ranges::RangeSet;
 pub use recovery::PACKET_THRESHOLD;
 pub use rtt::{RttEstimator, GRANULARITY};
 pub use wire::ConnectionId;
+
+/// The guide, `docs/rudp-guide.md`: each of its Rust blocks is a doctest,
+/// so the guide compiles and runs against this crate as it is
+/// (`cargo test -p keel-rudp --doc`); `tests/guide.rs` makes sure none is
+/// skipped.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/rudp-guide.md")]
+pub struct Guide;

@@ -141,6 +141,26 @@ pub enum LaneSteering {
     /// the sharded model, the core) that also runs that peer: benchmarks,
     /// tests, internal services behind no NAT.
     PeerPort,
+    /// Lane = one byte of the UDP payload, at `offset` (a classic BPF
+    /// program on the reuseport group; Linux only): for protocols that name
+    /// their connections with IDs carrying the lane (keel-rudp puts the
+    /// lane in byte 0 of its connection IDs, at payload offset 1 of a
+    /// short header), so a peer stays on its lane when its address changes.
+    /// The kernel's hash picks the lane instead when the payload is not
+    /// longer than `offset`, when its first byte has any bit of
+    /// `hash_if_first_byte_has` set (packets without a connection ID yet,
+    /// such as handshakes: keel-rudp's long headers set bit 7), or when the
+    /// byte is not below the number of lanes.
+    ///
+    /// Only for [`DatagramSocket::bind_lanes`](crate::DatagramSocket::bind_lanes):
+    /// a [`Server`](crate::Server) keys sessions by address and refuses it.
+    PayloadByte {
+        /// Offset of the lane byte in the UDP payload.
+        offset: u16,
+        /// A first payload byte with any of these bits set is spread by
+        /// the kernel's hash (0: never).
+        hash_if_first_byte_has: u8,
+    },
 }
 
 /// Server settings.
@@ -183,12 +203,53 @@ impl ServerConfig {
         if self.max_sessions == 0 {
             return Err(invalid("max_sessions", "at least 1", 0));
         }
+        if let LaneSteering::PayloadByte { .. } = self.steering {
+            return Err(invalid(
+                "steering",
+                "KernelHash or PeerPort (a server keys sessions by address; \
+                 PayloadByte is for DatagramSocket::bind_lanes)",
+                "PayloadByte",
+            ));
+        }
         if self.idle_timeout == Some(Duration::ZERO) {
             return Err(invalid(
                 "idle_timeout",
                 "a positive duration or None (off)",
                 "0",
             ));
+        }
+        self.endpoint.validate()
+    }
+}
+
+/// Settings of a group of datagram sockets on lanes
+/// ([`DatagramSocket::bind_lanes`](crate::DatagramSocket::bind_lanes)).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LanesConfig {
+    /// Sockets bound to the same address and port with `SO_REUSEPORT`,
+    /// each its own serialized lane. 1..=256 (a lane index fits the byte
+    /// [`LaneSteering::PayloadByte`] reads); default 1.
+    pub lanes: usize,
+    /// How datagrams are spread over the lanes (with more than one).
+    pub steering: LaneSteering,
+    /// Settings of each lane's socket and queues.
+    pub endpoint: EndpointConfig,
+}
+
+impl Default for LanesConfig {
+    fn default() -> Self {
+        LanesConfig {
+            lanes: 1,
+            steering: LaneSteering::KernelHash,
+            endpoint: EndpointConfig::default(),
+        }
+    }
+}
+
+impl LanesConfig {
+    pub(crate) fn validate(&self) -> io::Result<()> {
+        if !(1..=256).contains(&self.lanes) {
+            return Err(invalid("lanes", "1..=256", self.lanes));
         }
         self.endpoint.validate()
     }

@@ -17,6 +17,7 @@ use crate::endpoint::{
 };
 use crate::error::SendError;
 use crate::socket::{self, SocketBuffers};
+use crate::sys::LocalAddr;
 
 /// What a datagram socket does. Its methods run on the socket's lane.
 pub trait DatagramSocketHandler: Send + 'static {
@@ -32,15 +33,59 @@ pub trait DatagramSocketHandler: Send + 'static {
     fn timer(&mut self, ctx: &mut DatagramSocketCtx<'_>, timer: TimerId) {
         let _ = (ctx, timer);
     }
+
+    /// Every datagram of a received batch went to [`datagram`](Self::datagram):
+    /// the place for work done once per batch (a protocol's acknowledgements
+    /// and flushes). What it sends leaves with the batch's replies, in one
+    /// `sendmmsg`.
+    fn batch_end(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
+        let _ = ctx;
+    }
 }
 
 /// The datagram socket's context: send to any address, timers.
 pub struct DatagramSocketCtx<'a> {
-    tx: &'a mut Tx,
-    timers: &'a mut dyn Timers,
+    pub(crate) tx: &'a mut Tx,
+    pub(crate) timers: &'a mut dyn Timers,
+    /// The socket's lane in its group (0 for a lone socket).
+    pub(crate) lane: usize,
+    /// Where the datagram being handled arrived (wildcard binds).
+    pub(crate) local: Option<LocalAddr>,
 }
 
 impl DatagramSocketCtx<'_> {
+    /// The socket's lane in its group ([`DatagramSocket::bind_lanes`]);
+    /// 0 for a socket made with [`DatagramSocket::bind`].
+    pub fn lane(&self) -> usize {
+        self.lane
+    }
+
+    /// The local address the datagram being handled was sent to, on a
+    /// socket bound to a wildcard address (`0.0.0.0`, `[::]`; Linux
+    /// `IP_PKTINFO`); `None` otherwise and outside
+    /// [`DatagramSocketHandler::datagram`]. Pass it to
+    /// [`send_from`](Self::send_from) so replies leave from the address the
+    /// peer sent to.
+    pub fn arrived_at(&self) -> Option<LocalAddr> {
+        self.local
+    }
+
+    /// Sends a datagram to `to` from local address `from` (`None`: the
+    /// kernel picks it by route), typically what
+    /// [`arrived_at`](Self::arrived_at) reported for the peer's datagram.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::TooLarge`], [`SendError::QueueFull`]; both counted.
+    pub fn send_from(
+        &mut self,
+        to: SocketAddr,
+        from: Option<LocalAddr>,
+        data: &[u8],
+    ) -> Result<(), SendError> {
+        self.tx.send_from(Some(to), from, data)
+    }
+
     /// Sends a datagram to `to`.
     ///
     /// # Errors
@@ -61,10 +106,22 @@ impl DatagramSocketCtx<'_> {
     }
 }
 
+/// A context outside a datagram (no local address).
+fn ctx<'a>(tx: &'a mut Tx, timers: &'a mut dyn Timers, lane: usize) -> DatagramSocketCtx<'a> {
+    DatagramSocketCtx {
+        tx,
+        timers,
+        lane,
+        local: None,
+    }
+}
+
 pub(crate) struct SocketLane<H: DatagramSocketHandler> {
     handler: H,
     rx: Rx,
     tx: Tx,
+    /// Index in the socket's group.
+    lane: usize,
     /// `close` ran; the lane closes when this round ends.
     closing: bool,
 }
@@ -73,9 +130,20 @@ impl<H: DatagramSocketHandler> SocketLane<H> {
     /// One datagram (just received, or held by the receive conditioner)
     /// to the handler.
     #[inline(always)]
-    fn deliver(handler: &mut H, tx: &mut Tx, cx: &mut LaneCtx<'_, Self>, d: Datagram<'_>) -> bool {
+    fn deliver(
+        handler: &mut H,
+        tx: &mut Tx,
+        lane: usize,
+        cx: &mut LaneCtx<'_, Self>,
+        d: Datagram<'_>,
+    ) -> bool {
         if let Some(from) = d.source {
-            let mut ctx = DatagramSocketCtx { tx, timers: cx };
+            let mut ctx = DatagramSocketCtx {
+                tx,
+                timers: cx,
+                lane,
+                local: d.local,
+            };
             handler.datagram(&mut ctx, from, d.data);
         }
         true
@@ -88,10 +156,12 @@ impl<H: DatagramSocketHandler> Endpoint for SocketLane<H> {
     }
 
     fn batch(&mut self, cx: &mut LaneCtx<'_, Self>, n: usize) -> bool {
-        let (handler, tx) = (&mut self.handler, &mut self.tx);
+        let (handler, tx, lane) = (&mut self.handler, &mut self.tx, self.lane);
         self.rx
-            .deliver_batch(n, true, |d| Self::deliver(handler, tx, cx, d));
+            .deliver_batch(n, true, |d| Self::deliver(handler, tx, lane, cx, d));
         self.rx.arm(cx);
+        self.handler
+            .batch_end(&mut ctx(&mut self.tx, cx, self.lane));
         true
     }
 
@@ -128,16 +198,16 @@ impl<H: DatagramSocketHandler> Lane for SocketLane<H> {
         match conditioner_timer(&mut self.rx, &mut self.tx, timer) {
             ConditionerTimer::Send => {} // `finish` below sends them
             ConditionerTimer::Receive => {
-                let (handler, tx) = (&mut self.handler, &mut self.tx);
-                self.rx.deliver_held(|d| Self::deliver(handler, tx, cx, d));
+                let (handler, tx, lane) = (&mut self.handler, &mut self.tx, self.lane);
+                self.rx
+                    .deliver_held(|d| Self::deliver(handler, tx, lane, cx, d));
                 self.rx.arm(cx);
+                self.handler
+                    .batch_end(&mut ctx(&mut self.tx, cx, self.lane));
             }
             ConditionerTimer::None => {
-                let mut ctx = DatagramSocketCtx {
-                    tx: &mut self.tx,
-                    timers: cx,
-                };
-                self.handler.timer(&mut ctx, timer);
+                self.handler
+                    .timer(&mut ctx(&mut self.tx, cx, self.lane), timer);
             }
         }
         self.tx.finish(cx);
@@ -146,7 +216,7 @@ impl<H: DatagramSocketHandler> Lane for SocketLane<H> {
 
 /// An unconnected UDP socket on a lane. `Send + Sync + Clone`.
 pub struct DatagramSocket<H: DatagramSocketHandler> {
-    lane: LaneHandle<SocketLane<H>>,
+    pub(crate) lane: LaneHandle<SocketLane<H>>,
     counters: Arc<Counters>,
     local: SocketAddr,
     buffers: SocketBuffers,
@@ -185,13 +255,27 @@ impl<H: DatagramSocketHandler> DatagramSocket<H> {
     ) -> io::Result<DatagramSocket<H>> {
         config.validate()?;
         let (sock, buffers) = socket::bind(addr, &config.socket)?;
+        Self::start(reactor, sock, buffers, &config, 0, handler)
+    }
+
+    /// Starts bound socket `sock` as lane `lane` of its group on `reactor`.
+    pub(crate) fn start(
+        reactor: &Handle,
+        sock: mio::net::UdpSocket,
+        buffers: SocketBuffers,
+        config: &EndpointConfig,
+        lane: usize,
+        handler: H,
+    ) -> io::Result<DatagramSocket<H>> {
         let local = sock.local_addr()?;
         let counters = Arc::new(Counters::default());
-        let tx = Tx::new(sock, &config, counters.clone(), 0)?;
+        // Lane i decides with stream i of the conditioners' seeds.
+        let tx = Tx::new(sock, config, counters.clone(), lane as u64)?;
         let state = SocketLane {
             handler,
-            rx: Rx::new(&config, &counters, 0),
+            rx: Rx::new(config, &counters, lane as u64),
             tx,
+            lane,
             closing: false,
         };
         let options = LaneOptions {
@@ -199,11 +283,7 @@ impl<H: DatagramSocketHandler> DatagramSocket<H> {
             ..LaneOptions::default()
         };
         let lane = endpoint::start(reactor, state, options, |st, cx| {
-            let mut ctx = DatagramSocketCtx {
-                tx: &mut st.tx,
-                timers: cx,
-            };
-            st.handler.started(&mut ctx);
+            st.handler.started(&mut ctx(&mut st.tx, cx, st.lane));
         })?;
         Ok(DatagramSocket {
             lane,
@@ -221,11 +301,7 @@ impl<H: DatagramSocketHandler> DatagramSocket<H> {
         F: FnOnce(&mut H, &mut DatagramSocketCtx<'_>) + Send + 'static,
     {
         self.lane.post(move |st, cx| {
-            let mut ctx = DatagramSocketCtx {
-                tx: &mut st.tx,
-                timers: cx,
-            };
-            f(&mut st.handler, &mut ctx);
+            f(&mut st.handler, &mut ctx(&mut st.tx, cx, st.lane));
             st.tx.finish(cx);
         })
     }
@@ -259,6 +335,12 @@ impl<H: DatagramSocketHandler> DatagramSocket<H> {
             st.rx.close_door(&st.tx);
             cx.close();
         });
+    }
+
+    /// Whether the socket's lane has closed ([`close`](Self::close), or the
+    /// runtime stopped).
+    pub fn is_closed(&self) -> bool {
+        self.lane.is_closed()
     }
 
     /// The socket's counters.

@@ -10,7 +10,9 @@
 //! * [`Client`]: one connected socket; an ICMP port unreachable ends it with
 //!   [`DisconnectReason::Refused`], never a panic.
 //! * [`DatagramSocket`]: one unconnected socket that sends anywhere and reports each
-//!   sender.
+//!   sender; [`DatagramSocket::bind_lanes`] binds a group of them on one port,
+//!   one lane each ([`DatagramSockets`]), for protocols that route by their
+//!   own connection IDs ([`LaneSteering::PayloadByte`]).
 //!
 //! Every endpoint has a bounded send queue (used only when the kernel says
 //! `WouldBlock`; past its bound sends fail with [`SendError::QueueFull`])
@@ -46,6 +48,7 @@ mod client;
 pub mod conditioner;
 mod config;
 mod counters;
+mod datagram_lanes;
 mod datagram_socket;
 mod endpoint;
 mod error;
@@ -59,15 +62,17 @@ mod timers;
 pub use client::{Client, ClientConfig, ClientCtx, ClientHandler};
 pub use conditioner::{Conditioner, Impairment, ImpairmentError, Verdict};
 pub use config::{
-    EndpointConfig, FullPolicy, LaneSteering, ServerConfig, DEFAULT_BATCH, DEFAULT_INBOX_CAPACITY,
-    DEFAULT_MAX_DATAGRAM, DEFAULT_SEND_QUEUE_BYTES, DEFAULT_SEND_QUEUE_DATAGRAMS,
+    EndpointConfig, FullPolicy, LaneSteering, LanesConfig, ServerConfig, DEFAULT_BATCH,
+    DEFAULT_INBOX_CAPACITY, DEFAULT_MAX_DATAGRAM, DEFAULT_SEND_QUEUE_BYTES,
+    DEFAULT_SEND_QUEUE_DATAGRAMS,
 };
 pub use counters::CounterSnapshot;
+pub use datagram_lanes::DatagramSockets;
 pub use datagram_socket::{DatagramSocket, DatagramSocketCtx, DatagramSocketHandler};
 pub use error::{DisconnectReason, SendError};
 pub use server::{Server, ServerCtx, ServerHandler, ServerStatus, Session, SessionHandle};
 pub use socket::{SocketBuffers, SocketOptions};
-pub use sys::{max_payload, MAX_PAYLOAD_V4, MAX_PAYLOAD_V6};
+pub use sys::{max_payload, LocalAddr, MAX_PAYLOAD_V4, MAX_PAYLOAD_V6};
 
 /// The guide, `docs/guide.md`: each of its Rust blocks is a doctest, so the
 /// guide compiles and runs against this crate as it is

@@ -1,7 +1,8 @@
 //! Frames: what a packet carries after its header, one after another to
 //! the end of the datagram. Each starts with its type as a varint.
 
-use super::{varint, BufferTooSmall, DecodeError, Reader, Writer};
+use super::base::{BufferTooSmall, DecodeError, Reader, Writer};
+use super::varint;
 
 /// The longest CLOSE reason (bytes).
 pub const MAX_REASON_LEN: usize = 128;
@@ -424,6 +425,11 @@ pub(crate) fn fragment_overhead(seq: u64, total: u32, offset: u32, len: usize) -
         + varint::len(u64::from(total))
         + varint::len(u64::from(offset))
         + varint::len(len as u64)
+}
+
+/// Bytes of a MESSAGE frame carrying `len` bytes as message `seq`.
+pub(crate) fn message_frame_len(seq: u64, len: usize) -> usize {
+    message_overhead(seq, len) + len
 }
 
 #[cfg(test)]

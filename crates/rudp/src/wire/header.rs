@@ -1,6 +1,6 @@
 //! Packet headers: a long header for the handshake, a short one after it.
 
-use super::{BufferTooSmall, DecodeError, Reader, Writer, VERSION};
+use super::base::{BufferTooSmall, DecodeError, Reader, Writer, VERSION};
 use std::fmt;
 
 /// Bytes of a long header: first byte, version, connection ID.
@@ -10,7 +10,11 @@ pub const LONG_HEADER_LEN: usize = 1 + 4 + 8;
 /// 4-byte packet number.
 pub const SHORT_HEADER_MAX_LEN: usize = 1 + 8 + 4;
 
-const LONG_BIT: u8 = 0x80;
+/// Bit 7 of the first byte: set in a long header (handshake, no
+/// connection ID yet), clear in a short one. A lane-steering program
+/// spreads packets with it set by the kernel's hash.
+pub const LONG_HEADER_BIT: u8 = 0x80;
+const LONG_BIT: u8 = LONG_HEADER_BIT;
 const FIXED_BIT: u8 = 0x40;
 
 /// A connection ID: 8 bytes chosen by the server. Byte 0 is the index of

@@ -68,7 +68,7 @@ const _: () = {
 
 /// Where a datagram arrived: the local address it was sent to and the
 /// interface it came in on, as `IP_PKTINFO`/`IPV6_PKTINFO` report them
-/// (see [`RecvBatch::local`]). Passed back when sending, it makes the
+/// (see [`DatagramSocketCtx::arrived_at`](crate::DatagramSocketCtx::arrived_at)). Passed back when sending, it makes the
 /// reply leave from that address (a host with several addresses would
 /// otherwise pick the source by its routing table, and a peer that talks
 /// to one address only accepts replies from it).

@@ -302,6 +302,85 @@ pub(crate) fn attach_port_steering(fd: &impl AsRawFd, lanes: u32) -> io::Result<
     Ok(())
 }
 
+/// The payload-byte steering program for a group of `lanes` sockets:
+/// returns `payload[offset]` when the payload is longer than `offset`, its
+/// first byte has no bit of `mask` set, and `payload[offset] < lanes`;
+/// [`STEER_BY_HASH`] otherwise.
+///
+/// In a `SO_REUSEPORT` UDP program the packet data starts at the UDP
+/// payload and its length is the payload's (see [`steering_program`]), so
+/// absolute loads read the payload. A load past the end would end the
+/// program with 0 (lane 0), so the length is checked before any load.
+fn payload_byte_program(offset: u16, mask: u8, lanes: u32) -> [libc::sock_filter; 8] {
+    use libc::{
+        BPF_A, BPF_ABS, BPF_B, BPF_JGE, BPF_JGT, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_LEN,
+        BPF_RET, BPF_W,
+    };
+    let offset = u32::from(offset);
+    [
+        // 0: A = payload length; not longer than `offset` -> 7 (by hash).
+        insn(BPF_LD | BPF_W | BPF_LEN, 0, 0, 0),
+        insn(BPF_JMP | BPF_JGT | BPF_K, 0, 5, offset),
+        // 2: A = first byte; any bit of `mask` -> 7.
+        insn(BPF_LD | BPF_B | BPF_ABS, 0, 0, 0),
+        insn(BPF_JMP | BPF_JSET | BPF_K, 3, 0, u32::from(mask)),
+        // 4: A = the lane byte; not below `lanes` -> 7.
+        insn(BPF_LD | BPF_B | BPF_ABS, 0, 0, offset),
+        insn(BPF_JMP | BPF_JGE | BPF_K, 1, 0, lanes),
+        // 6: lane = the byte.
+        insn(BPF_RET | BPF_A, 0, 0, 0),
+        // 7: let the kernel hash it.
+        insn(BPF_RET | BPF_K, 0, 0, STEER_BY_HASH),
+    ]
+}
+
+/// Steers each datagram arriving at `fd`'s `SO_REUSEPORT` group to socket
+/// number `payload[offset]` (in the order the sockets joined the group)
+/// with a classic BPF program ([`payload_byte_program`]); short datagrams,
+/// those whose first byte has a bit of `mask` set and those whose byte is
+/// not a lane are spread by the kernel's hash.
+///
+/// Applies to the whole group, so call it once, on any member, after all
+/// `lanes` sockets are bound.
+pub(crate) fn attach_payload_steering(
+    fd: &impl AsRawFd,
+    offset: u16,
+    mask: u8,
+    lanes: u32,
+) -> io::Result<()> {
+    if lanes == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "lanes: expected at least 1",
+        ));
+    }
+    attach_reuseport_program(fd, &mut payload_byte_program(offset, mask, lanes))
+}
+
+/// Attaches `program` to `fd`'s reuseport group (`SO_ATTACH_REUSEPORT_CBPF`).
+fn attach_reuseport_program(
+    fd: &impl AsRawFd,
+    program: &mut [libc::sock_filter],
+) -> io::Result<()> {
+    let prog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: `prog` points at `program`, valid instructions that live
+    // until the call returns (the kernel copies the program); the length
+    // passed is the size of `prog`.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_ATTACH_REUSEPORT_CBPF,
+            ptr::addr_of!(prog).cast(),
+            mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
 /// `SO_MEMINFO` (asm-generic value; libc does not export it for every
 /// target).
 #[cfg(not(target_arch = "sparc64"))]

@@ -33,14 +33,16 @@ pub(crate) use send::SendBatch;
 mod linux;
 #[cfg(target_os = "linux")]
 pub(crate) use linux::{
-    attach_port_steering, enable_pktinfo, enable_rxq_ovfl, kernel_drops_now, recv_batch, send_batch,
+    attach_payload_steering, attach_port_steering, enable_pktinfo, enable_rxq_ovfl,
+    kernel_drops_now, recv_batch, send_batch,
 };
 
 #[cfg(any(not(target_os = "linux"), test))]
 mod portable;
 #[cfg(not(target_os = "linux"))]
 pub(crate) use portable::{
-    attach_port_steering, enable_pktinfo, enable_rxq_ovfl, kernel_drops_now, recv_batch, send_batch,
+    attach_payload_steering, attach_port_steering, enable_pktinfo, enable_rxq_ovfl,
+    kernel_drops_now, recv_batch, send_batch,
 };
 
 #[cfg(test)]

@@ -53,6 +53,19 @@ pub(crate) fn attach_port_steering(fd: &impl AsRawFd, _lanes: u32) -> io::Result
     ))
 }
 
+pub(crate) fn attach_payload_steering(
+    fd: &impl AsRawFd,
+    _offset: u16,
+    _hash_if_first_byte_has: u8,
+    _lanes: u32,
+) -> io::Result<()> {
+    let _ = fd.as_raw_fd();
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "lane steering by payload byte needs Linux (SO_ATTACH_REUSEPORT_CBPF)",
+    ))
+}
+
 /// Receives one datagram with `recvmsg(MSG_DONTWAIT)` into slot 0 whatever
 /// the batch size: returns `Ok(1)` or the error (`WouldBlock` when nothing
 /// is queued).

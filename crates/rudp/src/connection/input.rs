@@ -1,0 +1,299 @@
+//! The receive path: a datagram's header and frames, acknowledgements,
+//! messages to their channels, and the handshake packets.
+
+use std::time::Instant;
+
+use crate::channel::{RecvCtx, RecvOutcome};
+use crate::recovery::SentPacket;
+use crate::wire::{
+    decode_packet_number, ConnectionId, DecodeError, Frame, Header, LongType, Reader,
+};
+
+use super::types::{DisconnectReason, Event, Side, State};
+use super::Connection;
+
+impl Connection {
+    /// Processes one datagram from the peer. Malformed input is counted in
+    /// [`Stats::malformed_packets`](super::Stats::malformed_packets) and otherwise ignored.
+    pub fn handle_datagram(&mut self, now: Instant, data: &[u8]) {
+        self.now_hint = now;
+        self.stats.bytes_received += data.len() as u64;
+        if self.state == State::Closed {
+            self.stats.dropped_packets += 1;
+            return;
+        }
+        if let Err(e) = self.process(now, data) {
+            match e {
+                Drop::Malformed(_) => self.stats.malformed_packets += 1,
+                Drop::Unexpected => self.stats.dropped_packets += 1,
+            }
+        }
+    }
+
+    fn process(&mut self, now: Instant, data: &[u8]) -> Result<(), Drop> {
+        let mut r = Reader::new(data);
+        match Header::decode(&mut r)? {
+            Header::Long { ty, cid } => self.on_long(now, ty, cid, r),
+            Header::Short { cid, pn, pn_len } => {
+                if matches!(self.state, State::Handshaking | State::Draining) || cid != self.cid {
+                    return Err(Drop::Unexpected);
+                }
+                // Validate every frame before acting on any.
+                let mut check = r.clone();
+                while !check.is_empty() {
+                    match Frame::decode(&mut check)? {
+                        Frame::Hello { .. } | Frame::Retry { .. } | Frame::Accept { .. } => {
+                            return Err(Drop::Malformed(DecodeError::Invalid(
+                                "handshake frame in a short packet",
+                            )));
+                        }
+                        Frame::Ack(a) if a.largest >= self.recovery.next_pn() => {
+                            return Err(Drop::Malformed(DecodeError::Invalid(
+                                "ack of a packet never sent",
+                            )));
+                        }
+                        Frame::Message {
+                            channel, payload, ..
+                        } if channel as usize >= self.recv.len()
+                            || payload.len() > self.cfg.max_message_size =>
+                        {
+                            return Err(Drop::Malformed(DecodeError::Invalid(
+                                "message channel or length",
+                            )));
+                        }
+                        Frame::Fragment { channel, total, .. }
+                            if channel as usize >= self.recv.len()
+                                || total as usize > self.cfg.max_message_size =>
+                        {
+                            return Err(Drop::Malformed(DecodeError::Invalid(
+                                "fragment channel or total length",
+                            )));
+                        }
+                        _ => {}
+                    }
+                }
+                let pn = decode_packet_number(self.received.largest(), pn, pn_len);
+                if self.received.contains(pn) {
+                    self.stats.duplicate_packets += 1;
+                    return Ok(());
+                }
+                self.last_recv = now;
+                if self.state == State::Closing {
+                    // Answer with CLOSE again.
+                    self.close_pending = true;
+                    return Ok(());
+                }
+                self.on_short(now, pn, r);
+                Ok(())
+            }
+        }
+    }
+
+    fn on_short(&mut self, now: Instant, pn: u64, mut r: Reader<'_>) {
+        let mut eliciting = false;
+        let mut refuse = false;
+        while !r.is_empty() {
+            let Ok(frame) = Frame::decode(&mut r) else {
+                break;
+            };
+            match frame {
+                Frame::Padding { .. } => {}
+                Frame::Ping => eliciting = true,
+                Frame::Ack(a) => self.on_ack_frame(now, &a),
+                Frame::Message {
+                    channel,
+                    seq,
+                    payload,
+                } => {
+                    eliciting = true;
+                    refuse |= self.on_message(channel, seq, payload.len() as u32, 0, payload);
+                }
+                Frame::Fragment {
+                    channel,
+                    seq,
+                    total,
+                    offset,
+                    payload,
+                } => {
+                    eliciting = true;
+                    refuse |= self.on_message(channel, seq, total, offset, payload);
+                }
+                Frame::Close { code, reason } => {
+                    if self.state == State::Connected {
+                        self.state = State::Draining;
+                        self.close_deadline = Some(now + self.rtt.pto(self.cfg.max_ack_delay) * 3);
+                        let reason = String::from_utf8_lossy(reason).into_owned();
+                        self.events
+                            .push_back(Event::Disconnected(DisconnectReason::Remote {
+                                code,
+                                reason,
+                            }));
+                    }
+                }
+                Frame::Hello { .. } | Frame::Retry { .. } | Frame::Accept { .. } => {}
+            }
+        }
+        self.stats.packets_received += 1;
+        if refuse {
+            self.stats.refused_packets += 1;
+            return;
+        }
+        let prev = self.received.largest();
+        self.received.insert(pn);
+        if prev.is_none_or(|l| pn > l) {
+            self.largest_recv_time = Some(now);
+        }
+        if eliciting {
+            if self.ack_eliciting_unacked == 0 {
+                self.first_unacked_at = Some(now);
+            }
+            self.ack_eliciting_unacked += 1;
+            if prev.map_or(pn != 0, |l| pn != l + 1) {
+                self.ack_immediate = true;
+            }
+        }
+    }
+
+    /// Returns true when the packet must not be acknowledged.
+    fn on_message(
+        &mut self,
+        channel: u8,
+        seq: u64,
+        total: u32,
+        offset: u32,
+        payload: &[u8],
+    ) -> bool {
+        let conn_buffered: usize = self.recv.iter().map(|c| c.buffered).sum();
+        let events = &mut self.events;
+        let delivered = &mut self.stats.messages_delivered;
+        let mut deliver = |data: Vec<u8>| {
+            *delivered += 1;
+            events.push_back(Event::Message { channel, data });
+        };
+        let mut cx = RecvCtx {
+            pool: &mut self.pool,
+            conn_buffered,
+            cap: self.cfg.max_recv_buffer,
+            deliver: &mut deliver,
+        };
+        match self.recv[channel as usize].on_frame(seq, total, offset, payload, &mut cx) {
+            RecvOutcome::Accepted => false,
+            RecvOutcome::Duplicate => {
+                self.stats.duplicate_messages += 1;
+                false
+            }
+            RecvOutcome::Stale => {
+                self.stats.stale_messages += 1;
+                false
+            }
+            RecvOutcome::Refused => true,
+            RecvOutcome::Invalid => {
+                self.stats.malformed_packets += 1;
+                true
+            }
+        }
+    }
+
+    fn on_ack_frame(&mut self, now: Instant, a: &crate::wire::AckFrame<'_>) {
+        let mut acked = std::mem::take(&mut self.scratch_acked);
+        let mut lost = std::mem::take(&mut self.scratch_lost);
+        if self
+            .recovery
+            .on_ack(a, now, &mut self.rtt, &mut acked, &mut lost)
+            .is_ok()
+        {
+            for mut p in acked.drain(..) {
+                if p.ack_eliciting {
+                    self.stats.packets_acked += 1;
+                    self.cc.on_ack(p.time_sent, p.size);
+                }
+                if let Some(l) = p.largest_ack_sent {
+                    self.ack_floor = self.ack_floor.max(l + 1);
+                }
+                for c in &p.chunks {
+                    self.send[c.channel as usize].on_acked(c.seq, c.chunk, &mut self.msg_free);
+                }
+                p.chunks.clear();
+                self.chunk_pool.push(std::mem::take(&mut p.chunks));
+            }
+            self.recount_send_buffered();
+        }
+        self.on_lost(now, &mut lost);
+        self.scratch_acked = acked;
+        self.scratch_lost = lost;
+    }
+
+    pub(super) fn on_lost(&mut self, now: Instant, lost: &mut Vec<SentPacket>) {
+        for mut p in lost.drain(..) {
+            if p.ack_eliciting {
+                self.stats.packets_lost += 1;
+                self.cc.on_loss(p.time_sent, now);
+            }
+            for c in &p.chunks {
+                self.send[c.channel as usize].on_lost(c.seq, c.chunk, p.pn);
+            }
+            p.chunks.clear();
+            self.chunk_pool.push(std::mem::take(&mut p.chunks));
+        }
+    }
+
+    fn on_long(
+        &mut self,
+        now: Instant,
+        ty: LongType,
+        cid: ConnectionId,
+        mut r: Reader<'_>,
+    ) -> Result<(), Drop> {
+        if self.side != Side::Client || self.state != State::Handshaking {
+            return Err(Drop::Unexpected);
+        }
+        let first = Frame::decode(&mut r)?;
+        match (ty, first) {
+            (LongType::Retry, Frame::Retry { nonce, cookie }) if nonce == self.nonce => {
+                self.cookie[..cookie.len()].copy_from_slice(cookie);
+                self.cookie_len = cookie.len();
+                // Answer at once; the RETRY shows the path works, so the
+                // backoff starts over.
+                self.hello_next = now;
+                self.hello_interval = self.cfg.initial_rtt;
+                Ok(())
+            }
+            (LongType::Accept, Frame::Accept { nonce }) if nonce == self.nonce => {
+                self.cid = cid;
+                self.state = State::Connected;
+                self.last_recv = now;
+                self.last_eliciting_sent = now;
+                self.events.push_back(Event::Connected);
+                Ok(())
+            }
+            (LongType::Refuse, Frame::Accept { nonce }) if nonce == self.nonce => {
+                let Frame::Close { code, reason } = Frame::decode(&mut r)? else {
+                    return Err(Drop::Malformed(DecodeError::Invalid(
+                        "refuse without close",
+                    )));
+                };
+                self.state = State::Closed;
+                let reason = String::from_utf8_lossy(reason).into_owned();
+                self.events
+                    .push_back(Event::Disconnected(DisconnectReason::Remote {
+                        code,
+                        reason,
+                    }));
+                Ok(())
+            }
+            _ => Err(Drop::Unexpected),
+        }
+    }
+}
+
+/// Why a datagram was dropped.
+enum Drop {
+    Malformed(#[allow(dead_code)] DecodeError),
+    Unexpected,
+}
+
+impl From<DecodeError> for Drop {
+    fn from(e: DecodeError) -> Self {
+        Drop::Malformed(e)
+    }
+}

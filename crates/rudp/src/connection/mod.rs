@@ -1,0 +1,431 @@
+//! A connection, sans-IO: bytes in, bytes out, time passed in. The state
+//! and its life (this file), the receive path (`input`), the send path
+//! (`output`) and the public types (`types`).
+
+mod input;
+mod output;
+mod types;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use crate::cc::{NewReno, Pacer};
+use crate::channel::{OutMsg, RecvChannel, SendChannel};
+use crate::config::{Config, ConfigError};
+use crate::pool::BufPool;
+use crate::ranges::RangeSet;
+use crate::recovery::{ChunkRef, Recovery, SentPacket};
+use crate::rtt::RttEstimator;
+use crate::wire::{ConnectionId, MAX_COOKIE_LEN, MAX_REASON_LEN, SHORT_HEADER_MAX_LEN};
+
+pub use types::{DisconnectReason, Event, MessageId, SendError, Side, State, Stats};
+
+/// Room kept for the ACK frame in every packet.
+const ACK_ROOM: usize = 48;
+/// The most ACK ranges sent in one frame.
+const MAX_ACK_RANGES_SENT: usize = 16;
+/// The most bytes a FRAGMENT frame takes besides its payload.
+const MAX_FRAGMENT_OVERHEAD: usize = 1 + 1 + 8 + 8 + 8 + 8;
+/// Received packet numbers remembered as ranges (for duplicates).
+const RECEIVED_RANGES: usize = 128;
+/// Messages scanned per channel for redundancy.
+const REDUNDANCY_SCAN: usize = 64;
+/// One connection's protocol state, without I/O.
+///
+/// Drive it with [`Connection::handle_datagram`] for every datagram from
+/// the peer, [`Connection::handle_timeout`] when [`Connection::poll_timeout`]
+/// passes, and after each of those (and after [`Connection::send`]) call
+/// [`Connection::poll_transmit`] until it returns `None`, sending each
+/// datagram it fills. Events come from [`Connection::poll_event`].
+///
+/// # Examples
+///
+/// Two connected ends, with the datagrams carried by hand:
+///
+/// ```
+/// use std::time::Instant;
+/// use keel_rudp::{ChannelConfig, ChannelKind, Config, Connection, ConnectionId, Event, Side};
+///
+/// let config = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
+/// let now = Instant::now();
+/// let cid = ConnectionId([0, 1, 2, 3, 4, 5, 6, 7]);
+/// let mut a = Connection::established(config.clone(), Side::Client, cid, now).unwrap();
+/// let mut b = Connection::established(config, Side::Server, cid, now).unwrap();
+/// a.send(0, b"hello").unwrap();
+/// let mut buf = [0u8; 1500];
+/// while let Some(n) = a.poll_transmit(now, &mut buf) {
+///     b.handle_datagram(now, &buf[..n]);
+/// }
+/// assert_eq!(b.poll_event(), Some(Event::Connected));
+/// assert_eq!(b.poll_event(), Some(Event::Message { channel: 0, data: b"hello".to_vec() }));
+/// ```
+pub struct Connection {
+    cfg: Config,
+    side: Side,
+    state: State,
+    cid: ConnectionId,
+    digest: u64,
+    // Client handshake.
+    nonce: [u8; 16],
+    cookie: [u8; MAX_COOKIE_LEN],
+    cookie_len: usize,
+    hello_next: Instant,
+    hello_interval: Duration,
+    handshake_deadline: Instant,
+    // Reliability.
+    recovery: Recovery,
+    rtt: RttEstimator,
+    cc: NewReno,
+    pacer: Pacer,
+    received: RangeSet,
+    ack_floor: u64,
+    ack_eliciting_unacked: u32,
+    first_unacked_at: Option<Instant>,
+    ack_immediate: bool,
+    largest_recv_time: Option<Instant>,
+    probes_pending: u8,
+    // Channels.
+    send: Vec<SendChannel>,
+    recv: Vec<RecvChannel>,
+    order: Vec<u8>,
+    chunk_size: usize,
+    send_buffered: usize,
+    // Reuse.
+    pool: BufPool,
+    msg_free: Vec<OutMsg>,
+    chunk_pool: Vec<Vec<ChunkRef>>,
+    scratch_acked: Vec<SentPacket>,
+    scratch_lost: Vec<SentPacket>,
+    scratch_refs: Vec<ChunkRef>,
+    events: VecDeque<Event>,
+    // Timers.
+    last_recv: Instant,
+    last_eliciting_sent: Instant,
+    now_hint: Instant,
+    close_deadline: Option<Instant>,
+    close_pending: bool,
+    close_code: u64,
+    close_reason: [u8; MAX_REASON_LEN],
+    close_reason_len: usize,
+    stats: Stats,
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection")
+            .field("side", &self.side)
+            .field("state", &self.state)
+            .field("cid", &self.cid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    fn new(
+        cfg: Config,
+        side: Side,
+        state: State,
+        cid: ConnectionId,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let mut order: Vec<u8> = (0..cfg.channels.len()).map(|i| i as u8).collect();
+        order.sort_by_key(|&i| cfg.channels[i as usize].priority);
+        let chunk_size =
+            cfg.max_datagram_size - SHORT_HEADER_MAX_LEN - ACK_ROOM - 1 - MAX_FRAGMENT_OVERHEAD;
+        Ok(Connection {
+            side,
+            state,
+            cid,
+            digest: cfg.digest(),
+            nonce: [0; 16],
+            cookie: [0; MAX_COOKIE_LEN],
+            cookie_len: 0,
+            hello_next: now,
+            hello_interval: cfg.initial_rtt,
+            handshake_deadline: now + cfg.handshake_timeout,
+            recovery: Recovery::new(cfg.max_ack_delay),
+            rtt: RttEstimator::new(cfg.initial_rtt),
+            cc: NewReno::new(cfg.max_datagram_size),
+            pacer: Pacer::new(cfg.max_datagram_size),
+            received: RangeSet::new(RECEIVED_RANGES),
+            ack_floor: 0,
+            ack_eliciting_unacked: 0,
+            first_unacked_at: None,
+            ack_immediate: false,
+            largest_recv_time: None,
+            probes_pending: 0,
+            send: cfg.channels.iter().map(|c| SendChannel::new(*c)).collect(),
+            recv: cfg
+                .channels
+                .iter()
+                .map(|c| RecvChannel::new(c.kind))
+                .collect(),
+            order,
+            chunk_size,
+            send_buffered: 0,
+            pool: BufPool::default(),
+            msg_free: Vec::new(),
+            chunk_pool: Vec::new(),
+            scratch_acked: Vec::new(),
+            scratch_lost: Vec::new(),
+            scratch_refs: Vec::new(),
+            events: VecDeque::new(),
+            last_recv: now,
+            last_eliciting_sent: now,
+            now_hint: now,
+            close_deadline: None,
+            close_pending: false,
+            close_code: 0,
+            close_reason: [0; MAX_REASON_LEN],
+            close_reason_len: 0,
+            stats: Stats::default(),
+            cfg,
+        })
+    }
+
+    /// A client connection: its hello goes out on the first
+    /// [`Connection::poll_transmit`]. `nonce` must be unpredictable (16
+    /// random bytes from the OS); it ties the server's answers to this
+    /// attempt.
+    pub fn connect(cfg: Config, nonce: [u8; 16], now: Instant) -> Result<Self, ConfigError> {
+        let mut c = Connection::new(
+            cfg,
+            Side::Client,
+            State::Handshaking,
+            ConnectionId::default(),
+            now,
+        )?;
+        c.nonce = nonce;
+        Ok(c)
+    }
+
+    /// A connection already past its handshake, with connection ID `cid`:
+    /// what the server's endpoint creates on a valid hello, and what tests
+    /// and custom handshakes (connect tokens) start from. Emits
+    /// [`Event::Connected`].
+    pub fn established(
+        cfg: Config,
+        side: Side,
+        cid: ConnectionId,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        let mut c = Connection::new(cfg, side, State::Connected, cid, now)?;
+        c.events.push_back(Event::Connected);
+        Ok(c)
+    }
+
+    /// Client or server.
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    /// The current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// The connection ID (zero on a client before the ACCEPT).
+    pub fn connection_id(&self) -> ConnectionId {
+        self.cid
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The client's hello nonce.
+    pub fn nonce(&self) -> [u8; 16] {
+        self.nonce
+    }
+
+    /// Queues a message on `channel`. Reliable channels keep it until the
+    /// peer acknowledges it; the others send it once.
+    pub fn send(&mut self, channel: u8, data: &[u8]) -> Result<MessageId, SendError> {
+        if !matches!(self.state, State::Connected | State::Handshaking) {
+            return Err(SendError::Closed);
+        }
+        let channels = self.send.len();
+        if channel as usize >= channels {
+            return Err(SendError::UnknownChannel { channel, channels });
+        }
+        if data.len() > self.cfg.max_message_size {
+            return Err(SendError::MessageTooLarge {
+                len: data.len(),
+                max: self.cfg.max_message_size,
+            });
+        }
+        if self.send_buffered + data.len() > self.cfg.max_send_buffer {
+            return Err(SendError::Backpressure {
+                queued: self.send_buffered,
+                len: data.len(),
+                cap: self.cfg.max_send_buffer,
+            });
+        }
+        let seq = self.send[channel as usize].push(data, self.chunk_size, &mut self.msg_free);
+        self.recount_send_buffered();
+        Ok(MessageId { channel, seq })
+    }
+
+    fn recount_send_buffered(&mut self) {
+        self.send_buffered = self.send.iter().map(|c| c.queued_bytes).sum();
+    }
+
+    /// Closes the connection: the peer's [`Event::Disconnected`] carries
+    /// `code` and `reason` (cut to 128 bytes). This side's comes at once.
+    pub fn close(&mut self, now: Instant, code: u64, reason: &str) {
+        self.now_hint = now;
+        let ev = Event::Disconnected(DisconnectReason::Local {
+            code,
+            reason: reason.to_owned(),
+        });
+        match self.state {
+            State::Connected => {
+                let r = &reason.as_bytes()[..reason.len().min(MAX_REASON_LEN)];
+                self.close_reason[..r.len()].copy_from_slice(r);
+                self.close_reason_len = r.len();
+                self.close_code = code;
+                self.close_pending = true;
+                self.state = State::Closing;
+                self.close_deadline = Some(now + self.rtt.pto(self.cfg.max_ack_delay) * 3);
+                self.events.push_back(ev);
+            }
+            State::Handshaking => {
+                self.state = State::Closed;
+                self.events.push_back(ev);
+            }
+            _ => {}
+        }
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// True when [`Connection::poll_event`] has something.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// Gives a delivered message's buffer back for reuse.
+    pub fn recycle(&mut self, data: Vec<u8>) {
+        self.pool.give(data);
+    }
+
+    /// Packets received and accepted (cheap: [`Connection::stats`] copies
+    /// the per-channel queue sizes into a new vector).
+    pub fn packets_received(&self) -> u64 {
+        self.stats.packets_received
+    }
+
+    /// Counters and estimates.
+    pub fn stats(&self) -> Stats {
+        let mut s = self.stats.clone();
+        s.smoothed_rtt = self.rtt.smoothed();
+        s.rttvar = self.rtt.var();
+        s.min_rtt = self.rtt.min();
+        s.latest_rtt = self.rtt.latest();
+        let judged = s.packets_acked + s.packets_lost;
+        s.loss_rate = if judged == 0 {
+            0.0
+        } else {
+            s.packets_lost as f64 / judged as f64
+        };
+        s.bytes_in_flight = self.recovery.bytes_in_flight;
+        s.congestion_window = self.cc.window();
+        s.queued_bytes = self.send.iter().map(|c| c.queued_bytes).collect();
+        s
+    }
+
+    /// Bytes queued or unacknowledged on `channel` (0 for no such channel).
+    pub fn queued_bytes(&self, channel: u8) -> usize {
+        self.send
+            .get(channel as usize)
+            .map_or(0, |c| c.queued_bytes)
+    }
+
+    // ---- timers ------------------------------------------------------
+
+    /// The next instant [`Connection::handle_timeout`] must run, if any.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let soon = self.now_hint;
+        match self.state {
+            State::Closed => None,
+            State::Handshaking => Some(self.hello_next.min(self.handshake_deadline)),
+            State::Closing if self.close_pending => Some(soon),
+            State::Closing | State::Draining => self.close_deadline,
+            State::Connected => {
+                let mut t = self.last_recv + self.cfg.idle_timeout;
+                let mut at = |x: Option<Instant>| {
+                    if let Some(x) = x {
+                        t = t.min(x);
+                    }
+                };
+                at(self.recovery.timeout(&self.rtt));
+                at(Some(self.last_eliciting_sent + self.cfg.keepalive_interval));
+                if self.ack_eliciting_unacked > 0 {
+                    if self.ack_immediate || self.ack_eliciting_unacked >= 2 {
+                        at(Some(soon));
+                    } else {
+                        at(self.first_unacked_at.map(|f| f + self.cfg.max_ack_delay));
+                    }
+                }
+                if self.probes_pending > 0 {
+                    at(Some(soon));
+                }
+                if self.cfg.congestion_control
+                    && self.recovery.bytes_in_flight + self.cfg.max_datagram_size
+                        <= self.cc.window()
+                    && self.send.iter().any(|c| c.cfg.bulk && c.has_sendable())
+                {
+                    let mut p = self.pacer.clone();
+                    at(p.delay(
+                        soon,
+                        self.cfg.max_datagram_size,
+                        self.cc.window(),
+                        self.rtt.smoothed(),
+                    ));
+                }
+                Some(t)
+            }
+        }
+    }
+
+    /// Runs the timers due at `now`: loss detection, probes, the idle
+    /// timeout, the handshake timeout, the end of closing.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now_hint = now;
+        match self.state {
+            State::Closed => {}
+            State::Handshaking => {
+                if now >= self.handshake_deadline {
+                    self.state = State::Closed;
+                    self.events
+                        .push_back(Event::Disconnected(DisconnectReason::HandshakeTimeout));
+                }
+            }
+            State::Closing | State::Draining => {
+                if self.close_deadline.is_some_and(|d| now >= d) {
+                    self.state = State::Closed;
+                }
+            }
+            State::Connected => {
+                if now >= self.last_recv + self.cfg.idle_timeout {
+                    self.state = State::Closed;
+                    self.events
+                        .push_back(Event::Disconnected(DisconnectReason::IdleTimeout));
+                    return;
+                }
+                let mut lost = std::mem::take(&mut self.scratch_lost);
+                if self.recovery.on_timeout(now, &self.rtt, &mut lost) {
+                    self.probes_pending = 1;
+                }
+                self.on_lost(now, &mut lost);
+                self.scratch_lost = lost;
+            }
+        }
+    }
+}

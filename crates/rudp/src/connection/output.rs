@@ -1,0 +1,336 @@
+//! The send path: the hello, CLOSE, and packets of acknowledgements,
+//! resent chunks, new messages and redundant copies, in priority order.
+
+use std::time::{Duration, Instant};
+
+use crate::channel::{ChunkState, OutMsg};
+use crate::recovery::{ChunkRef, SentPacket};
+use crate::wire::{
+    encode_packet_number_len, ConnectionId, Frame, FrameType, Header, LongType, Writer,
+    MIN_HELLO_SIZE,
+};
+
+use super::types::{Side, State};
+use super::{Connection, ACK_ROOM, MAX_ACK_RANGES_SENT, REDUNDANCY_SCAN};
+
+impl Connection {
+    /// Fills `buf` with the next datagram to send and returns its length,
+    /// or `None` when nothing is due. `buf` must hold at least 1,200
+    /// bytes; at most `max_datagram_size` are used.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        self.now_hint = now;
+        let budget = buf.len().min(self.cfg.max_datagram_size);
+        if budget < MIN_HELLO_SIZE {
+            return None;
+        }
+        let buf = &mut buf[..budget];
+        match self.state {
+            State::Closed | State::Draining => None,
+            State::Handshaking => self.write_hello(now, buf),
+            State::Closing => self.write_close(now, buf),
+            State::Connected => self.write_packet(now, buf),
+        }
+    }
+
+    fn write_hello(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        if self.side != Side::Client || now < self.hello_next {
+            return None;
+        }
+        let mut w = Writer::new(buf);
+        Header::Long {
+            ty: LongType::Hello,
+            cid: ConnectionId::default(),
+        }
+        .encode(&mut w)
+        .ok()?;
+        Frame::Hello {
+            nonce: self.nonce,
+            config_digest: self.digest,
+            cookie: &self.cookie[..self.cookie_len],
+        }
+        .encode(&mut w)
+        .ok()?;
+        let pad = MIN_HELLO_SIZE.saturating_sub(w.len());
+        w.zeros(pad).ok()?;
+        self.hello_next = now + self.hello_interval;
+        self.hello_interval = (self.hello_interval * 2).min(Duration::from_secs(2));
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += w.len() as u64;
+        Some(w.len())
+    }
+
+    fn begin_short(&self, w: &mut Writer<'_>) -> Option<u64> {
+        let pn = self.recovery.next_pn();
+        let pn_len = encode_packet_number_len(pn, self.recovery.largest_acked());
+        Header::Short {
+            cid: self.cid,
+            pn,
+            pn_len,
+        }
+        .encode(w)
+        .ok()?;
+        Some(pn)
+    }
+
+    fn write_close(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        if !self.close_pending {
+            return None;
+        }
+        self.close_pending = false;
+        let mut w = Writer::new(buf);
+        let pn = self.begin_short(&mut w)?;
+        Frame::Close {
+            code: self.close_code,
+            reason: &self.close_reason[..self.close_reason_len],
+        }
+        .encode(&mut w)
+        .ok()?;
+        self.finish(now, pn, w.len(), false, None, Vec::new());
+        Some(w.len())
+    }
+
+    fn finish(
+        &mut self,
+        now: Instant,
+        pn: u64,
+        size: usize,
+        eliciting: bool,
+        ack: Option<u64>,
+        chunks: Vec<ChunkRef>,
+    ) {
+        if eliciting {
+            self.last_eliciting_sent = now;
+        }
+        self.recovery.on_sent(SentPacket {
+            pn,
+            time_sent: now,
+            size,
+            ack_eliciting: eliciting,
+            largest_ack_sent: ack,
+            chunks,
+        });
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += size as u64;
+    }
+
+    fn ack_due(&self, now: Instant) -> bool {
+        self.ack_eliciting_unacked > 0
+            && (self.ack_immediate
+                || self.ack_eliciting_unacked >= 2
+                || self
+                    .first_unacked_at
+                    .is_some_and(|f| now >= f + self.cfg.max_ack_delay))
+    }
+
+    fn bulk_allowed(&mut self, now: Instant, size: usize) -> bool {
+        if !self.cfg.congestion_control {
+            return true;
+        }
+        if self.recovery.bytes_in_flight + size > self.cc.window() {
+            return false;
+        }
+        self.pacer
+            .delay(now, size, self.cc.window(), self.rtt.smoothed())
+            .is_none()
+    }
+
+    fn write_packet(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let budget = buf.len();
+        let ack_due = self.ack_due(now);
+        let probe = self.probes_pending > 0;
+        let keepalive = now >= self.last_eliciting_sent + self.cfg.keepalive_interval;
+        let bulk_waiting = self.send.iter().any(|c| c.cfg.bulk && c.has_sendable());
+        let bulk_ok = probe || (bulk_waiting && self.bulk_allowed(now, budget));
+        let data = self
+            .send
+            .iter()
+            .any(|c| c.has_sendable() && (!c.cfg.bulk || bulk_ok));
+        if !(ack_due || probe || keepalive || data) {
+            return None;
+        }
+        let mut w = Writer::new(buf);
+        let pn = self.begin_short(&mut w)?;
+        let mut largest_ack_sent = None;
+        let mut ranges = [(0u64, 0u64); MAX_ACK_RANGES_SENT];
+        let n = self.received.fill_desc(self.ack_floor, &mut ranges);
+        if n > 0 {
+            let delay = self
+                .largest_recv_time
+                .map_or(0, |t| now.saturating_duration_since(t).as_micros() as u64);
+            let mut tmp = [0u8; ACK_ROOM];
+            let mut aw = Writer::new(&mut tmp);
+            if Frame::encode_ack(&mut aw, delay, &ranges[..n]).is_ok() {
+                let len = aw.len();
+                w.bytes(&tmp[..len]).ok()?;
+                largest_ack_sent = Some(ranges[0].1);
+            }
+            self.ack_eliciting_unacked = 0;
+            self.first_unacked_at = None;
+            self.ack_immediate = false;
+        }
+        let mut chunks = self.chunk_pool.pop().unwrap_or_default();
+        let mut eliciting = false;
+        let mut had_data = false;
+        let mut bulk_sent = false;
+        if probe {
+            self.probes_pending -= 1;
+            self.stats.probes += 1;
+            w.u8(FrameType::Ping as u8).ok()?;
+            eliciting = true;
+            // Repeat the oldest unacknowledged reliable chunks.
+            let mut refs = std::mem::take(&mut self.scratch_refs);
+            refs.clear();
+            for p in self.recovery.outstanding() {
+                refs.extend_from_slice(&p.chunks);
+                if refs.len() >= 64 {
+                    break;
+                }
+            }
+            for c in &refs {
+                let ch = &mut self.send[c.channel as usize];
+                let Some(m) = ch.msg_mut(c.seq) else { continue };
+                if !matches!(m.chunks[c.chunk as usize].state, ChunkState::Sent { .. }) {
+                    continue;
+                }
+                if write_chunk(&mut w, c.channel, m, c.chunk) {
+                    m.chunks[c.chunk as usize].state = ChunkState::Sent { last_pn: pn };
+                    chunks.push(*c);
+                    bulk_sent |= ch.cfg.bulk;
+                }
+            }
+            self.scratch_refs = refs;
+        }
+        // Retransmissions first, then new messages, by channel priority.
+        for k in 0..self.order.len() {
+            let ci = self.order[k];
+            let ch = &mut self.send[ci as usize];
+            if ch.cfg.bulk && !bulk_ok {
+                continue;
+            }
+            while let Some(&(seq, chunk)) = ch.retransmit.front() {
+                let Some(m) = ch.msg_mut(seq) else {
+                    ch.retransmit.pop_front();
+                    continue;
+                };
+                if m.chunks[chunk as usize].state != ChunkState::Lost {
+                    ch.retransmit.pop_front();
+                    continue;
+                }
+                if !write_chunk(&mut w, ci, m, chunk) {
+                    break;
+                }
+                m.chunks[chunk as usize].state = ChunkState::Sent { last_pn: pn };
+                ch.retransmit.pop_front();
+                chunks.push(ChunkRef {
+                    channel: ci,
+                    chunk,
+                    seq,
+                });
+                self.stats.retransmissions += 1;
+                had_data = true;
+                bulk_sent |= ch.cfg.bulk;
+            }
+        }
+        for k in 0..self.order.len() {
+            let ci = self.order[k];
+            let ch = &mut self.send[ci as usize];
+            if ch.cfg.bulk && !bulk_ok {
+                continue;
+            }
+            let reliable = ch.cfg.kind.is_reliable();
+            while let Some((seq, chunk)) = ch.peek_unsent() {
+                let Some(m) = ch.msg_mut(seq) else { break };
+                if !write_chunk(&mut w, ci, m, chunk) {
+                    break;
+                }
+                if reliable {
+                    chunks.push(ChunkRef {
+                        channel: ci,
+                        chunk,
+                        seq,
+                    });
+                }
+                ch.advance_unsent(pn, &mut self.msg_free);
+                had_data = true;
+                bulk_sent |= ch.cfg.bulk;
+            }
+        }
+        let red = self.cfg.redundancy;
+        if had_data && red.enabled() {
+            let mut left = red.max_bytes_per_packet;
+            for k in 0..self.order.len() {
+                let ci = self.order[k];
+                let ch = &mut self.send[ci as usize];
+                if ch.cfg.bulk || !ch.cfg.kind.is_reliable() {
+                    continue;
+                }
+                for m in ch.msgs.iter_mut().take(REDUNDANCY_SCAN).flatten() {
+                    if m.chunks.len() != 1
+                        || m.data.len() > red.max_message
+                        || m.copies >= red.max_copies
+                    {
+                        continue;
+                    }
+                    match m.chunks[0].state {
+                        ChunkState::Sent { last_pn } if last_pn != pn => {}
+                        _ => continue,
+                    }
+                    let cost = crate::wire::message_frame_len(m.seq, m.data.len());
+                    if cost > left || cost > w.remaining() {
+                        continue;
+                    }
+                    if write_chunk(&mut w, ci, m, 0) {
+                        m.chunks[0].state = ChunkState::Sent { last_pn: pn };
+                        m.copies += 1;
+                        left -= cost;
+                        chunks.push(ChunkRef {
+                            channel: ci,
+                            chunk: 0,
+                            seq: m.seq,
+                        });
+                        self.stats.redundant_copies += 1;
+                    }
+                }
+            }
+        }
+        self.recount_send_buffered();
+        eliciting |= had_data;
+        if !eliciting && keepalive {
+            w.u8(FrameType::Ping as u8).ok()?;
+            eliciting = true;
+        }
+        if !eliciting && largest_ack_sent.is_none() {
+            self.chunk_pool.push(chunks);
+            return None;
+        }
+        let size = w.len();
+        if bulk_sent {
+            self.pacer.on_sent(size);
+        }
+        self.finish(now, pn, size, eliciting, largest_ack_sent, chunks);
+        Some(size)
+    }
+}
+
+/// Writes one chunk as a MESSAGE (whole message) or FRAGMENT frame; false
+/// when it does not fit.
+fn write_chunk(w: &mut Writer<'_>, channel: u8, m: &OutMsg, chunk: u32) -> bool {
+    let c = m.chunks[chunk as usize];
+    let payload = &m.data[c.offset as usize..(c.offset + c.len) as usize];
+    let frame = if m.chunks.len() == 1 {
+        Frame::Message {
+            channel,
+            seq: m.seq,
+            payload,
+        }
+    } else {
+        Frame::Fragment {
+            channel,
+            seq: m.seq,
+            total: m.data.len() as u32,
+            offset: c.offset,
+            payload,
+        }
+    };
+    frame.encoded_len() <= w.remaining() && frame.encode(w).is_ok()
+}

@@ -1,0 +1,190 @@
+//! The public types of a connection: its side and state, its events,
+//! why it ended, why a send was refused, and its stats.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Which end of the connection this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Sent the hello.
+    Client,
+    /// Accepted it.
+    Server,
+}
+
+/// Where a connection is in its life (see the state machine in docs/rudp.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// The client's hello is out; no ACCEPT yet.
+    Handshaking,
+    /// Messages flow.
+    Connected,
+    /// Closed locally; CLOSE is repeated to the peer for a while.
+    Closing,
+    /// Closed by the peer; waiting out stray packets.
+    Draining,
+    /// Done: nothing is sent or received.
+    Closed,
+}
+
+/// Why a connection ended; both sides see the code and reason of a close.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DisconnectReason {
+    /// This side called `close`.
+    Local {
+        /// The code given.
+        code: u64,
+        /// The reason given.
+        reason: String,
+    },
+    /// The peer closed (or the server refused the hello).
+    Remote {
+        /// The peer's code.
+        code: u64,
+        /// The peer's reason.
+        reason: String,
+    },
+    /// Nothing arrived for `idle_timeout`.
+    IdleTimeout,
+    /// No ACCEPT within `handshake_timeout`.
+    HandshakeTimeout,
+}
+
+/// Something that happened on a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The handshake finished.
+    Connected,
+    /// A message arrived. Give `data` back with [`Connection::recycle`](super::Connection::recycle)
+    /// to let its buffer serve a later message.
+    Message {
+        /// The channel it came on.
+        channel: u8,
+        /// The message.
+        data: Vec<u8>,
+    },
+    /// The connection ended.
+    Disconnected(DisconnectReason),
+}
+
+/// A queued message: its channel and sequence number there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MessageId {
+    /// The channel.
+    pub channel: u8,
+    /// Its sequence number on the channel (from 0).
+    pub seq: u64,
+}
+
+/// Why `send` refused a message. Nothing was queued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendError {
+    /// No such channel.
+    UnknownChannel {
+        /// The channel asked for.
+        channel: u8,
+        /// How many are configured.
+        channels: usize,
+    },
+    /// Over `max_message_size`.
+    MessageTooLarge {
+        /// The message's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Queueing it would pass `max_send_buffer`: wait for acknowledgements
+    /// (the queue drains as the peer acknowledges) and send again.
+    Backpressure {
+        /// Bytes queued or unacknowledged now.
+        queued: usize,
+        /// The message's length.
+        len: usize,
+        /// The cap.
+        cap: usize,
+    },
+    /// The connection is closing or closed (or, for a [`Sender`](crate::Sender),
+    /// its lane is).
+    Closed,
+    /// A [`Sender`](crate::Sender)'s lane has `inbox_capacity` jobs
+    /// waiting (keel-udp's `EndpointConfig::inbox_capacity`): nothing was
+    /// queued; the lane is behind, send again later.
+    InboxFull,
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::UnknownChannel { channel, channels } => {
+                write!(f, "channel {channel} does not exist (channels 0 to {} are configured)", channels - 1)
+            }
+            SendError::MessageTooLarge { len, max } => {
+                write!(f, "message of {len} bytes is over max_message_size ({max} bytes)")
+            }
+            SendError::Backpressure { queued, len, cap } => write!(
+                f,
+                "send buffer full: {queued} bytes queued + {len} would pass max_send_buffer ({cap} bytes); retry after acknowledgements"
+            ),
+            SendError::Closed => f.write_str("connection is closing or closed"),
+            SendError::InboxFull => f.write_str(
+                "the connection's lane has inbox_capacity jobs waiting; nothing was queued, send again later",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SendError {}
+
+/// Counters and estimates of one connection.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// Smoothed RTT.
+    pub smoothed_rtt: Duration,
+    /// RTT variation.
+    pub rttvar: Duration,
+    /// Minimum RTT.
+    pub min_rtt: Duration,
+    /// Latest RTT sample.
+    pub latest_rtt: Duration,
+    /// Packets sent.
+    pub packets_sent: u64,
+    /// Packets received and accepted (not counting duplicates or malformed).
+    pub packets_received: u64,
+    /// Ack-eliciting packets acknowledged.
+    pub packets_acked: u64,
+    /// Ack-eliciting packets declared lost.
+    pub packets_lost: u64,
+    /// `packets_lost / (packets_acked + packets_lost)`.
+    pub loss_rate: f64,
+    /// Chunks resent after their packet was declared lost.
+    pub retransmissions: u64,
+    /// Extra copies of small reliable messages sent as redundancy.
+    pub redundant_copies: u64,
+    /// Probe packets sent on probe timeout.
+    pub probes: u64,
+    /// Bytes in ack-eliciting packets not yet acknowledged or lost.
+    pub bytes_in_flight: usize,
+    /// The congestion window (bytes).
+    pub congestion_window: usize,
+    /// Bytes queued or unacknowledged, per channel.
+    pub queued_bytes: Vec<usize>,
+    /// Bytes sent and received in datagrams.
+    pub bytes_sent: u64,
+    /// Bytes received in datagrams.
+    pub bytes_received: u64,
+    /// Messages delivered to the application.
+    pub messages_delivered: u64,
+    /// Datagrams rejected by a decoder (or contradicting earlier data).
+    pub malformed_packets: u64,
+    /// Packets received twice (or too old to tell).
+    pub duplicate_packets: u64,
+    /// Packets for another connection ID or unexpected in this state.
+    pub dropped_packets: u64,
+    /// Packets not acknowledged for lack of receive memory (the peer resends).
+    pub refused_packets: u64,
+    /// Messages dropped as older than one delivered (sequenced channels).
+    pub stale_messages: u64,
+    /// Message copies received again (redundancy and resends).
+    pub duplicate_messages: u64,
+}

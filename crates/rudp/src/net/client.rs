@@ -1,0 +1,188 @@
+//! A keel-rudp client on a keel-udp datagram socket.
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use keel_reactor::Handle;
+use keel_udp::{CounterSnapshot, DatagramSocket, DatagramSocketCtx, EndpointConfig as UdpConfig};
+
+use crate::config::Config;
+use crate::connection::Connection;
+use crate::net::conns::{Conns, CLIENT_CONN};
+use crate::net::handler::{Ctx, Handler};
+use crate::net::lane::LaneState;
+use crate::net::sender::{Job, Post, Sender};
+use crate::net::server::{invalid, os_random};
+
+/// Settings of a [`Client`].
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Settings of the connection (the channels must match the server's).
+    pub connection: Config,
+    /// The local address to bind; `None` (the default): the unspecified
+    /// address of the server's family, port 0.
+    pub local: Option<SocketAddr>,
+    /// keel-udp settings of the socket (the link conditioner for tests).
+    pub udp: UdpConfig,
+}
+
+impl ClientConfig {
+    /// Defaults with these connection settings.
+    pub fn new(connection: Config) -> Self {
+        ClientConfig {
+            connection,
+            local: None,
+            udp: UdpConfig::default(),
+        }
+    }
+}
+
+struct LanePost<H: Handler>(DatagramSocket<LaneState<H>>);
+
+impl<H: Handler> Post for LanePost<H> {
+    fn post(&self, job: Job) -> bool {
+        self.0.post(move |st, udp| st.run_job(udp, job))
+    }
+
+    fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+}
+
+/// A connection to a keel-rudp server on its own lane: `Send + Sync +
+/// Clone`. The handshake starts at once; the handler's `connected` runs
+/// when the server accepts (its connection handle is always the same).
+pub struct Client<H: Handler> {
+    socket: DatagramSocket<LaneState<H>>,
+    post: Arc<dyn Post>,
+    server: SocketAddr,
+}
+
+impl<H: Handler> Clone for Client<H> {
+    fn clone(&self) -> Self {
+        Client {
+            socket: self.socket.clone(),
+            post: self.post.clone(),
+            server: self.server,
+        }
+    }
+}
+
+impl<H: Handler> std::fmt::Debug for Client<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("local_addr", &self.socket.local_addr())
+            .field("server", &self.server)
+            .finish()
+    }
+}
+
+impl<H: Handler> Client<H> {
+    /// Binds a socket, starts it on `reactor` and sends the hello to
+    /// `server`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` naming the field for a bad config; keel-udp's errors
+    /// of socket setup.
+    pub fn connect(
+        reactor: &Handle,
+        server: SocketAddr,
+        config: ClientConfig,
+        handler: H,
+    ) -> io::Result<Client<H>> {
+        let conn = Connection::connect(config.connection.clone(), os_random()?, Instant::now())
+            .map_err(|e| invalid("connection", e))?;
+        let local = config.local.unwrap_or(match server {
+            SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+            SocketAddr::V6(_) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
+        });
+        let me = Arc::new(OnceLock::<Arc<dyn Post>>::new());
+        let conns = Conns::Client {
+            conn: Box::new(conn),
+            server,
+            strangers: 0,
+        };
+        let state = LaneState::new(
+            handler,
+            conns,
+            0,
+            config.connection.max_datagram_size,
+            me.clone(),
+            None,
+        );
+        let socket = DatagramSocket::bind(reactor, local, config.udp, state)?;
+        let post: Arc<dyn Post> = Arc::new(LanePost(socket.clone()));
+        let _ = me.set(post.clone());
+        Ok(Client {
+            socket,
+            post,
+            server,
+        })
+    }
+
+    /// A [`Sender`] for the connection (messages sent before the handshake
+    /// ends wait for it).
+    pub fn sender(&self) -> Sender {
+        Sender {
+            lane: self.post.clone(),
+            lane_index: 0,
+            conn: CLIENT_CONN,
+            cid: None,
+        }
+    }
+
+    /// Runs `f` on the client's lane with its handler and a context; what
+    /// it sends leaves at once. False if the lane is closed or its inbox
+    /// is full.
+    pub fn post<F>(&self, f: F) -> bool
+    where
+        F: FnOnce(&mut H, &mut Ctx<'_>) + Send + 'static,
+    {
+        self.socket
+            .post(move |st, udp: &mut DatagramSocketCtx<'_>| {
+                st.with_ctx(Instant::now(), f);
+                st.pump(udp);
+            })
+    }
+
+    /// Closes the connection with `code` and `reason` (the server's
+    /// `disconnected` sees them); the socket stays open until
+    /// [`Client::stop`].
+    pub fn close(&self, code: u64, reason: &str) -> bool {
+        let reason = reason.to_owned();
+        self.post(move |_, ctx| ctx.close(CLIENT_CONN, code, &reason))
+    }
+
+    /// Closes the socket (the connection ends without a CLOSE).
+    pub fn stop(&self) {
+        self.socket.close();
+    }
+
+    /// Whether the connection has ended (asks the lane; false while its
+    /// inbox is full).
+    pub fn is_closed(&self) -> bool {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let posted = self.socket.post(move |st, _| {
+            let _ = tx.send(st.client_closed());
+        });
+        posted && rx.recv().unwrap_or(true)
+    }
+
+    /// The socket's local address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.socket.local_addr()
+    }
+
+    /// The server's address.
+    pub fn server_addr(&self) -> SocketAddr {
+        self.server
+    }
+
+    /// keel-udp's datagram counters of the socket.
+    pub fn udp_counters(&self) -> CounterSnapshot {
+        self.socket.counters()
+    }
+}

@@ -1,0 +1,144 @@
+//! What a lane drives: a server's endpoint (many connections) or a
+//! client's one connection, behind one interface.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use keel_udp::LocalAddr;
+
+use crate::connection::{Connection, Event};
+use crate::endpoint::{ConnectionHandle, Endpoint, Handled};
+
+/// The handle of a client's connection.
+pub(crate) const CLIENT_CONN: ConnectionHandle = ConnectionHandle(0);
+
+/// A lane's connections (both boxed: each is hundreds of bytes, held for
+/// the lane's life).
+pub(crate) enum Conns {
+    /// A server lane: its endpoint, and for each connection slot the local
+    /// address its peer sends to (wildcard binds), so replies leave from it.
+    Server {
+        endpoint: Box<Endpoint>,
+        locals: Vec<Option<LocalAddr>>,
+    },
+    /// A client: its connection and the server's address (datagrams from
+    /// anywhere else are ignored and counted).
+    Client {
+        conn: Box<Connection>,
+        server: SocketAddr,
+        strangers: u64,
+    },
+}
+
+impl Conns {
+    pub(crate) fn get(&self, h: ConnectionHandle) -> Option<&Connection> {
+        match self {
+            Conns::Server { endpoint, .. } => endpoint.connection(h),
+            Conns::Client { conn, .. } => (h == CLIENT_CONN).then_some(&**conn),
+        }
+    }
+
+    pub(crate) fn get_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
+        match self {
+            Conns::Server { endpoint, .. } => endpoint.connection_mut(h),
+            Conns::Client { conn, .. } => (h == CLIENT_CONN).then_some(&mut **conn),
+        }
+    }
+
+    pub(crate) fn peer_addr(&self, h: ConnectionHandle) -> Option<SocketAddr> {
+        match self {
+            Conns::Server { endpoint, .. } => endpoint.peer_addr(h),
+            Conns::Client { server, .. } => (h == CLIENT_CONN).then_some(*server),
+        }
+    }
+
+    pub(crate) fn handles(&self, out: &mut Vec<ConnectionHandle>) {
+        out.clear();
+        match self {
+            Conns::Server { endpoint, .. } => out.extend(endpoint.handles()),
+            Conns::Client { .. } => out.push(CLIENT_CONN),
+        }
+    }
+
+    /// A datagram from `from` that arrived at `local`: a stateless reply
+    /// (the handshake) is written to `reply` and its length returned.
+    pub(crate) fn datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        local: Option<LocalAddr>,
+        data: &[u8],
+        reply: &mut [u8],
+    ) -> Option<usize> {
+        match self {
+            Conns::Server { endpoint, locals } => {
+                let (h, n) = match endpoint.handle(now, from, data, reply) {
+                    Handled::Reply(n) => return Some(n),
+                    Handled::Dropped => return None,
+                    Handled::Accepted(h, n) => (h, Some(n)),
+                    Handled::Routed(h) => (h, None),
+                };
+                if locals.len() <= h.0 {
+                    locals.resize(h.0 + 1, None);
+                }
+                locals[h.0] = local;
+                n
+            }
+            Conns::Client {
+                conn,
+                server,
+                strangers,
+            } => {
+                if from == *server {
+                    conn.handle_datagram(now, data);
+                } else {
+                    *strangers += 1;
+                }
+                None
+            }
+        }
+    }
+
+    pub(crate) fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
+        match self {
+            Conns::Server { endpoint, .. } => endpoint.poll_event(),
+            Conns::Client { conn, .. } => conn.poll_event().map(|e| (CLIENT_CONN, e)),
+        }
+    }
+
+    /// The next datagram to send: where to, from which local address, and
+    /// its length in `buf`.
+    pub(crate) fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Option<(SocketAddr, Option<LocalAddr>, usize)> {
+        match self {
+            Conns::Server { endpoint, locals } => {
+                let (h, to, n) = endpoint.poll_transmit(now, buf)?;
+                Some((to, locals.get(h.0).copied().flatten(), n))
+            }
+            Conns::Client { conn, server, .. } => {
+                conn.poll_transmit(now, buf).map(|n| (*server, None, n))
+            }
+        }
+    }
+
+    pub(crate) fn poll_timeout(&mut self) -> Option<Instant> {
+        match self {
+            Conns::Server { endpoint, .. } => endpoint.poll_timeout(),
+            Conns::Client { conn, .. } => conn.poll_timeout(),
+        }
+    }
+
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            Conns::Server { endpoint, .. } => endpoint.handle_timeout(now),
+            Conns::Client { conn, .. } => {
+                if conn.poll_timeout().is_some_and(|t| t <= now) {
+                    conn.handle_timeout(now);
+                }
+            }
+        }
+    }
+}

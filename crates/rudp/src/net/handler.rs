@@ -1,0 +1,123 @@
+//! What a game implements ([`Handler`]) and what it gets to act with
+//! ([`Ctx`]).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::connection::{DisconnectReason, MessageId, SendError, Stats};
+use crate::endpoint::ConnectionHandle;
+use crate::net::conns::Conns;
+use crate::net::sender::{Post, Sender};
+
+/// What a game does with its connections. Its methods run on the lane that
+/// owns the connection (a server lane, or the client's lane), one at a
+/// time; what they send leaves with the lane's next batched send.
+pub trait Handler: Send + 'static {
+    /// A connection finished its handshake (on a server, a new client; on a
+    /// client, the server accepted).
+    fn connected(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle) {
+        let _ = (ctx, conn);
+    }
+
+    /// A message arrived on `channel`.
+    fn message(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle, channel: u8, data: &[u8]);
+
+    /// The connection ended; `reason` says who ended it and why (a close's
+    /// code and reason reach both sides). The handle is invalid afterwards.
+    fn disconnected(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        conn: ConnectionHandle,
+        reason: &DisconnectReason,
+    ) {
+        let _ = (ctx, conn, reason);
+    }
+
+    /// A message from a [`Sender`] was refused on the lane (backpressure,
+    /// a closed connection, an unknown channel); nothing was queued.
+    fn send_failed(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle, error: SendError) {
+        let _ = (ctx, conn, error);
+    }
+}
+
+/// A handler's view of its lane: send, close, read stats, make
+/// [`Sender`]s for other threads.
+pub struct Ctx<'a> {
+    pub(crate) conns: &'a mut Conns,
+    pub(crate) now: Instant,
+    pub(crate) lane: usize,
+    pub(crate) post: Option<&'a Arc<dyn Post>>,
+}
+
+impl Ctx<'_> {
+    /// Queues `data` on `channel` of `conn`; it leaves with the lane's
+    /// next batched send.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::Closed`] also for a handle that names no connection;
+    /// the others as [`Connection::send`](crate::Connection::send).
+    pub fn send(
+        &mut self,
+        conn: ConnectionHandle,
+        channel: u8,
+        data: &[u8],
+    ) -> Result<MessageId, SendError> {
+        match self.conns.get_mut(conn) {
+            Some(c) => c.send(channel, data),
+            None => Err(SendError::Closed),
+        }
+    }
+
+    /// Closes `conn` with `code` and `reason` (cut to 128 bytes); both
+    /// sides' `disconnected` see them.
+    pub fn close(&mut self, conn: ConnectionHandle, code: u64, reason: &str) {
+        let now = self.now;
+        if let Some(c) = self.conns.get_mut(conn) {
+            c.close(now, code, reason);
+        }
+    }
+
+    /// `conn`'s counters and estimates (RTT, loss, queued bytes).
+    pub fn stats(&self, conn: ConnectionHandle) -> Option<Stats> {
+        self.conns.get(conn).map(|c| c.stats())
+    }
+
+    /// The address `conn`'s packets come from (its latest, on a server).
+    pub fn peer_addr(&self, conn: ConnectionHandle) -> Option<SocketAddr> {
+        self.conns.peer_addr(conn)
+    }
+
+    /// Fills `out` with the handles of this lane's connections (reuse the
+    /// vector: no allocation once it is large enough).
+    pub fn connections(&self, out: &mut Vec<ConnectionHandle>) {
+        self.conns.handles(out);
+    }
+
+    /// A [`Sender`] for `conn`, to send from other threads; `None` for a
+    /// handle that names no connection (or before the lane is running).
+    pub fn sender(&self, conn: ConnectionHandle) -> Option<Sender> {
+        let c = self.conns.get(conn)?;
+        let cid = match self.conns {
+            Conns::Server { .. } => Some(c.connection_id()),
+            Conns::Client { .. } => None,
+        };
+        Some(Sender {
+            lane: self.post?.clone(),
+            lane_index: self.lane,
+            conn,
+            cid,
+        })
+    }
+
+    /// This lane's index (0 on a client).
+    pub fn lane(&self) -> usize {
+        self.lane
+    }
+
+    /// The time the lane took for this round of work.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+}

@@ -1,0 +1,113 @@
+//! Sending from other threads: a [`Sender`] hands a job to the lane that
+//! owns the connection, through the lane's bounded inbox.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::connection::SendError;
+use crate::endpoint::ConnectionHandle;
+use crate::wire::ConnectionId;
+
+/// What a [`Sender`] asks its lane to do.
+pub(crate) enum Op {
+    Send { channel: u8, data: Vec<u8> },
+    Close { code: u64, reason: String },
+}
+
+/// A job for a lane: an operation on one connection. `cid` guards against
+/// a handle reused by a later connection (`None`: the client's one).
+pub(crate) struct Job {
+    pub(crate) conn: ConnectionHandle,
+    pub(crate) cid: Option<ConnectionId>,
+    pub(crate) op: Op,
+}
+
+/// A lane that takes jobs from other threads.
+pub(crate) trait Post: Send + Sync {
+    /// Queues `job`; false when the lane's inbox is full or it is closed.
+    fn post(&self, job: Job) -> bool;
+    /// The lane has closed.
+    fn is_closed(&self) -> bool;
+}
+
+/// Sends on one connection from any thread: `Send + Sync + Clone`.
+///
+/// Each call copies the message and hands it to the connection's lane
+/// through the lane's bounded inbox (keel-udp's `inbox_capacity`); the lane
+/// queues it on the connection and flushes with its next batch. Past the
+/// bound a call fails at once with [`SendError::InboxFull`] instead of
+/// growing memory. What the connection itself refuses on the lane
+/// (backpressure, a closed connection) reaches
+/// [`Handler::send_failed`](crate::Handler::send_failed).
+///
+/// Get one from [`Ctx::sender`](crate::Ctx::sender) or
+/// [`Client::sender`](crate::Client::sender).
+#[derive(Clone)]
+pub struct Sender {
+    pub(crate) lane: Arc<dyn Post>,
+    pub(crate) lane_index: usize,
+    pub(crate) conn: ConnectionHandle,
+    pub(crate) cid: Option<ConnectionId>,
+}
+
+impl fmt::Debug for Sender {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sender")
+            .field("lane", &self.lane_index)
+            .field("conn", &self.conn)
+            .finish()
+    }
+}
+
+impl Sender {
+    fn offer(&self, op: Op) -> Result<(), SendError> {
+        let job = Job {
+            conn: self.conn,
+            cid: self.cid,
+            op,
+        };
+        if self.lane.post(job) {
+            Ok(())
+        } else if self.lane.is_closed() {
+            Err(SendError::Closed)
+        } else {
+            Err(SendError::InboxFull)
+        }
+    }
+
+    /// Queues `data` on `channel` of the connection.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::InboxFull`] when the lane has `inbox_capacity` jobs
+    /// waiting, [`SendError::Closed`] when the lane is closed.
+    pub fn send(&self, channel: u8, data: &[u8]) -> Result<(), SendError> {
+        self.offer(Op::Send {
+            channel,
+            data: data.to_vec(),
+        })
+    }
+
+    /// Closes the connection with `code` and `reason` (both reach the
+    /// peer's `disconnected`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Sender::send`].
+    pub fn close(&self, code: u64, reason: &str) -> Result<(), SendError> {
+        self.offer(Op::Close {
+            code,
+            reason: reason.to_owned(),
+        })
+    }
+
+    /// The connection this sends on.
+    pub fn connection(&self) -> ConnectionHandle {
+        self.conn
+    }
+
+    /// The lane that owns the connection.
+    pub fn lane(&self) -> usize {
+        self.lane_index
+    }
+}

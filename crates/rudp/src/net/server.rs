@@ -1,0 +1,269 @@
+//! A keel-rudp server on keel-udp lanes.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use keel_reactor::Handle;
+use keel_udp::{
+    CounterSnapshot, DatagramSocket, DatagramSocketCtx, DatagramSockets,
+    EndpointConfig as UdpConfig, LaneSteering, LanesConfig,
+};
+
+use crate::config::Config;
+use crate::endpoint::{Endpoint, EndpointConfig, EndpointStats};
+use crate::net::conns::Conns;
+use crate::net::handler::{Ctx, Handler};
+use crate::net::lane::LaneState;
+use crate::net::sender::{Job, Post};
+use crate::wire::LONG_HEADER_BIT;
+
+/// Settings of a [`Server`].
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Lanes: sockets sharing the port (`SO_REUSEPORT`), each with its own
+    /// endpoint and connections. 1..=256; default 1. With more than one,
+    /// packets are steered by the lane byte of their connection ID
+    /// (Linux), so a client stays on its lane when its address changes.
+    pub lanes: usize,
+    /// Settings of every connection (the channels must match the clients').
+    pub connection: Config,
+    /// Connections one lane holds at most (default 4,096).
+    pub max_connections: usize,
+    /// How long a handshake cookie stays valid (default 10 s).
+    pub cookie_lifetime: Duration,
+    /// The secret keying cookies and connection IDs; `None` (the default)
+    /// draws 32 bytes from the OS. Give the same key to every process
+    /// that must accept the others' cookies.
+    pub key: Option<[u8; 32]>,
+    /// keel-udp settings of each lane's socket (batch sizes, queues, the
+    /// link conditioner for tests).
+    pub udp: UdpConfig,
+}
+
+impl ServerConfig {
+    /// Defaults with these connection settings.
+    pub fn new(connection: Config) -> Self {
+        ServerConfig {
+            lanes: 1,
+            connection,
+            max_connections: 4096,
+            cookie_lifetime: Duration::from_secs(10),
+            key: None,
+            udp: UdpConfig::default(),
+        }
+    }
+}
+
+/// 32 random bytes from the OS.
+pub(crate) fn os_random<const N: usize>() -> io::Result<[u8; N]> {
+    use std::io::Read;
+    let mut b = [0u8; N];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| io::Error::new(e.kind(), format!("reading /dev/urandom for a key: {e}")))?;
+    Ok(b)
+}
+
+pub(crate) fn invalid(what: &str, e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, format!("{what}: {e}"))
+}
+
+struct LanePost<H: Handler>(DatagramSocket<LaneState<H>>);
+
+impl<H: Handler> Post for LanePost<H> {
+    fn post(&self, job: Job) -> bool {
+        self.0.post(move |st, udp| st.run_job(udp, job))
+    }
+
+    fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+}
+
+/// A running server: `Send + Sync + Clone`.
+///
+/// # Examples
+///
+/// ```
+/// use keel_reactor::{IoModel, Runtime};
+/// use keel_rudp::{ChannelConfig, ChannelKind, Config, ConnectionHandle, Ctx, Handler, Server, ServerConfig};
+///
+/// /// Echoes every message on the channel it came on.
+/// struct Echo;
+/// impl Handler for Echo {
+///     fn message(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle, channel: u8, data: &[u8]) {
+///         let _ = ctx.send(conn, channel, data);
+///     }
+/// }
+///
+/// let rt = Runtime::new(IoModel::Shared { threads: 1 })?;
+/// let config = ServerConfig::new(Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]));
+/// let server = Server::bind(rt.handles(), "127.0.0.1:0".parse()?, config, |_| Echo)?;
+/// assert_eq!(server.stats().connections_created, 0);
+/// server.stop();
+/// rt.stop()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Server<H: Handler> {
+    group: DatagramSockets<LaneState<H>>,
+    stats: Arc<[Arc<Mutex<EndpointStats>>]>,
+}
+
+impl<H: Handler> Clone for Server<H> {
+    fn clone(&self) -> Self {
+        Server {
+            group: self.group.clone(),
+            stats: self.stats.clone(),
+        }
+    }
+}
+
+impl<H: Handler> std::fmt::Debug for Server<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("local_addr", &self.local_addr())
+            .field("lanes", &self.lanes())
+            .finish()
+    }
+}
+
+impl<H: Handler> Server<H> {
+    /// Binds `config.lanes` sockets to `addr` and starts one lane per
+    /// socket, placed round-robin over `reactors`; `handler(i)` makes lane
+    /// `i`'s handler.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` naming the field for a bad config; keel-udp's errors
+    /// of socket setup (`Unsupported` for several lanes off Linux).
+    pub fn bind(
+        reactors: &[Handle],
+        addr: SocketAddr,
+        config: ServerConfig,
+        mut handler: impl FnMut(usize) -> H,
+    ) -> io::Result<Server<H>> {
+        config
+            .connection
+            .validate()
+            .map_err(|e| invalid("connection", e))?;
+        if !(1..=256).contains(&config.lanes) {
+            return Err(invalid(
+                "lanes",
+                format!("expected 1..=256, got {}", config.lanes),
+            ));
+        }
+        if config.max_connections == 0 {
+            return Err(invalid("max_connections", "expected at least 1, got 0"));
+        }
+        let key = match config.key {
+            Some(k) => k,
+            None => os_random()?,
+        };
+        let now = Instant::now();
+        let max_datagram = config.connection.max_datagram_size;
+        let mut selves = Vec::with_capacity(config.lanes);
+        let mut stats = Vec::with_capacity(config.lanes);
+        let mut endpoints = Vec::with_capacity(config.lanes);
+        for lane in 0..config.lanes {
+            let mut ec = EndpointConfig::new(lane as u8, key, config.connection.clone());
+            ec.cookie_lifetime = config.cookie_lifetime;
+            ec.max_connections = config.max_connections;
+            endpoints.push(Some(Box::new(
+                Endpoint::new(ec, now).map_err(|e| invalid("connection", e))?,
+            )));
+            selves.push(Arc::new(OnceLock::<Arc<dyn Post>>::new()));
+            stats.push(Arc::new(Mutex::new(EndpointStats::default())));
+        }
+        let lanes = LanesConfig {
+            lanes: config.lanes,
+            // Byte 0 of a connection ID (offset 1 of a short header) is
+            // its lane; long headers (handshakes) have no ID yet.
+            steering: LaneSteering::PayloadByte {
+                offset: 1,
+                hash_if_first_byte_has: LONG_HEADER_BIT,
+            },
+            endpoint: config.udp.clone(),
+        };
+        let group = DatagramSocket::bind_lanes(reactors, addr, lanes, |i| {
+            let conns = Conns::Server {
+                endpoint: endpoints[i].take().expect("one endpoint per lane"),
+                locals: Vec::new(),
+            };
+            LaneState::new(
+                handler(i),
+                conns,
+                i,
+                max_datagram,
+                selves[i].clone(),
+                Some(stats[i].clone()),
+            )
+        })?;
+        for (i, me) in selves.iter().enumerate() {
+            let socket = group.lane(i).expect("a socket per lane").clone();
+            let _ = me.set(Arc::new(LanePost(socket)));
+        }
+        Ok(Server {
+            group,
+            stats: stats.into(),
+        })
+    }
+
+    /// The address the lanes are bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.group.local_addr()
+    }
+
+    /// Lanes.
+    pub fn lanes(&self) -> usize {
+        self.group.lanes()
+    }
+
+    /// The handshake and routing counters of all lanes, added up (as of
+    /// each lane's last round of work).
+    pub fn stats(&self) -> EndpointStats {
+        self.stats
+            .iter()
+            .filter_map(|s| s.lock().ok().map(|s| *s))
+            .fold(EndpointStats::default(), |a, b| a + b)
+    }
+
+    /// Lane `lane`'s handshake and routing counters.
+    pub fn lane_stats(&self, lane: usize) -> Option<EndpointStats> {
+        self.stats.get(lane)?.lock().ok().map(|s| *s)
+    }
+
+    /// keel-udp's datagram counters of all lanes, added up.
+    pub fn udp_counters(&self) -> CounterSnapshot {
+        self.group.counters()
+    }
+
+    /// Runs `f` on lane `lane` with its handler and a context (a game
+    /// tick: send snapshots to the lane's connections); what it sends
+    /// leaves at once. False if there is no such lane, it is closed, or
+    /// its inbox is full.
+    pub fn post<F>(&self, lane: usize, f: F) -> bool
+    where
+        F: FnOnce(&mut H, &mut Ctx<'_>) + Send + 'static,
+    {
+        let Some(socket) = self.group.lane(lane) else {
+            return false;
+        };
+        socket.post(move |st, udp: &mut DatagramSocketCtx<'_>| {
+            st.with_ctx(Instant::now(), f);
+            st.pump(udp);
+        })
+    }
+
+    /// Closes every lane (its connections end without a CLOSE: close them
+    /// first for the peers to know at once).
+    pub fn stop(&self) {
+        self.group.close();
+    }
+
+    /// Whether every lane has closed.
+    pub fn is_stopped(&self) -> bool {
+        self.group.is_closed()
+    }
+}

@@ -1,0 +1,132 @@
+//! What the real-socket tests share: the channels, a handler that reports
+//! every event to the test thread (and may echo), and waiting with a
+//! deadline.
+#![allow(dead_code)]
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use keel_rudp::{
+    ChannelConfig, ChannelKind, Config, ConnectionHandle, Ctx, DisconnectReason, Handler,
+    SendError, Sender,
+};
+
+/// Channel numbers of [`config`].
+pub const ORDERED: u8 = 0;
+pub const SEQUENCED: u8 = 1;
+pub const UNRELIABLE: u8 = 2;
+pub const UNORDERED: u8 = 3;
+pub const BULK: u8 = 4;
+
+/// Five channels, short timers (tests take seconds, not minutes).
+pub fn config() -> Config {
+    let mut bulk = ChannelConfig::new(ChannelKind::ReliableOrdered);
+    bulk.bulk = true;
+    let mut c = Config::new(vec![
+        ChannelConfig::new(ChannelKind::ReliableOrdered),
+        ChannelConfig::new(ChannelKind::UnreliableSequenced),
+        ChannelConfig::new(ChannelKind::Unreliable),
+        ChannelConfig::new(ChannelKind::ReliableUnordered),
+        bulk,
+    ]);
+    c.initial_rtt = Duration::from_millis(100);
+    c.idle_timeout = Duration::from_secs(5);
+    c.handshake_timeout = Duration::from_secs(5);
+    c
+}
+
+/// What a [`Recorder`] saw.
+#[derive(Debug)]
+pub enum Seen {
+    Connected(ConnectionHandle, Option<Sender>),
+    Message(ConnectionHandle, u8, Vec<u8>),
+    Disconnected(ConnectionHandle, DisconnectReason, Instant),
+    SendFailed(ConnectionHandle, SendError),
+}
+
+/// Reports every event to the test thread; echoes messages if `echo`.
+pub struct Recorder {
+    pub events: mpsc::Sender<Seen>,
+    pub echo: bool,
+}
+
+pub fn recorder(echo: bool) -> (Recorder, Receiver<Seen>) {
+    let (tx, rx) = mpsc::channel();
+    (Recorder { events: tx, echo }, rx)
+}
+
+impl Handler for Recorder {
+    fn connected(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle) {
+        let _ = self.events.send(Seen::Connected(conn, ctx.sender(conn)));
+    }
+    fn message(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle, channel: u8, data: &[u8]) {
+        if self.echo {
+            let _ = ctx.send(conn, channel, data);
+        }
+        let _ = self
+            .events
+            .send(Seen::Message(conn, channel, data.to_vec()));
+    }
+    fn disconnected(&mut self, _: &mut Ctx<'_>, conn: ConnectionHandle, reason: &DisconnectReason) {
+        let _ = self
+            .events
+            .send(Seen::Disconnected(conn, reason.clone(), Instant::now()));
+    }
+    fn send_failed(&mut self, _: &mut Ctx<'_>, conn: ConnectionHandle, error: SendError) {
+        let _ = self.events.send(Seen::SendFailed(conn, error));
+    }
+}
+
+/// The next event within `within`, or a panic naming `what`.
+pub fn next(rx: &Receiver<Seen>, within: Duration, what: &str) -> Seen {
+    match rx.recv_timeout(within) {
+        Ok(s) => s,
+        Err(RecvTimeoutError::Timeout) => {
+            panic!("no event within {within:?} while waiting for {what}")
+        }
+        Err(RecvTimeoutError::Disconnected) => panic!("handler gone while waiting for {what}"),
+    }
+}
+
+/// Events until `done` says enough or `within` passes (then a panic
+/// naming `what`).
+pub fn collect_until(
+    rx: &Receiver<Seen>,
+    within: Duration,
+    what: &str,
+    mut done: impl FnMut(&Seen) -> bool,
+) -> Vec<Seen> {
+    let deadline = Instant::now() + within;
+    let mut got = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(s) => {
+                let stop = done(&s);
+                got.push(s);
+                if stop {
+                    return got;
+                }
+            }
+            Err(_) => panic!(
+                "{what}: not done within {within:?}; {} events, last {:?}",
+                got.len(),
+                got.last()
+            ),
+        }
+    }
+}
+
+/// Message `i` of `len` bytes (at least 4): its index then a pattern.
+pub fn payload(i: u32, len: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..len).map(|k| (k as u32 ^ i) as u8).collect();
+    v[..4].copy_from_slice(&i.to_be_bytes());
+    v
+}
+
+/// The index of a [`payload`], checking its pattern.
+pub fn index(data: &[u8]) -> u32 {
+    let i = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
+    assert_eq!(data, &payload(i, data.len())[..], "message {i} corrupted");
+    i
+}
