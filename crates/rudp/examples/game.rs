@@ -229,7 +229,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut clients = Vec::new();
     if let Some(target) = target.filter(|_| args.client.is_some() || in_process) {
         for name in 0..args.clients.max(1) {
-            let mut cc = ClientConfig::new(channels());
+            let mut cc = ClientConfig::new(channels(), keel_rudp::ClientSecurity::Insecure);
             if in_process {
                 let spec = &args.impair;
                 cc.udp.send_impairment = Some(format!("{spec},seed={}", 2 * name + 1).parse()?);
@@ -318,7 +318,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn start_server(rt: &Runtime, addr: SocketAddr) -> std::io::Result<Server<Game>> {
-    let server = Server::bind(rt.handles(), addr, ServerConfig::new(channels()), |_| {
+    let server = Server::bind(rt.handles(), addr, ServerConfig::new(channels(), keel_rudp::ServerSecurity::Insecure), |_| {
         Game {
             players: Vec::new(),
             tick: 0,

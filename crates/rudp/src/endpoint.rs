@@ -18,6 +18,7 @@ use sha2::Sha256;
 use crate::config::{Config, ConfigError};
 use crate::connection::{Connection, Event, Side, State};
 use crate::deadlines::Deadlines;
+use crate::security::{open_token, token_key_id, ServerSecurity, TokenClaims, TokenError};
 use crate::wire::{ConnectionId, Frame, Header, LongType, Reader, Writer, MIN_HELLO_SIZE, VERSION};
 
 type HmacSha256 = Hmac<Sha256>;
@@ -29,6 +30,14 @@ pub const COOKIE_LEN: usize = 4 + 16;
 pub const REFUSE_CONFIG_MISMATCH: u64 = 1;
 /// CLOSE code of a REFUSE: the endpoint holds `max_connections`.
 pub const REFUSE_FULL: u64 = 2;
+/// CLOSE code of a REFUSE: one side requires connect tokens and the other
+/// is in insecure mode (the reason says which).
+pub const REFUSE_SECURITY_MISMATCH: u64 = 3;
+/// CLOSE code of a REFUSE: the connect token was refused (the reason says
+/// why: forged, expired, another key, another server, replayed).
+pub const REFUSE_TOKEN: u64 = 4;
+/// Tokens the replay cache remembers at most (oldest forgotten first).
+pub const REPLAY_CACHE: usize = 8192;
 
 /// Settings of an [`Endpoint`].
 #[derive(Debug, Clone)]
@@ -46,17 +55,28 @@ pub struct EndpointConfig {
     pub max_connections: usize,
     /// Settings of every connection.
     pub connection: Config,
+    /// Connect tokens and sealed packets, or insecure by name.
+    pub security: ServerSecurity,
+    /// Unix time (seconds) at the `now` given to [`Endpoint::new`]; token
+    /// expiry is checked against it plus the time since. Defaults to the
+    /// system clock.
+    pub unix_time_at_start: u64,
 }
 
 impl EndpointConfig {
-    /// Defaults for lane `lane` with secret `key`.
-    pub fn new(lane: u8, key: [u8; 32], connection: Config) -> Self {
+    /// Defaults for lane `lane` with secret `key` (cookies and connection
+    /// IDs) and `security` (connect tokens, or insecure by name).
+    pub fn new(lane: u8, key: [u8; 32], connection: Config, security: ServerSecurity) -> Self {
         EndpointConfig {
             lane,
             key,
             cookie_lifetime: Duration::from_secs(10),
             max_connections: 4096,
             connection,
+            security,
+            unix_time_at_start: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
         }
     }
 }
@@ -109,6 +129,18 @@ pub struct EndpointStats {
     pub unknown_connection: u64,
     /// Connections whose peer address changed (NAT rebinding).
     pub address_changes: u64,
+    /// Tokens refused: not authentic under this server's key.
+    pub tokens_forged: u64,
+    /// Tokens refused: expired.
+    pub tokens_expired: u64,
+    /// Tokens refused: for other servers.
+    pub tokens_wrong_server: u64,
+    /// Tokens refused: sealed under another key.
+    pub tokens_wrong_key: u64,
+    /// Tokens refused: in use from another client address.
+    pub tokens_replayed: u64,
+    /// Hellos refused: a token to an insecure server, or none to a secure one.
+    pub security_mismatches: u64,
 }
 
 impl std::ops::Add for EndpointStats {
@@ -127,6 +159,12 @@ impl std::ops::Add for EndpointStats {
             malformed: self.malformed + o.malformed,
             unknown_connection: self.unknown_connection + o.unknown_connection,
             address_changes: self.address_changes + o.address_changes,
+            tokens_forged: self.tokens_forged + o.tokens_forged,
+            tokens_expired: self.tokens_expired + o.tokens_expired,
+            tokens_wrong_server: self.tokens_wrong_server + o.tokens_wrong_server,
+            tokens_wrong_key: self.tokens_wrong_key + o.tokens_wrong_key,
+            tokens_replayed: self.tokens_replayed + o.tokens_replayed,
+            security_mismatches: self.security_mismatches + o.security_mismatches,
         }
     }
 }
@@ -155,12 +193,17 @@ struct Slot {
 ///
 /// ```
 /// use std::time::Instant;
-/// use keel_rudp::{ChannelConfig, ChannelKind, Config, Connection, Endpoint, EndpointConfig, Event, Handled};
+/// use keel_rudp::{ChannelConfig, ChannelKind, ClientSecurity, Config, Connection, Endpoint};
+/// use keel_rudp::{EndpointConfig, Event, Handled, ServerSecurity};
 ///
 /// let config = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
 /// let now = Instant::now();
-/// let mut server = Endpoint::new(EndpointConfig::new(3, [7; 32], config.clone()), now).unwrap();
-/// let mut client = Connection::connect(config, [1; 16], now).unwrap();
+/// let mut server = Endpoint::new(
+///     EndpointConfig::new(3, [7; 32], config.clone(), ServerSecurity::Insecure),
+///     now,
+/// )
+/// .unwrap();
+/// let mut client = Connection::connect(config, ClientSecurity::Insecure, [1; 16], now).unwrap();
 /// let addr = "192.0.2.1:5000".parse().unwrap();
 /// let (mut buf, mut reply) = ([0u8; 1500], [0u8; 1500]);
 /// // Hello, retry with a cookie, hello with the cookie, accept.
@@ -193,6 +236,13 @@ pub struct Endpoint {
     /// Connections that may have events, in turn.
     evented: VecDeque<usize>,
     stats: EndpointStats,
+    /// The key id of the token key.
+    kid: [u8; 4],
+    /// Tokens accepted and not yet expired, by their tag: the client
+    /// address that used each, so another address cannot reuse it. Filled
+    /// only after the cookie round trip; at most [`REPLAY_CACHE`] entries.
+    replay: HashMap<[u8; 16], (SocketAddr, u64)>,
+    replay_order: VecDeque<[u8; 16]>,
 }
 
 impl fmt::Debug for Endpoint {
@@ -209,6 +259,7 @@ impl Endpoint {
     /// An endpoint with no connections; `now` starts its cookie clock.
     pub fn new(cfg: EndpointConfig, now: Instant) -> Result<Self, ConfigError> {
         cfg.connection.validate()?;
+        let cfg_kid = cfg.security.clone();
         Ok(Endpoint {
             digest: cfg.connection.digest(),
             cfg,
@@ -223,6 +274,12 @@ impl Endpoint {
             ready: VecDeque::new(),
             evented: VecDeque::new(),
             stats: EndpointStats::default(),
+            kid: match &cfg_kid {
+                ServerSecurity::Tokens { key, .. } => token_key_id(key),
+                ServerSecurity::Insecure => [0; 4],
+            },
+            replay: HashMap::new(),
+            replay_order: VecDeque::new(),
         })
     }
 
@@ -429,6 +486,7 @@ impl Endpoint {
             nonce,
             config_digest,
             cookie,
+            token,
         }) = Frame::decode(&mut r)
         else {
             self.stats.malformed += 1;
@@ -468,12 +526,19 @@ impl Endpoint {
                 };
             }
         }
+        let mut claims = None;
         let refuse = if config_digest != self.digest {
             Some((REFUSE_CONFIG_MISMATCH, "channel configuration differs"))
         } else if self.by_cid.len() >= self.cfg.max_connections {
             Some((REFUSE_FULL, "server full"))
         } else {
-            None
+            match self.check_token(now, from, token) {
+                Ok(c) => {
+                    claims = c;
+                    None
+                }
+                Err(refusal) => Some(refusal),
+            }
         };
         if let Some((code, reason)) = refuse {
             self.stats.refused += 1;
@@ -501,11 +566,15 @@ impl Endpoint {
         let Some(n) = write_accept(reply, cid, nonce) else {
             return Handled::Dropped;
         };
-        let conn =
+        let mut conn =
             match Connection::established(self.cfg.connection.clone(), Side::Server, cid, now) {
                 Ok(c) => c,
                 Err(_) => return Handled::Dropped,
             };
+        if let Some(c) = claims {
+            self.remember_token(from, &c);
+            conn.secure(c, nonce);
+        }
         let slot = Slot {
             conn,
             addr: from,
@@ -529,6 +598,73 @@ impl Endpoint {
         self.stats.connections_created += 1;
         self.touch(idx);
         Handled::Accepted(ConnectionHandle(idx), n)
+    }
+
+    /// The security check of a validated hello: `Ok(Some(claims))` for a
+    /// valid token, `Ok(None)` in insecure mode, else the REFUSE to send.
+    fn check_token(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        token: &[u8],
+    ) -> Result<Option<TokenClaims>, (u64, &'static str)> {
+        let (key, addrs) = match (&self.cfg.security, token.is_empty()) {
+            (ServerSecurity::Insecure, true) => return Ok(None),
+            (ServerSecurity::Insecure, false) => {
+                self.stats.security_mismatches += 1;
+                return Err((
+                    REFUSE_SECURITY_MISMATCH,
+                    "server is in insecure mode; client sent a connect token",
+                ));
+            }
+            (ServerSecurity::Tokens { .. }, true) => {
+                self.stats.security_mismatches += 1;
+                return Err((
+                    REFUSE_SECURITY_MISMATCH,
+                    "server requires a connect token; client is in insecure mode",
+                ));
+            }
+            (ServerSecurity::Tokens { key, public_addrs }, false) => (key, public_addrs),
+        };
+        let unix_now = self.unix_now(now);
+        let res = open_token(key, &self.kid, addrs, unix_now, token).and_then(|c| {
+            match self.replay.get(&c.tag) {
+                Some(&(addr, exp)) if exp > unix_now && addr != from => Err(TokenError::Replayed),
+                _ => Ok(c),
+            }
+        });
+        match res {
+            Ok(c) => Ok(Some(c)),
+            Err(e) => {
+                let counter = match e {
+                    TokenError::Forged => &mut self.stats.tokens_forged,
+                    TokenError::WrongKey => &mut self.stats.tokens_wrong_key,
+                    TokenError::Expired => &mut self.stats.tokens_expired,
+                    TokenError::WrongServer => &mut self.stats.tokens_wrong_server,
+                    TokenError::Replayed => &mut self.stats.tokens_replayed,
+                };
+                *counter += 1;
+                Err((REFUSE_TOKEN, e.as_str()))
+            }
+        }
+    }
+
+    fn unix_now(&self, now: Instant) -> u64 {
+        self.cfg.unix_time_at_start + now.saturating_duration_since(self.epoch).as_secs()
+    }
+
+    /// Records that `from` uses the token of `c`; forgets the oldest entry
+    /// when full (dropping expired ones first costs a scan, so it is not
+    /// done: an entry outlives its token at most until pushed out).
+    fn remember_token(&mut self, from: SocketAddr, c: &TokenClaims) {
+        if self.replay.insert(c.tag, (from, c.expires_at)).is_none() {
+            self.replay_order.push_back(c.tag);
+            if self.replay_order.len() > REPLAY_CACHE {
+                if let Some(old) = self.replay_order.pop_front() {
+                    self.replay.remove(&old);
+                }
+            }
+        }
     }
 
     /// The next datagram any connection has to send: its handle, where to

@@ -42,6 +42,7 @@ mod pool;
 mod ranges;
 mod recovery;
 mod rtt;
+mod security;
 pub mod sim;
 pub mod wire;
 
@@ -53,7 +54,11 @@ pub use connection::{
 };
 pub use endpoint::{
     ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, COOKIE_LEN,
-    REFUSE_CONFIG_MISMATCH, REFUSE_FULL,
+    REFUSE_CONFIG_MISMATCH, REFUSE_FULL, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN, REPLAY_CACHE,
+};
+pub use security::{
+    ClientSecurity, ConnectToken, ServerSecurity, TokenClaims, TokenError, TokenMinter, TokenSpec,
+    MAX_TOKEN_ADDRS, MAX_TOKEN_LEN, MAX_USER_DATA, REPLAY_WINDOW, TAG_LEN,
 };
 pub use net::client::{Client, ClientConfig};
 pub use net::handler::{Ctx, Handler};

@@ -193,14 +193,14 @@ fn steady_state_reliable_echo_allocates_nothing_on_the_runtime_thread() {
     let server = Server::bind(
         rt.handles(),
         "127.0.0.1:0".parse().unwrap(),
-        ServerConfig::new(server_cfg),
+        ServerConfig::new(server_cfg, keel_rudp::ServerSecurity::Insecure),
         |_| Echo,
     )
     .unwrap();
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket.connect(server.local_addr()).unwrap();
     let mut c = RawClient {
-        conn: Connection::connect(cfg, [3; 16], Instant::now()).unwrap(),
+        conn: Connection::connect(cfg, keel_rudp::ClientSecurity::Insecure, [3; 16], Instant::now()).unwrap(),
         socket,
         buf: vec![0; 1500],
     };

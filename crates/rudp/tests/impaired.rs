@@ -39,7 +39,7 @@ fn pair(spec: &str, cfg: Config) -> Pair {
 fn pair_one_way(data: &str, back: &str, cfg: Config) -> Pair {
     let spec = back;
     let rt = Runtime::new(IoModel::Shared { threads: 2 }).unwrap();
-    let mut sc = ServerConfig::new(cfg.clone());
+    let mut sc = ServerConfig::new(cfg.clone(), keel_rudp::ServerSecurity::Insecure);
     sc.udp.send_impairment = impairment(&format!("{spec},seed=11"));
     sc.udp.recv_impairment = impairment(&format!("{spec},seed=12"));
     let (srv, srv_rx) = recorder(false);
@@ -48,7 +48,7 @@ fn pair_one_way(data: &str, back: &str, cfg: Config) -> Pair {
         srv.take().expect("one lane")
     })
     .unwrap();
-    let mut cc = ClientConfig::new(cfg);
+    let mut cc = ClientConfig::new(cfg, keel_rudp::ClientSecurity::Insecure);
     cc.udp.send_impairment = impairment(&format!("{data},seed=13"));
     cc.udp.recv_impairment = impairment(&format!("{spec},seed=14"));
     let (cli, cli_rx) = recorder(false);
@@ -225,7 +225,7 @@ fn client_socket() -> UdpSocket {
 impl RawClient {
     fn new(server: SocketAddr, cfg: Config) -> Self {
         RawClient {
-            conn: Connection::connect(cfg, [9; 16], Instant::now()).unwrap(),
+            conn: Connection::connect(cfg, keel_rudp::ClientSecurity::Insecure, [9; 16], Instant::now()).unwrap(),
             socket: client_socket(),
             server,
         }
@@ -285,7 +285,7 @@ fn echo_server(
     lanes: usize,
     cfg: Config,
 ) -> (Server<Recorder>, std::sync::mpsc::Receiver<Seen>) {
-    let mut sc = ServerConfig::new(cfg);
+    let mut sc = ServerConfig::new(cfg, keel_rudp::ServerSecurity::Insecure);
     sc.lanes = lanes;
     let (tx, rx) = std::sync::mpsc::channel();
     let server = Server::bind(rt.handles(), "127.0.0.1:0".parse().unwrap(), sc, |_| {
@@ -362,7 +362,7 @@ fn spoofed_sources_allocate_nothing_before_the_cookie_round_trip() {
     // A valid hello, sent from many sources that never answer the RETRY
     // (as a spoofed source cannot: the RETRY goes to the real owner).
     let mut hello = [0u8; 1500];
-    let n = Connection::connect(config(), [5; 16], Instant::now())
+    let n = Connection::connect(config(), keel_rudp::ClientSecurity::Insecure, [5; 16], Instant::now())
         .unwrap()
         .poll_transmit(Instant::now(), &mut hello)
         .unwrap();

@@ -15,7 +15,7 @@ const MESSAGES: u32 = 200;
 /// server echoes each; the client sees them all, once, in order.
 fn echo_round_trip(model: IoModel, lanes: usize) {
     let rt = Runtime::new(model).unwrap();
-    let mut sc = ServerConfig::new(config());
+    let mut sc = ServerConfig::new(config(), keel_rudp::ServerSecurity::Insecure);
     sc.lanes = lanes;
     let (srv_events, srv_rx) = recorder(true);
     let mut handlers = Some(srv_events);
@@ -27,7 +27,7 @@ fn echo_round_trip(model: IoModel, lanes: usize) {
     let client = Client::connect(
         rt.next_reactor(),
         server.local_addr(),
-        ClientConfig::new(config()),
+        ClientConfig::new(config(), keel_rudp::ClientSecurity::Insecure),
         cli,
     )
     .unwrap();
@@ -88,7 +88,7 @@ fn echo_from_a_game_loop_driving_reactor_turn() {
     let server = Server::bind(
         std::slice::from_ref(&handle),
         "127.0.0.1:0".parse().unwrap(),
-        ServerConfig::new(config()),
+        ServerConfig::new(config(), keel_rudp::ServerSecurity::Insecure),
         move |_| srv.take().expect("one lane"),
     )
     .unwrap();
@@ -96,7 +96,7 @@ fn echo_from_a_game_loop_driving_reactor_turn() {
     let client = Client::connect(
         &handle,
         server.local_addr(),
-        ClientConfig::new(config()),
+        ClientConfig::new(config(), keel_rudp::ClientSecurity::Insecure),
         cli,
     )
     .unwrap();
@@ -128,7 +128,7 @@ fn echo_from_a_game_loop_driving_reactor_turn() {
 fn garbage_is_counted_and_never_stops_a_server() {
     const N: u64 = 2_000;
     let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
-    let mut sc = ServerConfig::new(config());
+    let mut sc = ServerConfig::new(config(), keel_rudp::ServerSecurity::Insecure);
     sc.lanes = 2;
     let (tx, _rx) = std::sync::mpsc::channel();
     let server = Server::bind(rt.handles(), "127.0.0.1:0".parse().unwrap(), sc, |_| {
@@ -172,7 +172,7 @@ fn garbage_is_counted_and_never_stops_a_server() {
     let client = Client::connect(
         rt.handle(),
         server.local_addr(),
-        ClientConfig::new(config()),
+        ClientConfig::new(config(), keel_rudp::ClientSecurity::Insecure),
         cli,
     )
     .unwrap();

@@ -125,7 +125,7 @@ fn child(ns: &str, role: &str) -> Child {
 /// The server child: echoes until its stdin closes.
 fn serve() {
     let rt = Runtime::new(IoModel::Sharded { reactors: 2 }).unwrap();
-    let mut sc = ServerConfig::new(config());
+    let mut sc = ServerConfig::new(config(), keel_rudp::ServerSecurity::Insecure);
     sc.lanes = 2;
     let (tx, _rx) = std::sync::mpsc::channel();
     let server = Server::bind(rt.handles(), "0.0.0.0:9411".parse().unwrap(), sc, |_| {
@@ -152,7 +152,7 @@ fn client() {
     let client = Client::connect(
         rt.handle(),
         SERVER.parse().unwrap(),
-        ClientConfig::new(config()),
+        ClientConfig::new(config(), keel_rudp::ClientSecurity::Insecure),
         cli,
     )
     .unwrap();

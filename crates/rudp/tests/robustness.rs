@@ -53,7 +53,7 @@ proptest! {
         let mut c = Connection::established(cfg(), Side::Server, CID, now).unwrap();
         c.handle_datagram(now, &data);
         prop_assert_eq!(counted(&c), 1, "each datagram lands in exactly one counter");
-        let mut e = Endpoint::new(EndpointConfig::new(0, [3; 32], cfg()), now).unwrap();
+        let mut e = Endpoint::new(EndpointConfig::new(0, [3; 32], cfg(), keel_rudp::ServerSecurity::Insecure), now).unwrap();
         let mut reply = [0u8; 1500];
         let r = e.handle(now, "192.0.2.1:9".parse().unwrap(), &data, &mut reply);
         if let Handled::Reply(n) | Handled::Accepted(_, n) = r {

@@ -17,7 +17,10 @@ use crate::pool::BufPool;
 use crate::ranges::RangeSet;
 use crate::recovery::{ChunkRef, Recovery, SentPacket};
 use crate::rtt::RttEstimator;
-use crate::wire::{ConnectionId, MAX_COOKIE_LEN, MAX_REASON_LEN, SHORT_HEADER_MAX_LEN};
+use crate::security::{ClientSecurity, PacketCrypto, SessionKeys, TokenClaims, TAG_LEN};
+use crate::wire::{
+    ConnectionId, MAX_COOKIE_LEN, MAX_REASON_LEN, MIN_HELLO_SIZE, SHORT_HEADER_MAX_LEN,
+};
 
 pub use types::{DisconnectReason, Event, MessageId, SendError, Side, State, Stats};
 
@@ -109,6 +112,13 @@ pub struct Connection {
     close_reason: [u8; MAX_REASON_LEN],
     close_reason_len: usize,
     stats: Stats,
+    // Security: the token to present (client), the keys it carries until
+    // the ACCEPT names the connection, the packet AEAD once connected.
+    token: Vec<u8>,
+    keys: Option<SessionKeys>,
+    crypto: Option<PacketCrypto>,
+    open_buf: Vec<u8>,
+    claims: Option<TokenClaims>,
 }
 
 impl fmt::Debug for Connection {
@@ -133,7 +143,12 @@ impl Connection {
         let mut order: Vec<u8> = (0..cfg.channels.len()).map(|i| i as u8).collect();
         order.sort_by_key(|&i| cfg.channels[i as usize].priority);
         let chunk_size =
-            cfg.max_datagram_size - SHORT_HEADER_MAX_LEN - ACK_ROOM - 1 - MAX_FRAGMENT_OVERHEAD;
+            cfg.max_datagram_size
+            - SHORT_HEADER_MAX_LEN
+            - ACK_ROOM
+            - 1
+            - MAX_FRAGMENT_OVERHEAD
+            - TAG_LEN;
         Ok(Connection {
             side,
             state,
@@ -181,6 +196,11 @@ impl Connection {
             close_reason: [0; MAX_REASON_LEN],
             close_reason_len: 0,
             stats: Stats::default(),
+            token: Vec::new(),
+            keys: None,
+            crypto: None,
+            open_buf: vec![0; cfg.max_datagram_size.max(MIN_HELLO_SIZE)],
+            claims: None,
             cfg,
         })
     }
@@ -188,8 +208,14 @@ impl Connection {
     /// A client connection: its hello goes out on the first
     /// [`Connection::poll_transmit`]. `nonce` must be unpredictable (16
     /// random bytes from the OS); it ties the server's answers to this
-    /// attempt.
-    pub fn connect(cfg: Config, nonce: [u8; 16], now: Instant) -> Result<Self, ConfigError> {
+    /// attempt. `security` is the connect token from the game's backend,
+    /// or [`ClientSecurity::Insecure`] by name.
+    pub fn connect(
+        cfg: Config,
+        security: ClientSecurity,
+        nonce: [u8; 16],
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
         let mut c = Connection::new(
             cfg,
             Side::Client,
@@ -198,6 +224,13 @@ impl Connection {
             now,
         )?;
         c.nonce = nonce;
+        if let ClientSecurity::Token(t) = security {
+            c.token = t.sealed;
+            c.keys = Some(SessionKeys {
+                c2s: t.client_to_server_key,
+                s2c: t.server_to_client_key,
+            });
+        }
         Ok(c)
     }
 
@@ -303,6 +336,27 @@ impl Connection {
     /// The next event, if any.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
+    }
+
+    /// Whether its packets are sealed (a connect token was used).
+    pub fn is_secure(&self) -> bool {
+        self.crypto.is_some()
+    }
+
+    /// What the client's connect token said (server side, secure mode).
+    pub fn token_claims(&self) -> Option<&TokenClaims> {
+        self.claims.as_ref()
+    }
+
+    /// Seals this server-side connection with the keys of `claims`, bound
+    /// to the client's hello `nonce` and the connection ID.
+    pub(crate) fn secure(&mut self, claims: TokenClaims, nonce: [u8; 16]) {
+        let keys = SessionKeys {
+            c2s: claims.c2s,
+            s2c: claims.s2c,
+        };
+        self.crypto = Some(PacketCrypto::new(&keys, false, &nonce, self.cid));
+        self.claims = Some(claims);
     }
 
     /// True when [`Connection::poll_event`] has something.

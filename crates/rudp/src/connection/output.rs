@@ -11,6 +11,7 @@ use crate::wire::{
 };
 
 use super::types::{Side, State};
+use crate::security::TAG_LEN;
 use super::{Connection, ACK_ROOM, MAX_ACK_RANGES_SENT, REDUNDANCY_SCAN};
 
 impl Connection {
@@ -24,11 +25,29 @@ impl Connection {
             return None;
         }
         let buf = &mut buf[..budget];
-        match self.state {
-            State::Closed | State::Draining => None,
-            State::Handshaking => self.write_hello(now, buf),
-            State::Closing => self.write_close(now, buf),
-            State::Connected => self.write_packet(now, buf),
+        if self.state == State::Handshaking {
+            return self.write_hello(now, buf);
+        }
+        // Short packets: with a key, leave room for the tag and seal.
+        let pn = self.recovery.next_pn();
+        let header = 1 + 8 + encode_packet_number_len(pn, self.recovery.largest_acked());
+        let room = if self.crypto.is_some() {
+            budget - TAG_LEN
+        } else {
+            budget
+        };
+        let len = match self.state {
+            State::Closing => self.write_close(now, &mut buf[..room])?,
+            State::Connected => self.write_packet(now, &mut buf[..room])?,
+            _ => return None,
+        };
+        match &self.crypto {
+            None => Some(len),
+            Some(c) => {
+                let n = c.seal(pn, buf, header, len)?;
+                self.stats.bytes_sent += TAG_LEN as u64;
+                Some(n)
+            }
         }
     }
 
@@ -47,6 +66,7 @@ impl Connection {
             nonce: self.nonce,
             config_digest: self.digest,
             cookie: &self.cookie[..self.cookie_len],
+            token: &self.token,
         }
         .encode(&mut w)
         .ok()?;

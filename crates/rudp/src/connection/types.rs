@@ -181,6 +181,11 @@ pub struct Stats {
     pub duplicate_packets: u64,
     /// Packets for another connection ID or unexpected in this state.
     pub dropped_packets: u64,
+    /// Packets that failed authentication (forged, altered, wrong key):
+    /// dropped, never acted on.
+    pub auth_failures: u64,
+    /// Authentic packets received again (the replay window): dropped.
+    pub replayed_packets: u64,
     /// Packets not acknowledged for lack of receive memory (the peer resends).
     pub refused_packets: u64,
     /// Messages dropped as older than one delivered (sequenced channels).

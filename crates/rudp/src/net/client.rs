@@ -15,6 +15,7 @@ use crate::net::handler::{Ctx, Handler};
 use crate::net::lane::LaneState;
 use crate::net::sender::{Job, Post, Sender};
 use crate::net::server::{invalid, os_random};
+use crate::security::ClientSecurity;
 
 /// Settings of a [`Client`].
 #[derive(Debug, Clone)]
@@ -26,15 +27,19 @@ pub struct ClientConfig {
     pub local: Option<SocketAddr>,
     /// keel-udp settings of the socket (the link conditioner for tests).
     pub udp: UdpConfig,
+    /// The connect token from the game's backend, or insecure by name.
+    pub security: ClientSecurity,
 }
 
 impl ClientConfig {
-    /// Defaults with these connection settings.
-    pub fn new(connection: Config) -> Self {
+    /// Defaults with these connection settings and this security (a
+    /// connect token, or [`ClientSecurity::Insecure`] by name).
+    pub fn new(connection: Config, security: ClientSecurity) -> Self {
         ClientConfig {
             connection,
             local: None,
             udp: UdpConfig::default(),
+            security,
         }
     }
 }
@@ -93,7 +98,12 @@ impl<H: Handler> Client<H> {
         config: ClientConfig,
         handler: H,
     ) -> io::Result<Client<H>> {
-        let conn = Connection::connect(config.connection.clone(), os_random()?, Instant::now())
+        let conn = Connection::connect(
+            config.connection.clone(),
+            config.security.clone(),
+            os_random()?,
+            Instant::now(),
+        )
             .map_err(|e| invalid("connection", e))?;
         let local = config.local.unwrap_or(match server {
             SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),

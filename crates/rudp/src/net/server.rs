@@ -13,6 +13,7 @@ use keel_udp::{
 
 use crate::config::Config;
 use crate::endpoint::{Endpoint, EndpointConfig, EndpointStats};
+use crate::security::ServerSecurity;
 use crate::net::conns::Conns;
 use crate::net::handler::{Ctx, Handler};
 use crate::net::lane::LaneState;
@@ -40,12 +41,16 @@ pub struct ServerConfig {
     /// keel-udp settings of each lane's socket (batch sizes, queues, the
     /// link conditioner for tests).
     pub udp: UdpConfig,
+    /// Connect tokens and sealed packets, or insecure by name.
+    pub security: ServerSecurity,
 }
 
 impl ServerConfig {
-    /// Defaults with these connection settings.
-    pub fn new(connection: Config) -> Self {
+    /// Defaults with these connection settings and this security
+    /// (connect tokens, or [`ServerSecurity::Insecure`] by name).
+    pub fn new(connection: Config, security: ServerSecurity) -> Self {
         ServerConfig {
+            security,
             lanes: 1,
             connection,
             max_connections: 4096,
@@ -88,7 +93,8 @@ impl<H: Handler> Post for LanePost<H> {
 ///
 /// ```
 /// use keel_reactor::{IoModel, Runtime};
-/// use keel_rudp::{ChannelConfig, ChannelKind, Config, ConnectionHandle, Ctx, Handler, Server, ServerConfig};
+/// use keel_rudp::{ChannelConfig, ChannelKind, Config, ConnectionHandle, Ctx, Handler};
+/// use keel_rudp::{Server, ServerConfig, ServerSecurity};
 ///
 /// /// Echoes every message on the channel it came on.
 /// struct Echo;
@@ -99,7 +105,14 @@ impl<H: Handler> Post for LanePost<H> {
 /// }
 ///
 /// let rt = Runtime::new(IoModel::Shared { threads: 1 })?;
-/// let config = ServerConfig::new(Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]));
+/// let channels = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
+/// // Only clients with a connect token minted under this key for this
+/// // address get in (see docs/security.md).
+/// let security = ServerSecurity::Tokens {
+///     key: [42; 32],
+///     public_addrs: vec!["203.0.113.7:4000".parse()?],
+/// };
+/// let config = ServerConfig::new(channels, security);
 /// let server = Server::bind(rt.handles(), "127.0.0.1:0".parse()?, config, |_| Echo)?;
 /// assert_eq!(server.stats().connections_created, 0);
 /// server.stop();
@@ -167,7 +180,12 @@ impl<H: Handler> Server<H> {
         let mut stats = Vec::with_capacity(config.lanes);
         let mut endpoints = Vec::with_capacity(config.lanes);
         for lane in 0..config.lanes {
-            let mut ec = EndpointConfig::new(lane as u8, key, config.connection.clone());
+            let mut ec = EndpointConfig::new(
+                lane as u8,
+                key,
+                config.connection.clone(),
+                config.security.clone(),
+            );
             ec.cookie_lifetime = config.cookie_lifetime;
             ec.max_connections = config.max_connections;
             endpoints.push(Some(Box::new(

@@ -6,9 +6,9 @@ use std::fmt;
 use super::varint;
 
 /// The protocol version carried in every long header: `"kr"` then the
-/// revision (`0x6b72_0001`). A peer that speaks another version is refused
+/// revision (`0x6b72_0002`: connect tokens and sealed packets). A peer that speaks another version is refused
 /// ([`DecodeError::UnsupportedVersion`]).
-pub const VERSION: u32 = 0x6b72_0001;
+pub const VERSION: u32 = 0x6b72_0002;
 
 /// The smallest datagram a client hello is padded to (bytes). A server
 /// never sends more than a hello's size to an unvalidated address, so it
@@ -130,6 +130,11 @@ impl<'a> Reader<'a> {
         Ok(a)
     }
 
+    /// A big-endian `u16`.
+    pub fn u16(&mut self, what: &'static str) -> Result<u16, DecodeError> {
+        Ok(u16::from_be_bytes(self.array(what)?))
+    }
+
     /// A big-endian `u32`.
     pub fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
         Ok(u32::from_be_bytes(self.array(what)?))
@@ -220,6 +225,11 @@ impl<'a> Writer<'a> {
         self.buf[self.pos..self.pos + n].fill(0);
         self.pos += n;
         Ok(())
+    }
+
+    /// A big-endian `u16`.
+    pub fn u16(&mut self, v: u16) -> Result<(), BufferTooSmall> {
+        self.bytes(&v.to_be_bytes())
     }
 
     /// A big-endian `u32`.

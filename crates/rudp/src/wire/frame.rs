@@ -86,6 +86,9 @@ pub enum Frame<'a> {
         config_digest: u64,
         /// The cookie from a RETRY, empty on the first hello.
         cookie: &'a [u8],
+        /// The sealed part of the client's connect token, empty in
+        /// insecure mode (at most [`MAX_TOKEN_LEN`](crate::MAX_TOKEN_LEN)).
+        token: &'a [u8],
     },
     /// RETRY.
     Retry {
@@ -240,10 +243,14 @@ impl<'a> Frame<'a> {
                 let config_digest = r.u64("hello config digest")?;
                 let len = r.varint_max(MAX_COOKIE_LEN as u64, "hello cookie length")? as usize;
                 let cookie = r.bytes(len, "hello cookie")?;
+                let len = r.varint_max(crate::security::MAX_TOKEN_LEN as u64, "hello token length")?
+                    as usize;
+                let token = r.bytes(len, "hello token")?;
                 Frame::Hello {
                     nonce,
                     config_digest,
                     cookie,
+                    token,
                 }
             }
             0x07 => {
@@ -284,8 +291,13 @@ impl<'a> Frame<'a> {
             Frame::Close { code, reason } => {
                 1 + varint::len(code) + varint::len(reason.len() as u64) + reason.len()
             }
-            Frame::Hello { cookie, .. } => {
-                1 + 16 + 8 + varint::len(cookie.len() as u64) + cookie.len()
+            Frame::Hello { cookie, token, .. } => {
+                1 + 16
+                    + 8
+                    + varint::len(cookie.len() as u64)
+                    + cookie.len()
+                    + varint::len(token.len() as u64)
+                    + token.len()
             }
             Frame::Retry { cookie, .. } => 1 + 16 + varint::len(cookie.len() as u64) + cookie.len(),
             Frame::Accept { .. } => 1 + 16,
@@ -345,12 +357,15 @@ impl<'a> Frame<'a> {
                 nonce,
                 config_digest,
                 cookie,
+                token,
             } => {
                 w.u8(FrameType::Hello as u8)?;
                 w.bytes(&nonce)?;
                 w.u64(config_digest)?;
                 w.varint(cookie.len() as u64)?;
-                w.bytes(cookie)
+                w.bytes(cookie)?;
+                w.varint(token.len() as u64)?;
+                w.bytes(token)
             }
             Frame::Retry { nonce, cookie } => {
                 w.u8(FrameType::Retry as u8)?;
@@ -472,6 +487,7 @@ mod tests {
             nonce: [7; 16],
             config_digest: 0xdead_beef,
             cookie: &[1; 20],
+            token: &[3; 100],
         });
         round_trip(Frame::Retry {
             nonce: [7; 16],
