@@ -318,13 +318,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn start_server(rt: &Runtime, addr: SocketAddr) -> std::io::Result<Server<Game>> {
-    let server = Server::bind(rt.handles(), addr, ServerConfig::new(channels(), keel_rudp::ServerSecurity::Insecure), |_| {
-        Game {
+    let server = Server::bind(
+        rt.handles(),
+        addr,
+        ServerConfig::new(channels(), keel_rudp::ServerSecurity::Insecure),
+        |_| Game {
             players: Vec::new(),
             tick: 0,
             conns: Vec::new(),
-        }
-    })?;
+        },
+    )?;
     println!("server: listening on {}", server.local_addr());
     Ok(server)
 }

@@ -56,10 +56,6 @@ pub use endpoint::{
     ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, COOKIE_LEN,
     REFUSE_CONFIG_MISMATCH, REFUSE_FULL, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN, REPLAY_CACHE,
 };
-pub use security::{
-    ClientSecurity, ConnectToken, ServerSecurity, TokenClaims, TokenError, TokenMinter, TokenSpec,
-    MAX_TOKEN_ADDRS, MAX_TOKEN_LEN, MAX_USER_DATA, REPLAY_WINDOW, TAG_LEN,
-};
 pub use net::client::{Client, ClientConfig};
 pub use net::handler::{Ctx, Handler};
 pub use net::sender::Sender;
@@ -67,6 +63,10 @@ pub use net::server::{Server, ServerConfig};
 pub use ranges::RangeSet;
 pub use recovery::PACKET_THRESHOLD;
 pub use rtt::{RttEstimator, GRANULARITY};
+pub use security::{
+    ClientSecurity, ConnectToken, ServerSecurity, TokenClaims, TokenError, TokenMinter, TokenSpec,
+    MAX_TOKEN_ADDRS, MAX_TOKEN_LEN, MAX_USER_DATA, REPLAY_WINDOW, TAG_LEN,
+};
 pub use wire::ConnectionId;
 
 /// The guide, `docs/rudp-guide.md`: each of its Rust blocks is a doctest,

@@ -532,11 +532,20 @@ mod tests {
             .mint_with(&spec(), [1; 24], [2; 32], [4; 32])
             .unwrap();
         let c = open_token(&key, &kid, &own, 999, &t.sealed).unwrap();
-        assert_eq!((c.client_id, c.timeout_secs, &c.user_data[..]), (7, 5, &[1, 2, 3][..]));
+        assert_eq!(
+            (c.client_id, c.timeout_secs, &c.user_data[..]),
+            (7, 5, &[1, 2, 3][..])
+        );
         assert_eq!((c.c2s, c.s2c), ([2; 32], [4; 32]));
-        assert_eq!(open_token(&key, &kid, &own, 1000, &t.sealed), Err(TokenError::Expired));
+        assert_eq!(
+            open_token(&key, &kid, &own, 1000, &t.sealed),
+            Err(TokenError::Expired)
+        );
         let other = ["192.0.2.1:4001".parse().unwrap()];
-        assert_eq!(open_token(&key, &kid, &other, 0, &t.sealed), Err(TokenError::WrongServer));
+        assert_eq!(
+            open_token(&key, &kid, &other, 0, &t.sealed),
+            Err(TokenError::WrongServer)
+        );
         let k2 = [5; 32];
         assert_eq!(
             open_token(&k2, &token_key_id(&k2), &own, 0, &t.sealed),
@@ -546,9 +555,15 @@ mod tests {
             let mut bad = t.sealed.clone();
             bad[i] ^= 1;
             let e = open_token(&key, &kid, &own, 0, &bad).unwrap_err();
-            assert!(matches!(e, TokenError::Forged | TokenError::WrongKey), "byte {i}: {e:?}");
+            assert!(
+                matches!(e, TokenError::Forged | TokenError::WrongKey),
+                "byte {i}: {e:?}"
+            );
         }
-        assert_eq!(open_token(&key, &kid, &own, 0, &[]), Err(TokenError::Forged));
+        assert_eq!(
+            open_token(&key, &kid, &own, 0, &[]),
+            Err(TokenError::Forged)
+        );
     }
 
     #[test]
@@ -568,7 +583,10 @@ mod tests {
 
     #[test]
     fn packets_seal_and_open_per_direction() {
-        let keys = SessionKeys { c2s: [1; 32], s2c: [2; 32] };
+        let keys = SessionKeys {
+            c2s: [1; 32],
+            s2c: [2; 32],
+        };
         let cid = ConnectionId([1; 8]);
         let c = PacketCrypto::new(&keys, true, &[9; 16], cid);
         let s = PacketCrypto::new(&keys, false, &[9; 16], cid);
@@ -581,6 +599,10 @@ mod tests {
         assert_eq!(s.open(4, &buf[..n], 6, &mut out), None, "other nonce");
         assert_eq!(c.open(3, &buf[..n], 6, &mut out), None, "own direction");
         buf[0] ^= 1;
-        assert_eq!(s.open(3, &buf[..n], 6, &mut out), None, "header is authenticated");
+        assert_eq!(
+            s.open(3, &buf[..n], 6, &mut out),
+            None,
+            "header is authenticated"
+        );
     }
 }

@@ -200,7 +200,13 @@ fn steady_state_reliable_echo_allocates_nothing_on_the_runtime_thread() {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket.connect(server.local_addr()).unwrap();
     let mut c = RawClient {
-        conn: Connection::connect(cfg, keel_rudp::ClientSecurity::Insecure, [3; 16], Instant::now()).unwrap(),
+        conn: Connection::connect(
+            cfg,
+            keel_rudp::ClientSecurity::Insecure,
+            [3; 16],
+            Instant::now(),
+        )
+        .unwrap(),
         socket,
         buf: vec![0; 1500],
     };

@@ -44,9 +44,19 @@ impl Net {
         let now = Instant::now();
         Net {
             now,
-            client: Connection::connect(client_cfg, keel_rudp::ClientSecurity::Insecure, [seed as u8; 16], now).unwrap(),
+            client: Connection::connect(
+                client_cfg,
+                keel_rudp::ClientSecurity::Insecure,
+                [seed as u8; 16],
+                now,
+            )
+            .unwrap(),
             client_addr: addr("198.51.100.7:40000"),
-            server: Endpoint::new(EndpointConfig::new(5, [9; 32], cfg(), keel_rudp::ServerSecurity::Insecure), now).unwrap(),
+            server: Endpoint::new(
+                EndpointConfig::new(5, [9; 32], cfg(), keel_rudp::ServerSecurity::Insecure),
+                now,
+            )
+            .unwrap(),
             up: Link::new(link.clone(), seed),
             down: Link::new(link, seed + 1),
             client_events: Vec::new(),
@@ -183,7 +193,8 @@ fn never_more_bytes_out_than_in_before_validation() {
     // A hello under 1,200 bytes gets nothing at all.
     let mut reply = [0u8; 1500];
     let mut hello = [0u8; 1500];
-    let mut c = Connection::connect(cfg(), keel_rudp::ClientSecurity::Insecure, [3; 16], net.now).unwrap();
+    let mut c =
+        Connection::connect(cfg(), keel_rudp::ClientSecurity::Insecure, [3; 16], net.now).unwrap();
     let n = c.poll_transmit(net.now, &mut hello).unwrap();
     assert_eq!(n, 1200);
     assert_eq!(
@@ -197,10 +208,15 @@ fn never_more_bytes_out_than_in_before_validation() {
 #[test]
 fn spoofed_sources_allocate_nothing() {
     let now = Instant::now();
-    let mut server = Endpoint::new(EndpointConfig::new(0, [1; 32], cfg(), keel_rudp::ServerSecurity::Insecure), now).unwrap();
+    let mut server = Endpoint::new(
+        EndpointConfig::new(0, [1; 32], cfg(), keel_rudp::ServerSecurity::Insecure),
+        now,
+    )
+    .unwrap();
     let mut hello = [0u8; 1500];
     let mut reply = [0u8; 1500];
-    let mut c = Connection::connect(cfg(), keel_rudp::ClientSecurity::Insecure, [4; 16], now).unwrap();
+    let mut c =
+        Connection::connect(cfg(), keel_rudp::ClientSecurity::Insecure, [4; 16], now).unwrap();
     let n = c.poll_transmit(now, &mut hello).unwrap();
     // 10,000 hellos from 10,000 forged sources: a RETRY each, no state.
     for i in 0..10_000u32 {
@@ -302,8 +318,13 @@ fn a_client_keeps_its_connection_when_its_address_changes() {
 #[test]
 fn a_lost_accept_is_sent_again_without_a_second_connection() {
     let now = Instant::now();
-    let mut server = Endpoint::new(EndpointConfig::new(1, [2; 32], cfg(), keel_rudp::ServerSecurity::Insecure), now).unwrap();
-    let mut c = Connection::connect(cfg(), keel_rudp::ClientSecurity::Insecure, [8; 16], now).unwrap();
+    let mut server = Endpoint::new(
+        EndpointConfig::new(1, [2; 32], cfg(), keel_rudp::ServerSecurity::Insecure),
+        now,
+    )
+    .unwrap();
+    let mut c =
+        Connection::connect(cfg(), keel_rudp::ClientSecurity::Insecure, [8; 16], now).unwrap();
     let from = addr("192.0.2.33:4000");
     let (mut buf, mut reply) = ([0u8; 1500], [0u8; 1500]);
     let n = c.poll_transmit(now, &mut buf).unwrap();

@@ -225,7 +225,13 @@ fn client_socket() -> UdpSocket {
 impl RawClient {
     fn new(server: SocketAddr, cfg: Config) -> Self {
         RawClient {
-            conn: Connection::connect(cfg, keel_rudp::ClientSecurity::Insecure, [9; 16], Instant::now()).unwrap(),
+            conn: Connection::connect(
+                cfg,
+                keel_rudp::ClientSecurity::Insecure,
+                [9; 16],
+                Instant::now(),
+            )
+            .unwrap(),
             socket: client_socket(),
             server,
         }
@@ -362,10 +368,15 @@ fn spoofed_sources_allocate_nothing_before_the_cookie_round_trip() {
     // A valid hello, sent from many sources that never answer the RETRY
     // (as a spoofed source cannot: the RETRY goes to the real owner).
     let mut hello = [0u8; 1500];
-    let n = Connection::connect(config(), keel_rudp::ClientSecurity::Insecure, [5; 16], Instant::now())
-        .unwrap()
-        .poll_transmit(Instant::now(), &mut hello)
-        .unwrap();
+    let n = Connection::connect(
+        config(),
+        keel_rudp::ClientSecurity::Insecure,
+        [5; 16],
+        Instant::now(),
+    )
+    .unwrap()
+    .poll_transmit(Instant::now(), &mut hello)
+    .unwrap();
     assert_eq!(n, 1200);
     let sockets: Vec<UdpSocket> = (0..50)
         .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())

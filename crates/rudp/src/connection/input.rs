@@ -10,8 +10,8 @@ use crate::wire::{
 };
 
 use super::types::{DisconnectReason, Event, Side, State};
-use crate::security::PacketCrypto;
 use super::Connection;
+use crate::security::PacketCrypto;
 
 impl Connection {
     /// Processes one datagram from the peer. Malformed input is counted in

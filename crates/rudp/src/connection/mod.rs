@@ -142,8 +142,7 @@ impl Connection {
         cfg.validate()?;
         let mut order: Vec<u8> = (0..cfg.channels.len()).map(|i| i as u8).collect();
         order.sort_by_key(|&i| cfg.channels[i as usize].priority);
-        let chunk_size =
-            cfg.max_datagram_size
+        let chunk_size = cfg.max_datagram_size
             - SHORT_HEADER_MAX_LEN
             - ACK_ROOM
             - 1

@@ -11,8 +11,8 @@ use crate::wire::{
 };
 
 use super::types::{Side, State};
-use crate::security::TAG_LEN;
 use super::{Connection, ACK_ROOM, MAX_ACK_RANGES_SENT, REDUNDANCY_SCAN};
+use crate::security::TAG_LEN;
 
 impl Connection {
     /// Fills `buf` with the next datagram to send and returns its length,

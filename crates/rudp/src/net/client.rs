@@ -104,7 +104,7 @@ impl<H: Handler> Client<H> {
             os_random()?,
             Instant::now(),
         )
-            .map_err(|e| invalid("connection", e))?;
+        .map_err(|e| invalid("connection", e))?;
         let local = config.local.unwrap_or(match server {
             SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
             SocketAddr::V6(_) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),

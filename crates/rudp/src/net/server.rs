@@ -13,11 +13,11 @@ use keel_udp::{
 
 use crate::config::Config;
 use crate::endpoint::{Endpoint, EndpointConfig, EndpointStats};
-use crate::security::ServerSecurity;
 use crate::net::conns::Conns;
 use crate::net::handler::{Ctx, Handler};
 use crate::net::lane::LaneState;
 use crate::net::sender::{Job, Post};
+use crate::security::ServerSecurity;
 use crate::wire::LONG_HEADER_BIT;
 
 /// Settings of a [`Server`].

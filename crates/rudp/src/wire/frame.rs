@@ -243,7 +243,8 @@ impl<'a> Frame<'a> {
                 let config_digest = r.u64("hello config digest")?;
                 let len = r.varint_max(MAX_COOKIE_LEN as u64, "hello cookie length")? as usize;
                 let cookie = r.bytes(len, "hello cookie")?;
-                let len = r.varint_max(crate::security::MAX_TOKEN_LEN as u64, "hello token length")?
+                let len = r
+                    .varint_max(crate::security::MAX_TOKEN_LEN as u64, "hello token length")?
                     as usize;
                 let token = r.bytes(len, "hello token")?;
                 Frame::Hello {
