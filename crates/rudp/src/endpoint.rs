@@ -1,11 +1,12 @@
 //! The server side of the handshake and the connections of one lane,
 //! routed by connection ID.
 //!
-//! Why one file of about 640 lines: the stateless-cookie handshake and the
-//! connection-ID routing it feeds share the endpoint's key, counters and
-//! tables, and about a third of the lines are the doc comments that state
-//! what is (and is not) allocated for an unvalidated source; split apart,
-//! the anti-spoofing argument would no longer read in one place.
+//! Why one file of about 800 lines: the stateless-cookie handshake, the
+//! connect-token check behind it and the connection-ID routing they feed
+//! share the endpoint's keys, counters and tables, and about a third of
+//! the lines are the doc comments that state what is (and is not)
+//! allocated for an unvalidated source; split apart, the anti-spoofing
+//! argument would no longer read in one place.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;

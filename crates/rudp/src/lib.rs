@@ -24,6 +24,12 @@
 //!   packets steered to their lane by their connection ID, [`Sender`]s to
 //!   send from other threads, sends flushed with keel-udp's batched calls.
 //!   `docs/rudp-guide.md` walks through it.
+//! * Security ([`TokenMinter`], [`ServerSecurity`], [`ClientSecurity`]):
+//!   connect tokens minted by the game's backend and sealed with
+//!   XChaCha20-Poly1305, checked after the cookie round trip; every packet
+//!   after the handshake sealed with ChaCha20-Poly1305 under per-direction
+//!   keys, behind a replay window; insecure mode only by name.
+//!   `docs/security.md` has the threat model.
 //! * [`wire`]: the versioned wire format, documented in `docs/rudp.md`.
 //!
 //! Network input never panics: every decoder returns an error and the
@@ -76,3 +82,8 @@ pub use wire::ConnectionId;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/rudp-guide.md")]
 pub struct Guide;
+
+/// `docs/security.md`: its example of minting a token is a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/security.md")]
+pub struct SecurityDoc;

@@ -393,7 +393,11 @@ fn a_flood_of_spoofed_hellos_allocates_nothing_and_never_amplifies() {
     let st = s.stats();
     assert_eq!(st.hellos, u64::from(FLOOD));
     assert_eq!((st.connections_created, s.connection_count()), (0, 0));
-    assert_eq!(st.retries_sent, u64::from(FLOOD), "each answered by a RETRY, no more");
+    assert_eq!(
+        st.retries_sent,
+        u64::from(FLOOD),
+        "each answered by a RETRY, no more"
+    );
     assert_eq!(st.bad_cookies, u64::from(FLOOD / 3));
     let amplification = bytes_out as f64 / bytes_in as f64;
     println!(
