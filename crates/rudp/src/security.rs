@@ -21,9 +21,11 @@ pub const TAG_LEN: usize = 16;
 pub const MAX_TOKEN_ADDRS: usize = 8;
 /// Bytes of user data a token carries at most.
 pub const MAX_USER_DATA: usize = 256;
-/// Bytes of a sealed token at most (what a HELLO carries).
-pub const MAX_TOKEN_LEN: usize =
-    4 + 8 + 24 + (8 + 4 + 1 + MAX_TOKEN_ADDRS * 18 + 64 + 2 + MAX_USER_DATA) + TAG_LEN;
+pub use crate::wire::MAX_TOKEN_LEN;
+const _: () = assert!(
+    MAX_TOKEN_LEN
+        == 4 + 8 + 24 + (8 + 4 + 1 + MAX_TOKEN_ADDRS * 18 + 64 + 2 + MAX_USER_DATA) + TAG_LEN
+);
 /// Packets the replay window remembers behind the largest received.
 pub const REPLAY_WINDOW: u64 = 1024;
 
@@ -239,7 +241,7 @@ impl TokenMinter {
 
     /// Mints a token with fresh session keys and nonce from the OS.
     pub fn mint(&self, spec: &TokenSpec) -> io::Result<ConnectToken> {
-        let r: [u8; 24 + 64] = crate::net::server::os_random()?;
+        let r: [u8; 24 + 64] = os_random()?;
         let mut nonce = [0u8; 24];
         nonce.copy_from_slice(&r[..24]);
         let mut c2s = [0u8; 32];
@@ -507,6 +509,16 @@ impl ReplayWindow {
         let (w, b) = Self::slot(pn);
         self.bits[w] |= 1 << b;
     }
+}
+
+/// N random bytes from the OS.
+pub(crate) fn os_random<const N: usize>() -> io::Result<[u8; N]> {
+    use std::io::Read;
+    let mut b = [0u8; N];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| io::Error::new(e.kind(), format!("reading /dev/urandom for a key: {e}")))?;
+    Ok(b)
 }
 
 #[cfg(test)]

@@ -61,15 +61,7 @@ impl ServerConfig {
     }
 }
 
-/// 32 random bytes from the OS.
-pub(crate) fn os_random<const N: usize>() -> io::Result<[u8; N]> {
-    use std::io::Read;
-    let mut b = [0u8; N];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(|e| io::Error::new(e.kind(), format!("reading /dev/urandom for a key: {e}")))?;
-    Ok(b)
-}
+pub(crate) use crate::security::os_random;
 
 pub(crate) fn invalid(what: &str, e: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("{what}: {e}"))

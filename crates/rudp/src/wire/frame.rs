@@ -8,6 +8,10 @@ use super::varint;
 pub const MAX_REASON_LEN: usize = 128;
 /// The longest cookie a RETRY or HELLO may carry (bytes).
 pub const MAX_COOKIE_LEN: usize = 64;
+/// Bytes of a sealed connect token at most (what a HELLO carries): key id,
+/// expiry, nonce, then sealed client id, timeout, up to 8 addresses, two
+/// keys, up to 256 bytes of user data, and the tag.
+pub const MAX_TOKEN_LEN: usize = 4 + 8 + 24 + (8 + 4 + 1 + 8 * 18 + 64 + 2 + 256) + 16;
 /// The most additional ranges an ACK frame may carry.
 const MAX_ACK_RANGES: u64 = 256;
 
@@ -243,9 +247,7 @@ impl<'a> Frame<'a> {
                 let config_digest = r.u64("hello config digest")?;
                 let len = r.varint_max(MAX_COOKIE_LEN as u64, "hello cookie length")? as usize;
                 let cookie = r.bytes(len, "hello cookie")?;
-                let len = r
-                    .varint_max(crate::security::MAX_TOKEN_LEN as u64, "hello token length")?
-                    as usize;
+                let len = r.varint_max(MAX_TOKEN_LEN as u64, "hello token length")? as usize;
                 let token = r.bytes(len, "hello token")?;
                 Frame::Hello {
                     nonce,

@@ -13,7 +13,9 @@ pub mod varint;
 
 pub use base::{BufferTooSmall, DecodeError, Reader, Writer, MIN_HELLO_SIZE, VERSION};
 pub(crate) use frame::message_frame_len;
-pub use frame::{AckFrame, AckRangeIter, Frame, FrameType, MAX_COOKIE_LEN, MAX_REASON_LEN};
+pub use frame::{
+    AckFrame, AckRangeIter, Frame, FrameType, MAX_COOKIE_LEN, MAX_REASON_LEN, MAX_TOKEN_LEN,
+};
 pub use header::{
     decode_packet_number, encode_packet_number_len, ConnectionId, Header, LongType,
     LONG_HEADER_BIT, LONG_HEADER_LEN, SHORT_HEADER_MAX_LEN,
