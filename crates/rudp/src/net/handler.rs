@@ -9,6 +9,7 @@ use crate::connection::{DisconnectReason, MessageId, SendError, Stats};
 use crate::endpoint::ConnectionHandle;
 use crate::net::conns::Conns;
 use crate::net::sender::{Post, Sender};
+use crate::security::TokenClaims;
 
 /// What a game does with its connections. Its methods run on the lane that
 /// owns the connection (a server lane, or the client's lane), one at a
@@ -82,6 +83,12 @@ impl Ctx<'_> {
     /// `conn`'s counters and estimates (RTT, loss, queued bytes).
     pub fn stats(&self, conn: ConnectionHandle) -> Option<Stats> {
         self.conns.get(conn).map(|c| c.stats())
+    }
+
+    /// What `conn`'s connect token said (client id, user data), on a
+    /// server that requires tokens; `None` in insecure mode.
+    pub fn token_claims(&self, conn: ConnectionHandle) -> Option<&TokenClaims> {
+        self.conns.get(conn).and_then(|c| c.token_claims())
     }
 
     /// The address `conn`'s packets come from (its latest, on a server).
