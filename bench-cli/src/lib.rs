@@ -16,6 +16,7 @@
 //!   SVG charts;
 //! * [`loopback`], [`client`], [`echo`], [`serve`]: the network run on
 //!   keel-reactor and keel-udp (public API only);
+//! * [`rudp`]: `--protocol rudp`, the echo over keel-rudp connections;
 //! * [`run`]: the entry points of the commands.
 //!
 //! The binary's exit codes are [`EXIT_OK`], [`EXIT_FAILED`] and
@@ -31,6 +32,7 @@ pub mod output;
 pub mod present;
 pub mod procstats;
 pub mod report;
+pub mod rudp;
 pub mod run;
 pub mod serve;
 pub mod stats;
