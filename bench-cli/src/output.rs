@@ -340,6 +340,9 @@ pub struct RunReport {
     /// sent, whole run; 1.0 would be no overhead at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wire_bytes_per_payload_byte: Option<f64>,
+    /// `--kcp-mode` (`--protocol kcp` lines only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kcp_mode: Option<&'static str>,
 }
 
 impl RunReport {
@@ -430,6 +433,7 @@ impl RunReport {
             messages_resent: None,
             redundant_copies: None,
             wire_bytes_per_payload_byte: None,
+            kcp_mode: None,
         }
     }
 

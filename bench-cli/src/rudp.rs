@@ -21,10 +21,9 @@
 //! line has. Socket buffers are not read back (keel-rudp does not expose
 //! them): those fields are null.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use keel_rudp::{
     ChannelConfig, ChannelKind, Client, ClientConfig, Config, ConnectionHandle, Ctx,
@@ -33,21 +32,14 @@ use keel_rudp::{
 use keel_udp::{CounterSnapshot, Impairment, SocketOptions};
 
 use crate::flags::{ChannelChoice, RunConfig};
-use crate::loopback::{runtime_for, sleep_until, DRAIN};
-use crate::message::{decode_header, encode, server_work, verify_fill, Phase};
+use crate::loopback::runtime_for;
+use crate::message::{decode_header, server_work, Phase};
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
-use crate::procstats::{peak_rss_bytes, process_cpu_time};
+use crate::peer::{
+    drive, record, Driver, Job, ServerTally, Tally, COLLECT, UNRELIABLE_LOSS_TIMEOUT,
+};
 use crate::stats::Rtt;
 
-/// How long a message on an unreliable channel may go unanswered before it
-/// counts as lost and (closed loop) frees its window slot.
-pub const UNRELIABLE_LOSS_TIMEOUT: Duration = Duration::from_secs(1);
-/// How long every client has to finish its handshake.
-const HANDSHAKE: Duration = Duration::from_secs(5);
-/// Upper bound on collecting tallies and stats after the drain.
-const COLLECT: Duration = Duration::from_secs(2);
-/// How often the main thread ticks the clients.
-const TICK: Duration = Duration::from_millis(1);
 /// The one channel of a run.
 const CHANNEL: u8 = 0;
 
@@ -129,195 +121,28 @@ impl Handler for EchoPeer {
 
 // ---------------------------------------------------------------- client
 
-/// When the phases start and end.
-#[derive(Clone, Copy, Debug)]
-struct Schedule {
-    start: Instant,
-    measure_start: Instant,
-    measure_end: Instant,
-}
-
-/// One client's counts, added up over the clients at the end.
-#[derive(Clone, Debug, Default)]
-struct Tally {
-    messages_sent: u64,
-    messages: u64,
-    send_rejections: u64,
-    content_errors: u64,
-    order_errors: u64,
-    unexpected: u64,
-    late: u64,
-    lost: u64,
-    warmup_lost: u64,
-    warmup_errors: u64,
-    disconnects: u64,
-    disconnect_reason: Option<String>,
-    /// Message bytes sent, whole run.
-    sent_bytes: u64,
-}
-
-impl Tally {
-    fn add(&mut self, o: &Tally) {
-        self.messages_sent += o.messages_sent;
-        self.messages += o.messages;
-        self.send_rejections += o.send_rejections;
-        self.content_errors += o.content_errors;
-        self.order_errors += o.order_errors;
-        self.unexpected += o.unexpected;
-        self.late += o.late;
-        self.lost += o.lost;
-        self.warmup_lost += o.warmup_lost;
-        self.warmup_errors += o.warmup_errors;
-        self.disconnects += o.disconnects;
-        self.sent_bytes += o.sent_bytes;
-        if self.disconnect_reason.is_none() {
-            self.disconnect_reason.clone_from(&o.disconnect_reason);
-        }
-    }
-}
-
-/// A client's end of the echo.
+/// A client's end of the echo over its keel-rudp connection.
 struct BenchPeer {
-    id: u32,
-    payload: usize,
-    window: usize,
-    rate: Option<u32>,
-    channel: ChannelChoice,
+    driver: Driver,
     conn: Option<ConnectionHandle>,
-    schedule: Option<Schedule>,
-    /// Sequence → (sent at, phase).
-    outstanding: HashMap<u64, (Instant, Phase)>,
-    next_seq: u64,
-    /// Highest sequence echoed, per phase (order checks).
-    highest: [Option<u64>; 2],
-    buf: Vec<u8>,
-    tally: Tally,
-    rtt: Rtt,
     connected: Arc<AtomicUsize>,
-    drained: Arc<AtomicUsize>,
-    done: bool,
 }
 
 impl BenchPeer {
-    fn start(&mut self, ctx: &mut Ctx<'_>, schedule: Schedule) {
-        self.schedule = Some(schedule);
-        self.pump(ctx);
-    }
-
-    /// Sends what is due, gives up on lost unreliable messages, and says
-    /// when this client has nothing left in flight after the phase.
-    fn tick(&mut self, ctx: &mut Ctx<'_>) {
-        let now = Instant::now();
-        if !self.channel.reliable() {
-            let tally = &mut self.tally;
-            self.outstanding.retain(|_, (at, phase)| {
-                let keep = now.saturating_duration_since(*at) < UNRELIABLE_LOSS_TIMEOUT;
-                if !keep {
-                    match phase {
-                        Phase::Measured => tally.lost += 1,
-                        Phase::Warmup => tally.warmup_lost += 1,
-                    }
-                }
-                keep
-            });
-        }
-        self.pump(ctx);
-    }
-
     fn pump(&mut self, ctx: &mut Ctx<'_>) {
-        let (Some(s), Some(conn)) = (self.schedule, self.conn) else {
+        let Some(conn) = self.conn else {
             return;
         };
-        let now = Instant::now();
-        if now < s.measure_end {
-            match self.rate {
-                None => {
-                    while self.outstanding.len() < self.window {
-                        if !self.send_one(ctx, conn, now, s) {
-                            break;
-                        }
-                    }
-                }
-                Some(hz) => {
-                    let due = (now.duration_since(s.start).as_secs_f64() * f64::from(hz)) as u64;
-                    while self.next_seq < due + 1 {
-                        if !self.send_one(ctx, conn, now, s) {
-                            break;
-                        }
-                    }
-                }
-            }
-        } else if self.outstanding.is_empty() && !self.done {
-            self.done = true;
-            self.drained.fetch_add(1, Ordering::Release);
-        }
+        self.driver
+            .pump(&mut |msg| ctx.send(conn, CHANNEL, msg).is_ok());
     }
 
-    fn send_one(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        conn: ConnectionHandle,
-        now: Instant,
-        s: Schedule,
-    ) -> bool {
-        let phase = if now < s.measure_start {
-            Phase::Warmup
-        } else {
-            Phase::Measured
-        };
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        encode(&mut self.buf, phase, self.id, seq);
-        match ctx.send(conn, CHANNEL, &self.buf) {
-            Ok(_) => {
-                self.outstanding.insert(seq, (now, phase));
-                self.tally.sent_bytes += self.payload as u64;
-                if phase == Phase::Measured {
-                    self.tally.messages_sent += 1;
-                }
-                true
-            }
-            Err(_) => {
-                match phase {
-                    Phase::Measured => self.tally.send_rejections += 1,
-                    Phase::Warmup => self.tally.warmup_errors += 1,
-                }
-                false
-            }
+    fn job(&mut self, ctx: &mut Ctx<'_>, job: Job) {
+        match job {
+            Job::Start(s) => self.driver.start(s),
+            Job::Tick => self.driver.expire(Instant::now()),
         }
-    }
-
-    fn check(&mut self, data: &[u8], now: Instant) -> Result<(), ()> {
-        let h = decode_header(data).map_err(|_| self.tally.content_errors += 1)?;
-        if h.client != self.id || data.len() != self.payload || !verify_fill(data, &h) {
-            self.tally.content_errors += 1;
-            return Err(());
-        }
-        let Some((sent, phase)) = self.outstanding.remove(&h.seq) else {
-            if h.seq < self.next_seq {
-                self.tally.late += 1;
-            } else {
-                self.tally.unexpected += 1;
-            }
-            return Err(());
-        };
-        let slot = usize::from(phase == Phase::Measured);
-        let in_order = self.highest[slot].is_none_or(|hi| h.seq > hi);
-        if in_order {
-            self.highest[slot] = Some(h.seq);
-        }
-        match phase {
-            Phase::Warmup if !in_order && self.channel.ordered() => self.tally.warmup_errors += 1,
-            Phase::Warmup => {}
-            Phase::Measured => {
-                if !in_order && self.channel.ordered() {
-                    self.tally.order_errors += 1;
-                }
-                self.tally.messages += 1;
-                self.rtt.record(now.saturating_duration_since(sent));
-            }
-        }
-        Ok(())
+        self.pump(ctx);
     }
 }
 
@@ -329,20 +154,18 @@ impl Handler for BenchPeer {
     }
 
     fn message(&mut self, ctx: &mut Ctx<'_>, _: ConnectionHandle, _: u8, data: &[u8]) {
-        let _ = self.check(data, Instant::now());
+        self.driver.echo(data, Instant::now());
         self.pump(ctx);
     }
 
     fn disconnected(&mut self, _: &mut Ctx<'_>, _: ConnectionHandle, reason: &DisconnectReason) {
         self.conn = None;
-        self.tally.disconnects += 1;
-        if self.tally.disconnect_reason.is_none() {
-            self.tally.disconnect_reason = Some(format!("{reason:?}"));
+        let t = &mut self.driver.tally;
+        t.disconnects += 1;
+        if t.disconnect_reason.is_none() {
+            t.disconnect_reason = Some(format!("a keel-rudp connection ended: {reason:?}"));
         }
-        if !self.done {
-            self.done = true;
-            self.drained.fetch_add(1, Ordering::Release);
-        }
+        self.driver.finished();
     }
 }
 
@@ -408,22 +231,9 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             ..(**imp).clone()
         });
         let peer = BenchPeer {
-            id,
-            payload: cfg.payload as usize,
-            window: cfg.window as usize,
-            rate: cfg.rate_hz,
-            channel: cfg.channel,
+            driver: Driver::new(cfg, id, drained.clone()),
             conn: None,
-            schedule: None,
-            outstanding: HashMap::with_capacity(cfg.window as usize * 2),
-            next_seq: 0,
-            highest: [None, None],
-            buf: vec![0; cfg.payload as usize],
-            tally: Tally::default(),
-            rtt: Rtt::new(),
             connected: connected.clone(),
-            drained: drained.clone(),
-            done: false,
         };
         let reactor = rt
             .reactor(id as usize % rt.reactors())
@@ -433,7 +243,12 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         clients.push(client);
     }
 
-    let result = drive(cfg, report, &clients, &connected, &drained);
+    let post = |job: Job| {
+        for c in &clients {
+            c.post(move |h, ctx| h.job(ctx, job));
+        }
+    };
+    let result = drive(cfg, report, clients.len(), &connected, &drained, &post);
     let (tally, rtt, client_stats, client_udp) = collect_clients(&clients);
     let server_stats = collect_server(&server);
     for c in &clients {
@@ -443,7 +258,12 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     server.stop();
     let stopped = rt.stop();
 
-    record(report, &tally, &counts, &rtt);
+    let server_tally = ServerTally {
+        delivered: counts.delivered.load(Ordering::Relaxed),
+        invalid: counts.invalid.load(Ordering::Relaxed),
+        send_rejections: counts.send_rejections.load(Ordering::Relaxed),
+    };
+    record(report, &tally, server_tally, &rtt);
     if let Ok(elapsed) = result {
         // After `record`: throughput is messages over elapsed.
         report.set_throughput(elapsed);
@@ -474,78 +294,11 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     }
     if let Some(reason) = &tally.disconnect_reason {
         return Err(format!(
-            "disconnect_errors = {}: a keel-rudp connection ended: {reason}",
+            "disconnect_errors = {}: {reason}",
             tally.disconnects
         ));
     }
     Ok(())
-}
-
-/// Waits for the handshakes, then ticks the clients through the warm-up,
-/// the measured phase and the drain, measuring time and CPU.
-fn drive(
-    cfg: &RunConfig,
-    report: &mut RunReport,
-    clients: &[Client<BenchPeer>],
-    connected: &AtomicUsize,
-    drained: &AtomicUsize,
-) -> Result<Duration, String> {
-    let n = clients.len();
-    let handshake_deadline = Instant::now() + HANDSHAKE;
-    while connected.load(Ordering::Acquire) < n {
-        if Instant::now() >= handshake_deadline {
-            return Err(format!(
-                "{} of {n} keel-rudp clients finished the handshake within {HANDSHAKE:?}",
-                connected.load(Ordering::Acquire)
-            ));
-        }
-        std::thread::sleep(TICK);
-    }
-    let start = Instant::now();
-    let measure_start = start + Duration::from_secs_f64(cfg.warmup);
-    let measure_end = measure_start + Duration::from_secs_f64(cfg.seconds);
-    let schedule = Schedule {
-        start,
-        measure_start,
-        measure_end,
-    };
-    for c in clients {
-        c.post(move |h, ctx| h.start(ctx, schedule));
-    }
-    let drain_deadline = measure_end + DRAIN;
-    let mut cpu_start = None;
-    let mut wall_start = None;
-    let mut next = start;
-    let drained_at = loop {
-        let now = Instant::now();
-        if wall_start.is_none() && now >= measure_start {
-            cpu_start = process_cpu_time();
-            wall_start = Some(now);
-        }
-        if now >= measure_end && drained.load(Ordering::Acquire) >= n {
-            break Some(now);
-        }
-        if now >= drain_deadline {
-            break None;
-        }
-        for c in clients {
-            c.post(|h, ctx| h.tick(ctx));
-        }
-        next += TICK;
-        sleep_until(next.max(Instant::now()));
-    };
-    let cpu_end = process_cpu_time();
-    let wall = wall_start.map_or(Duration::ZERO, |w| w.elapsed());
-    if drained_at.is_none() {
-        report.drain_timeouts = 1;
-    }
-    let end = drained_at.unwrap_or(drain_deadline);
-    let elapsed = end.saturating_duration_since(measure_start);
-    if let (Some(a), Some(b)) = (cpu_start, cpu_end) {
-        report.set_cpu(b.saturating_sub(a), wall);
-    }
-    report.peak_rss_bytes = peak_rss_bytes();
-    Ok(elapsed)
 }
 
 /// Every client's tally (what is still outstanding counts as lost), RTT
@@ -555,15 +308,9 @@ fn collect_clients(clients: &[Client<BenchPeer>]) -> (Tally, Rtt, StatSum, Count
     for c in clients {
         let tx = tx.clone();
         c.post(move |h, ctx| {
-            let mut t = std::mem::take(&mut h.tally);
-            for (_, phase) in h.outstanding.values() {
-                match phase {
-                    Phase::Measured => t.lost += 1,
-                    Phase::Warmup => t.warmup_lost += 1,
-                }
-            }
+            let (t, rtt) = h.driver.take();
             let stats = h.conn.and_then(|c| ctx.stats(c));
-            let _ = tx.send((t, std::mem::take(&mut h.rtt), stats));
+            let _ = tx.send((t, rtt, stats));
         });
     }
     drop(tx);
@@ -628,22 +375,4 @@ fn collect_server(server: &Server<EchoPeer>) -> StatSum {
         total.bytes_sent += s.bytes_sent;
     }
     total
-}
-
-fn record(report: &mut RunReport, tally: &Tally, counts: &ServerCounts, rtt: &Rtt) {
-    report.messages_sent = tally.messages_sent;
-    report.messages = tally.messages;
-    report.client_send_rejections = tally.send_rejections;
-    report.content_errors = tally.content_errors;
-    report.order_errors = tally.order_errors;
-    report.unexpected_messages = tally.unexpected + counts.invalid.load(Ordering::Relaxed);
-    report.disconnect_errors = tally.disconnects;
-    report.udp_lost_messages = tally.lost;
-    report.late_echoes = Some(tally.late);
-    report.udp_lost_warmup_messages = Some(tally.warmup_lost);
-    report.warmup_errors = tally.warmup_errors;
-    report.warmup_ok = tally.warmup_errors == 0;
-    report.server_send_rejections = Some(counts.send_rejections.load(Ordering::Relaxed));
-    report.messages_delivered = Some(counts.delivered.load(Ordering::Relaxed));
-    report.set_rtt(&rtt.summary());
 }

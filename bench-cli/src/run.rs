@@ -11,6 +11,7 @@ pub fn run(cfg: &RunConfig) -> RunReport {
     match cfg.protocol {
         Protocol::Udp => crate::loopback::run(cfg),
         Protocol::Rudp => crate::rudp::run(cfg),
+        Protocol::Kcp => crate::kcp::run(cfg),
     }
 }
 

@@ -154,5 +154,83 @@ fn rudp_flags_are_checked() {
         "--connect",
     );
     let e = bad(&["--protocol", "quic"], "--protocol");
-    assert!(e.contains("udp or rudp"), "{e}");
+    assert!(e.contains("udp, rudp or kcp"), "{e}");
+}
+
+fn kcp(args: &[&str]) -> (i32, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
+        .args(["--protocol", "kcp", "--format", "json"])
+        .args(args)
+        .output()
+        .expect("keel-bench runs");
+    let line = String::from_utf8(out.stdout).expect("utf-8");
+    let v: Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("{e}: {line}"));
+    (out.status.code().unwrap_or(-1), v)
+}
+
+#[test]
+fn kcp_echoes_in_both_modes_and_through_loss() {
+    for mode in ["fast", "default"] {
+        let (code, v) = kcp(&["--kcp-mode", mode, "--seconds", "0.4", "--warmup", "0"]);
+        assert_eq!(code, 0, "{v}");
+        assert_eq!(v["ok"], true, "{v}");
+        assert_eq!(v["protocol"], "kcp");
+        assert_eq!(v["kcp_mode"], mode);
+        assert!(u(&v, "messages") > 0, "{v}");
+        assert_eq!(u(&v, "messages"), u(&v, "messages_delivered"), "{v}");
+        // KCP sends at its flush interval: 10 ms fast, 100 ms default.
+        let floor = if mode == "fast" { 9_000.0 } else { 90_000.0 };
+        assert!(v["rtt_p50_us"].as_f64().unwrap() >= floor, "{v}");
+    }
+    let (code, v) = kcp(&[
+        "--rate",
+        "60",
+        "--clients",
+        "2",
+        "--payload",
+        "400",
+        "--seconds",
+        "0.5",
+        "--warmup",
+        "0",
+        "--impair",
+        "loss=0.2,delay=2ms,seed=1",
+        "--impair-server",
+        "loss=0.2,delay=2ms,seed=2",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["ok"], true, "{v}");
+    assert!(u(&v, "conditioner_dropped") > 0, "{v}");
+    assert_eq!(u(&v, "messages"), u(&v, "messages_sent"), "{v}");
+    assert!(v["wire_bytes_per_payload_byte"].as_f64().unwrap() > 1.0);
+}
+
+#[test]
+fn kcp_flags_are_checked() {
+    let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
+        .args(["--protocol", "kcp", "--channel", "unreliable"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("reliable-ordered only"),
+        "{v}"
+    );
+    for args in [
+        &["--protocol", "kcp", "--kcp-mode", "turbo"][..],
+        &["--protocol", "rudp", "--kcp-mode", "fast"][..],
+        &["--kcp-mode", "fast"][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v["error"].as_str().unwrap().contains("--kcp-mode"), "{v}");
+    }
 }

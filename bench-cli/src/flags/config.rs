@@ -59,6 +59,8 @@ pub enum Protocol {
     Udp,
     /// keel-rudp connections and channels over keel-udp.
     Rudp,
+    /// KCP (a peer for comparison) over keel-udp sockets.
+    Kcp,
 }
 
 impl Protocol {
@@ -67,6 +69,28 @@ impl Protocol {
         match self {
             Protocol::Udp => "udp",
             Protocol::Rudp => "rudp",
+            Protocol::Kcp => "kcp",
+        }
+    }
+}
+
+/// `--kcp-mode`: which KCP configuration `--protocol kcp` runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum KcpMode {
+    /// nodelay 1, interval 10 ms, resend 2, no congestion window.
+    #[default]
+    Fast,
+    /// KCP's defaults: nodelay 0, interval 100 ms, resend 0, congestion
+    /// window on.
+    Default,
+}
+
+impl KcpMode {
+    /// Name as written on the command line and in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KcpMode::Fast => "fast",
+            KcpMode::Default => "default",
         }
     }
 }
@@ -327,6 +351,8 @@ pub struct RunConfig {
     /// `--rate`: messages per client per second, open loop; `None` = the
     /// closed-loop echo (`--protocol rudp` only).
     pub rate_hz: Option<u32>,
+    /// `--kcp-mode` (`--protocol kcp` only).
+    pub kcp_mode: KcpMode,
 }
 
 impl Default for RunConfig {
@@ -353,6 +379,7 @@ impl Default for RunConfig {
             format: OutputFormat::Auto,
             channel: ChannelChoice::ReliableOrdered,
             rate_hz: None,
+            kcp_mode: KcpMode::Fast,
         }
     }
 }

@@ -7,10 +7,10 @@
 use std::path::PathBuf;
 
 use super::config::{
-    AddressFamily, Command, FullPolicyChoice, IoModel, LaneSteeringChoice, OutputFormat, Protocol,
-    ReportConfig, RunConfig, ServeConfig, DEFAULT_BATCH, DEFAULT_IO_THREADS, DEFAULT_MAX_SESSIONS,
-    DEFAULT_SERVER_LANES, DEFAULT_SERVE_IDLE_TIMEOUT, DEFAULT_WORK, MAX_IN_FLIGHT_BYTES,
-    MAX_MAX_SESSIONS, MIN_PAYLOAD,
+    AddressFamily, ChannelChoice, Command, FullPolicyChoice, IoModel, LaneSteeringChoice,
+    OutputFormat, Protocol, ReportConfig, RunConfig, ServeConfig, DEFAULT_BATCH,
+    DEFAULT_IO_THREADS, DEFAULT_MAX_SESSIONS, DEFAULT_SERVER_LANES, DEFAULT_SERVE_IDLE_TIMEOUT,
+    DEFAULT_WORK, MAX_IN_FLIGHT_BYTES, MAX_MAX_SESSIONS, MIN_PAYLOAD,
 };
 use super::error::FlagError;
 use super::number::{parse_seconds, parse_u32, parse_uint};
@@ -18,8 +18,8 @@ use super::raw::{RawArgs, RawFlag};
 use super::table::{find_flag, Subcommand};
 use super::values::{
     parse_addr, parse_batch, parse_channel, parse_family, parse_format, parse_full_policy,
-    parse_idle_timeout, parse_impair, parse_io_model, parse_lane_steering, parse_lanes,
-    parse_payload, parse_protocol, parse_server_rcvbuf, parse_threads, parse_work,
+    parse_idle_timeout, parse_impair, parse_io_model, parse_kcp_mode, parse_lane_steering,
+    parse_lanes, parse_payload, parse_protocol, parse_server_rcvbuf, parse_threads, parse_work,
 };
 
 /// Validates [`RawArgs`] into a [`Command`]: values, ranges, scope of each
@@ -132,16 +132,31 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
 /// knobs.
 fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError> {
     if cfg.protocol == Protocol::Udp {
-        for name in ["channel", "rate"] {
+        for name in ["channel", "rate", "kcp-mode"] {
             if has(raw, name) {
                 return Err(FlagError::new(
                     format!("--{name}"),
-                    "applies to --protocol rudp only (the UDP echo has no channels and \
-                     runs closed loop)",
+                    "applies to --protocol rudp and kcp only (the UDP echo has no channels \
+                     and runs closed loop)",
                 ));
             }
         }
         return Ok(());
+    }
+    if cfg.protocol == Protocol::Rudp && has(raw, "kcp-mode") {
+        return Err(FlagError::new(
+            "--kcp-mode",
+            "applies to --protocol kcp only",
+        ));
+    }
+    if cfg.protocol == Protocol::Kcp && cfg.channel != ChannelChoice::ReliableOrdered {
+        return Err(FlagError::new(
+            "--channel",
+            format!(
+                "--protocol kcp accepts reliable-ordered only (KCP's one delivery mode), got {}",
+                cfg.channel.as_str()
+            ),
+        ));
     }
     let udp_only = [
         "connect",
@@ -189,6 +204,7 @@ fn set_run_flag(cfg: &mut RunConfig, name: &str, v: &str) -> Result<(), FlagErro
         "impair-server" => cfg.impair_server = parse_impair("impair-server", v)?,
         "format" => cfg.format = parse_format(v)?,
         "channel" => cfg.channel = parse_channel(v)?,
+        "kcp-mode" => cfg.kcp_mode = parse_kcp_mode(v)?,
         "rate" => cfg.rate_hz = Some(parse_u32("rate", v, 1, 10_000)?),
         other => unreachable!("flag --{other} is not in the run scope"),
     }
@@ -390,6 +406,7 @@ mod tests {
             "payload" => "64",
             "format" => "both",
             "channel" => "unreliable",
+            "kcp-mode" => "default",
             "impair" | "impair-server" => "loss=0.1,delay=1ms",
             _ => "1",
         };
@@ -401,6 +418,8 @@ mod tests {
             };
             if f.for_run() && ["channel", "rate"].contains(&f.name) {
                 parse(vec!["--protocol", "rudp", arg.as_str()]).unwrap();
+            } else if f.name == "kcp-mode" {
+                parse(vec!["--protocol", "kcp", arg.as_str()]).unwrap();
             } else if f.for_run() && f.name != "connect" {
                 parse(vec![arg.as_str()]).unwrap();
             }

@@ -9,8 +9,8 @@ use std::time::Duration;
 use keel_udp::Impairment;
 
 use super::config::{
-    AddressFamily, ChannelChoice, FullPolicyChoice, IoModel, LaneSteeringChoice, OutputFormat,
-    Protocol, MAX_IDLE_TIMEOUT_SECS, MAX_PAYLOAD_IPV4, MAX_PAYLOAD_IPV6, MIN_PAYLOAD,
+    AddressFamily, ChannelChoice, FullPolicyChoice, IoModel, KcpMode, LaneSteeringChoice,
+    OutputFormat, Protocol, MAX_IDLE_TIMEOUT_SECS, MAX_PAYLOAD_IPV4, MAX_PAYLOAD_IPV6, MIN_PAYLOAD,
 };
 use super::error::FlagError;
 use super::number::{parse_seconds, parse_u32, parse_uint};
@@ -139,12 +139,26 @@ pub(crate) fn parse_protocol(value: &str) -> Result<Protocol, FlagError> {
     match value {
         "udp" => Ok(Protocol::Udp),
         "rudp" => Ok(Protocol::Rudp),
+        "kcp" => Ok(Protocol::Kcp),
         _ => Err(FlagError::new(
             "--protocol",
             format!(
-                "expected udp or rudp, got {value:?}: keel-bench supports udp (the UDP \
-                 part of arknet's benchmark) and rudp (keel-rudp); arknet's tcp is not supported"
+                "expected udp, rudp or kcp, got {value:?}: keel-bench supports udp (the UDP \
+                 part of arknet's benchmark), rudp (keel-rudp) and kcp (KCP as a peer); \
+                 arknet's tcp is not supported"
             ),
+        )),
+    }
+}
+
+/// `--kcp-mode`: `fast` or `default`.
+pub(crate) fn parse_kcp_mode(value: &str) -> Result<KcpMode, FlagError> {
+    match value {
+        "fast" => Ok(KcpMode::Fast),
+        "default" => Ok(KcpMode::Default),
+        _ => Err(FlagError::new(
+            "--kcp-mode",
+            format!("expected fast or default, got {value:?}"),
         )),
     }
 }
