@@ -5,10 +5,11 @@
 //! KCP is driven the way its own simulation drives it: `update` every
 //! millisecond (it flushes every `interval`), `input` for each datagram,
 //! then `recv` until empty. A message is one KCP message (KCP fragments
-//! what exceeds its MTU). `--kcp-mode fast` is KCP's fast configuration
-//! (nodelay 1, interval 10 ms, resend 2, no congestion window), `default`
-//! its defaults (nodelay 0, interval 100 ms, resend 0, congestion window);
-//! both with 128-packet windows, as in KCP's published test. KCP has one
+//! what exceeds its MTU). `--kcp-mode` picks one of the three modes of
+//! KCP's published test (its `test.cpp`): `fast` (nodelay 1, interval
+//! 10 ms, resend 2, no congestion window), `default` (nodelay 0, interval
+//! 10 ms, resend 0, congestion window) and `normal` (default without the
+//! congestion window); all with 128-packet windows, as there. KCP has one
 //! delivery mode, reliable and ordered: `--channel` must be
 //! `reliable-ordered`.
 //!
@@ -83,7 +84,8 @@ fn new_kcp(conv: u32, mode: KcpMode, out: Out) -> Kcp {
     let mut k = Kcp::new(conv, out);
     match mode {
         KcpMode::Fast => k.set_nodelay(true, 10, 2, true),
-        KcpMode::Default => k.set_nodelay(false, 100, 0, false),
+        KcpMode::Default => k.set_nodelay(false, 10, 0, false),
+        KcpMode::Normal => k.set_nodelay(false, 10, 0, true),
     }
     k.set_wndsize(WINDOW, WINDOW);
     k

@@ -80,9 +80,12 @@ pub enum KcpMode {
     /// nodelay 1, interval 10 ms, resend 2, no congestion window.
     #[default]
     Fast,
-    /// KCP's defaults: nodelay 0, interval 100 ms, resend 0, congestion
-    /// window on.
+    /// KCP's "default mode" of its published test: nodelay 0, interval
+    /// 10 ms, resend 0, congestion window on.
     Default,
+    /// KCP's "normal mode" of its published test: as default, without the
+    /// congestion window.
+    Normal,
 }
 
 impl KcpMode {
@@ -91,6 +94,7 @@ impl KcpMode {
         match self {
             KcpMode::Fast => "fast",
             KcpMode::Default => "default",
+            KcpMode::Normal => "normal",
         }
     }
 }

@@ -151,14 +151,15 @@ pub(crate) fn parse_protocol(value: &str) -> Result<Protocol, FlagError> {
     }
 }
 
-/// `--kcp-mode`: `fast` or `default`.
+/// `--kcp-mode`: `fast`, `default` or `normal`.
 pub(crate) fn parse_kcp_mode(value: &str) -> Result<KcpMode, FlagError> {
     match value {
         "fast" => Ok(KcpMode::Fast),
         "default" => Ok(KcpMode::Default),
+        "normal" => Ok(KcpMode::Normal),
         _ => Err(FlagError::new(
             "--kcp-mode",
-            format!("expected fast or default, got {value:?}"),
+            format!("expected fast, default or normal, got {value:?}"),
         )),
     }
 }
