@@ -3,6 +3,7 @@
 
 use std::process::Command;
 
+use keel_bench::output::{KEEL_FIELDS, REFERENCE_FIELDS};
 use serde_json::Value;
 
 fn run(args: &[&str]) -> (i32, Value) {
@@ -43,7 +44,40 @@ fn every_channel_echoes_without_loss() {
         let wire = v["wire_bytes_per_payload_byte"].as_f64().unwrap();
         assert!((1.0..1.5).contains(&wire), "{v}");
         assert!(v["rtt_p99_us"].as_f64().unwrap() > 0.0);
+        // Every field of the UDP line, then the rudp additions.
+        let obj = v.as_object().unwrap();
+        for f in REFERENCE_FIELDS.iter().chain(KEEL_FIELDS) {
+            assert!(obj.contains_key(*f), "{f} missing: {v}");
+        }
+        for f in RUDP_FIELDS {
+            assert!(obj.contains_key(*f), "{f} missing: {v}");
+        }
+        assert!(!obj.contains_key("kcp_mode"), "{v}");
     }
+}
+
+/// What only a rudp (or kcp) line has.
+const RUDP_FIELDS: &[&str] = &[
+    "channel",
+    "rate_hz",
+    "messages_delivered",
+    "messages_resent",
+    "redundant_copies",
+    "wire_bytes_per_payload_byte",
+];
+
+#[test]
+fn the_udp_line_has_none_of_the_rudp_fields() {
+    let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
+        .args(["--seconds", "0.05", "--warmup", "0", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let obj = v.as_object().unwrap();
+    for f in RUDP_FIELDS.iter().chain(&["kcp_mode"]) {
+        assert!(!obj.contains_key(*f), "{f} in a UDP line: {v}");
+    }
+    assert_eq!(obj.len(), REFERENCE_FIELDS.len() + KEEL_FIELDS.len(), "{v}");
 }
 
 #[test]
