@@ -16,6 +16,9 @@
 //!   SVG charts;
 //! * [`loopback`], [`client`], [`echo`], [`serve`]: the network run on
 //!   keel-reactor and keel-udp (public API only);
+//! * [`peer`]: the client side and phases shared by rudp and kcp;
+//! * [`kcp`]: `--protocol kcp`, the same echo over KCP (a peer);
+//! * [`rudp`]: `--protocol rudp`, the echo over keel-rudp connections;
 //! * [`run`]: the entry points of the commands.
 //!
 //! The binary's exit codes are [`EXIT_OK`], [`EXIT_FAILED`] and
@@ -25,12 +28,15 @@ pub mod client;
 pub mod echo;
 pub mod flags;
 pub mod human;
+pub mod kcp;
 pub mod loopback;
 pub mod message;
 pub mod output;
+pub mod peer;
 pub mod present;
 pub mod procstats;
 pub mod report;
+pub mod rudp;
 pub mod run;
 pub mod serve;
 pub mod stats;

@@ -316,6 +316,33 @@ pub struct RunReport {
     /// `"peer-port"` (clients bound to ports whose lane runs on their own
     /// context); `null` when no server runs here.
     pub lane_steering: Option<&'static str>,
+
+    // ---- --protocol rudp only: absent from a UDP run's line ----
+    /// `--channel`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel: Option<&'static str>,
+    /// `--rate` (open loop); JSON null in a closed-loop rudp run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_hz: Option<Option<u32>>,
+    /// Measured-phase messages the server received (each once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages_delivered: Option<u64>,
+    /// Chunks resent after a loss, both ends, whole run (keel-rudp's
+    /// `Stats::retransmissions`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages_resent: Option<u64>,
+    /// Redundant copies of small reliable messages, both ends, whole run
+    /// (`Stats::redundant_copies`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redundant_copies: Option<u64>,
+    /// UDP payload bytes both ends sent (`Stats::bytes_sent`: headers,
+    /// acks, resends, redundancy, keepalives) over the message bytes they
+    /// sent, whole run; 1.0 would be no overhead at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wire_bytes_per_payload_byte: Option<f64>,
+    /// `--kcp-mode` (`--protocol kcp` lines only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kcp_mode: Option<&'static str>,
 }
 
 impl RunReport {
@@ -400,6 +427,13 @@ impl RunReport {
             conditioner_dropped: None,
             conditioner_duplicated: None,
             lane_steering: None,
+            channel: None,
+            rate_hz: None,
+            messages_delivered: None,
+            messages_resent: None,
+            redundant_copies: None,
+            wire_bytes_per_payload_byte: None,
+            kcp_mode: None,
         }
     }
 
@@ -414,6 +448,7 @@ impl RunReport {
             local.then_some(v)
         }
         RunReport {
+            protocol: cfg.protocol.as_str(),
             address_family: Some(cfg.address_family.as_str()),
             payload_bytes: Some(cfg.payload),
             clients: Some(cfg.clients),

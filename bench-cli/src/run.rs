@@ -1,14 +1,18 @@
 //! Entry points of the binary's commands: the run, the server alone, the
 //! report.
 
-use crate::flags::{ReportConfig, RunConfig, ServeConfig};
+use crate::flags::{Protocol, ReportConfig, RunConfig, ServeConfig};
 use crate::output::RunReport;
 use crate::serve::ServeSummary;
 
 /// Runs the benchmark described by `cfg` and returns its report, with
 /// [`RunReport::finish`] applied (so `ok` decides the exit code).
 pub fn run(cfg: &RunConfig) -> RunReport {
-    crate::loopback::run(cfg)
+    match cfg.protocol {
+        Protocol::Udp => crate::loopback::run(cfg),
+        Protocol::Rudp => crate::rudp::run(cfg),
+        Protocol::Kcp => crate::kcp::run(cfg),
+    }
 }
 
 /// Serves echoes as described by `cfg` until its `--seconds` elapse or the

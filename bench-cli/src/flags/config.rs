@@ -51,18 +51,93 @@ pub const DEFAULT_MAX_SESSIONS: u32 = 65_536;
 /// Largest `serve --max-sessions` (sessions per lane; the table grows as
 /// peers arrive, so the bound costs nothing until it is used).
 pub const MAX_MAX_SESSIONS: u32 = 1 << 24;
-/// Transport under test. keel-bench measures UDP only.
+/// Transport under test.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Protocol {
-    /// UDP datagrams.
+    /// UDP datagrams (arknet's benchmark).
     #[default]
     Udp,
+    /// keel-rudp connections and channels over keel-udp.
+    Rudp,
+    /// KCP (a peer for comparison) over keel-udp sockets.
+    Kcp,
 }
 
 impl Protocol {
     /// Name as written on the command line and in the JSON.
     pub fn as_str(self) -> &'static str {
-        "udp"
+        match self {
+            Protocol::Udp => "udp",
+            Protocol::Rudp => "rudp",
+            Protocol::Kcp => "kcp",
+        }
+    }
+}
+
+/// `--kcp-mode`: which KCP configuration `--protocol kcp` runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum KcpMode {
+    /// nodelay 1, interval 10 ms, resend 2, no congestion window.
+    #[default]
+    Fast,
+    /// KCP's "default mode" of its published test: nodelay 0, interval
+    /// 10 ms, resend 0, congestion window on.
+    Default,
+    /// KCP's "normal mode" of its published test: as default, without the
+    /// congestion window.
+    Normal,
+}
+
+impl KcpMode {
+    /// Name as written on the command line and in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KcpMode::Fast => "fast",
+            KcpMode::Default => "default",
+            KcpMode::Normal => "normal",
+        }
+    }
+}
+
+/// `--channel`: the keel-rudp channel kind the messages and echoes use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ChannelChoice {
+    /// Resent until acknowledged, delivered once, in order.
+    #[default]
+    ReliableOrdered,
+    /// Resent until acknowledged, delivered once, as soon as complete.
+    ReliableUnordered,
+    /// Never resent; never older after newer.
+    UnreliableSequenced,
+    /// Never resent; as it arrives.
+    Unreliable,
+}
+
+impl ChannelChoice {
+    /// Name as written on the command line and in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelChoice::ReliableOrdered => "reliable-ordered",
+            ChannelChoice::ReliableUnordered => "reliable-unordered",
+            ChannelChoice::UnreliableSequenced => "unreliable-sequenced",
+            ChannelChoice::Unreliable => "unreliable",
+        }
+    }
+
+    /// True when every message is resent until delivered.
+    pub fn reliable(self) -> bool {
+        matches!(
+            self,
+            ChannelChoice::ReliableOrdered | ChannelChoice::ReliableUnordered
+        )
+    }
+
+    /// True when a message never arrives after a later one.
+    pub fn ordered(self) -> bool {
+        matches!(
+            self,
+            ChannelChoice::ReliableOrdered | ChannelChoice::UnreliableSequenced
+        )
     }
 }
 
@@ -275,6 +350,13 @@ pub struct RunConfig {
     pub lane_steering: LaneSteeringChoice,
     /// `--format`: the JSON line, a human summary, or both.
     pub format: OutputFormat,
+    /// `--channel` (`--protocol rudp` only).
+    pub channel: ChannelChoice,
+    /// `--rate`: messages per client per second, open loop; `None` = the
+    /// closed-loop echo (`--protocol rudp` only).
+    pub rate_hz: Option<u32>,
+    /// `--kcp-mode` (`--protocol kcp` only).
+    pub kcp_mode: KcpMode,
 }
 
 impl Default for RunConfig {
@@ -299,6 +381,9 @@ impl Default for RunConfig {
             impair_server: None,
             lane_steering: LaneSteeringChoice::Auto,
             format: OutputFormat::Auto,
+            channel: ChannelChoice::ReliableOrdered,
+            rate_hz: None,
+            kcp_mode: KcpMode::Fast,
         }
     }
 }

@@ -116,7 +116,10 @@ pub const IDLE_TIMEOUT_ACCEPTED: &str =
 
 /// Every flag keel-bench knows, in `--help` order.
 pub const FLAGS: &[FlagSpec] = &[
-    spec("protocol", "NAME", "udp", "udp (arknet's tcp is not supported)", "transport", RUN),
+    spec("protocol", "NAME", "udp", "udp, rudp, kcp (arknet's tcp is not supported)", "transport: udp = arknet's datagram echo; rudp = keel: the same echo over keel-rudp connections (see --channel, --rate); kcp = the same echo over KCP on keel-udp sockets, a peer for comparison (see --kcp-mode)", RUN),
+    spec("channel", "KIND", "reliable-ordered", "reliable-ordered, reliable-unordered, unreliable-sequenced, unreliable", "keel, --protocol rudp: the channel messages and their echoes use (kcp: reliable-ordered only)", RUN),
+    spec("kcp-mode", "MODE", "fast", "fast, default, normal", "keel, --protocol kcp, the three modes of KCP's published test: fast = nodelay 1, interval 10 ms, resend 2, no congestion window; default = nodelay 0, interval 10 ms, resend 0, congestion window; normal = default without the congestion window; 128-packet windows", RUN),
+    spec("rate", "HZ", "off (closed loop)", "1..=10000", "keel, --protocol rudp or kcp: open loop, each client sends HZ messages per second (a game tick) whatever comes back; the rtt_* percentiles are then the delivery latency of message and echo", RUN),
     spec("address-family", "FAMILY", "ipv4", "ipv4 (127.0.0.1), ipv6 (::1)", "loopback address family; with --connect, must match the address", RUN),
     spec("payload", "BYTES", "1024", "16..=65507 (ipv6: 16..=65527)", "bytes per datagram, 16-byte header included", RUN),
     spec("clients", "N", "1", "1..=1024", "client sockets, one each", RUN),

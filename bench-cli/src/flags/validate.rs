@@ -7,19 +7,19 @@
 use std::path::PathBuf;
 
 use super::config::{
-    AddressFamily, Command, FullPolicyChoice, IoModel, LaneSteeringChoice, OutputFormat,
-    ReportConfig, RunConfig, ServeConfig, DEFAULT_BATCH, DEFAULT_IO_THREADS, DEFAULT_MAX_SESSIONS,
-    DEFAULT_SERVER_LANES, DEFAULT_SERVE_IDLE_TIMEOUT, DEFAULT_WORK, MAX_IN_FLIGHT_BYTES,
-    MAX_MAX_SESSIONS, MIN_PAYLOAD,
+    AddressFamily, ChannelChoice, Command, FullPolicyChoice, IoModel, LaneSteeringChoice,
+    OutputFormat, Protocol, ReportConfig, RunConfig, ServeConfig, DEFAULT_BATCH,
+    DEFAULT_IO_THREADS, DEFAULT_MAX_SESSIONS, DEFAULT_SERVER_LANES, DEFAULT_SERVE_IDLE_TIMEOUT,
+    DEFAULT_WORK, MAX_IN_FLIGHT_BYTES, MAX_MAX_SESSIONS, MIN_PAYLOAD,
 };
 use super::error::FlagError;
 use super::number::{parse_seconds, parse_u32, parse_uint};
 use super::raw::{RawArgs, RawFlag};
 use super::table::{find_flag, Subcommand};
 use super::values::{
-    parse_addr, parse_batch, parse_family, parse_format, parse_full_policy, parse_idle_timeout,
-    parse_impair, parse_io_model, parse_lane_steering, parse_lanes, parse_payload, parse_protocol,
-    parse_server_rcvbuf, parse_threads, parse_work,
+    parse_addr, parse_batch, parse_channel, parse_family, parse_format, parse_full_policy,
+    parse_idle_timeout, parse_impair, parse_io_model, parse_kcp_mode, parse_lane_steering,
+    parse_lanes, parse_payload, parse_protocol, parse_server_rcvbuf, parse_threads, parse_work,
 };
 
 /// Validates [`RawArgs`] into a [`Command`]: values, ranges, scope of each
@@ -123,7 +123,60 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
     }
     check_payload_fits(&cfg)?;
     check_bytes_in_flight(&cfg)?;
+    check_protocol_flags(raw, &cfg)?;
     Ok(cfg)
+}
+
+/// `--channel` and `--rate` belong to `--protocol rudp`; a keel-rudp run
+/// has no `--connect` (there is no keel-rudp `serve`) and no UDP-only
+/// knobs.
+fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError> {
+    if cfg.protocol == Protocol::Udp {
+        for name in ["channel", "rate", "kcp-mode"] {
+            if has(raw, name) {
+                return Err(FlagError::new(
+                    format!("--{name}"),
+                    "applies to --protocol rudp and kcp only (the UDP echo has no channels \
+                     and runs closed loop)",
+                ));
+            }
+        }
+        return Ok(());
+    }
+    if cfg.protocol == Protocol::Rudp && has(raw, "kcp-mode") {
+        return Err(FlagError::new(
+            "--kcp-mode",
+            "applies to --protocol kcp only",
+        ));
+    }
+    if cfg.protocol == Protocol::Kcp && cfg.channel != ChannelChoice::ReliableOrdered {
+        return Err(FlagError::new(
+            "--channel",
+            format!(
+                "--protocol kcp accepts reliable-ordered only (KCP's one delivery mode), got {}",
+                cfg.channel.as_str()
+            ),
+        ));
+    }
+    let udp_only = [
+        "connect",
+        "batch",
+        "lane-steering",
+        "udp-server-receive-buffer",
+        "loss-timeout",
+    ];
+    match udp_only.into_iter().find(|name| has(raw, name)) {
+        None => Ok(()),
+        Some(name) => Err(FlagError::new(
+            format!("--{name}"),
+            format!(
+                "applies to --protocol udp only, not {} (accepted with it: --channel, --rate, \
+                 --payload, --clients, --window, --seconds, --warmup, --io-model, --io-threads, \
+                 --work, --server-lanes, --impair, --impair-server, --format)",
+                cfg.protocol.as_str()
+            ),
+        )),
+    }
 }
 
 /// Parses one run flag's value into `cfg` (ranges of the flag alone).
@@ -150,6 +203,9 @@ fn set_run_flag(cfg: &mut RunConfig, name: &str, v: &str) -> Result<(), FlagErro
         "impair" => cfg.impair = parse_impair("impair", v)?,
         "impair-server" => cfg.impair_server = parse_impair("impair-server", v)?,
         "format" => cfg.format = parse_format(v)?,
+        "channel" => cfg.channel = parse_channel(v)?,
+        "kcp-mode" => cfg.kcp_mode = parse_kcp_mode(v)?,
+        "rate" => cfg.rate_hz = Some(parse_u32("rate", v, 1, 10_000)?),
         other => unreachable!("flag --{other} is not in the run scope"),
     }
     Ok(())
@@ -349,6 +405,8 @@ mod tests {
             "out" => "dir",
             "payload" => "64",
             "format" => "both",
+            "channel" => "unreliable",
+            "kcp-mode" => "default",
             "impair" | "impair-server" => "loss=0.1,delay=1ms",
             _ => "1",
         };
@@ -358,7 +416,11 @@ mod tests {
             } else {
                 format!("--{}={}", f.name, sample(f.name))
             };
-            if f.for_run() && f.name != "connect" {
+            if f.for_run() && ["channel", "rate"].contains(&f.name) {
+                parse(vec!["--protocol", "rudp", arg.as_str()]).unwrap();
+            } else if f.name == "kcp-mode" {
+                parse(vec!["--protocol", "kcp", arg.as_str()]).unwrap();
+            } else if f.for_run() && f.name != "connect" {
                 parse(vec![arg.as_str()]).unwrap();
             }
             if f.for_serve() {

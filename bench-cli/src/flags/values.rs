@@ -9,8 +9,8 @@ use std::time::Duration;
 use keel_udp::Impairment;
 
 use super::config::{
-    AddressFamily, FullPolicyChoice, IoModel, LaneSteeringChoice, OutputFormat, Protocol,
-    MAX_IDLE_TIMEOUT_SECS, MAX_PAYLOAD_IPV4, MAX_PAYLOAD_IPV6, MIN_PAYLOAD,
+    AddressFamily, ChannelChoice, FullPolicyChoice, IoModel, KcpMode, LaneSteeringChoice,
+    OutputFormat, Protocol, MAX_IDLE_TIMEOUT_SECS, MAX_PAYLOAD_IPV4, MAX_PAYLOAD_IPV6, MIN_PAYLOAD,
 };
 use super::error::FlagError;
 use super::number::{parse_seconds, parse_u32, parse_uint};
@@ -134,18 +134,51 @@ pub(crate) fn parse_full_policy(value: &str) -> Result<FullPolicyChoice, FlagErr
     }
 }
 
-/// `--protocol`: only `udp`.
+/// `--protocol`: `udp` or `rudp`.
 pub(crate) fn parse_protocol(value: &str) -> Result<Protocol, FlagError> {
-    if value == "udp" {
-        return Ok(Protocol::Udp);
+    match value {
+        "udp" => Ok(Protocol::Udp),
+        "rudp" => Ok(Protocol::Rudp),
+        "kcp" => Ok(Protocol::Kcp),
+        _ => Err(FlagError::new(
+            "--protocol",
+            format!(
+                "expected udp, rudp or kcp, got {value:?}: keel-bench supports udp (the UDP \
+                 part of arknet's benchmark), rudp (keel-rudp) and kcp (KCP as a peer); \
+                 arknet's tcp is not supported"
+            ),
+        )),
     }
-    Err(FlagError::new(
-        "--protocol",
-        format!(
-            "expected udp, got {value:?}: keel-bench supports only udp \
-             (the UDP part of arknet's benchmark)"
-        ),
-    ))
+}
+
+/// `--kcp-mode`: `fast`, `default` or `normal`.
+pub(crate) fn parse_kcp_mode(value: &str) -> Result<KcpMode, FlagError> {
+    match value {
+        "fast" => Ok(KcpMode::Fast),
+        "default" => Ok(KcpMode::Default),
+        "normal" => Ok(KcpMode::Normal),
+        _ => Err(FlagError::new(
+            "--kcp-mode",
+            format!("expected fast, default or normal, got {value:?}"),
+        )),
+    }
+}
+
+/// `--channel`: a keel-rudp channel kind.
+pub(crate) fn parse_channel(value: &str) -> Result<ChannelChoice, FlagError> {
+    match value {
+        "reliable-ordered" => Ok(ChannelChoice::ReliableOrdered),
+        "reliable-unordered" => Ok(ChannelChoice::ReliableUnordered),
+        "unreliable-sequenced" => Ok(ChannelChoice::UnreliableSequenced),
+        "unreliable" => Ok(ChannelChoice::Unreliable),
+        _ => Err(FlagError::new(
+            "--channel",
+            format!(
+                "expected reliable-ordered, reliable-unordered, unreliable-sequenced or \
+                 unreliable, got {value:?}"
+            ),
+        )),
+    }
 }
 
 /// `--address-family`: `ipv4` or `ipv6`.

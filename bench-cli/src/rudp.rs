@@ -1,0 +1,378 @@
+//! `--protocol rudp`: the echo over keel-rudp connections, in this process.
+//!
+//! The server is a keel-rudp [`Server`] whose handler validates each
+//! message, runs `--work` rounds and sends it back on the channel it came
+//! on (`--channel`). Each client is a keel-rudp [`Client`]; once every
+//! handshake is done the run starts, and each client either keeps
+//! `--window` messages in flight (closed loop, the UDP mode's shape) or
+//! sends `--rate` messages per second whatever comes back (open loop, a
+//! game tick). Messages are the UDP mode's (`crate::message`): header,
+//! deterministic fill, checked byte for byte on the way back.
+//!
+//! The main thread paces the run: it posts a tick to every client each
+//! millisecond (sends due in open loop; unreliable channels give up a
+//! message after [`UNRELIABLE_LOSS_TIMEOUT`]) until the measured phase and
+//! its drain are over. `--impair` and `--impair-server` are keel-udp's link
+//! conditioner on the send path of the sockets under keel-rudp.
+//!
+//! Reported like the UDP mode (same fields, same meaning where they apply),
+//! plus `channel`, `rate_hz`, `messages_delivered`, `messages_resent`,
+//! `redundant_copies` and `wire_bytes_per_payload_byte`, which only a rudp
+//! line has. Socket buffers are not read back (keel-rudp does not expose
+//! them): those fields are null.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use keel_rudp::{
+    ChannelConfig, ChannelKind, Client, ClientConfig, Config, ConnectionHandle, Ctx,
+    DisconnectReason, Handler, Server, ServerConfig, Stats,
+};
+use keel_udp::{CounterSnapshot, Impairment, SocketOptions};
+
+use crate::flags::{ChannelChoice, RunConfig};
+use crate::loopback::runtime_for;
+use crate::message::{decode_header, server_work, Phase};
+use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
+use crate::peer::{
+    drive, record, Driver, Job, ServerTally, Tally, COLLECT, UNRELIABLE_LOSS_TIMEOUT,
+};
+use crate::stats::Rtt;
+
+/// The one channel of a run.
+const CHANNEL: u8 = 0;
+
+/// The connection settings both ends use: one channel of `--channel`'s
+/// kind; messages may be as large as `--payload`.
+pub fn connection_config(cfg: &RunConfig) -> Config {
+    let kind = match cfg.channel {
+        ChannelChoice::ReliableOrdered => ChannelKind::ReliableOrdered,
+        ChannelChoice::ReliableUnordered => ChannelKind::ReliableUnordered,
+        ChannelChoice::UnreliableSequenced => ChannelKind::UnreliableSequenced,
+        ChannelChoice::Unreliable => ChannelKind::Unreliable,
+    };
+    let mut config = Config::new(vec![ChannelConfig::new(kind)]);
+    let in_flight = (cfg.window as usize).max(64) * cfg.payload as usize;
+    config.max_message_size = config.max_message_size.max(cfg.payload as usize);
+    config.max_send_buffer = config.max_send_buffer.max(4 * in_flight);
+    config.max_recv_buffer = config.max_recv_buffer.max(4 * in_flight);
+    config
+}
+
+fn socket_options() -> SocketOptions {
+    SocketOptions {
+        send_buffer: Some(UDP_SEND_BUFFER_REQUEST as usize),
+        recv_buffer: Some(UDP_RECEIVE_BUFFER_REQUEST as usize),
+        ..SocketOptions::default()
+    }
+}
+
+// ---------------------------------------------------------------- server
+
+/// What the echo server counts, shared with the run.
+#[derive(Default)]
+struct ServerCounts {
+    /// Measured-phase messages received.
+    delivered: AtomicU64,
+    /// Messages with a bad header.
+    invalid: AtomicU64,
+    /// Echoes keel-rudp refused.
+    send_rejections: AtomicU64,
+    /// Message bytes echoed (whole run).
+    echoed_bytes: AtomicU64,
+    /// Sink of the server's work.
+    sink: AtomicU64,
+}
+
+struct EchoPeer {
+    work: u64,
+    counts: Arc<ServerCounts>,
+}
+
+impl Handler for EchoPeer {
+    fn message(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle, channel: u8, data: &[u8]) {
+        match decode_header(data) {
+            Ok(h) if h.phase == Phase::Measured => {
+                self.counts.delivered.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(_) => {}
+            Err(_) => {
+                self.counts.invalid.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        if self.work > 0 {
+            let r = server_work(data, self.work);
+            self.counts.sink.fetch_xor(r, Ordering::Relaxed);
+        }
+        match ctx.send(conn, channel, data) {
+            Ok(_) => {
+                self.counts
+                    .echoed_bytes
+                    .fetch_add(data.len() as u64, Ordering::Relaxed);
+            }
+            Err(_) => {
+                self.counts.send_rejections.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- client
+
+/// A client's end of the echo over its keel-rudp connection.
+struct BenchPeer {
+    driver: Driver,
+    conn: Option<ConnectionHandle>,
+    connected: Arc<AtomicUsize>,
+}
+
+impl BenchPeer {
+    fn pump(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(conn) = self.conn else {
+            return;
+        };
+        self.driver
+            .pump(&mut |msg| ctx.send(conn, CHANNEL, msg).is_ok());
+    }
+
+    fn job(&mut self, ctx: &mut Ctx<'_>, job: Job) {
+        match job {
+            Job::Start(s) => self.driver.start(s),
+            Job::Tick => self.driver.expire(Instant::now()),
+        }
+        self.pump(ctx);
+    }
+}
+
+impl Handler for BenchPeer {
+    fn connected(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle) {
+        self.conn = Some(conn);
+        self.connected.fetch_add(1, Ordering::Release);
+        self.pump(ctx);
+    }
+
+    fn message(&mut self, ctx: &mut Ctx<'_>, _: ConnectionHandle, _: u8, data: &[u8]) {
+        self.driver.echo(data, Instant::now());
+        self.pump(ctx);
+    }
+
+    fn disconnected(&mut self, _: &mut Ctx<'_>, _: ConnectionHandle, reason: &DisconnectReason) {
+        self.conn = None;
+        let t = &mut self.driver.tally;
+        t.disconnects += 1;
+        if t.disconnect_reason.is_none() {
+            t.disconnect_reason = Some(format!("a keel-rudp connection ended: {reason:?}"));
+        }
+        self.driver.finished();
+    }
+}
+
+// ---------------------------------------------------------------- the run
+
+/// Runs the keel-rudp echo and returns its report with `ok` decided.
+pub fn run(cfg: &RunConfig) -> RunReport {
+    let mut report = RunReport::new(cfg);
+    report.channel = Some(cfg.channel.as_str());
+    report.rate_hz = Some(cfg.rate_hz);
+    report.batch = None;
+    report.udp_server_receive_buffer_requested_bytes = Some(UDP_RECEIVE_BUFFER_REQUEST);
+    report.loss_timeout_ms =
+        (!cfg.channel.reliable()).then_some(UNRELIABLE_LOSS_TIMEOUT.as_millis() as u64);
+    if let Err(e) = run_into(cfg, &mut report) {
+        report.error = Some(e);
+    }
+    report.finish();
+    report
+}
+
+/// Stats summed over connections.
+#[derive(Default)]
+struct StatSum {
+    retransmissions: u64,
+    redundant_copies: u64,
+    bytes_sent: u64,
+}
+
+impl StatSum {
+    fn add(&mut self, s: &Stats) {
+        self.retransmissions += s.retransmissions;
+        self.redundant_copies += s.redundant_copies;
+        self.bytes_sent += s.bytes_sent;
+    }
+}
+
+fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
+    let rt = runtime_for(cfg.io_model, cfg.io_threads)
+        .map_err(|e| format!("starting the runtime: {e}"))?;
+    let counts = Arc::new(ServerCounts::default());
+    let mut sc = ServerConfig::new(connection_config(cfg));
+    sc.lanes = cfg.server_lanes as usize;
+    sc.max_connections = sc.max_connections.max(cfg.clients as usize);
+    sc.udp.socket = socket_options();
+    sc.udp.send_impairment = cfg.impair_server.as_deref().cloned();
+    let work = cfg.work;
+    let server_counts = counts.clone();
+    let server = Server::bind(rt.handles(), cfg.server_addr(), sc, move |_| EchoPeer {
+        work,
+        counts: server_counts.clone(),
+    })
+    .map_err(|e| format!("starting the keel-rudp echo server: {e}"))?;
+
+    let connected = Arc::new(AtomicUsize::new(0));
+    let drained = Arc::new(AtomicUsize::new(0));
+    let mut clients = Vec::with_capacity(cfg.clients as usize);
+    for id in 0..cfg.clients {
+        let mut cc = ClientConfig::new(connection_config(cfg));
+        cc.udp.socket = socket_options();
+        cc.udp.send_impairment = cfg.impair.as_ref().map(|imp| Impairment {
+            seed: imp.seed.wrapping_add(u64::from(id)),
+            ..(**imp).clone()
+        });
+        let peer = BenchPeer {
+            driver: Driver::new(cfg, id, drained.clone()),
+            conn: None,
+            connected: connected.clone(),
+        };
+        let reactor = rt
+            .reactor(id as usize % rt.reactors())
+            .expect("context index in range");
+        let client = Client::connect(reactor, server.local_addr(), cc, peer)
+            .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
+        clients.push(client);
+    }
+
+    let post = |job: Job| {
+        for c in &clients {
+            c.post(move |h, ctx| h.job(ctx, job));
+        }
+    };
+    let result = drive(cfg, report, clients.len(), &connected, &drained, &post);
+    let (tally, rtt, client_stats, client_udp) = collect_clients(&clients);
+    let server_stats = collect_server(&server);
+    for c in &clients {
+        c.stop();
+    }
+    let server_udp = server.udp_counters();
+    server.stop();
+    let stopped = rt.stop();
+
+    let server_tally = ServerTally {
+        delivered: counts.delivered.load(Ordering::Relaxed),
+        invalid: counts.invalid.load(Ordering::Relaxed),
+        send_rejections: counts.send_rejections.load(Ordering::Relaxed),
+    };
+    record(report, &tally, server_tally, &rtt);
+    if let Ok(elapsed) = result {
+        // After `record`: throughput is messages over elapsed.
+        report.set_throughput(elapsed);
+    }
+    let stats = {
+        let mut s = client_stats;
+        s.retransmissions += server_stats.retransmissions;
+        s.redundant_copies += server_stats.redundant_copies;
+        s.bytes_sent += server_stats.bytes_sent;
+        s
+    };
+    report.messages_resent = Some(stats.retransmissions);
+    report.redundant_copies = Some(stats.redundant_copies);
+    let payload_bytes = tally.sent_bytes + counts.echoed_bytes.load(Ordering::Relaxed);
+    report.wire_bytes_per_payload_byte =
+        (payload_bytes > 0).then(|| stats.bytes_sent as f64 / payload_bytes as f64);
+    report.kernel_rcvbuf_drops = Some(client_udp.kernel_drops + server_udp.kernel_drops);
+    report.conditioner_dropped =
+        Some(client_udp.conditioner_dropped + server_udp.conditioner_dropped);
+    report.conditioner_duplicated =
+        Some(client_udp.conditioner_duplicated + server_udp.conditioner_duplicated);
+    report.client_send_completion_errors = client_udp.send_errors;
+    report.server_send_completion_errors = Some(server_udp.send_errors);
+    result?;
+    if let Err(e) = stopped {
+        report.callback_exceptions += 1;
+        return Err(format!("a handler failed: {e}"));
+    }
+    if let Some(reason) = &tally.disconnect_reason {
+        return Err(format!(
+            "disconnect_errors = {}: {reason}",
+            tally.disconnects
+        ));
+    }
+    Ok(())
+}
+
+/// Every client's tally (what is still outstanding counts as lost), RTT
+/// samples, connection stats and socket counters.
+fn collect_clients(clients: &[Client<BenchPeer>]) -> (Tally, Rtt, StatSum, CounterSnapshot) {
+    let (tx, rx) = mpsc::channel();
+    for c in clients {
+        let tx = tx.clone();
+        c.post(move |h, ctx| {
+            let (t, rtt) = h.driver.take();
+            let stats = h.conn.and_then(|c| ctx.stats(c));
+            let _ = tx.send((t, rtt, stats));
+        });
+    }
+    drop(tx);
+    let mut tally = Tally::default();
+    let mut rtt = Rtt::new();
+    let mut sum = StatSum::default();
+    let deadline = Instant::now() + COLLECT;
+    let mut got = 0;
+    while got < clients.len() {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok((t, r, s)) => {
+                tally.add(&t);
+                rtt.merge(&r);
+                if let Some(s) = s {
+                    sum.add(&s);
+                }
+                got += 1;
+            }
+            Err(_) => break,
+        }
+    }
+    let mut udp = CounterSnapshot::default();
+    for c in clients {
+        let k = c.udp_counters();
+        udp.kernel_drops += k.kernel_drops;
+        udp.conditioner_dropped += k.conditioner_dropped;
+        udp.conditioner_duplicated += k.conditioner_duplicated;
+        udp.send_errors += k.send_errors;
+    }
+    if got < clients.len() {
+        tally.disconnects += (clients.len() - got) as u64;
+        tally
+            .disconnect_reason
+            .get_or_insert_with(|| format!("{} clients did not report", clients.len() - got));
+    }
+    (tally, rtt, sum, udp)
+}
+
+/// The server connections' stats, summed over lanes.
+fn collect_server(server: &Server<EchoPeer>) -> StatSum {
+    let (tx, rx) = mpsc::channel();
+    for lane in 0..server.lanes() {
+        let tx = tx.clone();
+        server.post(lane, move |_, ctx| {
+            let mut conns = Vec::new();
+            ctx.connections(&mut conns);
+            let mut sum = StatSum::default();
+            for c in conns {
+                if let Some(s) = ctx.stats(c) {
+                    sum.add(&s);
+                }
+            }
+            let _ = tx.send(sum);
+        });
+    }
+    drop(tx);
+    let mut total = StatSum::default();
+    let deadline = Instant::now() + COLLECT;
+    while let Ok(s) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        total.retransmissions += s.retransmissions;
+        total.redundant_copies += s.redundant_copies;
+        total.bytes_sent += s.bytes_sent;
+    }
+    total
+}
