@@ -26,8 +26,8 @@ use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use keel_rudp::{
-    ChannelConfig, ChannelKind, Client, ClientConfig, Config, ConnectionHandle, Ctx,
-    DisconnectReason, Handler, Server, ServerConfig, Stats,
+    ChannelConfig, ChannelKind, Client, ClientConfig, ClientSecurity, Config, ConnectionHandle,
+    Ctx, DisconnectReason, Handler, Server, ServerConfig, ServerSecurity, Stats,
 };
 use keel_udp::{CounterSnapshot, Impairment, SocketOptions};
 
@@ -207,7 +207,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let rt = runtime_for(cfg.io_model, cfg.io_threads)
         .map_err(|e| format!("starting the runtime: {e}"))?;
     let counts = Arc::new(ServerCounts::default());
-    let mut sc = ServerConfig::new(connection_config(cfg));
+    let mut sc = ServerConfig::new(connection_config(cfg), ServerSecurity::Insecure);
     sc.lanes = cfg.server_lanes as usize;
     sc.max_connections = sc.max_connections.max(cfg.clients as usize);
     sc.udp.socket = socket_options();
@@ -224,7 +224,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let drained = Arc::new(AtomicUsize::new(0));
     let mut clients = Vec::with_capacity(cfg.clients as usize);
     for id in 0..cfg.clients {
-        let mut cc = ClientConfig::new(connection_config(cfg));
+        let mut cc = ClientConfig::new(connection_config(cfg), ClientSecurity::Insecure);
         cc.udp.socket = socket_options();
         cc.udp.send_impairment = cfg.impair.as_ref().map(|imp| Impairment {
             seed: imp.seed.wrapping_add(u64::from(id)),
