@@ -343,6 +343,11 @@ pub struct RunReport {
     /// `--kcp-mode` (`--protocol kcp` lines only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kcp_mode: Option<&'static str>,
+    /// `--encrypt` (`--protocol rudp` lines only): connect tokens and
+    /// ChaCha20-Poly1305 on every packet, or keel-rudp's explicit insecure
+    /// mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encrypted: Option<bool>,
 }
 
 impl RunReport {
@@ -434,6 +439,7 @@ impl RunReport {
             redundant_copies: None,
             wire_bytes_per_payload_byte: None,
             kcp_mode: None,
+            encrypted: None,
         }
     }
 

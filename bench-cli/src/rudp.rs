@@ -25,9 +25,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
+use std::net::SocketAddr;
+
 use keel_rudp::{
     ChannelConfig, ChannelKind, Client, ClientConfig, ClientSecurity, Config, ConnectionHandle,
-    Ctx, DisconnectReason, Handler, Server, ServerConfig, ServerSecurity, Stats,
+    Ctx, DisconnectReason, Handler, Server, ServerConfig, ServerSecurity, Stats, TokenMinter,
+    TokenSpec,
 };
 use keel_udp::{CounterSnapshot, Impairment, SocketOptions};
 
@@ -175,6 +178,7 @@ impl Handler for BenchPeer {
 pub fn run(cfg: &RunConfig) -> RunReport {
     let mut report = RunReport::new(cfg);
     report.channel = Some(cfg.channel.as_str());
+    report.encrypted = Some(cfg.encrypt);
     report.rate_hz = Some(cfg.rate_hz);
     report.batch = None;
     report.udp_server_receive_buffer_requested_bytes = Some(UDP_RECEIVE_BUFFER_REQUEST);
@@ -203,18 +207,85 @@ impl StatSum {
     }
 }
 
+/// `--encrypt`: a backend's key that mints each client a connect token for
+/// the server's address, or keel-rudp's explicit insecure mode.
+enum Security {
+    Insecure,
+    Tokens {
+        minter: TokenMinter,
+        key: [u8; 32],
+        server: SocketAddr,
+    },
+}
+
+impl Security {
+    fn server(&self) -> ServerSecurity {
+        match self {
+            Security::Insecure => ServerSecurity::Insecure,
+            Security::Tokens { key, server, .. } => ServerSecurity::Tokens {
+                key: *key,
+                public_addrs: vec![*server],
+            },
+        }
+    }
+
+    fn client(&self, id: u32) -> Result<ClientSecurity, String> {
+        match self {
+            Security::Insecure => Ok(ClientSecurity::Insecure),
+            Security::Tokens { minter, server, .. } => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let spec = TokenSpec {
+                    server_addrs: vec![*server],
+                    expires_at: now + 3600,
+                    client_id: u64::from(id),
+                    timeout_secs: 10,
+                    user_data: Vec::new(),
+                };
+                let token = minter
+                    .mint(&spec)
+                    .map_err(|e| format!("--encrypt: minting client {id}'s token: {e}"))?;
+                Ok(ClientSecurity::Token(token))
+            }
+        }
+    }
+}
+
+/// The server's address and security. A token names the server's address,
+/// so with `--encrypt` a free port is picked first (bound, then released:
+/// a benchmark on loopback can live with that small race).
+fn server_security(cfg: &RunConfig) -> Result<(SocketAddr, Security), String> {
+    if !cfg.encrypt {
+        return Ok((cfg.server_addr(), Security::Insecure));
+    }
+    let probe = std::net::UdpSocket::bind(cfg.server_addr())
+        .and_then(|s| s.local_addr())
+        .map_err(|e| format!("--encrypt: picking the server's port: {e}"))?;
+    let key: [u8; 32] = std::array::from_fn(|i| (i as u8).wrapping_mul(73).wrapping_add(19));
+    Ok((
+        probe,
+        Security::Tokens {
+            minter: TokenMinter::new(key),
+            key,
+            server: probe,
+        },
+    ))
+}
+
 fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let rt = runtime_for(cfg.io_model, cfg.io_threads)
         .map_err(|e| format!("starting the runtime: {e}"))?;
     let counts = Arc::new(ServerCounts::default());
-    let mut sc = ServerConfig::new(connection_config(cfg), ServerSecurity::Insecure);
+    let (server_addr, security) = server_security(cfg)?;
+    let mut sc = ServerConfig::new(connection_config(cfg), security.server());
     sc.lanes = cfg.server_lanes as usize;
     sc.max_connections = sc.max_connections.max(cfg.clients as usize);
     sc.udp.socket = socket_options();
     sc.udp.send_impairment = cfg.impair_server.as_deref().cloned();
     let work = cfg.work;
     let server_counts = counts.clone();
-    let server = Server::bind(rt.handles(), cfg.server_addr(), sc, move |_| EchoPeer {
+    let server = Server::bind(rt.handles(), server_addr, sc, move |_| EchoPeer {
         work,
         counts: server_counts.clone(),
     })
@@ -224,7 +295,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let drained = Arc::new(AtomicUsize::new(0));
     let mut clients = Vec::with_capacity(cfg.clients as usize);
     for id in 0..cfg.clients {
-        let mut cc = ClientConfig::new(connection_config(cfg), ClientSecurity::Insecure);
+        let mut cc = ClientConfig::new(connection_config(cfg), security.client(id)?);
         cc.udp.socket = socket_options();
         cc.udp.send_impairment = cfg.impair.as_ref().map(|imp| Impairment {
             seed: imp.seed.wrapping_add(u64::from(id)),

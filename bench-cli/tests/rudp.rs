@@ -267,3 +267,32 @@ fn kcp_flags_are_checked() {
         assert!(v["error"].as_str().unwrap().contains("--kcp-mode"), "{v}");
     }
 }
+
+/// `--encrypt` connects every client with a connect token and seals every
+/// packet; the line says so. KCP has no such mode.
+#[test]
+fn encrypt_runs_keel_rudp_with_tokens_and_sealed_packets() {
+    for (extra, want) in [(None, false), (Some("--encrypt"), true)] {
+        let mut args = vec!["--protocol", "rudp", "--clients", "2", "--seconds", "0.2"];
+        args.extend(["--warmup", "0", "--format", "json"]);
+        args.extend(extra);
+        let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["ok"], true, "{v}");
+        assert_eq!(v["encrypted"], want, "{v}");
+        assert!(v["messages"].as_u64().unwrap() > 0, "{v}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
+        .args(["--protocol", "kcp", "--encrypt", "--seconds", "0.1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--encrypt")
+            || String::from_utf8_lossy(&out.stdout).contains("--encrypt"),
+        "{out:?}"
+    );
+}

@@ -357,6 +357,8 @@ pub struct RunConfig {
     pub rate_hz: Option<u32>,
     /// `--kcp-mode` (`--protocol kcp` only).
     pub kcp_mode: KcpMode,
+    /// `--encrypt` (`--protocol rudp` only).
+    pub encrypt: bool,
 }
 
 impl Default for RunConfig {
@@ -384,6 +386,7 @@ impl Default for RunConfig {
             channel: ChannelChoice::ReliableOrdered,
             rate_hz: None,
             kcp_mode: KcpMode::Fast,
+            encrypt: false,
         }
     }
 }

@@ -132,7 +132,7 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
 /// knobs.
 fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError> {
     if cfg.protocol == Protocol::Udp {
-        for name in ["channel", "rate", "kcp-mode"] {
+        for name in ["channel", "rate", "kcp-mode", "encrypt"] {
             if has(raw, name) {
                 return Err(FlagError::new(
                     format!("--{name}"),
@@ -142,6 +142,12 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
             }
         }
         return Ok(());
+    }
+    if cfg.protocol == Protocol::Kcp && has(raw, "encrypt") {
+        return Err(FlagError::new(
+            "--encrypt",
+            "applies to --protocol rudp only (KCP has no encryption)",
+        ));
     }
     if cfg.protocol == Protocol::Rudp && has(raw, "kcp-mode") {
         return Err(FlagError::new(
@@ -205,6 +211,7 @@ fn set_run_flag(cfg: &mut RunConfig, name: &str, v: &str) -> Result<(), FlagErro
         "format" => cfg.format = parse_format(v)?,
         "channel" => cfg.channel = parse_channel(v)?,
         "kcp-mode" => cfg.kcp_mode = parse_kcp_mode(v)?,
+        "encrypt" => cfg.encrypt = true,
         "rate" => cfg.rate_hz = Some(parse_u32("rate", v, 1, 10_000)?),
         other => unreachable!("flag --{other} is not in the run scope"),
     }
@@ -416,7 +423,7 @@ mod tests {
             } else {
                 format!("--{}={}", f.name, sample(f.name))
             };
-            if f.for_run() && ["channel", "rate"].contains(&f.name) {
+            if f.for_run() && ["channel", "rate", "encrypt"].contains(&f.name) {
                 parse(vec!["--protocol", "rudp", arg.as_str()]).unwrap();
             } else if f.name == "kcp-mode" {
                 parse(vec!["--protocol", "kcp", arg.as_str()]).unwrap();
