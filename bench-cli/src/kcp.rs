@@ -32,9 +32,8 @@ use keel_udp::{
 
 use crate::flags::{KcpMode, RunConfig};
 use crate::loopback::runtime_for;
-use crate::message::{decode_header, server_work, Phase};
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
-use crate::peer::{drive, record, Driver, Job, ServerTally, Tally, COLLECT};
+use crate::peer::{drive, record, Driver, Job, ServerCounts, ServerTally, Tally, COLLECT};
 use crate::stats::Rtt;
 
 /// KCP's send and receive windows, in packets (its published test's).
@@ -109,15 +108,6 @@ fn endpoint_config(impair: Option<Impairment>) -> EndpointConfig {
 
 // ---------------------------------------------------------------- server
 
-#[derive(Default)]
-struct ServerCounts {
-    delivered: AtomicU64,
-    invalid: AtomicU64,
-    send_rejections: AtomicU64,
-    echoed_bytes: AtomicU64,
-    sink: AtomicU64,
-}
-
 /// The echo server: one KCP per peer address.
 struct KcpServer {
     mode: KcpMode,
@@ -159,19 +149,8 @@ impl DatagramSocketHandler for KcpServer {
         }
         while let Ok(n) = k.recv(&mut self.buf) {
             let msg = &self.buf[..n];
-            match decode_header(msg) {
-                Ok(h) if h.phase == Phase::Measured => {
-                    self.counts.delivered.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok(_) => {}
-                Err(_) => {
-                    self.counts.invalid.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
-            }
-            if self.work > 0 {
-                let r = server_work(msg, self.work);
-                self.counts.sink.fetch_xor(r, Ordering::Relaxed);
+            if !self.counts.receive(msg, self.work) {
+                continue;
             }
             if k.send(msg).is_ok() {
                 self.counts

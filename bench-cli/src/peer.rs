@@ -359,3 +359,41 @@ pub fn record(report: &mut RunReport, tally: &Tally, server: ServerTally, rtt: &
     report.messages_delivered = Some(server.delivered);
     report.set_rtt(&rtt.summary());
 }
+
+/// What an echo server (keel-rudp's or KCP's) counts, shared with the run.
+#[derive(Default)]
+pub(crate) struct ServerCounts {
+    /// Measured-phase messages received.
+    pub(crate) delivered: std::sync::atomic::AtomicU64,
+    /// Messages with a bad header.
+    pub(crate) invalid: std::sync::atomic::AtomicU64,
+    /// Echoes the transport refused.
+    pub(crate) send_rejections: std::sync::atomic::AtomicU64,
+    /// Message bytes echoed (whole run).
+    pub(crate) echoed_bytes: std::sync::atomic::AtomicU64,
+    /// Sink of the server's work.
+    pub(crate) sink: std::sync::atomic::AtomicU64,
+}
+
+impl ServerCounts {
+    /// Checks and counts one message the server received, doing `work`
+    /// rounds of server work on it; false if it is not a benchmark message
+    /// (counted in `invalid`; no echo).
+    pub(crate) fn receive(&self, msg: &[u8], work: u64) -> bool {
+        match crate::message::decode_header(msg) {
+            Ok(h) if h.phase == crate::message::Phase::Measured => {
+                self.delivered.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(_) => {}
+            Err(_) => {
+                self.invalid.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+        }
+        if work > 0 {
+            let r = crate::message::server_work(msg, work);
+            self.sink.fetch_xor(r, Ordering::Relaxed);
+        }
+        true
+    }
+}

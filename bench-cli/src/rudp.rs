@@ -21,7 +21,7 @@
 //! line has. Socket buffers are not read back (keel-rudp does not expose
 //! them): those fields are null.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
@@ -36,10 +36,9 @@ use keel_udp::{CounterSnapshot, Impairment, SocketOptions};
 
 use crate::flags::{ChannelChoice, RunConfig};
 use crate::loopback::runtime_for;
-use crate::message::{decode_header, server_work, Phase};
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
 use crate::peer::{
-    drive, record, Driver, Job, ServerTally, Tally, COLLECT, UNRELIABLE_LOSS_TIMEOUT,
+    drive, record, Driver, Job, ServerCounts, ServerTally, Tally, COLLECT, UNRELIABLE_LOSS_TIMEOUT,
 };
 use crate::stats::Rtt;
 
@@ -73,21 +72,6 @@ fn socket_options() -> SocketOptions {
 
 // ---------------------------------------------------------------- server
 
-/// What the echo server counts, shared with the run.
-#[derive(Default)]
-struct ServerCounts {
-    /// Measured-phase messages received.
-    delivered: AtomicU64,
-    /// Messages with a bad header.
-    invalid: AtomicU64,
-    /// Echoes keel-rudp refused.
-    send_rejections: AtomicU64,
-    /// Message bytes echoed (whole run).
-    echoed_bytes: AtomicU64,
-    /// Sink of the server's work.
-    sink: AtomicU64,
-}
-
 struct EchoPeer {
     work: u64,
     counts: Arc<ServerCounts>,
@@ -95,19 +79,8 @@ struct EchoPeer {
 
 impl Handler for EchoPeer {
     fn message(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle, channel: u8, data: &[u8]) {
-        match decode_header(data) {
-            Ok(h) if h.phase == Phase::Measured => {
-                self.counts.delivered.fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(_) => {}
-            Err(_) => {
-                self.counts.invalid.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-        }
-        if self.work > 0 {
-            let r = server_work(data, self.work);
-            self.counts.sink.fetch_xor(r, Ordering::Relaxed);
+        if !self.counts.receive(data, self.work) {
+            return;
         }
         match ctx.send(conn, channel, data) {
             Ok(_) => {
