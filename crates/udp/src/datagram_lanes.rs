@@ -7,11 +7,11 @@ use std::net::SocketAddr;
 
 use keel_reactor::Handle;
 
-use crate::config::{LaneSteering, LanesConfig};
+use crate::config::LanesConfig;
 use crate::counters::CounterSnapshot;
 use crate::datagram_socket::{DatagramSocket, DatagramSocketHandler};
-use crate::socket::{self, SocketBuffers};
-use crate::sys;
+use crate::endpoint;
+use crate::socket::SocketBuffers;
 
 /// The sockets of a group made by [`DatagramSocket::bind_lanes`], in lane
 /// order. `Send + Sync + Clone`.
@@ -95,38 +95,9 @@ impl<H: DatagramSocketHandler> DatagramSocket<H> {
         mut handler: impl FnMut(usize) -> H,
     ) -> io::Result<DatagramSockets<H>> {
         config.validate()?;
-        if reactors.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "reactors: expected at least one reactor handle",
-            ));
-        }
-        // Bind every socket before starting any lane, so a failure leaves
-        // nothing running.
-        let (sockets, buffers) = socket::bind_group(addr, &config.endpoint.socket, config.lanes)?;
-        let local = sockets[0].local_addr()?;
-        let lanes = config.lanes as u32;
-        if config.lanes > 1 {
-            let attached = match config.steering {
-                LaneSteering::KernelHash => Ok(()),
-                LaneSteering::PeerPort => sys::attach_port_steering(&sockets[0], lanes),
-                LaneSteering::PayloadByte {
-                    offset,
-                    hash_if_first_byte_has,
-                } => {
-                    sys::attach_payload_steering(&sockets[0], offset, hash_if_first_byte_has, lanes)
-                }
-            };
-            attached.map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "steering: attaching the {:?} program on {local}: {e}",
-                        config.steering
-                    ),
-                )
-            })?;
-        }
+        endpoint::check_reactors(reactors)?;
+        let (sockets, buffers) =
+            endpoint::bind_lanes(addr, &config.endpoint.socket, config.lanes, config.steering)?;
         let mut group = DatagramSockets {
             lanes: Vec::with_capacity(config.lanes),
         };

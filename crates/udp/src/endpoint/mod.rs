@@ -34,9 +34,11 @@ use std::sync::Arc;
 
 use keel_reactor::{Flow, Handle, Lane, LaneCtx, LaneHandle, LaneOptions, Ready, TimerId};
 
+use crate::config::LaneSteering;
 use crate::counters::{bump, bump_shared, Counters};
 use crate::error::SendError;
 use crate::inbox::{offer, Accepted};
+use crate::socket::{self, SocketBuffers, SocketOptions};
 use crate::sys;
 
 pub(crate) use crate::timers::Timers;
@@ -100,6 +102,56 @@ pub(crate) fn start<L: Endpoint>(
             Err(e)
         }
     }
+}
+
+/// Refuses an empty reactor list, before anything is bound.
+pub(crate) fn check_reactors(reactors: &[Handle]) -> io::Result<()> {
+    if reactors.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "reactors: expected at least one reactor handle",
+        ));
+    }
+    Ok(())
+}
+
+/// Binds the `lanes` sockets of a group on `addr` (several share the port
+/// with `SO_REUSEPORT`; see `socket::bind_group`) and, with more than one,
+/// attaches the `steering` program that spreads datagrams over them. Every
+/// socket is bound before any lane starts, so a failure leaves nothing
+/// running.
+pub(crate) fn bind_lanes(
+    addr: SocketAddr,
+    opts: &SocketOptions,
+    lanes: usize,
+    steering: LaneSteering,
+) -> io::Result<(Vec<mio::net::UdpSocket>, SocketBuffers)> {
+    let (sockets, buffers) = socket::bind_group(addr, opts, lanes)?;
+    if lanes > 1 {
+        let n = lanes as u32;
+        let (attached, program) = match steering {
+            LaneSteering::KernelHash => return Ok((sockets, buffers)),
+            LaneSteering::PeerPort => (
+                sys::attach_port_steering(&sockets[0], n),
+                "peer-port".to_string(),
+            ),
+            LaneSteering::PayloadByte {
+                offset,
+                hash_if_first_byte_has,
+            } => (
+                sys::attach_payload_steering(&sockets[0], offset, hash_if_first_byte_has, n),
+                format!("{steering:?}"),
+            ),
+        };
+        let local = sockets[0].local_addr()?;
+        attached.map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("steering: attaching the {program} program on {local}: {e}"),
+            )
+        })?;
+    }
+    Ok((sockets, buffers))
 }
 
 /// Refuses (and counts in `send_too_large`) a payload over the UDP limit

@@ -27,8 +27,7 @@ use crate::config::{LaneSteering, ServerConfig};
 use crate::counters::{CounterSnapshot, Counters};
 use crate::endpoint::{self, Endpoint};
 use crate::error::SendError;
-use crate::socket::{self, SocketBuffers};
-use crate::sys;
+use crate::socket::SocketBuffers;
 use ctx::Directory;
 use lane::LaneLink;
 use lane::ServerLane;
@@ -145,24 +144,10 @@ impl<H: ServerHandler> Server<H> {
         mut handler: impl FnMut(usize) -> H,
     ) -> io::Result<Server<H>> {
         config.validate()?;
-        if reactors.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "reactors: expected at least one reactor handle",
-            ));
-        }
-        // Bind every socket before starting any lane, so a failure leaves
-        // nothing running.
-        let (sockets, buffers) = socket::bind_group(addr, &config.endpoint.socket, config.lanes)?;
+        endpoint::check_reactors(reactors)?;
+        let (sockets, buffers) =
+            endpoint::bind_lanes(addr, &config.endpoint.socket, config.lanes, config.steering)?;
         let local_addr = sockets[0].local_addr()?;
-        if config.lanes > 1 && config.steering == LaneSteering::PeerPort {
-            sys::attach_port_steering(&sockets[0], config.lanes as u32).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("steering: attaching the peer-port program on {local_addr}: {e}"),
-                )
-            })?;
-        }
         let directory = Arc::new(Directory {
             lanes: (0..config.lanes)
                 .map(|_| Mutex::new(HashMap::new()))
