@@ -45,7 +45,7 @@ impl<H: DatagramSocketHandler> DatagramSocket<H> {
     /// address is reported ([`DatagramSocketCtx::arrived_at`](crate::DatagramSocketCtx::arrived_at)).
     ///
     /// Datagrams are spread by `config.steering`; with
-    /// [`LaneSteering::PayloadByte`] a protocol picks the lane by writing
+    /// [`LaneSteering::PayloadByte`](crate::LaneSteering::PayloadByte) a protocol picks the lane by writing
     /// its index into its packets.
     ///
     /// # Examples
