@@ -34,6 +34,12 @@ impl Deadlines {
             _ => {}
         }
         if let Some(t) = t {
+            // A full heap that holds stale entries drops them instead of
+            // growing: in a steady state (a fixed set of connections) the
+            // heap then never reallocates on the lane's hot path.
+            if self.heap.len() == self.heap.capacity() && self.live < self.heap.len() {
+                self.compact();
+            }
             self.heap.push(Reverse((t, slot)));
             // Stale entries: rebuild once they outnumber the live ones
             // (keeping the heap's capacity: no allocation).
