@@ -3,13 +3,8 @@
 //! the canonical workload (16 `BenchClient`s, window 1, 1024 B, the `Echo`
 //! server) does 10,000 echoes after a warm-up. The only test in this
 //! binary, so no other test's allocations interfere.
-// A global allocator can only be written with `unsafe impl GlobalAlloc`;
-// it forwards to `System` and is the only unsafe code here.
-#![allow(unsafe_code)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,54 +13,11 @@ use keel_bench::echo::{EchoMode, EchoStats};
 use keel_bench::flags::IoModel;
 use keel_bench::loopback::{runtime_for, start_server, EchoServerSpec, SessionPolicy};
 use keel_bench::stats::RttShards;
+use keel_testkit::CountingAllocator;
 use keel_udp::{Client, ClientConfig, EndpointConfig};
 
-struct Counting;
-
-static MEASURING: AtomicBool = AtomicBool::new(false);
-static RUNTIME_ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-thread_local! {
-    /// Set on the runtime's thread (const-initialized: reading it never
-    /// allocates, so the allocator may use it).
-    static ON_RUNTIME: Cell<bool> = const { Cell::new(false) };
-}
-
-fn note() {
-    if MEASURING.load(Ordering::Relaxed) && ON_RUNTIME.try_with(Cell::get).unwrap_or(false) {
-        RUNTIME_ALLOCS.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; counting
-// touches only atomics and a const-initialized thread local.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: the caller's contract is passed on to System unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAllocator = CountingAllocator;
 
 /// Polls `done` (a counter read; there is no event to await) every
 /// millisecond, at most 30 s.
@@ -84,7 +36,7 @@ fn benchmark_echo_path_allocates_nothing_per_echo() {
     let rt = runtime_for(IoModel::Shared, 1).unwrap();
     let (tx, rx) = mpsc::channel();
     rt.handle().post(move || {
-        ON_RUNTIME.with(|c| c.set(true));
+        keel_testkit::mark_runtime_thread();
         tx.send(()).unwrap();
     });
     rx.recv_timeout(Duration::from_secs(10)).unwrap();
@@ -129,10 +81,10 @@ fn benchmark_echo_path_allocates_nothing_per_echo() {
     // Warm-up: every buffer, map and queue has reached its working size.
     wait_for("2,000 warm-up echoes", || echoes() >= 2_000);
     let from = echoes();
-    MEASURING.store(true, Ordering::SeqCst);
+    keel_testkit::set_measuring(true);
     wait_for("10,000 measured echoes", || echoes() >= from + 10_000);
-    MEASURING.store(false, Ordering::SeqCst);
-    let allocs = RUNTIME_ALLOCS.load(Ordering::SeqCst);
+    keel_testkit::set_measuring(false);
+    let allocs = keel_testkit::runtime_allocs();
     let measured = echoes() - from;
 
     for c in &clients {

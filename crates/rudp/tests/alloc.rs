@@ -5,69 +5,20 @@
 //! marks), with pauses in which only the server's timer makes it send
 //! (its keepalive is 10 ms, the client's 1 s). The only test in this
 //! binary, so no other test's allocations interfere.
-// A global allocator can only be written with `unsafe impl GlobalAlloc`;
-// it forwards to `System` and is the only unsafe code in the tests.
-#![allow(unsafe_code)]
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::*;
 use keel_reactor::{IoModel, Runtime};
 use keel_rudp::{Connection, ConnectionHandle, Ctx, Event, Handler, Server, ServerConfig};
-
-struct Counting;
-
-static MEASURING: AtomicBool = AtomicBool::new(false);
-static RUNTIME_ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-thread_local! {
-    /// Set on the runtime's thread (a const initializer: reading it never
-    /// allocates, so the allocator may use it).
-    static ON_RUNTIME: Cell<bool> = const { Cell::new(false) };
-}
-
-fn note() {
-    if MEASURING.load(Ordering::Relaxed) && ON_RUNTIME.try_with(Cell::get).unwrap_or(false) {
-        RUNTIME_ALLOCS.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; counting
-// touches only atomics and a const-initialized thread local.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: the caller's contract is passed on to System unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use keel_testkit::CountingAllocator;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAllocator = CountingAllocator;
 
 /// Echoes every message on its channel.
 struct Echo;
@@ -179,7 +130,7 @@ fn steady_state_reliable_echo_allocates_nothing_on_the_runtime_thread() {
     let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
     let (tx, rx) = mpsc::channel();
     rt.handle().post(move || {
-        ON_RUNTIME.with(|f| f.set(true));
+        keel_testkit::mark_runtime_thread();
         tx.send(()).unwrap();
     });
     rx.recv_timeout(Duration::from_secs(5))
@@ -223,12 +174,12 @@ fn steady_state_reliable_echo_allocates_nothing_on_the_runtime_thread() {
     }
 
     // Prove the counter works: this closure allocates on the runtime thread.
-    MEASURING.store(true, Ordering::SeqCst);
+    keel_testkit::set_measuring(true);
     let (tx, rx) = mpsc::channel();
     server.post(0, move |_, _| tx.send(vec![0u8; 16]).unwrap());
     drop(rx.recv_timeout(Duration::from_secs(5)).expect("the probe"));
     assert!(
-        RUNTIME_ALLOCS.swap(0, Ordering::SeqCst) >= 1,
+        keel_testkit::take_runtime_allocs() >= 1,
         "the counter missed a runtime allocation"
     );
     let before = server.udp_counters();
@@ -239,8 +190,8 @@ fn steady_state_reliable_echo_allocates_nothing_on_the_runtime_thread() {
             from_timer += c.pause(Duration::from_millis(35));
         }
     }
-    MEASURING.store(false, Ordering::SeqCst);
-    let allocs = RUNTIME_ALLOCS.load(Ordering::SeqCst);
+    keel_testkit::set_measuring(false);
+    let allocs = keel_testkit::runtime_allocs();
     let after = server.udp_counters();
     assert!(after.datagrams_in - before.datagrams_in >= u64::from(MEASURED));
     assert!(

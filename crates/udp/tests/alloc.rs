@@ -3,70 +3,23 @@
 //! client does 10,000 echoes (after a warm-up of at least 1,000 echoes and
 //! 300 ms), with a lane timer firing throughout. The only test in
 //! this binary, so no other test's allocations interfere.
-// A global allocator can only be written with `unsafe impl GlobalAlloc`;
-// it forwards to `System` and is the only unsafe code in the tests.
-#![allow(unsafe_code)]
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use common::*;
 use keel_reactor::{IoModel, TimerId};
+use keel_testkit::CountingAllocator;
 use keel_udp::{Server, ServerConfig, ServerCtx, ServerHandler, Session};
 
-struct Counting;
-
-static MEASURING: AtomicBool = AtomicBool::new(false);
-static RUNTIME_ALLOCS: AtomicU64 = AtomicU64::new(0);
 static TICKS: AtomicU64 = AtomicU64::new(0);
 
-thread_local! {
-    /// Set on the runtime's thread (a const initializer: reading it never
-    /// allocates, so the allocator may use it).
-    static ON_RUNTIME: Cell<bool> = const { Cell::new(false) };
-}
-
-fn note() {
-    if MEASURING.load(Ordering::Relaxed) && ON_RUNTIME.try_with(Cell::get).unwrap_or(false) {
-        RUNTIME_ALLOCS.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; counting
-// touches only atomics and a const-initialized thread local.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: the caller's contract is passed on to System unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAllocator = CountingAllocator;
 
 /// Echoes (as `common::Echo`) and runs a 500 Hz timer that only counts.
 struct Ticking {
@@ -112,7 +65,7 @@ fn steady_state_echo_allocates_nothing_on_the_runtime_thread() {
     // Mark the runtime's only thread.
     let (tx, rx) = mpsc::channel();
     rt.handle().post(move || {
-        ON_RUNTIME.with(|f| f.set(true));
+        keel_testkit::mark_runtime_thread();
         let name = std::thread::current().name().map(str::to_owned);
         tx.send(name).unwrap();
     });
@@ -145,17 +98,17 @@ fn steady_state_echo_allocates_nothing_on_the_runtime_thread() {
 
     // Prove the counter works: a post allocates its box on the calling
     // thread, and this one allocates on the runtime thread.
-    MEASURING.store(true, Ordering::SeqCst);
+    keel_testkit::set_measuring(true);
     let (tx, rx) = mpsc::channel();
     server.with_lane(0, move |_, _| tx.send(vec![0u8; 16]).unwrap());
     drop(recv_within(&rx, "the probe"));
     let ticks_before = TICKS.load(Ordering::SeqCst);
-    let probe_allocs = RUNTIME_ALLOCS.swap(0, Ordering::SeqCst);
+    let probe_allocs = keel_testkit::take_runtime_allocs();
     assert!(probe_allocs >= 1, "the counter missed a runtime allocation");
 
     echoes(&client, to, MEASURED, &mut buf);
-    MEASURING.store(false, Ordering::SeqCst);
-    let allocs = RUNTIME_ALLOCS.load(Ordering::SeqCst);
+    keel_testkit::set_measuring(false);
+    let allocs = keel_testkit::runtime_allocs();
     let ticks = TICKS.load(Ordering::SeqCst) - ticks_before;
     assert!(ticks > 0, "the timer never fired during the measurement");
     assert_eq!(seen.get(), (warm + MEASURED) as u64);
