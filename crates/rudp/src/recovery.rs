@@ -135,6 +135,7 @@ impl Recovery {
                 .map_or(ack.largest, |l| l.max(ack.largest)),
         );
         let first = acked.len();
+        reserve_for_in_flight(acked, &self.sent);
         let end = self.base + self.sent.len() as u64;
         for (lo, hi) in ack.ranges() {
             if hi < self.base {
@@ -173,6 +174,7 @@ impl Recovery {
             return;
         };
         let delay = rtt.loss_delay();
+        reserve_for_in_flight(lost, &self.sent);
         for i in 0..self.sent.len() {
             let pn = self.base + i as u64;
             if pn > largest {
@@ -241,6 +243,17 @@ impl Recovery {
     #[cfg(test)]
     pub fn tracked(&self) -> usize {
         self.sent.len()
+    }
+}
+
+/// Makes room in a caller's scratch (`acked` or `lost`) for every packet in
+/// flight, sized by the sent table's own capacity: the scratch then grows
+/// only when the sent table does, not when one ACK happens to cover more
+/// packets than any before (which, under CPU pressure, made the steady
+/// state allocate).
+fn reserve_for_in_flight<T, U>(scratch: &mut Vec<T>, sent: &VecDeque<U>) {
+    if scratch.capacity() - scratch.len() < sent.len() {
+        scratch.reserve(sent.capacity());
     }
 }
 
