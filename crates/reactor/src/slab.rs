@@ -96,7 +96,7 @@ impl<T> Slab<T> {
         value
     }
 
-    #[cfg(test)]
+    /// Values held.
     pub(crate) fn len(&self) -> usize {
         self.len
     }

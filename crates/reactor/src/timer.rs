@@ -111,6 +111,19 @@ impl<T: Clone> TimerQueue<T> {
     }
 
     fn push_heap(&mut self, deadline: Instant, key: Key) {
+        // A full heap that holds entries of cancelled or rescheduled timers
+        // drops them instead of growing: a steady arm-and-cancel pattern
+        // then never reallocates (the order of the live ones is kept).
+        if self.heap.len() == self.heap.capacity() && self.entries.len() < self.heap.len() {
+            let mut v = std::mem::take(&mut self.heap).into_vec();
+            let entries = &self.entries;
+            v.retain(|Reverse((d, _, raw))| {
+                entries
+                    .get(Key::from_u64(*raw))
+                    .is_some_and(|e| e.deadline == *d)
+            });
+            self.heap = BinaryHeap::from(v);
+        }
         self.seq += 1;
         self.heap.push(Reverse((deadline, self.seq, key.to_u64())));
     }

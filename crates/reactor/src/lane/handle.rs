@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use super::inbox::Inbox;
 use super::sched::LaneSched;
-use super::{Body, Lane, LaneCell, LaneCtx, LaneHandle, LaneLocal, LaneOptions, Post};
+use super::{
+    Body, Lane, LaneCell, LaneCtx, LaneHandle, LaneLocal, LaneOptions, Post, CANCELS_PER_ROUND,
+};
 use crate::core::{Core, LaneTask};
 use crate::error::PostError;
 use crate::sync::lock;
@@ -51,7 +53,12 @@ impl<L: Lane> LaneHandle<L> {
             inbox: Mutex::new(Inbox::default()),
             body: Mutex::new(Body {
                 state: Some(state),
-                local: LaneLocal::default(),
+                local: LaneLocal {
+                    // Room for the timers a round cancels, reserved like the
+                    // inboxes' so cancelling does not allocate on the lane.
+                    cancelled: Vec::with_capacity(CANCELS_PER_ROUND),
+                    ..LaneLocal::default()
+                },
                 work: Inbox::default(),
             }),
         });

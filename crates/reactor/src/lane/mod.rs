@@ -113,6 +113,9 @@ impl Default for LaneOptions {
 /// A closure posted to a lane.
 type Post<L> = Box<dyn FnOnce(&mut L, &mut LaneCtx<'_, L>) + Send>;
 
+/// Timer cancellations room is reserved for per round (see `LaneLocal`).
+pub(super) const CANCELS_PER_ROUND: usize = 16;
+
 /// Lane-local bookkeeping, only touched by the thread running the lane.
 #[derive(Default)]
 struct LaneLocal {
