@@ -152,6 +152,16 @@ pub fn run_summary(r: &RunReport) -> String {
         micros(r.rtt_max_us),
         thousands(r.rtt_samples)
     );
+    if let Some(Some(size)) = r.transfer_bytes {
+        let _ = writeln!(
+            s,
+            "  bulk        {} transfers of {} completed, goodput {:.2} MB/s (the RTT line is \
+             completion time)",
+            thousands(r.messages),
+            bytes(size),
+            r.goodput_bytes_per_second.flatten().unwrap_or(0.0) / 1e6
+        );
+    }
     let _ = writeln!(
         s,
         "  CPU         {:.1} % (100 = one core), peak RSS {}",

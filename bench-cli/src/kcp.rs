@@ -30,14 +30,13 @@ use keel_udp::{
     SocketOptions,
 };
 
+use crate::bulk::{kcp_recv_len, kcp_send, Reassembly, RECEIPT_LEN};
 use crate::flags::{KcpMode, RunConfig};
 use crate::loopback::runtime_for;
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
 use crate::peer::{drive, record, Driver, Job, ServerCounts, ServerTally, Tally, COLLECT};
 use crate::stats::Rtt;
 
-/// KCP's send and receive windows, in packets (its published test's).
-const WINDOW: u16 = 128;
 /// How often each end calls KCP's `update`.
 const UPDATE: Duration = Duration::from_millis(1);
 
@@ -79,14 +78,16 @@ impl Out {
 
 type Kcp = kcp::Kcp<Out>;
 
-fn new_kcp(conv: u32, mode: KcpMode, out: Out) -> Kcp {
-    let mut k = Kcp::new(conv, out);
+/// A KCP of `mode` with windows of `window` packets; in stream mode for
+/// the bulk case (`crate::bulk::kcp_new`).
+fn new_kcp(conv: u32, mode: KcpMode, window: u16, cfg: &RunConfig, out: Out) -> Kcp {
+    let mut k = crate::bulk::kcp_new(cfg, conv, out);
     match mode {
         KcpMode::Fast => k.set_nodelay(true, 10, 2, true),
         KcpMode::Default => k.set_nodelay(false, 10, 0, false),
         KcpMode::Normal => k.set_nodelay(false, 10, 0, true),
     }
-    k.set_wndsize(WINDOW, WINDOW);
+    k.set_wndsize(window, window);
     k
 }
 
@@ -110,8 +111,12 @@ fn endpoint_config(impair: Option<Impairment>) -> EndpointConfig {
 
 /// The echo server: one KCP per peer address.
 struct KcpServer {
+    cfg: RunConfig,
     mode: KcpMode,
     work: u64,
+    /// `--transfer`: each peer's stream cut into transfers, each answered
+    /// with a receipt instead of an echo.
+    transfers: HashMap<SocketAddr, Reassembly>,
     epoch: Instant,
     peers: HashMap<SocketAddr, Kcp>,
     out: Out,
@@ -139,13 +144,35 @@ impl DatagramSocketHandler for KcpServer {
             return;
         }
         let (mode, out, now) = (self.mode, self.out.clone(), ms(self.epoch));
+        let cfg = &self.cfg;
         let k = self.peers.entry(from).or_insert_with(|| {
-            let mut k = new_kcp(kcp::get_conv(data), mode, out);
+            let mut k = new_kcp(kcp::get_conv(data), mode, cfg.kcp_window, cfg, out);
             let _ = k.update(now);
             k
         });
         if k.input(data).is_err() {
             self.counts.invalid.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(bytes) = self.cfg.transfer {
+            let stream = self
+                .transfers
+                .entry(from)
+                .or_insert_with(|| Reassembly::new(bytes as usize));
+            let (counts, work) = (&self.counts, self.work);
+            while let Ok(n) = k.recv(&mut self.buf) {
+                stream.push(&self.buf[..n], |msg| {
+                    let Some(receipt) = counts.receive_transfer(msg, bytes, work) else {
+                        return;
+                    };
+                    if kcp_send(k, &receipt) {
+                        counts
+                            .echoed_bytes
+                            .fetch_add(receipt.len() as u64, Ordering::Relaxed);
+                    } else {
+                        counts.send_rejections.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
         }
         while let Ok(n) = k.recv(&mut self.buf) {
             let msg = &self.buf[..n];
@@ -180,6 +207,8 @@ impl DatagramSocketHandler for KcpServer {
 struct KcpClient {
     driver: Driver,
     kcp: Kcp,
+    /// `--transfer`: the stream of receipts cut into receipts.
+    receipts: Option<Reassembly>,
     out: Out,
     server: SocketAddr,
     epoch: Instant,
@@ -191,7 +220,7 @@ struct KcpClient {
 impl KcpClient {
     fn pump(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
         let kcp = &mut self.kcp;
-        self.driver.pump(&mut |msg| kcp.send(msg).is_ok());
+        self.driver.pump(&mut |msg| kcp_send(kcp, msg));
         self.send_refused += self.out.drain(ctx, self.server);
     }
 
@@ -218,7 +247,10 @@ impl DatagramSocketHandler for KcpClient {
         }
         let now = Instant::now();
         while let Ok(n) = self.kcp.recv(&mut self.buf) {
-            self.driver.echo(&self.buf[..n], now);
+            match &mut self.receipts {
+                None => self.driver.echo(&self.buf[..n], now),
+                Some(r) => r.push(&self.buf[..n], |m| self.driver.echo(m, now)),
+            }
         }
         self.pump(ctx);
     }
@@ -258,12 +290,14 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         cfg.server_addr(),
         endpoint_config(cfg.impair_server.as_deref().cloned()),
         KcpServer {
+            cfg: cfg.clone(),
             mode: cfg.kcp_mode,
             work: cfg.work,
+            transfers: HashMap::new(),
             epoch,
             peers: HashMap::new(),
             out: server_out.clone(),
-            buf: vec![0; cfg.payload as usize],
+            buf: vec![0; kcp_recv_len(cfg)],
             counts: counts.clone(),
         },
     )
@@ -284,11 +318,12 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         });
         let peer = KcpClient {
             driver: Driver::new(cfg, id, drained.clone()),
-            kcp: new_kcp(id + 1, cfg.kcp_mode, out.clone()),
+            kcp: new_kcp(id + 1, cfg.kcp_mode, cfg.kcp_window, cfg, out.clone()),
+            receipts: cfg.transfer.map(|_| Reassembly::new(RECEIPT_LEN)),
             out,
             server: server.local_addr(),
             epoch,
-            buf: vec![0; cfg.payload as usize],
+            buf: vec![0; kcp_recv_len(cfg)],
             connected: connected.clone(),
             send_refused: 0,
         };

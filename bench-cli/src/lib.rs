@@ -17,6 +17,7 @@
 //! * [`loopback`], [`client`], [`echo`], [`serve`]: the network run on
 //!   keel-reactor and keel-udp (public API only);
 //! * [`peer`]: the client side and phases shared by rudp and kcp;
+//! * [`bulk`]: the bulk case of rudp and kcp (`--transfer`);
 //! * [`kcp`]: `--protocol kcp`, the same echo over KCP (a peer);
 //! * [`rudp`]: `--protocol rudp`, the echo over keel-rudp connections;
 //! * [`run`]: the entry points of the commands.
@@ -24,6 +25,7 @@
 //! The binary's exit codes are [`EXIT_OK`], [`EXIT_FAILED`] and
 //! [`EXIT_BAD_ARGS`].
 
+pub mod bulk;
 pub mod client;
 pub mod echo;
 pub mod flags;

@@ -32,7 +32,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::flags::RunConfig;
+use crate::bulk::RECEIPT_LEN;
+use crate::flags::{Protocol, RunConfig};
 use crate::procstats::{cpu_percent, UdpCounters};
 use crate::stats::RttSummary;
 
@@ -348,6 +349,25 @@ pub struct RunReport {
     /// mode.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub encrypted: Option<bool>,
+    /// `--bulk-channel` (`--protocol rudp` lines only): the channel is held
+    /// back by keel-rudp's congestion control and pacer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bulk_channel: Option<bool>,
+    /// `--kcp-window`: KCP's windows in packets (`--protocol kcp` lines
+    /// only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kcp_window: Option<u16>,
+    /// `--transfer` (rudp and kcp lines): bytes of each bulk transfer; JSON
+    /// null when the run is the echo. In a bulk run `messages` counts
+    /// completed transfers and the `rtt_*` fields are completion times in
+    /// µs, from handing the message to the protocol to the server's
+    /// receipt (see `crate::bulk`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer_bytes: Option<Option<u64>>,
+    /// `transfer_bytes × messages / elapsed_seconds`, summed over clients
+    /// (rudp and kcp lines); JSON null when the run is the echo.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goodput_bytes_per_second: Option<Option<f64>>,
 }
 
 impl RunReport {
@@ -440,6 +460,10 @@ impl RunReport {
             wire_bytes_per_payload_byte: None,
             kcp_mode: None,
             encrypted: None,
+            bulk_channel: None,
+            kcp_window: None,
+            transfer_bytes: None,
+            goodput_bytes_per_second: None,
         }
     }
 
@@ -453,10 +477,13 @@ impl RunReport {
         fn server<T>(local: bool, v: T) -> Option<T> {
             local.then_some(v)
         }
+        // rudp and kcp lines carry the bulk fields (null for the echo).
+        let peer = cfg.protocol != Protocol::Udp;
         RunReport {
             protocol: cfg.protocol.as_str(),
             address_family: Some(cfg.address_family.as_str()),
-            payload_bytes: Some(cfg.payload),
+            // The message size: `--transfer` in the bulk case.
+            payload_bytes: Some(cfg.transfer.unwrap_or(cfg.payload)),
             clients: Some(cfg.clients),
             window: Some(cfg.window),
             io_model: Some(cfg.io_model.as_str()),
@@ -485,6 +512,10 @@ impl RunReport {
             loss_timeout_ms: cfg.loss_timeout_ms,
             impair: cfg.impair.as_ref().map(|i| i.to_string()),
             impair_server: cfg.impair_server.as_ref().map(|i| i.to_string()),
+            bulk_channel: (cfg.protocol == Protocol::Rudp).then_some(cfg.bulk_channel),
+            kcp_window: (cfg.protocol == Protocol::Kcp).then_some(cfg.kcp_window),
+            transfer_bytes: peer.then_some(cfg.transfer),
+            goodput_bytes_per_second: peer.then_some(None),
             ..RunReport::blank()
         }
     }
@@ -516,12 +547,27 @@ impl RunReport {
 
     /// Sets `elapsed_seconds` and derives `payload_roundtrip_bytes`,
     /// `roundtrips_per_second` and `payload_mib_per_second` from `messages`
-    /// and `payload_bytes` (rates are 0 for a zero elapsed time).
+    /// and `payload_bytes` (rates are 0 for a zero elapsed time). In a bulk
+    /// run (`transfer_bytes` set) a round trip is the transfer and its
+    /// 16-byte receipt, and `goodput_bytes_per_second` is
+    /// `transfer_bytes × messages / elapsed_seconds`.
     pub fn set_throughput(&mut self, elapsed: Duration) {
         let secs = elapsed.as_secs_f64();
         self.elapsed_seconds = secs;
         let payload = self.payload_bytes.unwrap_or(0);
-        self.payload_roundtrip_bytes = self.messages.saturating_mul(payload).saturating_mul(2);
+        let transfer = self.transfer_bytes.flatten();
+        let answer = transfer.map_or(payload, |_| RECEIPT_LEN as u64);
+        self.payload_roundtrip_bytes = self
+            .messages
+            .saturating_mul(payload.saturating_add(answer));
+        if let Some(bytes) = transfer {
+            let goodput = if secs > 0.0 {
+                bytes as f64 * self.messages as f64 / secs
+            } else {
+                0.0
+            };
+            self.goodput_bytes_per_second = Some(Some(goodput));
+        }
         if secs > 0.0 {
             self.roundtrips_per_second = self.messages as f64 / secs;
             self.payload_mib_per_second =

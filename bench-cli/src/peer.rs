@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::bulk::{check_transfer, ClientShape, RECEIPT_LEN};
 use crate::flags::{ChannelChoice, RunConfig};
 use crate::loopback::{sleep_until, DRAIN};
 use crate::message::{decode_header, encode, verify_fill, Phase};
@@ -88,6 +89,8 @@ impl Tally {
 pub struct Driver {
     id: u32,
     payload: usize,
+    /// Bytes of each answer: `payload` (echo) or a bulk receipt.
+    answer: usize,
     window: usize,
     rate: Option<u32>,
     channel: ChannelChoice,
@@ -110,17 +113,20 @@ impl Driver {
     /// Client `id` of `cfg`; counts itself in `drained` when it has nothing
     /// in flight after the measured phase.
     pub fn new(cfg: &RunConfig, id: u32, drained: Arc<AtomicUsize>) -> Self {
+        // The echo's, or the bulk case's (`crate::bulk`).
+        let shape = ClientShape::of(cfg);
         Driver {
             id,
-            payload: cfg.payload as usize,
-            window: cfg.window as usize,
+            payload: shape.message,
+            answer: shape.answer,
+            window: shape.window,
             rate: cfg.rate_hz,
             channel: cfg.channel,
             schedule: None,
-            outstanding: HashMap::with_capacity(cfg.window as usize * 2),
+            outstanding: HashMap::with_capacity(shape.window * 2),
             next_seq: 0,
             highest: [None, None],
-            buf: vec![0; cfg.payload as usize],
+            buf: vec![0; shape.message],
             tally: Tally::default(),
             rtt: Rtt::new(),
             drained,
@@ -214,7 +220,7 @@ impl Driver {
             self.tally.content_errors += 1;
             return;
         };
-        if h.client != self.id || data.len() != self.payload || !verify_fill(data, &h) {
+        if h.client != self.id || data.len() != self.answer || !verify_fill(data, &h) {
             self.tally.content_errors += 1;
             return;
         }
@@ -297,7 +303,7 @@ pub fn drive(
         measure_start,
         measure_end,
     }));
-    let drain_deadline = measure_end + DRAIN;
+    let drain_deadline = measure_end + crate::bulk::drain(cfg).unwrap_or(DRAIN);
     let mut cpu_start = None;
     let mut wall_start = None;
     let mut next = start;
@@ -395,5 +401,21 @@ impl ServerCounts {
             self.sink.fetch_xor(r, Ordering::Relaxed);
         }
         true
+    }
+
+    /// The bulk case's [`ServerCounts::receive`]: checks the whole transfer
+    /// of `transfer` bytes ([`check_transfer`]) and returns its receipt; one
+    /// that does not check counts in `invalid` and gets none.
+    pub(crate) fn receive_transfer(
+        &self,
+        msg: &[u8],
+        transfer: u64,
+        work: u64,
+    ) -> Option<[u8; RECEIPT_LEN]> {
+        let Some(receipt) = check_transfer(msg, transfer) else {
+            self.invalid.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        self.receive(msg, work).then_some(receipt)
     }
 }

@@ -46,7 +46,9 @@ use crate::stats::Rtt;
 const CHANNEL: u8 = 0;
 
 /// The connection settings both ends use: one channel of `--channel`'s
-/// kind; messages may be as large as `--payload`.
+/// kind (bulk with `--bulk-channel`); messages may be as large as
+/// `--payload` (or `--transfer`), and the buffers hold 4 times what is in
+/// flight.
 pub fn connection_config(cfg: &RunConfig) -> Config {
     let kind = match cfg.channel {
         ChannelChoice::ReliableOrdered => ChannelKind::ReliableOrdered,
@@ -54,9 +56,20 @@ pub fn connection_config(cfg: &RunConfig) -> Config {
         ChannelChoice::UnreliableSequenced => ChannelKind::UnreliableSequenced,
         ChannelChoice::Unreliable => ChannelKind::Unreliable,
     };
-    let mut config = Config::new(vec![ChannelConfig::new(kind)]);
-    let in_flight = (cfg.window as usize).max(64) * cfg.payload as usize;
-    config.max_message_size = config.max_message_size.max(cfg.payload as usize);
+    let mut channel = ChannelConfig::new(kind);
+    if cfg.bulk_channel {
+        channel = channel.bulk();
+    }
+    let mut config = Config::new(vec![channel]);
+    // The bulk case (`crate::bulk`): one message of `--transfer` at a time.
+    let (message, in_flight) = match cfg.transfer {
+        Some(bytes) => (bytes as usize, bytes as usize),
+        None => (
+            cfg.payload as usize,
+            (cfg.window as usize).max(64) * cfg.payload as usize,
+        ),
+    };
+    config.max_message_size = config.max_message_size.max(message);
     config.max_send_buffer = config.max_send_buffer.max(4 * in_flight);
     config.max_recv_buffer = config.max_recv_buffer.max(4 * in_flight);
     config
@@ -74,19 +87,30 @@ fn socket_options() -> SocketOptions {
 
 struct EchoPeer {
     work: u64,
+    /// `--transfer`: answer each whole message with a receipt instead.
+    transfer: Option<u64>,
     counts: Arc<ServerCounts>,
 }
 
 impl Handler for EchoPeer {
     fn message(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle, channel: u8, data: &[u8]) {
-        if !self.counts.receive(data, self.work) {
-            return;
-        }
-        match ctx.send(conn, channel, data) {
+        let receipt;
+        let reply = match self.transfer {
+            None if self.counts.receive(data, self.work) => data,
+            None => return,
+            Some(bytes) => match self.counts.receive_transfer(data, bytes, self.work) {
+                Some(r) => {
+                    receipt = r;
+                    &receipt[..]
+                }
+                None => return,
+            },
+        };
+        match ctx.send(conn, channel, reply) {
             Ok(_) => {
                 self.counts
                     .echoed_bytes
-                    .fetch_add(data.len() as u64, Ordering::Relaxed);
+                    .fetch_add(reply.len() as u64, Ordering::Relaxed);
             }
             Err(_) => {
                 self.counts.send_rejections.fetch_add(1, Ordering::Relaxed);
@@ -256,10 +280,11 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     sc.max_connections = sc.max_connections.max(cfg.clients as usize);
     sc.udp.socket = socket_options();
     sc.udp.send_impairment = cfg.impair_server.as_deref().cloned();
-    let work = cfg.work;
+    let (work, transfer) = (cfg.work, cfg.transfer);
     let server_counts = counts.clone();
     let server = Server::bind(rt.handles(), server_addr, sc, move |_| EchoPeer {
         work,
+        transfer,
         counts: server_counts.clone(),
     })
     .map_err(|e| format!("starting the keel-rudp echo server: {e}"))?;

@@ -18,6 +18,16 @@ pub const MAX_PAYLOAD_IPV6: u64 = keel_udp::MAX_PAYLOAD_V6 as u64;
 pub const MIN_PAYLOAD: u64 = 16;
 /// Cap on `clients × window × payload`: bytes in flight at once.
 pub const MAX_IN_FLIGHT_BYTES: u64 = 256 * 1024 * 1024;
+/// Smallest `--transfer`: the 16-byte message header.
+pub const MIN_TRANSFER: u64 = 16;
+/// Largest `--transfer`: 64 MiB (and `clients × transfer` at most
+/// [`MAX_IN_FLIGHT_BYTES`]).
+pub const MAX_TRANSFER: u64 = 64 * 1024 * 1024;
+/// Default `--kcp-window`: KCP's send and receive windows, in packets (the
+/// 128 of KCP's published test).
+pub const DEFAULT_KCP_WINDOW: u16 = 128;
+/// Largest `--kcp-window`.
+pub const MAX_KCP_WINDOW: u16 = 32_768;
 
 /// Default `--payload`.
 pub const DEFAULT_PAYLOAD: u64 = 1024;
@@ -359,6 +369,16 @@ pub struct RunConfig {
     pub kcp_mode: KcpMode,
     /// `--encrypt` (`--protocol rudp` only).
     pub encrypt: bool,
+    /// `--transfer`: the bulk case, each client sends one message of this
+    /// many bytes at a time and waits for the server's receipt; `None` =
+    /// the echo (`--protocol rudp` and `kcp` only; see `crate::bulk`).
+    pub transfer: Option<u64>,
+    /// `--kcp-window`: KCP's send and receive windows in packets
+    /// (`--protocol kcp` only).
+    pub kcp_window: u16,
+    /// `--bulk-channel`: keel-rudp's channel is marked bulk (congestion
+    /// control and pacing) (`--protocol rudp` only).
+    pub bulk_channel: bool,
 }
 
 impl Default for RunConfig {
@@ -387,6 +407,9 @@ impl Default for RunConfig {
             rate_hz: None,
             kcp_mode: KcpMode::Fast,
             encrypt: false,
+            transfer: None,
+            kcp_window: DEFAULT_KCP_WINDOW,
+            bulk_channel: false,
         }
     }
 }

@@ -110,6 +110,10 @@ reorder-delay=D (default 10ms; how long a reordered datagram is held back) (D su
 500us or 0, at most 3600s); seed=N (default 0); limit=N datagrams (default 4096) and limit-bytes=N \
 (default 16777216) held at most";
 
+/// What `--transfer` accepts.
+pub const TRANSFER_ACCEPTED: &str = "16..=67108864 (a plain integer, no suffix, like every size flag; \
+1 MiB = 1048576); clients x transfer <= 268435456";
+
 /// What `serve --idle-timeout` accepts.
 pub const IDLE_TIMEOUT_ACCEPTED: &str =
     "a decimal, 0 < s <= 3600, or off (0 is not accepted: write off)";
@@ -120,6 +124,9 @@ pub const FLAGS: &[FlagSpec] = &[
     spec("channel", "KIND", "reliable-ordered", "reliable-ordered, reliable-unordered, unreliable-sequenced, unreliable", "keel, --protocol rudp: the channel messages and their echoes use (kcp: reliable-ordered only)", RUN),
     spec("encrypt", "", "", "switch", "keel, --protocol rudp: each client connects with a connect token and every packet is sealed (ChaCha20-Poly1305, replay window), as a game on the open internet runs; without it keel-rudp runs in its explicit insecure mode, as KCP does", RUN),
     spec("kcp-mode", "MODE", "fast", "fast, default, normal", "keel, --protocol kcp, the three modes of KCP's published test: fast = nodelay 1, interval 10 ms, resend 2, no congestion window; default = nodelay 0, interval 10 ms, resend 0, congestion window; normal = default without the congestion window; 128-packet windows", RUN),
+    spec("transfer", "BYTES", "off (the echo)", TRANSFER_ACCEPTED, "keel, --protocol rudp or kcp: the bulk case; each client sends one message of BYTES (header and checked fill) on the reliable channel (kcp: in stream mode), the server answers with a 16-byte receipt (the message's header) once it has checked all of it, and the client starts the next; rtt_* are then completion times (handing the message to the protocol to the receipt), messages the transfers completed, goodput_bytes_per_second = BYTES x messages / elapsed_seconds; a transfer still in flight at the end gets up to 30 s to finish; not with --window, --rate, --payload or an unreliable --channel", RUN),
+    spec("kcp-window", "PACKETS", "128", "1..=32768", "keel, --protocol kcp: KCP's send and receive windows in packets (KCP raises a receive window below 128 to 128); fast mode sends at most this many packets per round trip, so bulk throughput is window-bound", RUN),
+    spec("bulk-channel", "", "off", "switch", "keel, --protocol rudp: mark the channel bulk, i.e. held back by keel-rudp's congestion control (NewReno) and pacer, as a game's large downloads would be; off: a plain channel, sent as fast as the send buffer allows", RUN),
     spec("rate", "HZ", "off (closed loop)", "1..=10000", "keel, --protocol rudp or kcp: open loop, each client sends HZ messages per second (a game tick) whatever comes back; the rtt_* percentiles are then the delivery latency of message and echo", RUN),
     spec("address-family", "FAMILY", "ipv4", "ipv4 (127.0.0.1), ipv6 (::1)", "loopback address family; with --connect, must match the address", RUN),
     spec("payload", "BYTES", "1024", "16..=65507 (ipv6: 16..=65527)", "bytes per datagram, 16-byte header included", RUN),

@@ -18,8 +18,9 @@ use super::raw::{RawArgs, RawFlag};
 use super::table::{find_flag, Subcommand};
 use super::values::{
     parse_addr, parse_batch, parse_channel, parse_family, parse_format, parse_full_policy,
-    parse_idle_timeout, parse_impair, parse_io_model, parse_kcp_mode, parse_lane_steering,
-    parse_lanes, parse_payload, parse_protocol, parse_server_rcvbuf, parse_threads, parse_work,
+    parse_idle_timeout, parse_impair, parse_io_model, parse_kcp_mode, parse_kcp_window,
+    parse_lane_steering, parse_lanes, parse_payload, parse_protocol, parse_server_rcvbuf,
+    parse_threads, parse_transfer, parse_work,
 };
 
 /// Validates [`RawArgs`] into a [`Command`]: values, ranges, scope of each
@@ -124,6 +125,7 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
     check_payload_fits(&cfg)?;
     check_bytes_in_flight(&cfg)?;
     check_protocol_flags(raw, &cfg)?;
+    check_transfer_flags(raw, &cfg)?;
     Ok(cfg)
 }
 
@@ -132,7 +134,15 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
 /// knobs.
 fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError> {
     if cfg.protocol == Protocol::Udp {
-        for name in ["channel", "rate", "kcp-mode", "encrypt"] {
+        for name in [
+            "channel",
+            "rate",
+            "kcp-mode",
+            "encrypt",
+            "transfer",
+            "kcp-window",
+            "bulk-channel",
+        ] {
             if has(raw, name) {
                 return Err(FlagError::new(
                     format!("--{name}"),
@@ -149,10 +159,22 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
             "applies to --protocol rudp only (KCP has no encryption)",
         ));
     }
-    if cfg.protocol == Protocol::Rudp && has(raw, "kcp-mode") {
+    if cfg.protocol == Protocol::Rudp {
+        if let Some(name) = ["kcp-mode", "kcp-window"]
+            .into_iter()
+            .find(|name| has(raw, name))
+        {
+            return Err(FlagError::new(
+                format!("--{name}"),
+                "applies to --protocol kcp only",
+            ));
+        }
+    }
+    if cfg.protocol == Protocol::Kcp && has(raw, "bulk-channel") {
         return Err(FlagError::new(
-            "--kcp-mode",
-            "applies to --protocol kcp only",
+            "--bulk-channel",
+            "applies to --protocol rudp only (KCP has no channels; --kcp-mode picks its \
+             congestion window)",
         ));
     }
     if cfg.protocol == Protocol::Kcp && cfg.channel != ChannelChoice::ReliableOrdered {
@@ -178,11 +200,60 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
             format!(
                 "applies to --protocol udp only, not {} (accepted with it: --channel, --rate, \
                  --payload, --clients, --window, --seconds, --warmup, --io-model, --io-threads, \
-                 --work, --server-lanes, --impair, --impair-server, --format)",
+                 --work, --server-lanes, --impair, --impair-server, --transfer, --format)",
                 cfg.protocol.as_str()
             ),
         )),
     }
+}
+
+/// `--transfer` (the bulk case: one message at a time per client, on a
+/// reliable channel) against the flags that shape the echo instead, and
+/// `clients × transfer` against [`MAX_IN_FLIGHT_BYTES`]. Runs after
+/// [`check_protocol_flags`], so the protocol is rudp or kcp here.
+fn check_transfer_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError> {
+    let Some(transfer) = cfg.transfer else {
+        return Ok(());
+    };
+    let conflicts = [
+        ("window", "one transfer at a time per client"),
+        ("rate", "the next transfer starts when the receipt of the last arrives"),
+        ("payload", "--transfer is the message size"),
+    ];
+    if let Some((name, why)) = conflicts.into_iter().find(|(name, _)| has(raw, name)) {
+        return Err(FlagError::new(
+            format!("--{name}"),
+            format!(
+                "does not apply with --transfer ({why}); accepted with --transfer: \
+                 --protocol rudp|kcp, --clients, --seconds, --warmup, --channel \
+                 reliable-ordered|reliable-unordered, --bulk-channel, --kcp-mode, \
+                 --kcp-window, --io-model, --io-threads, --work, --server-lanes, --impair, \
+                 --impair-server, --encrypt, --format"
+            ),
+        ));
+    }
+    if !cfg.channel.reliable() {
+        return Err(FlagError::new(
+            "--channel",
+            format!(
+                "--transfer needs a reliable channel (reliable-ordered or reliable-unordered), \
+                 got {}",
+                cfg.channel.as_str()
+            ),
+        ));
+    }
+    let in_flight = u64::from(cfg.clients) * transfer;
+    if in_flight > MAX_IN_FLIGHT_BYTES {
+        return Err(FlagError::new(
+            "--transfer",
+            format!(
+                "--clients x --transfer = {} x {transfer} = {in_flight} bytes in flight, more \
+                 than the {MAX_IN_FLIGHT_BYTES} (256 MiB) allowed",
+                cfg.clients
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Parses one run flag's value into `cfg` (ranges of the flag alone).
@@ -213,6 +284,9 @@ fn set_run_flag(cfg: &mut RunConfig, name: &str, v: &str) -> Result<(), FlagErro
         "kcp-mode" => cfg.kcp_mode = parse_kcp_mode(v)?,
         "encrypt" => cfg.encrypt = true,
         "rate" => cfg.rate_hz = Some(parse_u32("rate", v, 1, 10_000)?),
+        "transfer" => cfg.transfer = Some(parse_transfer(v)?),
+        "kcp-window" => cfg.kcp_window = parse_kcp_window(v)?,
+        "bulk-channel" => cfg.bulk_channel = true,
         other => unreachable!("flag --{other} is not in the run scope"),
     }
     Ok(())
@@ -414,6 +488,7 @@ mod tests {
             "format" => "both",
             "channel" => "unreliable",
             "kcp-mode" => "default",
+            "transfer" => "65536",
             "impair" | "impair-server" => "loss=0.1,delay=1ms",
             _ => "1",
         };
@@ -423,9 +498,11 @@ mod tests {
             } else {
                 format!("--{}={}", f.name, sample(f.name))
             };
-            if f.for_run() && ["channel", "rate", "encrypt"].contains(&f.name) {
+            if f.for_run()
+                && ["channel", "rate", "encrypt", "transfer", "bulk-channel"].contains(&f.name)
+            {
                 parse(vec!["--protocol", "rudp", arg.as_str()]).unwrap();
-            } else if f.name == "kcp-mode" {
+            } else if ["kcp-mode", "kcp-window"].contains(&f.name) {
                 parse(vec!["--protocol", "kcp", arg.as_str()]).unwrap();
             } else if f.for_run() && f.name != "connect" {
                 parse(vec![arg.as_str()]).unwrap();
@@ -438,5 +515,98 @@ mod tests {
                 parse(args).unwrap();
             }
         }
+    }
+
+    fn run_cfg(args: &[&str]) -> RunConfig {
+        match parse(args.to_vec()) {
+            Ok(Command::Run(c)) => c,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    fn rejected(args: &[&str], flag: &str) -> String {
+        let e = parse(args.to_vec()).expect_err(&format!("{args:?} must be rejected"));
+        assert_eq!(e.flag, flag, "{args:?}: {e}");
+        e.message
+    }
+
+    #[test]
+    fn transfer_is_a_plain_byte_count_for_rudp_and_kcp() {
+        for proto in ["rudp", "kcp"] {
+            let c = run_cfg(&["--protocol", proto, "--transfer", "1048576"]);
+            assert_eq!(c.transfer, Some(1 << 20));
+            let c = run_cfg(&["--protocol", proto, "--transfer=16"]);
+            assert_eq!(c.transfer, Some(16));
+            let c = run_cfg(&["--protocol", proto, "--transfer", "67108864"]);
+            assert_eq!(c.transfer, Some(64 << 20));
+        }
+        assert_eq!(run_cfg(&["--protocol", "rudp"]).transfer, None);
+        for bad in ["15", "0", "67108865", "1MiB", "1M", "1k", "1_048_576", "-1", "1e6", ""] {
+            let m = rejected(&["--protocol", "rudp", "--transfer", bad], "--transfer");
+            assert!(m.contains("16..=67108864"), "{m}");
+            assert!(m.contains(&format!("{bad:?}")), "{m}");
+        }
+    }
+
+    #[test]
+    fn transfer_needs_rudp_or_kcp_and_a_reliable_channel() {
+        let m = rejected(&["--transfer", "65536"], "--transfer");
+        assert!(m.contains("rudp and kcp only"), "{m}");
+        let m = rejected(&["--protocol", "udp", "--transfer", "65536"], "--transfer");
+        assert!(m.contains("rudp and kcp only"), "{m}");
+        for ch in ["unreliable", "unreliable-sequenced"] {
+            let m = rejected(
+                &["--protocol", "rudp", "--transfer", "65536", "--channel", ch],
+                "--channel",
+            );
+            assert!(m.contains("reliable-ordered or reliable-unordered"), "{m}");
+        }
+        let c = run_cfg(&[
+            "--protocol",
+            "rudp",
+            "--transfer",
+            "65536",
+            "--channel",
+            "reliable-unordered",
+        ]);
+        assert_eq!(c.channel, ChannelChoice::ReliableUnordered);
+    }
+
+    #[test]
+    fn transfer_excludes_the_echo_shapes() {
+        for (flag, value) in [("--window", "4"), ("--rate", "60"), ("--payload", "1200")] {
+            let m = rejected(
+                &["--protocol", "kcp", "--transfer", "65536", flag, value],
+                flag,
+            );
+            assert!(m.contains("does not apply with --transfer"), "{m}");
+        }
+        // 256 MiB in flight at most: 256 clients of 1 MiB fit, 257 do not.
+        let c = run_cfg(&["--protocol", "rudp", "--transfer", "1048576", "--clients", "256"]);
+        assert_eq!(c.clients, 256);
+        let m = rejected(
+            &["--protocol", "rudp", "--transfer", "1048576", "--clients", "257"],
+            "--transfer",
+        );
+        assert!(m.contains("256 MiB"), "{m}");
+    }
+
+    #[test]
+    fn kcp_window_and_bulk_channel_belong_to_their_protocols() {
+        assert_eq!(run_cfg(&["--protocol", "kcp"]).kcp_window, 128);
+        let c = run_cfg(&["--protocol", "kcp", "--kcp-window", "1024"]);
+        assert_eq!(c.kcp_window, 1024);
+        for bad in ["0", "32769", "abc", "-1"] {
+            let m = rejected(&["--protocol", "kcp", "--kcp-window", bad], "--kcp-window");
+            assert!(m.contains("1..=32768"), "{m}");
+        }
+        let m = rejected(&["--protocol", "rudp", "--kcp-window", "256"], "--kcp-window");
+        assert!(m.contains("kcp only"), "{m}");
+        rejected(&["--kcp-window", "256"], "--kcp-window");
+        assert!(run_cfg(&["--protocol", "rudp", "--bulk-channel"]).bulk_channel);
+        assert!(!run_cfg(&["--protocol", "rudp"]).bulk_channel);
+        let m = rejected(&["--protocol", "kcp", "--bulk-channel"], "--bulk-channel");
+        assert!(m.contains("rudp only"), "{m}");
+        rejected(&["--bulk-channel"], "--bulk-channel");
     }
 }

@@ -10,7 +10,8 @@ use keel_udp::Impairment;
 
 use super::config::{
     AddressFamily, ChannelChoice, FullPolicyChoice, IoModel, KcpMode, LaneSteeringChoice,
-    OutputFormat, Protocol, MAX_IDLE_TIMEOUT_SECS, MAX_PAYLOAD_IPV4, MAX_PAYLOAD_IPV6, MIN_PAYLOAD,
+    OutputFormat, Protocol, MAX_IDLE_TIMEOUT_SECS, MAX_KCP_WINDOW, MAX_PAYLOAD_IPV4,
+    MAX_PAYLOAD_IPV6, MAX_TRANSFER, MIN_PAYLOAD, MIN_TRANSFER,
 };
 use super::error::FlagError;
 use super::number::{parse_seconds, parse_u32, parse_uint};
@@ -221,4 +222,24 @@ pub(crate) fn parse_format(value: &str) -> Result<OutputFormat, FlagError> {
             ),
         )),
     }
+}
+
+/// `--transfer`: message bytes of the bulk case, a plain integer (no size
+/// suffix: no size flag of keel-bench takes one).
+pub(crate) fn parse_transfer(value: &str) -> Result<u64, FlagError> {
+    parse_uint("transfer", value, MIN_TRANSFER, MAX_TRANSFER).map_err(|_| {
+        FlagError::new(
+            "--transfer",
+            format!(
+                "expected an integer in {MIN_TRANSFER}..={MAX_TRANSFER} (bytes, header \
+                 included; a plain integer without suffix, e.g. 1048576 for 1 MiB), got {value:?}"
+            ),
+        )
+    })
+}
+
+/// `--kcp-window`: KCP's windows in packets.
+pub(crate) fn parse_kcp_window(value: &str) -> Result<u16, FlagError> {
+    let n = parse_u32("kcp-window", value, 1, u32::from(MAX_KCP_WINDOW))?;
+    Ok(u16::try_from(n).expect("range fits u16"))
 }
