@@ -557,9 +557,7 @@ impl RunReport {
         let payload = self.payload_bytes.unwrap_or(0);
         let transfer = self.transfer_bytes.flatten();
         let answer = transfer.map_or(payload, |_| RECEIPT_LEN as u64);
-        self.payload_roundtrip_bytes = self
-            .messages
-            .saturating_mul(payload.saturating_add(answer));
+        self.payload_roundtrip_bytes = self.messages.saturating_mul(payload.saturating_add(answer));
         if let Some(bytes) = transfer {
             let goodput = if secs > 0.0 {
                 bytes as f64 * self.messages as f64 / secs
@@ -835,5 +833,51 @@ mod tests {
         assert_eq!(client.server_send_rejections, None);
         assert_eq!(client.udp_server_receive_buffer_requested_bytes, None);
         assert_eq!(client.io_threads, Some(1));
+    }
+
+    #[test]
+    fn bulk_fields_only_where_they_apply() {
+        // A UDP line has none of them; an echo over rudp or kcp has them null.
+        let udp = RunReport::new(&cfg(&[]));
+        let v: serde_json::Value = serde_json::from_str(&udp.to_json_line()).unwrap();
+        for f in [
+            "transfer_bytes",
+            "goodput_bytes_per_second",
+            "bulk_channel",
+            "kcp_window",
+        ] {
+            assert!(v.get(f).is_none(), "{f} in a UDP line");
+        }
+        let echo = RunReport::new(&cfg(&["--protocol", "kcp"]));
+        let v: serde_json::Value = serde_json::from_str(&echo.to_json_line()).unwrap();
+        assert_eq!(v["transfer_bytes"], serde_json::Value::Null);
+        assert_eq!(v["goodput_bytes_per_second"], serde_json::Value::Null);
+        assert_eq!(v["kcp_window"], 128);
+        assert!(v.get("bulk_channel").is_none());
+        let rudp = RunReport::new(&cfg(&["--protocol", "rudp", "--bulk-channel"]));
+        assert_eq!(rudp.bulk_channel, Some(true));
+        assert_eq!(rudp.kcp_window, None);
+    }
+
+    #[test]
+    fn bulk_throughput_is_goodput_of_whole_transfers() {
+        let c = cfg(&["--protocol", "rudp", "--transfer", "1048576"]);
+        let mut r = RunReport::new(&c);
+        assert_eq!(r.payload_bytes, Some(1 << 20));
+        assert_eq!(r.transfer_bytes, Some(Some(1 << 20)));
+        r.messages = 10;
+        r.set_throughput(Duration::from_secs(4));
+        assert_eq!(r.goodput_bytes_per_second, Some(Some(2_621_440.0)));
+        // Each round trip: the transfer and its 16-byte receipt.
+        assert_eq!(r.payload_roundtrip_bytes, 10 * ((1 << 20) + 16));
+        assert_eq!(r.roundtrips_per_second, 2.5);
+        r.set_throughput(Duration::ZERO);
+        assert_eq!(r.goodput_bytes_per_second, Some(Some(0.0)));
+        // The echo's throughput is unchanged: both directions of the payload.
+        let mut e = RunReport::new(&cfg(&["--protocol", "rudp", "--payload", "1000"]));
+        e.messages = 10;
+        e.set_throughput(Duration::from_secs(1));
+        assert_eq!(e.payload_roundtrip_bytes, 20_000);
+        assert_eq!(e.goodput_bytes_per_second, Some(None));
     }
 }

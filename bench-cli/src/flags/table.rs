@@ -111,7 +111,8 @@ reorder-delay=D (default 10ms; how long a reordered datagram is held back) (D su
 (default 16777216) held at most";
 
 /// What `--transfer` accepts.
-pub const TRANSFER_ACCEPTED: &str = "16..=67108864 (a plain integer, no suffix, like every size flag; \
+pub const TRANSFER_ACCEPTED: &str =
+    "16..=67108864 (a plain integer, no suffix, like every size flag; \
 1 MiB = 1048576); clients x transfer <= 268435456";
 
 /// What `serve --idle-timeout` accepts.
@@ -162,7 +163,10 @@ pub fn find_flag(name: &str) -> Option<&'static FlagSpec> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::config::{MAX_PAYLOAD_IPV4, MAX_PAYLOAD_IPV6, MIN_PAYLOAD};
+    use super::super::config::{
+        DEFAULT_KCP_WINDOW, MAX_IN_FLIGHT_BYTES, MAX_KCP_WINDOW, MAX_PAYLOAD_IPV4,
+        MAX_PAYLOAD_IPV6, MAX_TRANSFER, MIN_PAYLOAD, MIN_TRANSFER,
+    };
     use super::*;
 
     #[test]
@@ -175,5 +179,16 @@ mod tests {
                 "{MIN_PAYLOAD}..={MAX_PAYLOAD_IPV4} (ipv6: {MIN_PAYLOAD}..={MAX_PAYLOAD_IPV6})"
             )
         );
+    }
+
+    #[test]
+    fn transfer_and_kcp_window_texts_are_the_limits() {
+        assert!(TRANSFER_ACCEPTED.starts_with(&format!("{MIN_TRANSFER}..={MAX_TRANSFER} ")));
+        assert!(
+            TRANSFER_ACCEPTED.ends_with(&format!("clients x transfer <= {MAX_IN_FLIGHT_BYTES}"))
+        );
+        let w = find_flag("kcp-window").unwrap();
+        assert_eq!(w.accepted, format!("1..={MAX_KCP_WINDOW}"));
+        assert_eq!(w.default, DEFAULT_KCP_WINDOW.to_string());
     }
 }

@@ -217,7 +217,10 @@ fn check_transfer_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
     };
     let conflicts = [
         ("window", "one transfer at a time per client"),
-        ("rate", "the next transfer starts when the receipt of the last arrives"),
+        (
+            "rate",
+            "the next transfer starts when the receipt of the last arrives",
+        ),
         ("payload", "--transfer is the message size"),
     ];
     if let Some((name, why)) = conflicts.into_iter().find(|(name, _)| has(raw, name)) {
@@ -541,7 +544,18 @@ mod tests {
             assert_eq!(c.transfer, Some(64 << 20));
         }
         assert_eq!(run_cfg(&["--protocol", "rudp"]).transfer, None);
-        for bad in ["15", "0", "67108865", "1MiB", "1M", "1k", "1_048_576", "-1", "1e6", ""] {
+        for bad in [
+            "15",
+            "0",
+            "67108865",
+            "1MiB",
+            "1M",
+            "1k",
+            "1_048_576",
+            "-1",
+            "1e6",
+            "",
+        ] {
             let m = rejected(&["--protocol", "rudp", "--transfer", bad], "--transfer");
             assert!(m.contains("16..=67108864"), "{m}");
             assert!(m.contains(&format!("{bad:?}")), "{m}");
@@ -582,10 +596,24 @@ mod tests {
             assert!(m.contains("does not apply with --transfer"), "{m}");
         }
         // 256 MiB in flight at most: 256 clients of 1 MiB fit, 257 do not.
-        let c = run_cfg(&["--protocol", "rudp", "--transfer", "1048576", "--clients", "256"]);
+        let c = run_cfg(&[
+            "--protocol",
+            "rudp",
+            "--transfer",
+            "1048576",
+            "--clients",
+            "256",
+        ]);
         assert_eq!(c.clients, 256);
         let m = rejected(
-            &["--protocol", "rudp", "--transfer", "1048576", "--clients", "257"],
+            &[
+                "--protocol",
+                "rudp",
+                "--transfer",
+                "1048576",
+                "--clients",
+                "257",
+            ],
             "--transfer",
         );
         assert!(m.contains("256 MiB"), "{m}");
@@ -600,7 +628,10 @@ mod tests {
             let m = rejected(&["--protocol", "kcp", "--kcp-window", bad], "--kcp-window");
             assert!(m.contains("1..=32768"), "{m}");
         }
-        let m = rejected(&["--protocol", "rudp", "--kcp-window", "256"], "--kcp-window");
+        let m = rejected(
+            &["--protocol", "rudp", "--kcp-window", "256"],
+            "--kcp-window",
+        );
         assert!(m.contains("kcp only"), "{m}");
         rejected(&["--kcp-window", "256"], "--kcp-window");
         assert!(run_cfg(&["--protocol", "rudp", "--bulk-channel"]).bulk_channel);
