@@ -14,7 +14,8 @@
 //! that drives validation scope and `--help`. Rules:
 //!
 //! * every flag takes exactly one value (`--flag V` or `--flag=V`), except
-//!   the switches `--sockperf` and `--help`/`-h`;
+//!   the switches `--sockperf`, `--encrypt`, `--bulk-channel` and
+//!   `--help`/`-h`;
 //! * numbers follow one grammar ([`number`]), the same as in keel-udp's
 //!   link conditioner specs: integers are whole tokens of ASCII digits (no
 //!   sign, not even `+`, no spaces, no trailing junk, no underscores or

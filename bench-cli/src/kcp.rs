@@ -9,7 +9,9 @@
 //! KCP's published test (its `test.cpp`): `fast` (nodelay 1, interval
 //! 10 ms, resend 2, no congestion window), `default` (nodelay 0, interval
 //! 10 ms, resend 0, congestion window) and `normal` (default without the
-//! congestion window); all with 128-packet windows, as there. KCP has one
+//! congestion window); all with 128-packet windows, as there, unless
+//! `--kcp-window` says otherwise. The bulk case (`--transfer`) runs KCP in
+//! stream mode (`crate::bulk`). KCP has one
 //! delivery mode, reliable and ordered: `--channel` must be
 //! `reliable-ordered`.
 //!

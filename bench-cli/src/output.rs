@@ -21,6 +21,15 @@
 //! * `payload_roundtrip_bytes` is the payload moved in both directions over
 //!   the measured phase, `messages × payload × 2`, and
 //!   `payload_mib_per_second` is that in MiB over `elapsed_seconds`.
+//! * Bulk lines (`--transfer`, rudp and kcp; see `crate::bulk`): a message
+//!   is a transfer of `transfer_bytes` (= `payload_bytes`) answered by a
+//!   16-byte receipt. `messages` counts the transfers begun in the measured
+//!   phase and completed, the `rtt_*` percentiles are their completion
+//!   times in µs (handing the message to the protocol to the receipt's
+//!   arrival), `payload_roundtrip_bytes` is `messages × (transfer_bytes +
+//!   16)`, and `goodput_bytes_per_second` is `transfer_bytes × messages /
+//!   elapsed_seconds`, summed over clients. On rudp and kcp echo lines both
+//!   bulk fields are null; UDP lines do not have them.
 //!
 //! This file is long on purpose: [`RunReport`] has one documented field per
 //! JSON field (about 80), in the JSON order the contract fixes, and the

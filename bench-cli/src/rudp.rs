@@ -15,6 +15,9 @@
 //! its drain are over. `--impair` and `--impair-server` are keel-udp's link
 //! conditioner on the send path of the sockets under keel-rudp.
 //!
+//! With `--transfer` (the bulk case, `crate::bulk`) the server answers each
+//! whole message with a 16-byte receipt instead of echoing it.
+//!
 //! Reported like the UDP mode (same fields, same meaning where they apply),
 //! plus `channel`, `rate_hz`, `messages_delivered`, `messages_resent`,
 //! `redundant_copies` and `wire_bytes_per_payload_byte`, which only a rudp

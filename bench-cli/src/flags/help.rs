@@ -35,7 +35,7 @@ const USAGE: &str =
          keel-bench --help\n\
          \n\
          Every flag takes exactly one value (--flag V or --flag=V) except the switches \
-         --sockperf and --help.\nIntegers are whole digit tokens (no sign, spaces or suffix); \
+         --sockperf, --encrypt, --bulk-channel and --help.\nIntegers are whole digit tokens (no sign, spaces or suffix); \
          seconds are digits with an optional\nfraction (1, 0.25, .5; no sign, exponent or unit), \
          as are the numbers in --impair specs.\nA flag given twice, an unknown flag or a flag of another \
          subcommand is an error.\n";
@@ -71,7 +71,10 @@ fn cross_checks(s: &mut String) {
          payload <= {MAX_PAYLOAD_IPV4} for ipv4, <= {MAX_PAYLOAD_IPV6} for ipv6\n  \
          --connect: --address-family (if given) must match the address; --work, \
          --server-lanes and\n  --udp-server-receive-buffer belong to `serve`; \
-         --impair-server needs the in-process server\n"
+         --impair-server needs the in-process server\n  \
+         --transfer: --protocol rudp or kcp; clients x transfer <= {MAX_IN_FLIGHT_BYTES}; \
+         not with --window, --rate\n  or --payload; --channel reliable-ordered or \
+         reliable-unordered only\n"
     );
 }
 
@@ -79,8 +82,10 @@ fn cross_checks(s: &mut String) {
 const DIFFERENCES_AND_EXIT_CODES: &str = "\n\
          DIFFERENCES FROM ARKNET (additive; no field renamed):\n  \
          backend is \"keel\"; percentiles come from every sample (rtt_sample_limit is null);\n  \
-         --protocol accepts only udp; --io-model owned is rejected; keel flags and JSON fields \
-         are marked keel above;\n  --format human (opt-in) shows a summary instead of the JSON line.\n\
+         --protocol accepts udp, and keel's rudp and kcp (not tcp); --io-model owned is \
+         rejected; keel flags and JSON fields\n  are marked keel above; with --transfer (the bulk \
+         case) messages counts completed transfers and\n  rtt_* are completion times \
+         (transfer_bytes and goodput_bytes_per_second say so);\n  --format human (opt-in) shows a summary instead of the JSON line.\n\
          \n\
          EXIT CODES:\n  \
          0  ok: the run passed every check (or --help)\n  \
