@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use keel_udp::{
@@ -31,13 +31,18 @@ use keel_udp::{
 };
 
 use crate::flags::{KcpMode, RunConfig};
-use crate::loopback::runtime_for;
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
-use crate::peer::{drive, record, Driver, Job, ServerCounts, ServerTally, Tally, COLLECT};
-use crate::stats::Rtt;
+use crate::peer::{
+    collect, drive, lock, record, record_server, runtimes, shared_rtt, Driver, Job, ServerCounts,
+    ServerProbe, ServerTally, Tally,
+};
+use crate::procstats::rss_bytes;
+use crate::udp_rate::client_endpoint;
 
 /// KCP's send and receive windows, in packets (its published test's).
 const WINDOW: u16 = 128;
+/// KCP's packet size (its default MTU), the most a client socket takes.
+const KCP_MTU: usize = 1400;
 /// How often each end calls KCP's `update`.
 const UPDATE: Duration = Duration::from_millis(1);
 
@@ -247,8 +252,8 @@ pub fn run(cfg: &RunConfig) -> RunReport {
 }
 
 fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
-    let rt = runtime_for(cfg.io_model, cfg.io_threads)
-        .map_err(|e| format!("starting the runtime: {e}"))?;
+    let rss_before = rss_bytes();
+    let (rt, server_threads, client_rt) = runtimes(cfg)?;
     let epoch = Instant::now();
     let counts = Arc::new(ServerCounts::default());
     let server_out = Out::default();
@@ -273,6 +278,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
 
     let connected = Arc::new(AtomicUsize::new(0));
     let drained = Arc::new(AtomicUsize::new(0));
+    let rtt = shared_rtt();
     let mut clients = Vec::with_capacity(cfg.clients as usize);
     let mut client_outs = Vec::with_capacity(cfg.clients as usize);
     for id in 0..cfg.clients {
@@ -283,7 +289,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             ..(**imp).clone()
         });
         let peer = KcpClient {
-            driver: Driver::new(cfg, id, drained.clone()),
+            driver: Driver::new(cfg, id, drained.clone(), rtt.clone()),
             kcp: new_kcp(id + 1, cfg.kcp_mode, out.clone()),
             out,
             server: server.local_addr(),
@@ -292,44 +298,45 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             connected: connected.clone(),
             send_refused: 0,
         };
-        let reactor = &handles[id as usize % handles.len()];
+        let reactor = client_rt.next_reactor();
         let local = SocketAddr::new(cfg.address_family.loopback(), 0);
-        let client = DatagramSocket::bind(reactor, local, endpoint_config(impair), peer)
-            .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
+        let client =
+            DatagramSocket::bind(reactor, local, client_endpoint(impair, KCP_MTU), peer)
+                .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
         clients.push(client);
     }
 
-    let post = |job: Job| {
-        for c in &clients {
-            c.post(move |h, ctx| h.job(ctx, job));
-        }
+    let post = |i: usize, job: Job| {
+        clients[i].post(move |h, ctx| h.job(ctx, job));
     };
-    let result = drive(cfg, report, clients.len(), &connected, &drained, &post);
+    let received = || counts.received.load(Ordering::Relaxed);
+    let probe = ServerProbe {
+        threads: &server_threads,
+        received: &received,
+    };
+    let result = drive(
+        cfg,
+        report,
+        clients.len(),
+        &connected,
+        &drained,
+        &probe,
+        &post,
+    );
 
-    let (tx, rx) = mpsc::channel();
-    for c in &clients {
-        let tx = tx.clone();
-        c.post(move |h, _| {
-            let (mut t, rtt) = h.driver.take();
+    let tallies = collect(clients.len(), |i, tx| {
+        clients[i].post(move |h, _| {
+            let mut t = h.driver.take();
             t.send_rejections += h.send_refused;
-            let _ = tx.send((t, rtt));
+            let _ = tx.send(t);
         });
-    }
-    drop(tx);
+    });
     let mut tally = Tally::default();
-    let mut rtt = Rtt::new();
-    let deadline = Instant::now() + COLLECT;
-    let mut got = 0;
-    while got < clients.len() {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok((t, r)) => {
-                tally.add(&t);
-                rtt.merge(&r);
-                got += 1;
-            }
-            Err(_) => break,
-        }
+    for t in &tallies {
+        tally.add(t);
     }
+    let got = tallies.len();
+    let rtt = lock(&rtt).clone();
     let (mut kernel, mut dropped, mut duplicated, mut send_errors) = (0, 0, 0, 0);
     for c in &clients {
         c.close();
@@ -341,7 +348,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     }
     server.close();
     let k = server.counters();
-    let stopped = rt.stop();
+    let stopped = rt.stop().and(client_rt.stop());
 
     record(
         report,
@@ -353,8 +360,9 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         },
         &rtt,
     );
-    if let Ok(elapsed) = result {
-        report.set_throughput(elapsed);
+    if let Ok(m) = &result {
+        report.set_throughput(m.elapsed);
+        record_server(report, m, rss_before, clients.len());
     }
     let wire: u64 = server_out.bytes.load(Ordering::Relaxed)
         + client_outs

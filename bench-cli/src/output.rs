@@ -348,6 +348,22 @@ pub struct RunReport {
     /// mode.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub encrypted: Option<bool>,
+
+    // ---- open-loop runs (rudp, kcp, and udp with --rate): the scale case ----
+    /// CPU time of the server's threads in the measured phase over the
+    /// messages it received in that time, in µs; the server runs on its
+    /// own runtime, apart from the clients'.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_cpu_us_per_message: Option<Option<f64>>,
+    /// The server's threads' CPU time over the measured phase's wall time
+    /// (100 = one core busy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_cpu_percent: Option<Option<f64>>,
+    /// RSS with every connection up, minus RSS before the server and the
+    /// clients were made, over the clients: both ends of a connection
+    /// (client socket and state, server state), in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rss_bytes_per_connection: Option<Option<f64>>,
 }
 
 impl RunReport {
@@ -439,6 +455,9 @@ impl RunReport {
             redundant_copies: None,
             wire_bytes_per_payload_byte: None,
             kcp_mode: None,
+            server_cpu_us_per_message: None,
+            server_cpu_percent: None,
+            rss_bytes_per_connection: None,
             encrypted: None,
         }
     }

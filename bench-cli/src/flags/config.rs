@@ -16,6 +16,11 @@ pub const MAX_PAYLOAD_IPV4: u64 = keel_udp::MAX_PAYLOAD_V4 as u64;
 pub const MAX_PAYLOAD_IPV6: u64 = keel_udp::MAX_PAYLOAD_V6 as u64;
 /// Smallest payload: the 16-byte message header.
 pub const MIN_PAYLOAD: u64 = 16;
+/// Most `--clients` of a closed loop (arknet's bound).
+pub const MAX_CLIENTS_CLOSED_LOOP: u32 = 1024;
+/// Most `--clients` with `--rate` (the scale case: thousands of
+/// connections, each a socket of its own).
+pub const MAX_CLIENTS_OPEN_LOOP: u32 = 10_000;
 /// Cap on `clients × window × payload`: bytes in flight at once.
 pub const MAX_IN_FLIGHT_BYTES: u64 = 256 * 1024 * 1024;
 

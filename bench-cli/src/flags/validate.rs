@@ -10,7 +10,8 @@ use super::config::{
     AddressFamily, ChannelChoice, Command, FullPolicyChoice, IoModel, LaneSteeringChoice,
     OutputFormat, Protocol, ReportConfig, RunConfig, ServeConfig, DEFAULT_BATCH,
     DEFAULT_IO_THREADS, DEFAULT_MAX_SESSIONS, DEFAULT_SERVER_LANES, DEFAULT_SERVE_IDLE_TIMEOUT,
-    DEFAULT_WORK, MAX_IN_FLIGHT_BYTES, MAX_MAX_SESSIONS, MIN_PAYLOAD,
+    DEFAULT_WORK, MAX_CLIENTS_CLOSED_LOOP, MAX_CLIENTS_OPEN_LOOP, MAX_IN_FLIGHT_BYTES,
+    MAX_MAX_SESSIONS, MIN_PAYLOAD,
 };
 use super::error::FlagError;
 use super::number::{parse_seconds, parse_u32, parse_uint};
@@ -117,6 +118,15 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
     for f in &raw.flags {
         set_run_flag(&mut cfg, f.name, f.value.as_deref().unwrap_or(""))?;
     }
+    // Its range depends on --rate, wherever that came.
+    if let Some(f) = raw.flags.iter().find(|f| f.name == "clients") {
+        let max = if cfg.rate_hz.is_some() {
+            MAX_CLIENTS_OPEN_LOOP
+        } else {
+            MAX_CLIENTS_CLOSED_LOOP
+        };
+        cfg.clients = parse_u32("clients", f.value.as_deref().unwrap_or(""), 1, max)?;
+    }
     if let Some(addr) = cfg.connect {
         cfg.address_family = family_of_connect(raw, cfg.address_family, addr)?;
         no_server_flags_with_connect(raw)?;
@@ -132,13 +142,24 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
 /// knobs.
 fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError> {
     if cfg.protocol == Protocol::Udp {
-        for name in ["channel", "rate", "kcp-mode", "encrypt"] {
+        for name in ["channel", "kcp-mode", "encrypt"] {
             if has(raw, name) {
                 return Err(FlagError::new(
                     format!("--{name}"),
-                    "applies to --protocol rudp and kcp only (the UDP echo has no channels \
-                     and runs closed loop)",
+                    "applies to --protocol rudp and kcp only (the UDP echo has no channels)",
                 ));
+            }
+        }
+        if cfg.rate_hz.is_some() {
+            for name in ["connect", "lane-steering", "loss-timeout"] {
+                if has(raw, name) {
+                    return Err(FlagError::new(
+                        format!("--{name}"),
+                        "applies to the closed-loop UDP echo only, not with --rate (the open \
+                         loop runs its own server, kernel-hash steering, and gives a message \
+                         up after 1 s)",
+                    ));
+                }
             }
         }
         return Ok(());
@@ -191,7 +212,8 @@ fn set_run_flag(cfg: &mut RunConfig, name: &str, v: &str) -> Result<(), FlagErro
         "protocol" => cfg.protocol = parse_protocol(v)?,
         "address-family" => cfg.address_family = parse_family(v)?,
         "payload" => cfg.payload = parse_payload(v)?,
-        "clients" => cfg.clients = parse_u32("clients", v, 1, 1024)?,
+        // Its range depends on --rate: parsed in validate_run.
+        "clients" => {}
         "window" => cfg.window = parse_u32("window", v, 1, 1024)?,
         "seconds" => cfg.seconds = parse_seconds("seconds", v, false, 3600.0)?,
         "warmup" => cfg.warmup = parse_seconds("warmup", v, true, 3600.0)?,
