@@ -238,8 +238,9 @@ pub enum FullPolicyChoice {
     /// a session ends; established peers are never disturbed.
     #[default]
     Refuse,
-    /// End the idlest of a few sampled sessions (`sessions_evicted`) and
-    /// admit the new peer.
+    /// End an idle session (`sessions_evicted`): the first the eviction
+    /// hand finds with no datagram since its last visit, or the idlest if
+    /// every one had one; then admit the new peer.
     EvictIdlest,
 }
 
