@@ -229,6 +229,8 @@ impl DatagramSocketHandler for KcpClient {
     }
 
     fn timer(&mut self, ctx: &mut DatagramSocketCtx<'_>, _: keel_reactor::TimerId) {
+        // Also the open loop's tick: sends come due within this 1 ms.
+        self.driver.expire(Instant::now());
         let _ = self.kcp.update(ms(self.epoch));
         self.pump(ctx);
     }

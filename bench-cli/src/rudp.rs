@@ -9,10 +9,10 @@
 //! game tick). Messages are the UDP mode's (`crate::message`): header,
 //! deterministic fill, checked byte for byte on the way back.
 //!
-//! The main thread paces the run: it posts a tick to every client each
-//! millisecond (sends due in open loop; unreliable channels give up a
-//! message after [`UNRELIABLE_LOSS_TIMEOUT`]) until the measured phase and
-//! its drain are over. `--impair` and `--impair-server` are keel-udp's link
+//! The main thread paces the run (`crate::peer::drive`): closed loop, it
+//! posts a tick to every client each millisecond (unreliable channels give
+//! up a message after [`UNRELIABLE_LOSS_TIMEOUT`]); open loop, each client
+//! ticks itself on its lane with `Ctx::tick_at`. `--impair` and `--impair-server` are keel-udp's link
 //! conditioner on the send path of the sockets under keel-rudp.
 //!
 //! Reported like the UDP mode (same fields, same meaning where they apply),
@@ -121,6 +121,15 @@ impl BenchPeer {
             Job::Tick => self.driver.expire(Instant::now()),
         }
         self.pump(ctx);
+        self.rearm(ctx);
+    }
+
+    /// Open loop: the lane's own tick at the driver's next wake-up.
+    fn rearm(&mut self, ctx: &mut Ctx<'_>) {
+        match self.driver.next_wake(Instant::now()) {
+            Some(at) => ctx.tick_at(at),
+            None => ctx.cancel_tick(),
+        }
     }
 }
 
@@ -134,6 +143,12 @@ impl Handler for BenchPeer {
     fn message(&mut self, ctx: &mut Ctx<'_>, _: ConnectionHandle, _: u8, data: &[u8]) {
         self.driver.echo(data, Instant::now());
         self.pump(ctx);
+    }
+
+    fn tick(&mut self, ctx: &mut Ctx<'_>) {
+        self.driver.expire(Instant::now());
+        self.pump(ctx);
+        self.rearm(ctx);
     }
 
     fn disconnected(&mut self, _: &mut Ctx<'_>, _: ConnectionHandle, reason: &DisconnectReason) {

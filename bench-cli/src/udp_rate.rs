@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use keel_reactor::TimerId;
 use keel_udp::{
     DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig, Impairment,
     LaneSteering, SocketOptions,
@@ -62,6 +63,38 @@ struct RateClient {
     server: SocketAddr,
     connected: Arc<AtomicUsize>,
     send_refused: u64,
+    wake: WakeTimer,
+}
+
+/// The one pending one-shot timer of a client's next wake-up
+/// ([`Driver::next_wake`]) on its keel-udp socket.
+#[derive(Default)]
+pub(crate) struct WakeTimer {
+    armed: Option<(TimerId, Instant)>,
+}
+
+impl WakeTimer {
+    /// Arms the timer for `at` (`None`: disarms it), unless it already is.
+    pub(crate) fn set(&mut self, ctx: &mut DatagramSocketCtx<'_>, at: Option<Instant>) {
+        if self.armed.map(|(_, t)| t) == at {
+            return;
+        }
+        if let Some((id, _)) = self.armed.take() {
+            ctx.cancel_timer(id);
+        }
+        if let Some(at) = at {
+            self.armed = Some((ctx.timer(at, None), at));
+        }
+    }
+
+    /// Whether `id` is this timer (then no longer armed).
+    pub(crate) fn fired(&mut self, id: TimerId) -> bool {
+        let mine = self.armed.is_some_and(|(t, _)| t == id);
+        if mine {
+            self.armed = None;
+        }
+        mine
+    }
 }
 
 impl RateClient {
@@ -81,7 +114,15 @@ impl RateClient {
             Job::Start(s) => self.driver.start(s),
             Job::Tick => self.driver.expire(Instant::now()),
         }
+        self.tick(ctx);
+    }
+
+    fn tick(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
+        let now = Instant::now();
+        self.driver.expire(now);
         self.pump(ctx);
+        let wake = self.driver.next_wake(Instant::now());
+        self.wake.set(ctx, wake);
     }
 }
 
@@ -98,6 +139,12 @@ impl DatagramSocketHandler for RateClient {
         }
         self.driver.echo(data, Instant::now());
         self.pump(ctx);
+    }
+
+    fn timer(&mut self, ctx: &mut DatagramSocketCtx<'_>, id: TimerId) {
+        if self.wake.fired(id) {
+            self.tick(ctx);
+        }
     }
 }
 
@@ -156,6 +203,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             server: server.local_addr(),
             connected: connected.clone(),
             send_refused: 0,
+            wake: WakeTimer::default(),
         };
         let local = SocketAddr::new(cfg.address_family.loopback(), 0);
         let endpoint = client_endpoint(impair, cfg.payload as usize);
