@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::flags::{ChannelChoice, RunConfig};
-use crate::loopback::{sleep_until, DRAIN};
+use crate::loopback::sleep_until;
 use crate::message::{decode_header, encode, verify_fill, Phase};
 use crate::output::RunReport;
 use crate::procstats::{peak_rss_bytes, process_cpu_time};
@@ -297,7 +297,7 @@ pub fn drive(
         measure_start,
         measure_end,
     }));
-    let drain_deadline = measure_end + DRAIN;
+    let drain_deadline = measure_end + Duration::from_secs_f64(cfg.drain);
     let mut cpu_start = None;
     let mut wall_start = None;
     let mut next = start;
