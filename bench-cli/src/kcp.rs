@@ -9,9 +9,11 @@
 //! KCP's published test (its `test.cpp`): `fast` (nodelay 1, interval
 //! 10 ms, resend 2, no congestion window), `default` (nodelay 0, interval
 //! 10 ms, resend 0, congestion window) and `normal` (default without the
-//! congestion window); all with 128-packet windows, as there. KCP has one
-//! delivery mode, reliable and ordered: `--channel` must be
-//! `reliable-ordered`.
+//! congestion window); all with 128-packet windows, as there. (Its
+//! published default-mode figures predate KCP's current code, which the
+//! crate follows exactly: see the test at the end and
+//! docs/performance/rudp.md.) KCP has one delivery mode, reliable and
+//! ordered: `--channel` must be `reliable-ordered`.
 //!
 //! `messages_resent` and `redundant_copies` are null (the crate does not
 //! expose them); `wire_bytes_per_payload_byte` counts every packet KCP
@@ -390,4 +392,177 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         report.callback_exceptions += 1;
         format!("a handler failed: {e}")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    //! KCP's own published simulation (its `test.cpp` with `test.h`'s
+    //! `LatencySimulator`) replayed on the crate, configured by the
+    //! harness's [`new_kcp`], with a virtual 1 ms clock: what the crate
+    //! gives where no socket, thread or conditioner of keel's is involved.
+    //! The same loop over KCP's C code (`ikcp.c` as published today, fed the
+    //! same random numbers) gives the same figures to the millisecond in all
+    //! three modes; see docs/performance/rudp.md, "The harness against
+    //! KCP's own simulation".
+
+    use std::collections::VecDeque;
+
+    use super::*;
+
+    /// xorshift64: a seeded stand-in for the C library's `rand()`.
+    struct Rng(u64);
+
+    impl Rng {
+        fn new(seed: u64) -> Self {
+            Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1))
+        }
+
+        fn next(&mut self) -> u32 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 >> 33) as u32
+        }
+    }
+
+    /// One direction of the simulator: a shuffled bag of 100 numbers decides
+    /// loss (exactly `LOSS` of every 100 datagrams are dropped), each
+    /// datagram is delayed 30..=61 ms and the queue is FIFO (a datagram
+    /// waits for the one ahead of it), at most 1,000 queued.
+    struct Tunnel {
+        bag: Vec<u32>,
+        queue: VecDeque<(u32, Vec<u8>)>,
+    }
+
+    /// Percent of the datagrams dropped each way (10 % round trip).
+    const LOSS: u32 = 5;
+    /// One-way delay: 60..125 ms RTT halved.
+    const DELAY_MIN: u32 = 30;
+    const DELAY_MAX: u32 = 62;
+
+    impl Tunnel {
+        fn new() -> Self {
+            Tunnel {
+                bag: Vec::new(),
+                queue: VecDeque::new(),
+            }
+        }
+
+        fn send(&mut self, rng: &mut Rng, now: u32, packet: Vec<u8>) {
+            if self.bag.is_empty() {
+                self.bag = (0..100).collect();
+            }
+            let i = rng.next() as usize % self.bag.len();
+            if self.bag.swap_remove(i) < LOSS || self.queue.len() >= 1000 {
+                return;
+            }
+            let delay = DELAY_MIN + rng.next() % (DELAY_MAX - DELAY_MIN);
+            self.queue.push_back((now + delay, packet));
+        }
+
+        fn recv(&mut self, now: u32) -> Option<Vec<u8>> {
+            match self.queue.front() {
+                Some((at, _)) if *at <= now => self.queue.pop_front().map(|(_, p)| p),
+                _ => None,
+            }
+        }
+    }
+
+    /// What the simulation prints: messages echoed, virtual time taken,
+    /// average and largest RTT (whole milliseconds, as there).
+    #[derive(Debug)]
+    struct Outcome {
+        echoed: u32,
+        elapsed_ms: u32,
+        avg_ms: u64,
+        max_ms: u32,
+    }
+
+    /// Client `kcp1` sends an 8-byte message (number, send time) every
+    /// 20 ms; `kcp2` echoes what it receives; both are updated every 1 ms;
+    /// the run ends when message 1,000 is back (the echoes that came back
+    /// in the same millisecond count too, as there).
+    fn simulate(mode: KcpMode, seed: u64) -> Outcome {
+        let (out1, out2) = (Out::default(), Out::default());
+        let mut kcp1 = new_kcp(0x1122_3344, mode, out1.clone());
+        let mut kcp2 = new_kcp(0x1122_3344, mode, out2.clone());
+        let mut rng = Rng::new(seed);
+        let (mut t12, mut t21) = (Tunnel::new(), Tunnel::new());
+        let start = 1000;
+        let mut now = start;
+        let mut slap = now + 20;
+        let (mut index, mut next, mut sum, mut max) = (0u32, 0u32, 0u64, 0u32);
+        let mut buf = [0u8; 64];
+        while next <= 1000 && now - start < 300_000 {
+            now += 1;
+            kcp1.update(now).unwrap();
+            kcp2.update(now).unwrap();
+            while now >= slap {
+                let mut msg = [0u8; 8];
+                msg[..4].copy_from_slice(&index.to_le_bytes());
+                msg[4..].copy_from_slice(&now.to_le_bytes());
+                index += 1;
+                kcp1.send(&msg).unwrap();
+                slap += 20;
+            }
+            for (out, tunnel) in [(&out1, &mut t12), (&out2, &mut t21)] {
+                for p in std::mem::take(&mut *out.packets.lock().unwrap()) {
+                    tunnel.send(&mut rng, now, p);
+                }
+            }
+            while let Some(p) = t12.recv(now) {
+                kcp2.input(&p).unwrap();
+            }
+            while let Some(p) = t21.recv(now) {
+                kcp1.input(&p).unwrap();
+            }
+            while let Ok(n) = kcp2.recv(&mut buf) {
+                kcp2.send(&buf[..n]).unwrap();
+            }
+            while let Ok(n) = kcp1.recv(&mut buf) {
+                assert_eq!(n, 8);
+                let sn = u32::from_le_bytes(buf[..4].try_into().unwrap());
+                let ts = u32::from_le_bytes(buf[4..8].try_into().unwrap());
+                assert_eq!(sn, next, "KCP delivers in order");
+                next += 1;
+                let rtt = now - ts;
+                sum += u64::from(rtt);
+                max = max.max(rtt);
+            }
+        }
+        Outcome {
+            echoed: next,
+            elapsed_ms: now - start,
+            avg_ms: sum / u64::from(next.max(1)),
+            max_ms: max,
+        }
+    }
+
+    /// Fast and normal mode come out at KCP's published averages (138 and
+    /// 156 ms); default mode does not come near its published 740 ms: the
+    /// congestion window cannot carry 50 messages a second through 5 %
+    /// loss each way, the send queue grows and the run overruns its 20 s.
+    /// KCP's C code does the same (see the module doc): the published
+    /// default-mode figure predates today's KCP.
+    #[test]
+    fn kcps_own_simulation() {
+        for seed in 1..=3 {
+            let fast = simulate(KcpMode::Fast, seed);
+            let normal = simulate(KcpMode::Normal, seed);
+            let default = simulate(KcpMode::Default, seed);
+            eprintln!("seed {seed}: fast {fast:?}\n        normal {normal:?}\n        default {default:?}");
+            for o in [&fast, &normal, &default] {
+                assert!(o.echoed > 1000, "{o:?}");
+            }
+            assert!((130..=150).contains(&fast.avg_ms), "{fast:?}");
+            assert!(fast.elapsed_ms < 20_500 && fast.max_ms < 500, "{fast:?}");
+            assert!((140..=175).contains(&normal.avg_ms), "{normal:?}");
+            assert!(
+                normal.elapsed_ms < 20_500 && normal.max_ms < 700,
+                "{normal:?}"
+            );
+            assert!(default.avg_ms > 1500, "{default:?}");
+            assert!(default.elapsed_ms > 22_000, "{default:?}");
+        }
+    }
 }

@@ -118,6 +118,7 @@ pub const KEEL_FIELDS: &[&str] = &[
     "udp_server_receive_buffer_requested_bytes",
     "batch",
     "loss_timeout_ms",
+    "drain_seconds",
     "kernel_rcvbuf_drops",
     "snmp_udp_rcvbuf_errors",
     "snmp_udp_sndbuf_errors",
@@ -285,6 +286,8 @@ pub struct RunReport {
     pub batch: Option<u32>,
     /// `--loss-timeout` in ms; null when off.
     pub loss_timeout_ms: Option<u64>,
+    /// `--drain`: the longest wait after the measured phase.
+    pub drain_seconds: Option<f64>,
     /// Datagrams the kernel dropped on this process's sockets for a full
     /// receive buffer (SO_RXQ_OVFL).
     pub kernel_rcvbuf_drops: Option<u64>,
@@ -437,6 +440,7 @@ impl RunReport {
             udp_server_receive_buffer_requested_bytes: None,
             batch: None,
             loss_timeout_ms: None,
+            drain_seconds: None,
             kernel_rcvbuf_drops: None,
             snmp_udp_rcvbuf_errors: None,
             snmp_udp_sndbuf_errors: None,
@@ -502,6 +506,7 @@ impl RunReport {
             ),
             batch: Some(cfg.batch),
             loss_timeout_ms: cfg.loss_timeout_ms,
+            drain_seconds: Some(cfg.drain),
             impair: cfg.impair.as_ref().map(|i| i.to_string()),
             impair_server: cfg.impair_server.as_ref().map(|i| i.to_string()),
             ..RunReport::blank()

@@ -17,7 +17,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::flags::{ChannelChoice, RunConfig};
-use crate::loopback::{runtime_for, sleep_until, DRAIN};
+use crate::loopback::{runtime_for, sleep_until};
 use crate::message::{decode_header, encode, verify_fill, Phase};
 use crate::output::RunReport;
 use crate::procstats::{cpu_percent, peak_rss_bytes, process_cpu_time, rss_bytes, ThreadSet};
@@ -427,7 +427,7 @@ pub fn drive(
     for i in 0..n {
         post(i, Job::Start(schedule));
     }
-    let drain_deadline = measure_end + DRAIN;
+    let drain_deadline = measure_end + Duration::from_secs_f64(cfg.drain);
     let mut cpu_start = None;
     let mut server_start = None;
     let mut received_start = 0;

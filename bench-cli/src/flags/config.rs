@@ -34,6 +34,9 @@ pub const DEFAULT_WINDOW: u32 = 1;
 pub const DEFAULT_SECONDS: f64 = 1.0;
 /// Default `--warmup`.
 pub const DEFAULT_WARMUP: f64 = 0.25;
+/// Default `--drain`: how long echoes in flight may take after the
+/// measured phase (arknet's fixed 2 s).
+pub const DEFAULT_DRAIN: f64 = 2.0;
 /// Default `--io-threads`.
 pub const DEFAULT_IO_THREADS: u32 = 1;
 /// Default `--work`.
@@ -326,6 +329,9 @@ pub struct RunConfig {
     pub seconds: f64,
     /// `--warmup`: warm-up phase (0 skips it).
     pub warmup: f64,
+    /// `--drain`: the longest wait after the measured phase for what is
+    /// still in flight.
+    pub drain: f64,
     /// `--io-model`.
     pub io_model: IoModel,
     /// `--io-threads`.
@@ -377,6 +383,7 @@ impl Default for RunConfig {
             window: DEFAULT_WINDOW,
             seconds: DEFAULT_SECONDS,
             warmup: DEFAULT_WARMUP,
+            drain: DEFAULT_DRAIN,
             io_model: IoModel::Shared,
             io_threads: DEFAULT_IO_THREADS,
             work: DEFAULT_WORK,

@@ -127,6 +127,7 @@ pub const FLAGS: &[FlagSpec] = &[
     spec("window", "N", "1", "1..=1024", "datagrams in flight per client (closed loop)", RUN),
     spec("seconds", "S", "1 (serve: until interrupted)", "a decimal, 0 < s <= 3600 (serve: <= 86400)", "measured phase (serve: how long to serve)", RUN | SERVE),
     spec("warmup", "S", "0.25", "a decimal, 0 <= s <= 3600 (0 skips)", "warm-up phase, not reported", RUN),
+    spec("drain", "S", "2", "a decimal, 0 < s <= 3600", "keel: the longest wait after the measured phase for echoes still in flight (the run ends as soon as none is); what is still outstanding then counts as lost and the run is not ok. A reliable protocol that falls behind its --rate needs longer to deliver everything, as KCP's own test waits for every message", RUN),
     spec("io-model", "MODEL", "shared", "shared (1 context, N threads), sharded (N contexts, 1 thread each); arknet's owned is not supported", "IO thread organisation", RUN | SERVE),
     spec("io-threads", "N", "1", "1..=64", "N of --io-model", RUN | SERVE),
     spec("work", "ROUNDS", "0", "0..=10000000", "xorshift64 rounds the server runs per echo, inside its receive lane", RUN | SERVE),

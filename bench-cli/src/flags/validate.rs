@@ -198,7 +198,7 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
             format!("--{name}"),
             format!(
                 "applies to --protocol udp only, not {} (accepted with it: --channel, --rate, \
-                 --payload, --clients, --window, --seconds, --warmup, --io-model, --io-threads, \
+                 --payload, --clients, --window, --seconds, --warmup, --drain, --io-model, --io-threads, \
                  --work, --server-lanes, --impair, --impair-server, --format)",
                 cfg.protocol.as_str()
             ),
@@ -217,6 +217,7 @@ fn set_run_flag(cfg: &mut RunConfig, name: &str, v: &str) -> Result<(), FlagErro
         "window" => cfg.window = parse_u32("window", v, 1, 1024)?,
         "seconds" => cfg.seconds = parse_seconds("seconds", v, false, 3600.0)?,
         "warmup" => cfg.warmup = parse_seconds("warmup", v, true, 3600.0)?,
+        "drain" => cfg.drain = parse_seconds("drain", v, false, 3600.0)?,
         "io-model" => cfg.io_model = parse_io_model(v)?,
         "io-threads" => cfg.io_threads = parse_threads(v)?,
         "work" => cfg.work = parse_work(v)?,
