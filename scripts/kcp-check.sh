@@ -3,7 +3,15 @@
 # KCP's repository): 10 % round-trip loss (5 % each way), RTT 60-125 ms
 # (30-62 ms each way, uniform), one 8-byte message every 20 ms echoed back,
 # 1,000 messages (20 s), windows of 128. KCP published (avg / max RTT, ms):
-# default 740 / 1507, normal 156 / 571, fast 138 / 392.
+# default 740 / 1507, normal 156 / 571, fast 138 / 392. The default-mode
+# figure predates KCP's current code: today's ikcp.c in that same simulation
+# averages 2-6 s (so does the kcp crate, to the millisecond), see
+# docs/performance/rudp.md and the test in bench-cli/src/kcp.rs.
+#
+# As KCP's test waits until every message is back, the drain may take up to
+# 60 s: default mode falls behind the 50 Hz sender and needs seconds to
+# deliver its backlog; a 2 s drain would drop the slowest messages from the
+# average.
 #
 #   scripts/kcp-check.sh [SECONDS] [SEEDS]     (defaults: 20, "1 2 3")
 #
@@ -24,13 +32,13 @@ echo "| mode | seed | messages | ok | avg RTT ms | max RTT ms | published avg / 
 echo "| --- | --- | --- | --- | --- | --- | --- |"
 for mode in default normal fast; do
   case $mode in
-    default) pub="740 / 1507" ;;
+    default) pub="740 / 1507 (stale)" ;;
     normal) pub="156 / 571" ;;
     fast) pub="138 / 392" ;;
   esac
   for seed in $seeds; do
     "$KEEL_BENCH" --protocol kcp --kcp-mode "$mode" --rate 50 --payload 16 --clients 1 \
-      --seconds "$secs" --warmup 0 \
+      --seconds "$secs" --warmup 0 --drain 60 \
       --impair "loss=0.05,delay=46ms,jitter=16ms,seed=$seed" \
       --impair-server "loss=0.05,delay=46ms,jitter=16ms,seed=$((seed + 1000))" \
       --format json | python3 -c "

@@ -43,33 +43,25 @@
 //! starts takes measured time without counting, so use `--warmup 0` (the
 //! matrix does) unless the warm-up is short against a transfer.
 //!
-//! A transfer in flight when the measured phase ends gets up to
-//! [`BULK_DRAIN`] to finish (the echo's drain is 2 s, less than one 1 MiB
+//! A transfer in flight when the measured phase ends gets up to `--drain`
+//! to finish, 30 s by default with `--transfer`
+//! ([`DEFAULT_BULK_DRAIN`](crate::flags::DEFAULT_BULK_DRAIN); the echo's
+//! default is 2 s, less than one 1 MiB
 //! transfer takes under heavy loss); one still unfinished then is lost
 //! (`udp_lost_messages`, `drain_timeouts` = 1, `ok: false`).
 
 use std::io::Write;
-use std::time::Duration;
 
 use crate::flags::RunConfig;
 use crate::message::{decode_header, verify_fill, HEADER_LEN};
 
 /// Bytes of the server's receipt: the transfer's 16-byte header.
 pub const RECEIPT_LEN: usize = HEADER_LEN;
-/// The drain of a bulk run: how long a transfer in flight at the end of the
-/// measured phase may take to finish.
-pub const BULK_DRAIN: Duration = Duration::from_secs(30);
 /// What KCP's stream mode reads at once (more than its 1,376-byte segment).
 const KCP_STREAM_READ: usize = 64 * 1024;
 /// Largest piece handed to KCP's `send` in stream mode, in segments: KCP
 /// refuses one call of 128 segments or more, whatever the mode.
 const KCP_SEND_SEGMENTS: usize = 64;
-
-/// The drain of a run of `cfg`: [`BULK_DRAIN`] for the bulk case, `None`
-/// (the echo's) otherwise.
-pub fn drain(cfg: &RunConfig) -> Option<Duration> {
-    cfg.transfer.map(|_| BULK_DRAIN)
-}
 
 /// What a client of `cfg` sends and expects back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,11 +206,14 @@ mod tests {
                 window: 1
             }
         );
-        assert_eq!(drain(&cfg(&["--protocol", "rudp"])), None);
+        // The drain: 30 s for a transfer, unless --drain says otherwise.
+        assert_eq!(cfg(&["--protocol", "rudp"]).drain, 2.0);
         assert_eq!(
-            drain(&cfg(&["--protocol", "rudp", "--transfer", "100"])),
-            Some(BULK_DRAIN)
+            cfg(&["--protocol", "rudp", "--transfer", "100"]).drain,
+            30.0
         );
+        let c = cfg(&["--protocol", "kcp", "--transfer", "100", "--drain", "5"]);
+        assert_eq!(c.drain, 5.0);
     }
 
     #[test]

@@ -16,10 +16,13 @@
 //!   SVG charts;
 //! * [`loopback`], [`client`], [`echo`], [`serve`]: the network run on
 //!   keel-reactor and keel-udp (public API only);
-//! * [`peer`]: the client side and phases shared by rudp and kcp;
+//! * [`peer`]: the client side and phases shared by the open-loop and
+//!   connection modes (rudp, kcp, udp with `--rate`);
 //! * [`bulk`]: the bulk case of rudp and kcp (`--transfer`);
 //! * [`kcp`]: `--protocol kcp`, the same echo over KCP (a peer);
 //! * [`rudp`]: `--protocol rudp`, the echo over keel-rudp connections;
+//! * [`udp_rate`]: `--protocol udp --rate`, the open-loop echo over plain
+//!   keel-udp (the scale case's baseline);
 //! * [`run`]: the entry points of the commands.
 //!
 //! The binary's exit codes are [`EXIT_OK`], [`EXIT_FAILED`] and
@@ -42,6 +45,7 @@ pub mod rudp;
 pub mod run;
 pub mod serve;
 pub mod stats;
+pub mod udp_rate;
 
 /// Exit code: the run passed every check (or `--help` was printed).
 pub const EXIT_OK: i32 = 0;

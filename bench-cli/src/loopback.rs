@@ -29,8 +29,6 @@ use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUE
 use crate::procstats::{peak_rss_bytes, process_cpu_time, udp_delta, UdpCounters};
 use crate::stats::RttShards;
 
-/// How long echoes in flight may take after the measured phase.
-pub const DRAIN: Duration = Duration::from_secs(2);
 /// Upper bound on collecting the clients' tallies after the drain.
 const COLLECT: Duration = Duration::from_secs(2);
 
@@ -269,7 +267,7 @@ struct Phases {
 }
 
 /// Starts every client, sleeps through the warm-up and the measured
-/// phase, then waits for the drain (at most [`DRAIN`]).
+/// phase, then waits for the drain (at most `--drain`).
 fn run_phases(cfg: &RunConfig, clients: &Clients) -> Phases {
     let start = Instant::now();
     let measure_start = start + Duration::from_secs_f64(cfg.warmup);
@@ -286,7 +284,7 @@ fn run_phases(cfg: &RunConfig, clients: &Clients) -> Phases {
     let cpu_start = process_cpu_time();
     let wall_start = Instant::now();
     sleep_until(measure_end);
-    let drain_deadline = measure_end + DRAIN;
+    let drain_deadline = measure_end + Duration::from_secs_f64(cfg.drain);
     let drained_at = clients.latch.wait(cfg.clients, drain_deadline);
     let cpu_end = process_cpu_time();
     let wall_end = Instant::now();

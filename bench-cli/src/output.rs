@@ -128,6 +128,7 @@ pub const KEEL_FIELDS: &[&str] = &[
     "udp_server_receive_buffer_requested_bytes",
     "batch",
     "loss_timeout_ms",
+    "drain_seconds",
     "kernel_rcvbuf_drops",
     "snmp_udp_rcvbuf_errors",
     "snmp_udp_sndbuf_errors",
@@ -295,6 +296,8 @@ pub struct RunReport {
     pub batch: Option<u32>,
     /// `--loss-timeout` in ms; null when off.
     pub loss_timeout_ms: Option<u64>,
+    /// `--drain`: the longest wait after the measured phase.
+    pub drain_seconds: Option<f64>,
     /// Datagrams the kernel dropped on this process's sockets for a full
     /// receive buffer (SO_RXQ_OVFL).
     pub kernel_rcvbuf_drops: Option<u64>,
@@ -377,6 +380,22 @@ pub struct RunReport {
     /// (rudp and kcp lines); JSON null when the run is the echo.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub goodput_bytes_per_second: Option<Option<f64>>,
+
+    // ---- open-loop runs (rudp, kcp, and udp with --rate): the scale case ----
+    /// CPU time of the server's threads in the measured phase over the
+    /// messages it received in that time, in µs; the server runs on its
+    /// own runtime, apart from the clients'.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_cpu_us_per_message: Option<Option<f64>>,
+    /// The server's threads' CPU time over the measured phase's wall time
+    /// (100 = one core busy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_cpu_percent: Option<Option<f64>>,
+    /// RSS with every connection up, minus RSS before the server and the
+    /// clients were made, over the clients: both ends of a connection
+    /// (client socket and state, server state), in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rss_bytes_per_connection: Option<Option<f64>>,
 }
 
 impl RunReport {
@@ -450,6 +469,7 @@ impl RunReport {
             udp_server_receive_buffer_requested_bytes: None,
             batch: None,
             loss_timeout_ms: None,
+            drain_seconds: None,
             kernel_rcvbuf_drops: None,
             snmp_udp_rcvbuf_errors: None,
             snmp_udp_sndbuf_errors: None,
@@ -468,6 +488,9 @@ impl RunReport {
             redundant_copies: None,
             wire_bytes_per_payload_byte: None,
             kcp_mode: None,
+            server_cpu_us_per_message: None,
+            server_cpu_percent: None,
+            rss_bytes_per_connection: None,
             encrypted: None,
             bulk_channel: None,
             kcp_window: None,
@@ -519,6 +542,7 @@ impl RunReport {
             ),
             batch: Some(cfg.batch),
             loss_timeout_ms: cfg.loss_timeout_ms,
+            drain_seconds: Some(cfg.drain),
             impair: cfg.impair.as_ref().map(|i| i.to_string()),
             impair_server: cfg.impair_server.as_ref().map(|i| i.to_string()),
             bulk_channel: (cfg.protocol == Protocol::Rudp).then_some(cfg.bulk_channel),

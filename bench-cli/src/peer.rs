@@ -13,16 +13,17 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::bulk::{check_transfer, ClientShape, RECEIPT_LEN};
 use crate::flags::{ChannelChoice, RunConfig};
-use crate::loopback::{sleep_until, DRAIN};
+use crate::loopback::{runtime_for, sleep_until};
 use crate::message::{decode_header, encode, verify_fill, Phase};
 use crate::output::RunReport;
-use crate::procstats::{peak_rss_bytes, process_cpu_time};
+use crate::procstats::{cpu_percent, peak_rss_bytes, process_cpu_time, rss_bytes, ThreadSet};
 use crate::stats::Rtt;
+use keel_reactor::Runtime;
 
 /// How long a message on an unreliable channel may go unanswered before it
 /// counts as lost and (closed loop) frees its window slot.
@@ -88,6 +89,9 @@ impl Tally {
 /// The client's side of the echo, whatever carries it.
 pub struct Driver {
     id: u32,
+    /// How many clients share the rate's period (client `id` sends at
+    /// `id / clients` of it, so the clients' sends spread out).
+    clients: u32,
     payload: usize,
     /// Bytes of each answer: `payload` (echo) or a bulk receipt.
     answer: usize,
@@ -103,8 +107,10 @@ pub struct Driver {
     buf: Vec<u8>,
     /// The counts so far.
     pub tally: Tally,
-    /// Measured-phase round trips.
-    pub rtt: Rtt,
+    /// Measured-phase round trips, one histogram for every client of the
+    /// run (a histogram is ~60 KB; the scale case runs thousands of
+    /// clients, all on one thread, so the lock is never contended).
+    rtt: SharedRtt,
     drained: Arc<AtomicUsize>,
     done: bool,
 }
@@ -112,11 +118,12 @@ pub struct Driver {
 impl Driver {
     /// Client `id` of `cfg`; counts itself in `drained` when it has nothing
     /// in flight after the measured phase.
-    pub fn new(cfg: &RunConfig, id: u32, drained: Arc<AtomicUsize>) -> Self {
+    pub fn new(cfg: &RunConfig, id: u32, drained: Arc<AtomicUsize>, rtt: SharedRtt) -> Self {
         // The echo's, or the bulk case's (`crate::bulk`).
         let shape = ClientShape::of(cfg);
         Driver {
             id,
+            clients: cfg.clients.max(1),
             payload: shape.message,
             answer: shape.answer,
             window: shape.window,
@@ -128,10 +135,17 @@ impl Driver {
             highest: [None, None],
             buf: vec![0; shape.message],
             tally: Tally::default(),
-            rtt: Rtt::new(),
+            rtt,
             drained,
             done: false,
         }
+    }
+
+    /// Treats the transport as lossy (plain UDP): echoes are not ordered
+    /// and a message unanswered for [`UNRELIABLE_LOSS_TIMEOUT`] is lost.
+    pub fn lossy(mut self) -> Self {
+        self.channel = ChannelChoice::Unreliable;
+        self
     }
 
     /// The run starts.
@@ -167,7 +181,19 @@ impl Driver {
         if now < s.measure_end {
             let due = match self.rate {
                 None => u64::MAX,
-                Some(hz) => (now.duration_since(s.start).as_secs_f64() * f64::from(hz)) as u64 + 1,
+                Some(hz) => {
+                    // Periods of this client's sends so far; the epsilon
+                    // (16 ns at 60 Hz) keeps a wake-up at `next_wake`,
+                    // rounded to whole nanoseconds, from computing one
+                    // send fewer.
+                    let t =
+                        now.duration_since(s.start).as_secs_f64() * f64::from(hz) - self.phase();
+                    if t < -1e-6 {
+                        0
+                    } else {
+                        (t + 1e-6) as u64 + 1
+                    }
+                }
             };
             while self.next_seq < due
                 && (self.rate.is_some() || self.outstanding.len() < self.window)
@@ -179,6 +205,38 @@ impl Driver {
         } else if self.outstanding.is_empty() {
             self.finished();
         }
+    }
+
+    /// Where in the period this client sends: client `i` of `n` at
+    /// `(k + i / n) / rate` for k = 0, 1, …, so the clients' sends spread
+    /// evenly over the period, as independent players' would.
+    fn phase(&self) -> f64 {
+        f64::from(self.id) / f64::from(self.clients)
+    }
+
+    /// When this client next needs a tick (open loop; `None` closed loop,
+    /// before the start and once done): its next send while the measured
+    /// phase lasts; then the phase's end (to see it has drained); then,
+    /// on a lossy transport with messages outstanding, when the oldest
+    /// is given up.
+    pub fn next_wake(&self, now: Instant) -> Option<Instant> {
+        let (s, hz) = (self.schedule?, self.rate?);
+        if self.done {
+            return None;
+        }
+        let periods = self.next_seq as f64 + self.phase();
+        let send = s.start + Duration::from_secs_f64(periods / f64::from(hz));
+        if send < s.measure_end {
+            return Some(send);
+        }
+        if now < s.measure_end {
+            return Some(s.measure_end);
+        }
+        if self.channel.reliable() {
+            return None;
+        }
+        let oldest = self.outstanding.values().map(|(at, _)| *at).min()?;
+        Some(oldest + UNRELIABLE_LOSS_TIMEOUT)
     }
 
     /// This client is done (drained, or its connection ended).
@@ -243,14 +301,13 @@ impl Driver {
             Phase::Measured => {
                 self.tally.order_errors += u64::from(order_error);
                 self.tally.messages += 1;
-                self.rtt.record(now.saturating_duration_since(sent));
+                lock(&self.rtt).record(now.saturating_duration_since(sent));
             }
         }
     }
 
-    /// The final tally (what is still outstanding counts as lost) and the
-    /// RTT samples.
-    pub fn take(&mut self) -> (Tally, Rtt) {
+    /// The final tally (what is still outstanding counts as lost).
+    pub fn take(&mut self) -> Tally {
         let mut t = std::mem::take(&mut self.tally);
         for (_, phase) in self.outstanding.values() {
             match phase {
@@ -259,8 +316,21 @@ impl Driver {
             }
         }
         self.outstanding.clear();
-        (t, std::mem::take(&mut self.rtt))
+        t
     }
+}
+
+/// The round trips of every client of a run.
+pub type SharedRtt = Arc<Mutex<Rtt>>;
+
+/// A new, empty [`SharedRtt`].
+pub fn shared_rtt() -> SharedRtt {
+    Arc::new(Mutex::new(Rtt::new()))
+}
+
+/// Locks `m`, whatever a panicking holder left (a histogram stays valid).
+pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// What the main thread asks of every client.
@@ -268,23 +338,79 @@ impl Driver {
 pub enum Job {
     /// The run starts.
     Start(Schedule),
-    /// A millisecond passed.
+    /// Time to send what is due (open loop: this client's send time came;
+    /// closed loop: a millisecond passed) and give up on lost messages.
     Tick,
 }
 
+/// The runtimes of a run: the server's (`--io-model`, `--io-threads`),
+/// the threads it runs on, and the clients' (one thread of its own), so
+/// the server's CPU time is measured apart from the load that drives it.
+pub fn runtimes(cfg: &RunConfig) -> Result<(Runtime, ThreadSet, Runtime), String> {
+    let server = runtime_for(cfg.io_model, cfg.io_threads)
+        .map_err(|e| format!("starting the server's runtime: {e}"))?;
+    // Before the clients' runtime exists, every runtime thread is the
+    // server's; each names itself once it runs.
+    let names = ["keel-shared-", "keel-shard-"];
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut threads = ThreadSet::named(&names);
+    let expected = server.model().threads();
+    while threads.len() < expected && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+        threads = ThreadSet::named(&names);
+    }
+    if threads.len() != expected {
+        // Not what the runtime started: measure nothing rather than wrong.
+        threads = ThreadSet::default();
+    }
+    let clients = Runtime::new(keel_reactor::IoModel::Sharded { reactors: 1 })
+        .map_err(|e| format!("starting the clients' runtime: {e}"))?;
+    Ok((server, threads, clients))
+}
+
+/// What [`drive`] measured besides the report's own fields.
+#[derive(Clone, Copy, Debug)]
+pub struct Measured {
+    /// From the measured phase's start to the end of the drain.
+    pub elapsed: Duration,
+    /// CPU time of the server's threads in the measured phase.
+    pub server_cpu: Option<Duration>,
+    /// Wall time of the measured phase as `drive` saw it.
+    pub wall: Duration,
+    /// Messages the server received in the measured phase (by the
+    /// `server_received` counter).
+    pub server_messages: u64,
+    /// RSS once every handshake was done.
+    pub rss_connected: Option<u64>,
+}
+
+/// The server's side of a run, as [`drive`] measures it.
+pub struct ServerProbe<'a> {
+    /// The threads the server runs on (empty: not measured).
+    pub threads: &'a ThreadSet,
+    /// Messages the server has received so far, any phase.
+    pub received: &'a dyn Fn() -> u64,
+}
+
 /// Waits for `n` handshakes (`connected`), then ticks the clients (through
-/// `post`) through the warm-up, the measured phase and the drain (until
-/// `drained` reaches `n`), measuring CPU and wall time into `report`.
-/// Returns the elapsed time from the measured phase's start to the end of
-/// the drain.
+/// `post`, by client index) through the warm-up, the measured phase and
+/// the drain (until `drained` reaches `n`), measuring CPU and wall time
+/// into `report` and the server's CPU through `server`.
+///
+/// Closed loop, every client is ticked each millisecond. Open loop
+/// (`--rate`), each client ticks itself on its own lane at
+/// [`Driver::next_wake`] (keel-rudp's `Ctx::tick_at`, a keel-udp timer
+/// for kcp and udp): a post from here per send would cost a boxed closure
+/// and a wake-up each, a core's worth at 1,000 clients and 60 Hz.
 pub fn drive(
     cfg: &RunConfig,
     report: &mut RunReport,
     n: usize,
     connected: &AtomicUsize,
     drained: &AtomicUsize,
-    post: &dyn Fn(Job),
-) -> Result<Duration, String> {
+    server: &ServerProbe<'_>,
+    post: &dyn Fn(usize, Job),
+) -> Result<Measured, String> {
     let handshake_deadline = Instant::now() + HANDSHAKE;
     while connected.load(Ordering::Acquire) < n {
         if Instant::now() >= handshake_deadline {
@@ -295,23 +421,39 @@ pub fn drive(
         }
         std::thread::sleep(TICK);
     }
+    let rss_connected = rss_bytes();
     let start = Instant::now();
     let measure_start = start + Duration::from_secs_f64(cfg.warmup);
     let measure_end = measure_start + Duration::from_secs_f64(cfg.seconds);
-    post(Job::Start(Schedule {
+    let schedule = Schedule {
         start,
         measure_start,
         measure_end,
-    }));
-    let drain_deadline = measure_end + crate::bulk::drain(cfg).unwrap_or(DRAIN);
+    };
+    for i in 0..n {
+        post(i, Job::Start(schedule));
+    }
+    let drain_deadline = measure_end + Duration::from_secs_f64(cfg.drain);
     let mut cpu_start = None;
+    let mut server_start = None;
+    let mut received_start = 0;
+    let mut server_end = None;
+    let mut received_end = 0;
     let mut wall_start = None;
+    let mut wall = Duration::ZERO;
     let mut next = start;
     let drained_at = loop {
         let now = Instant::now();
         if wall_start.is_none() && now >= measure_start {
             cpu_start = process_cpu_time();
+            server_start = server.threads.cpu_time();
+            received_start = (server.received)();
             wall_start = Some(now);
+        }
+        if server_end.is_none() && now >= measure_end {
+            server_end = server.threads.cpu_time();
+            received_end = (server.received)();
+            wall = wall_start.map_or(Duration::ZERO, |w| now.duration_since(w));
         }
         if now >= measure_end && drained.load(Ordering::Acquire) >= n {
             break Some(now);
@@ -319,21 +461,54 @@ pub fn drive(
         if now >= drain_deadline {
             break None;
         }
-        post(Job::Tick);
+        if cfg.rate_hz.is_none() {
+            for i in 0..n {
+                post(i, Job::Tick);
+            }
+        }
         next += TICK;
         sleep_until(next.max(Instant::now()));
     };
     let cpu_end = process_cpu_time();
-    let wall = wall_start.map_or(Duration::ZERO, |w| w.elapsed());
+    let process_wall = wall_start.map_or(Duration::ZERO, |w| w.elapsed());
     if drained_at.is_none() {
         report.drain_timeouts = 1;
     }
     let end = drained_at.unwrap_or(drain_deadline);
     if let (Some(a), Some(b)) = (cpu_start, cpu_end) {
-        report.set_cpu(b.saturating_sub(a), wall);
+        report.set_cpu(b.saturating_sub(a), process_wall);
     }
     report.peak_rss_bytes = peak_rss_bytes();
-    Ok(end.saturating_duration_since(measure_start))
+    Ok(Measured {
+        elapsed: end.saturating_duration_since(measure_start),
+        server_cpu: server_start
+            .zip(server_end)
+            .map(|(a, b)| b.saturating_sub(a)),
+        wall,
+        server_messages: received_end.saturating_sub(received_start),
+        rss_connected,
+    })
+}
+
+/// Asks each of `n` clients for what it reports (`ask(i, tx)` posts a
+/// closure to client `i` that sends it on `tx`) and returns what came back
+/// within [`COLLECT`], in any order: fewer than `n` if a client's lane did
+/// not answer.
+pub fn collect<T: Send + 'static>(n: usize, ask: impl Fn(usize, mpsc::Sender<T>)) -> Vec<T> {
+    let (tx, rx) = mpsc::channel();
+    for i in 0..n {
+        ask(i, tx.clone());
+    }
+    drop(tx);
+    let deadline = Instant::now() + COLLECT;
+    let mut got = Vec::with_capacity(n);
+    while got.len() < n {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(t) => got.push(t),
+            Err(_) => break,
+        }
+    }
+    got
 }
 
 /// What the echo server of a run counted.
@@ -366,11 +541,31 @@ pub fn record(report: &mut RunReport, tally: &Tally, server: ServerTally, rtt: &
     report.set_rtt(&rtt.summary());
 }
 
+/// The server's CPU per message and the memory per connection into
+/// `report`: `rss_before` was read before the server and the clients were
+/// made, so the difference holds both ends of every connection.
+pub fn record_server(report: &mut RunReport, m: &Measured, rss_before: Option<u64>, n: usize) {
+    report.server_cpu_us_per_message = Some(
+        m.server_cpu
+            .filter(|_| m.server_messages > 0)
+            .map(|c| c.as_secs_f64() * 1e6 / m.server_messages as f64),
+    );
+    report.server_cpu_percent = Some(m.server_cpu.map(|c| cpu_percent(c, m.wall)));
+    report.rss_bytes_per_connection = Some(
+        rss_before
+            .zip(m.rss_connected)
+            .filter(|_| n > 0)
+            .map(|(a, b)| b.saturating_sub(a) as f64 / n as f64),
+    );
+}
+
 /// What an echo server (keel-rudp's or KCP's) counts, shared with the run.
 #[derive(Default)]
 pub(crate) struct ServerCounts {
     /// Measured-phase messages received.
     pub(crate) delivered: std::sync::atomic::AtomicU64,
+    /// Messages received, any phase (valid or not).
+    pub(crate) received: std::sync::atomic::AtomicU64,
     /// Messages with a bad header.
     pub(crate) invalid: std::sync::atomic::AtomicU64,
     /// Echoes the transport refused.
@@ -386,6 +581,7 @@ impl ServerCounts {
     /// rounds of server work on it; false if it is not a benchmark message
     /// (counted in `invalid`; no echo).
     pub(crate) fn receive(&self, msg: &[u8], work: u64) -> bool {
+        self.received.fetch_add(1, Ordering::Relaxed);
         match crate::message::decode_header(msg) {
             Ok(h) if h.phase == crate::message::Phase::Measured => {
                 self.delivered.fetch_add(1, Ordering::Relaxed);
@@ -417,5 +613,73 @@ impl ServerCounts {
             return None;
         };
         self.receive(msg, work).then_some(receipt)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clients_sends_are_due_at_its_share_of_the_period() {
+        // Client 1 of 4 at 10 Hz sends at 25, 125, 225 ms...
+        let cfg = RunConfig {
+            clients: 4,
+            rate_hz: Some(10),
+            payload: 64,
+            ..RunConfig::default()
+        };
+        let mut d = Driver::new(&cfg, 1, Arc::new(AtomicUsize::new(0)), shared_rtt());
+        let start = Instant::now() - Duration::from_millis(130);
+        d.start(Schedule {
+            start,
+            measure_start: start,
+            measure_end: start + Duration::from_secs(60),
+        });
+        let mut sent = 0;
+        d.pump(&mut |_| {
+            sent += 1;
+            true
+        });
+        assert_eq!(sent, 2, "the sends due at 25 and 125 ms");
+        assert_eq!(d.tally.messages_sent, 2);
+        let now = Instant::now();
+        assert_eq!(d.next_wake(now), Some(start + Duration::from_millis(225)));
+        // At that instant exactly, the third send is due.
+        d.pump(&mut |_| {
+            sent += 1;
+            true
+        });
+        assert_eq!(sent, 2, "not before 225 ms");
+    }
+
+    #[test]
+    fn after_the_phase_a_lossy_client_wakes_to_give_up_its_oldest() {
+        let cfg = RunConfig {
+            clients: 2,
+            rate_hz: Some(10),
+            payload: 64,
+            ..RunConfig::default()
+        };
+        let mut d = Driver::new(&cfg, 0, Arc::new(AtomicUsize::new(0)), shared_rtt()).lossy();
+        let start = Instant::now() - Duration::from_millis(250);
+        let end = start + Duration::from_millis(200);
+        d.start(Schedule {
+            start,
+            measure_start: start,
+            measure_end: end,
+        });
+        assert_eq!(d.next_wake(start), Some(start), "the first send");
+        // Both sends of the phase (0 and 100 ms) made and echoed: the
+        // phase is over and nothing is outstanding.
+        d.next_seq = 2;
+        assert_eq!(d.next_wake(Instant::now()), None);
+        assert_eq!(d.next_wake(start + Duration::from_millis(199)), Some(end));
+        d.outstanding.insert(7, (start, Phase::Measured));
+        d.next_seq = 8;
+        assert_eq!(
+            d.next_wake(Instant::now()),
+            Some(start + UNRELIABLE_LOSS_TIMEOUT)
+        );
     }
 }

@@ -6,7 +6,10 @@
 //!   (whatever the kernel's internal `HZ`), so [`USER_HZ`] is a constant here
 //!   rather than `sysconf(_SC_CLK_TCK)`. Resolution is therefore 10 ms:
 //!   fine for runs of a second or more, coarse for very short ones.
-//! * Peak RSS: `VmHWM` of `/proc/self/status`, in bytes.
+//! * Thread CPU time: the same fields of `/proc/self/task/<tid>/stat`, for
+//!   a [`ThreadSet`] (the threads a server runs on).
+//! * Peak RSS: `VmHWM` of `/proc/self/status`, in bytes; current RSS:
+//!   `VmRSS`.
 //! * Host UDP counters: the `Udp:` lines of `/proc/net/snmp` (IPv4) and the
 //!   `Udp6*` lines of `/proc/net/snmp6` (IPv6). Both are per network
 //!   namespace and host-wide within it, so concurrent traffic from other
@@ -46,10 +49,79 @@ pub fn process_cpu_time() -> Option<Duration> {
     parse_stat_cpu(&fs::read_to_string("/proc/self/stat").ok()?)
 }
 
+/// The threads of this process whose name starts with a prefix, as they
+/// are when [`ThreadSet::named`] runs: a runtime started just before has
+/// its threads in the set, one started after does not. Used to measure a
+/// server's CPU time apart from its clients' in the same process.
+#[derive(Clone, Debug, Default)]
+pub struct ThreadSet {
+    tids: Vec<u32>,
+}
+
+impl ThreadSet {
+    /// This process's threads whose name starts with one of `prefixes`
+    /// now (empty where `/proc` is unreadable). A new thread carries its
+    /// parent's name until it has set its own.
+    pub fn named(prefixes: &[&str]) -> ThreadSet {
+        let mut tids = Vec::new();
+        if let Ok(dir) = fs::read_dir("/proc/self/task") {
+            for entry in dir.flatten() {
+                let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse().ok()) else {
+                    continue;
+                };
+                let comm = fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+                if prefixes.iter().any(|p| comm.starts_with(p)) {
+                    tids.push(tid);
+                }
+            }
+        }
+        tids.sort_unstable();
+        ThreadSet { tids }
+    }
+
+    /// How many threads the set holds.
+    pub fn len(&self) -> usize {
+        self.tids.len()
+    }
+
+    /// True when it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.tids.is_empty()
+    }
+
+    /// User + system CPU time of the set's threads so far (`None` if one
+    /// cannot be read, e.g. it has exited, or the set is empty).
+    pub fn cpu_time(&self) -> Option<Duration> {
+        if self.tids.is_empty() {
+            return None;
+        }
+        let mut sum = Duration::ZERO;
+        for tid in &self.tids {
+            let text = fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+            sum += parse_stat_cpu(&text)?;
+        }
+        Some(sum)
+    }
+}
+
 /// Parses the `VmHWM` line of `/proc/<pid>/status` into bytes.
 pub fn parse_vm_hwm(text: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let mut parts = line["VmHWM:".len()..].split_whitespace();
+    parse_status_kb(text, "VmHWM:")
+}
+
+/// Parses the `VmRSS` line of `/proc/<pid>/status` into bytes.
+pub fn parse_vm_rss(text: &str) -> Option<u64> {
+    parse_status_kb(text, "VmRSS:")
+}
+
+/// Resident set size of this process now, in bytes.
+pub fn rss_bytes() -> Option<u64> {
+    parse_vm_rss(&fs::read_to_string("/proc/self/status").ok()?)
+}
+
+fn parse_status_kb(text: &str, key: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(key))?;
+    let mut parts = line[key.len()..].split_whitespace();
     let value: u64 = parts.next()?.parse().ok()?;
     match parts.next()? {
         "kB" => value.checked_mul(1024),
@@ -235,6 +307,41 @@ UdpLite6InErrors                \t99
         assert_eq!(parse_vm_hwm(STATUS), Some(6144 * 1024));
         assert_eq!(parse_vm_hwm("VmRSS:\t 1 kB\n"), None);
         assert_eq!(parse_vm_hwm("VmHWM:\t 1 MB\n"), None);
+    }
+
+    #[test]
+    fn vm_rss_in_bytes() {
+        assert_eq!(parse_vm_rss(STATUS), Some(6000 * 1024));
+        assert_eq!(parse_vm_rss("VmHWM:\t 1 kB\n"), None);
+    }
+
+    #[test]
+    fn a_thread_set_holds_the_threads_named_so_and_reads_their_cpu() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let t = std::thread::Builder::new()
+            .name("procstats-spin".into())
+            .spawn(move || {
+                // Burn some CPU, say so, then wait to be told to end.
+                let end = std::time::Instant::now() + Duration::from_millis(60);
+                let mut x = 0u64;
+                while std::time::Instant::now() < end {
+                    x = x.wrapping_mul(31).wrapping_add(1);
+                }
+                ready_tx.send(x).unwrap();
+                let _ = rx.recv();
+            })
+            .unwrap();
+        ready_rx.recv().unwrap();
+        let set = ThreadSet::named(&["procstats-spin"]);
+        assert_eq!(set.len(), 1);
+        assert!(ThreadSet::named(&["no-such-thread-name"])
+            .cpu_time()
+            .is_none());
+        let cpu = set.cpu_time().expect("its stat is readable");
+        assert!(cpu >= Duration::from_millis(20), "{cpu:?}");
+        drop(tx);
+        t.join().unwrap();
     }
 
     #[test]

@@ -9,10 +9,10 @@
 //! game tick). Messages are the UDP mode's (`crate::message`): header,
 //! deterministic fill, checked byte for byte on the way back.
 //!
-//! The main thread paces the run: it posts a tick to every client each
-//! millisecond (sends due in open loop; unreliable channels give up a
-//! message after [`UNRELIABLE_LOSS_TIMEOUT`]) until the measured phase and
-//! its drain are over. `--impair` and `--impair-server` are keel-udp's link
+//! The main thread paces the run (`crate::peer::drive`): closed loop, it
+//! posts a tick to every client each millisecond (unreliable channels give
+//! up a message after [`UNRELIABLE_LOSS_TIMEOUT`]); open loop, each client
+//! ticks itself on its lane with `Ctx::tick_at`. `--impair` and `--impair-server` are keel-udp's link
 //! conditioner on the send path of the sockets under keel-rudp.
 //!
 //! With `--transfer` (the bulk case, `crate::bulk`) the server answers each
@@ -38,12 +38,14 @@ use keel_rudp::{
 use keel_udp::{CounterSnapshot, Impairment, SocketOptions};
 
 use crate::flags::{ChannelChoice, RunConfig};
-use crate::loopback::runtime_for;
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
 use crate::peer::{
-    drive, record, Driver, Job, ServerCounts, ServerTally, Tally, COLLECT, UNRELIABLE_LOSS_TIMEOUT,
+    collect, drive, lock, record, record_server, runtimes, shared_rtt, Driver, Job, ServerCounts,
+    ServerProbe, ServerTally, SharedRtt, Tally, COLLECT, UNRELIABLE_LOSS_TIMEOUT,
 };
+use crate::procstats::rss_bytes;
 use crate::stats::Rtt;
+use crate::udp_rate::client_endpoint;
 
 /// The one channel of a run.
 const CHANNEL: u8 = 0;
@@ -146,6 +148,15 @@ impl BenchPeer {
             Job::Tick => self.driver.expire(Instant::now()),
         }
         self.pump(ctx);
+        self.rearm(ctx);
+    }
+
+    /// Open loop: the lane's own tick at the driver's next wake-up.
+    fn rearm(&mut self, ctx: &mut Ctx<'_>) {
+        match self.driver.next_wake(Instant::now()) {
+            Some(at) => ctx.tick_at(at),
+            None => ctx.cancel_tick(),
+        }
     }
 }
 
@@ -159,6 +170,12 @@ impl Handler for BenchPeer {
     fn message(&mut self, ctx: &mut Ctx<'_>, _: ConnectionHandle, _: u8, data: &[u8]) {
         self.driver.echo(data, Instant::now());
         self.pump(ctx);
+    }
+
+    fn tick(&mut self, ctx: &mut Ctx<'_>) {
+        self.driver.expire(Instant::now());
+        self.pump(ctx);
+        self.rearm(ctx);
     }
 
     fn disconnected(&mut self, _: &mut Ctx<'_>, _: ConnectionHandle, reason: &DisconnectReason) {
@@ -274,8 +291,8 @@ fn server_security(cfg: &RunConfig) -> Result<(SocketAddr, Security), String> {
 }
 
 fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
-    let rt = runtime_for(cfg.io_model, cfg.io_threads)
-        .map_err(|e| format!("starting the runtime: {e}"))?;
+    let rss_before = rss_bytes();
+    let (rt, server_threads, client_rt) = runtimes(cfg)?;
     let counts = Arc::new(ServerCounts::default());
     let (server_addr, security) = server_security(cfg)?;
     let mut sc = ServerConfig::new(connection_config(cfg), security.server());
@@ -294,41 +311,53 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
 
     let connected = Arc::new(AtomicUsize::new(0));
     let drained = Arc::new(AtomicUsize::new(0));
+    let rtt = shared_rtt();
     let mut clients = Vec::with_capacity(cfg.clients as usize);
     for id in 0..cfg.clients {
         let mut cc = ClientConfig::new(connection_config(cfg), security.client(id)?);
-        cc.udp.socket = socket_options();
-        cc.udp.send_impairment = cfg.impair.as_ref().map(|imp| Impairment {
-            seed: imp.seed.wrapping_add(u64::from(id)),
-            ..(**imp).clone()
-        });
+        cc.udp = client_endpoint(
+            cfg.impair.as_ref().map(|imp| Impairment {
+                seed: imp.seed.wrapping_add(u64::from(id)),
+                ..(**imp).clone()
+            }),
+            cc.connection.max_datagram_size,
+        );
         let peer = BenchPeer {
-            driver: Driver::new(cfg, id, drained.clone()),
+            driver: Driver::new(cfg, id, drained.clone(), rtt.clone()),
             conn: None,
             connected: connected.clone(),
         };
-        let reactor = rt
-            .reactor(id as usize % rt.reactors())
-            .expect("context index in range");
+        let reactor = client_rt.next_reactor();
         let client = Client::connect(reactor, server.local_addr(), cc, peer)
             .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
         clients.push(client);
     }
 
-    let post = |job: Job| {
-        for c in &clients {
-            c.post(move |h, ctx| h.job(ctx, job));
-        }
+    let post = |i: usize, job: Job| {
+        clients[i].post(move |h, ctx| h.job(ctx, job));
     };
-    let result = drive(cfg, report, clients.len(), &connected, &drained, &post);
-    let (tally, rtt, client_stats, client_udp) = collect_clients(&clients);
+    let received = || counts.received.load(Ordering::Relaxed);
+    let probe = ServerProbe {
+        threads: &server_threads,
+        received: &received,
+    };
+    let result = drive(
+        cfg,
+        report,
+        clients.len(),
+        &connected,
+        &drained,
+        &probe,
+        &post,
+    );
+    let (tally, rtt, client_stats, client_udp) = collect_clients(&clients, &rtt);
     let server_stats = collect_server(&server);
     for c in &clients {
         c.stop();
     }
     let server_udp = server.udp_counters();
     server.stop();
-    let stopped = rt.stop();
+    let stopped = rt.stop().and(client_rt.stop());
 
     let server_tally = ServerTally {
         delivered: counts.delivered.load(Ordering::Relaxed),
@@ -336,9 +365,10 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         send_rejections: counts.send_rejections.load(Ordering::Relaxed),
     };
     record(report, &tally, server_tally, &rtt);
-    if let Ok(elapsed) = result {
+    if let Ok(m) = &result {
         // After `record`: throughput is messages over elapsed.
-        report.set_throughput(elapsed);
+        report.set_throughput(m.elapsed);
+        record_server(report, m, rss_before, clients.len());
     }
     let stats = {
         let mut s = client_stats;
@@ -373,37 +403,27 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     Ok(())
 }
 
-/// Every client's tally (what is still outstanding counts as lost), RTT
-/// samples, connection stats and socket counters.
-fn collect_clients(clients: &[Client<BenchPeer>]) -> (Tally, Rtt, StatSum, CounterSnapshot) {
-    let (tx, rx) = mpsc::channel();
-    for c in clients {
-        let tx = tx.clone();
-        c.post(move |h, ctx| {
-            let (t, rtt) = h.driver.take();
+/// Every client's tally (what is still outstanding counts as lost), the
+/// run's round trips, connection stats and socket counters.
+fn collect_clients(
+    clients: &[Client<BenchPeer>],
+    rtt: &SharedRtt,
+) -> (Tally, Rtt, StatSum, CounterSnapshot) {
+    let reports = collect(clients.len(), |i, tx| {
+        clients[i].post(move |h, ctx| {
             let stats = h.conn.and_then(|c| ctx.stats(c));
-            let _ = tx.send((t, rtt, stats));
+            let _ = tx.send((h.driver.take(), stats));
         });
-    }
-    drop(tx);
+    });
     let mut tally = Tally::default();
-    let mut rtt = Rtt::new();
     let mut sum = StatSum::default();
-    let deadline = Instant::now() + COLLECT;
-    let mut got = 0;
-    while got < clients.len() {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok((t, r, s)) => {
-                tally.add(&t);
-                rtt.merge(&r);
-                if let Some(s) = s {
-                    sum.add(&s);
-                }
-                got += 1;
-            }
-            Err(_) => break,
+    for (t, s) in &reports {
+        tally.add(t);
+        if let Some(s) = s {
+            sum.add(s);
         }
     }
+    let got = reports.len();
     let mut udp = CounterSnapshot::default();
     for c in clients {
         let k = c.udp_counters();
@@ -418,7 +438,7 @@ fn collect_clients(clients: &[Client<BenchPeer>]) -> (Tally, Rtt, StatSum, Count
             .disconnect_reason
             .get_or_insert_with(|| format!("{} clients did not report", clients.len() - got));
     }
-    (tally, rtt, sum, udp)
+    (tally, lock(rtt).clone(), sum, udp)
 }
 
 /// The server connections' stats, summed over lanes.

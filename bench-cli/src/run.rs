@@ -9,6 +9,7 @@ use crate::serve::ServeSummary;
 /// [`RunReport::finish`] applied (so `ok` decides the exit code).
 pub fn run(cfg: &RunConfig) -> RunReport {
     match cfg.protocol {
+        Protocol::Udp if cfg.rate_hz.is_some() => crate::udp_rate::run(cfg),
         Protocol::Udp => crate::loopback::run(cfg),
         Protocol::Rudp => crate::rudp::run(cfg),
         Protocol::Kcp => crate::kcp::run(cfg),

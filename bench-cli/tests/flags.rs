@@ -48,6 +48,7 @@ fn defaults_equal_the_reference_table() {
     assert_eq!(cfg.server_lanes, 1);
     assert_eq!(cfg.batch, 64);
     assert_eq!(cfg.loss_timeout_ms, None);
+    assert_eq!(cfg.drain, 2.0);
     assert_eq!(cfg.connect, None);
     assert_eq!(cfg, RunConfig::default());
     assert_eq!(cfg.io_contexts(), 1);
@@ -88,6 +89,8 @@ fn every_run_flag_accepts_its_bounds() {
         "1024",
         "--loss-timeout",
         "3600000",
+        "--drain",
+        "3600",
     ])
     .unwrap();
     assert_eq!(cfg.address_family, AddressFamily::Ipv6);
@@ -102,6 +105,7 @@ fn every_run_flag_accepts_its_bounds() {
     assert_eq!(cfg.server_lanes, 64);
     assert_eq!(cfg.batch, 1024);
     assert_eq!(cfg.loss_timeout_ms, Some(3_600_000));
+    assert_eq!(cfg.drain, 3600.0);
     assert_eq!(cfg.server_addr(), "[::1]:0".parse::<SocketAddr>().unwrap());
 
     let low = run(&[
@@ -115,6 +119,7 @@ fn every_run_flag_accepts_its_bounds() {
         "--server-lanes=1",
         "--batch=1",
         "--loss-timeout=1",
+        "--drain=0.001",
         "--io-threads=1",
     ])
     .unwrap();
@@ -123,6 +128,7 @@ fn every_run_flag_accepts_its_bounds() {
     assert_eq!(low.seconds, 0.001);
     assert_eq!(low.warmup, 3600.0);
     assert_eq!(low.loss_timeout_ms, Some(1));
+    assert_eq!(low.drain, 0.001);
     assert_eq!(low.udp_server_receive_buffer, Some(1));
     // Leading zeros are still whole digit tokens; a fraction may stand alone.
     assert_eq!(run(&["--clients", "007"]).unwrap().clients, 7);
@@ -207,7 +213,7 @@ fn duration_flags_reject_non_finite_negative_and_out_of_range() {
         "1E0",
     ];
     for value in common {
-        for flag in ["--seconds", "--warmup"] {
+        for flag in ["--seconds", "--warmup", "--drain"] {
             let err = rejects(&[flag, value], flag);
             assert!(err.message.contains("finite number of seconds"), "{err}");
         }
@@ -216,6 +222,7 @@ fn duration_flags_reject_non_finite_negative_and_out_of_range() {
     rejects(&["--seconds", "0"], "--seconds");
     rejects(&["--seconds", "0.0"], "--seconds");
     rejects(&["--seconds", "-0"], "--seconds");
+    rejects(&["--drain", "0"], "--drain");
     assert_eq!(run(&["--warmup", "0"]).unwrap().warmup, 0.0);
     let err = rejects(&["--seconds", "NaN"], "--seconds");
     assert!(err.message.contains("0 < s <= 3600"), "{err}");

@@ -147,6 +147,7 @@ fn values_of_a_default_loopback_report() {
     assert_eq!(f["role"], "loopback");
     assert!(f["rtt_sample_limit"].is_null());
     assert!(f["loss_timeout_ms"].is_null());
+    assert_eq!(f["drain_seconds"], 2.0);
     assert!(f["rtt_p50_us"].is_null(), "no samples yet");
 }
 

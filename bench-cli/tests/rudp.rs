@@ -180,7 +180,12 @@ fn rudp_flags_are_checked() {
     );
     assert!(e.contains("reliable-ordered"), "{e}");
     bad(&["--channel", "unreliable"], "--channel");
-    bad(&["--rate", "60"], "--rate");
+    bad(&["--rate", "60", "--channel", "unreliable"], "--channel");
+    bad(&["--rate", "60", "--connect", "127.0.0.1:9"], "--connect");
+    let e = bad(&["--clients", "1025"], "--clients");
+    assert!(e.contains("1..=1024"), "{e}");
+    let e = bad(&["--rate", "60", "--clients", "10001"], "--clients");
+    assert!(e.contains("1..=10000"), "{e}");
     bad(&["--protocol", "rudp", "--rate", "0"], "--rate");
     bad(&["--protocol", "rudp", "--batch", "4"], "--batch");
     bad(

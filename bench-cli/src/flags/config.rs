@@ -16,6 +16,11 @@ pub const MAX_PAYLOAD_IPV4: u64 = keel_udp::MAX_PAYLOAD_V4 as u64;
 pub const MAX_PAYLOAD_IPV6: u64 = keel_udp::MAX_PAYLOAD_V6 as u64;
 /// Smallest payload: the 16-byte message header.
 pub const MIN_PAYLOAD: u64 = 16;
+/// Most `--clients` of a closed loop (arknet's bound).
+pub const MAX_CLIENTS_CLOSED_LOOP: u32 = 1024;
+/// Most `--clients` with `--rate` (the scale case: thousands of
+/// connections, each a socket of its own).
+pub const MAX_CLIENTS_OPEN_LOOP: u32 = 10_000;
 /// Cap on `clients × window × payload`: bytes in flight at once.
 pub const MAX_IN_FLIGHT_BYTES: u64 = 256 * 1024 * 1024;
 /// Smallest `--transfer`: the 16-byte message header.
@@ -39,6 +44,13 @@ pub const DEFAULT_WINDOW: u32 = 1;
 pub const DEFAULT_SECONDS: f64 = 1.0;
 /// Default `--warmup`.
 pub const DEFAULT_WARMUP: f64 = 0.25;
+/// Default `--drain` with `--transfer`: a transfer in flight when the
+/// measured phase ends may take this long to finish (a 1 MiB transfer
+/// under heavy loss takes longer than the echo's 2 s).
+pub const DEFAULT_BULK_DRAIN: f64 = 30.0;
+/// Default `--drain`: how long echoes in flight may take after the
+/// measured phase (arknet's fixed 2 s).
+pub const DEFAULT_DRAIN: f64 = 2.0;
 /// Default `--io-threads`.
 pub const DEFAULT_IO_THREADS: u32 = 1;
 /// Default `--work`.
@@ -243,8 +255,9 @@ pub enum FullPolicyChoice {
     /// a session ends; established peers are never disturbed.
     #[default]
     Refuse,
-    /// End the idlest of a few sampled sessions (`sessions_evicted`) and
-    /// admit the new peer.
+    /// End an idle session (`sessions_evicted`): the first the eviction
+    /// hand finds with no datagram since its last visit, or the idlest if
+    /// every one had one; then admit the new peer.
     EvictIdlest,
 }
 
@@ -330,6 +343,9 @@ pub struct RunConfig {
     pub seconds: f64,
     /// `--warmup`: warm-up phase (0 skips it).
     pub warmup: f64,
+    /// `--drain`: the longest wait after the measured phase for what is
+    /// still in flight.
+    pub drain: f64,
     /// `--io-model`.
     pub io_model: IoModel,
     /// `--io-threads`.
@@ -391,6 +407,7 @@ impl Default for RunConfig {
             window: DEFAULT_WINDOW,
             seconds: DEFAULT_SECONDS,
             warmup: DEFAULT_WARMUP,
+            drain: DEFAULT_DRAIN,
             io_model: IoModel::Shared,
             io_threads: DEFAULT_IO_THREADS,
             work: DEFAULT_WORK,

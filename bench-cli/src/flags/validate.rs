@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use super::config::{
     AddressFamily, ChannelChoice, Command, FullPolicyChoice, IoModel, LaneSteeringChoice,
     OutputFormat, Protocol, ReportConfig, RunConfig, ServeConfig, DEFAULT_BATCH,
-    DEFAULT_IO_THREADS, DEFAULT_MAX_SESSIONS, DEFAULT_SERVER_LANES, DEFAULT_SERVE_IDLE_TIMEOUT,
-    DEFAULT_WORK, MAX_IN_FLIGHT_BYTES, MAX_MAX_SESSIONS, MIN_PAYLOAD,
+    DEFAULT_BULK_DRAIN, DEFAULT_IO_THREADS, DEFAULT_MAX_SESSIONS, DEFAULT_SERVER_LANES,
+    DEFAULT_SERVE_IDLE_TIMEOUT, DEFAULT_WORK, MAX_CLIENTS_CLOSED_LOOP, MAX_CLIENTS_OPEN_LOOP,
+    MAX_IN_FLIGHT_BYTES, MAX_MAX_SESSIONS, MIN_PAYLOAD,
 };
 use super::error::FlagError;
 use super::number::{parse_seconds, parse_u32, parse_uint};
@@ -118,6 +119,15 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
     for f in &raw.flags {
         set_run_flag(&mut cfg, f.name, f.value.as_deref().unwrap_or(""))?;
     }
+    // Its range depends on --rate, wherever that came.
+    if let Some(f) = raw.flags.iter().find(|f| f.name == "clients") {
+        let max = if cfg.rate_hz.is_some() {
+            MAX_CLIENTS_OPEN_LOOP
+        } else {
+            MAX_CLIENTS_CLOSED_LOOP
+        };
+        cfg.clients = parse_u32("clients", f.value.as_deref().unwrap_or(""), 1, max)?;
+    }
     if let Some(addr) = cfg.connect {
         cfg.address_family = family_of_connect(raw, cfg.address_family, addr)?;
         no_server_flags_with_connect(raw)?;
@@ -126,6 +136,9 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
     check_bytes_in_flight(&cfg)?;
     check_protocol_flags(raw, &cfg)?;
     check_transfer_flags(raw, &cfg)?;
+    if cfg.transfer.is_some() && !has(raw, "drain") {
+        cfg.drain = DEFAULT_BULK_DRAIN;
+    }
     Ok(cfg)
 }
 
@@ -136,7 +149,6 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
     if cfg.protocol == Protocol::Udp {
         for name in [
             "channel",
-            "rate",
             "kcp-mode",
             "encrypt",
             "transfer",
@@ -146,9 +158,20 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
             if has(raw, name) {
                 return Err(FlagError::new(
                     format!("--{name}"),
-                    "applies to --protocol rudp and kcp only (the UDP echo has no channels \
-                     and runs closed loop)",
+                    "applies to --protocol rudp and kcp only (the UDP echo has no channels)",
                 ));
+            }
+        }
+        if cfg.rate_hz.is_some() {
+            for name in ["connect", "lane-steering", "loss-timeout"] {
+                if has(raw, name) {
+                    return Err(FlagError::new(
+                        format!("--{name}"),
+                        "applies to the closed-loop UDP echo only, not with --rate (the open \
+                         loop runs its own server, kernel-hash steering, and gives a message \
+                         up after 1 s)",
+                    ));
+                }
             }
         }
         return Ok(());
@@ -199,8 +222,9 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
             format!("--{name}"),
             format!(
                 "applies to --protocol udp only, not {} (accepted with it: --channel, --rate, \
-                 --payload, --clients, --window, --seconds, --warmup, --io-model, --io-threads, \
-                 --work, --server-lanes, --impair, --impair-server, --transfer, --format)",
+                 --payload, --clients, --window, --seconds, --warmup, --drain, --io-model, \
+                 --io-threads, --work, --server-lanes, --impair, --impair-server, --transfer, \
+                 --format)",
                 cfg.protocol.as_str()
             ),
         )),
@@ -265,10 +289,12 @@ fn set_run_flag(cfg: &mut RunConfig, name: &str, v: &str) -> Result<(), FlagErro
         "protocol" => cfg.protocol = parse_protocol(v)?,
         "address-family" => cfg.address_family = parse_family(v)?,
         "payload" => cfg.payload = parse_payload(v)?,
-        "clients" => cfg.clients = parse_u32("clients", v, 1, 1024)?,
+        // Its range depends on --rate: parsed in validate_run.
+        "clients" => {}
         "window" => cfg.window = parse_u32("window", v, 1, 1024)?,
         "seconds" => cfg.seconds = parse_seconds("seconds", v, false, 3600.0)?,
         "warmup" => cfg.warmup = parse_seconds("warmup", v, true, 3600.0)?,
+        "drain" => cfg.drain = parse_seconds("drain", v, false, 3600.0)?,
         "io-model" => cfg.io_model = parse_io_model(v)?,
         "io-threads" => cfg.io_threads = parse_threads(v)?,
         "work" => cfg.work = parse_work(v)?,

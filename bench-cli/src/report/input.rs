@@ -199,6 +199,7 @@ pub const OTHER_SETTINGS: &[&str] = &[
     "warmup_seconds",
     "udp_server_receive_buffer_requested_bytes",
     "loss_timeout_ms",
+    "drain_seconds",
 ];
 
 fn finite(v: Option<&Value>) -> Option<f64> {

@@ -116,10 +116,19 @@ pub enum FullPolicy {
     /// of new addresses cannot push out the players already connected.
     #[default]
     Refuse,
-    /// Evict the idlest of a few sampled sessions (disconnect reason
-    /// `Evicted`, counted in `sessions_evicted`) and admit the new peer.
-    /// Useful when stale sessions must not lock out new players, at the
-    /// price that a flood can evict quiet ones.
+    /// Evict an idle session (disconnect reason `Evicted`, counted in
+    /// `sessions_evicted`) and admit the new peer. Useful when stale
+    /// sessions must not lock out new players, at the price that a flood
+    /// can evict quiet ones.
+    ///
+    /// The choice is a clock (approximate LRU, amortized O(1)): a hand
+    /// visits the lane's sessions in turn, spares one that had a datagram
+    /// since its last visit and evicts the first that had none (if every
+    /// session had one, the idlest of them). A newcomer's first datagram
+    /// does not count, and it takes the evicted slot, behind the hand. So a
+    /// flood of new addresses evicts its own sessions, oldest first, and a
+    /// peer that sends at least once per turn of the hand (about
+    /// `max_sessions` admissions under such a flood) keeps its session.
     EvictIdlest,
 }
 

@@ -20,6 +20,10 @@ pub(crate) struct Slot<S> {
     /// The local address the peer's last datagram came to, when the socket
     /// is bound to a wildcard address (`IP_PKTINFO`): replies leave from it.
     pub(crate) local: Option<LocalAddr>,
+    /// A datagram came since the eviction hand last visited this slot
+    /// ([`Sessions::evict_candidate`]); a session's first datagram, the one
+    /// that opened it, does not count.
+    pub(crate) heard: bool,
 }
 
 /// Names one session across threads: its slot and the slot's generation
@@ -40,7 +44,8 @@ pub(crate) struct Sessions<S> {
     gens: Vec<u32>,
     free: Vec<usize>,
     index: HashMap<SocketAddr, usize>,
-    rng: u64,
+    /// The slot the eviction hand visits next.
+    hand: usize,
 }
 
 impl<S> Sessions<S> {
@@ -50,7 +55,7 @@ impl<S> Sessions<S> {
             gens: Vec::new(),
             free: Vec::new(),
             index: HashMap::new(),
-            rng: 0x9E37_79B9_7F4A_7C15,
+            hand: 0,
         }
     }
 
@@ -83,6 +88,7 @@ impl<S> Sessions<S> {
             timers: Vec::new(),
             gen: self.gens[i],
             local: None,
+            heard: false,
         });
         self.index.insert(peer, i);
         i
@@ -121,28 +127,42 @@ impl<S> Sessions<S> {
         self.remove_at(i)
     }
 
-    /// The idlest of up to eight randomly sampled sessions (approximate LRU
-    /// in O(1), so a flood cannot make eviction expensive).
-    pub(crate) fn sample_idlest(&mut self) -> Option<usize> {
-        if self.index.is_empty() {
-            return None;
-        }
-        let mut best: Option<(usize, Instant)> = None;
-        let mut tries = 0;
-        while tries < 64 && (best.is_none() || tries < 8) {
-            tries += 1;
-            self.rng ^= self.rng << 13;
-            self.rng ^= self.rng >> 7;
-            self.rng ^= self.rng << 17;
-            let i = (self.rng % self.slots.len() as u64) as usize;
-            if let Some(s) = &self.slots[i] {
-                if best.is_none_or(|(_, t)| s.last_active < t) {
-                    best = Some((i, s.last_active));
-                }
+    /// The session to evict for a newcomer when the table is full: a clock
+    /// (approximate LRU). The hand visits the slots in turn; a session heard
+    /// from since the hand's last visit is spared (its mark cleared), and the
+    /// first one not heard from is the one. If every session was heard from,
+    /// the idlest of them goes.
+    ///
+    /// A newcomer takes the slot just evicted (the free list is empty when
+    /// the table is full), behind the hand, unmarked: it has a whole turn to
+    /// send again. So a flood of one-datagram sources evicts its own oldest
+    /// sessions, and a session that sends at least once per turn of the hand
+    /// (about `max_sessions` admissions under such a flood) is not evicted,
+    /// whatever share of the table opened after its last datagram. Taking
+    /// the idlest of a few random sessions instead (as this did before)
+    /// evicts it whenever the sample holds only sessions younger than it:
+    /// with half the table younger, one in 128 samples that include it.
+    ///
+    /// At most one turn; amortized O(1), since every slot passed over had
+    /// its mark set by a datagram (a flood cannot make eviction expensive).
+    pub(crate) fn evict_candidate(&mut self) -> Option<usize> {
+        let n = self.slots.len();
+        let mut idlest: Option<(usize, Instant)> = None;
+        for _ in 0..n {
+            let i = if self.hand < n { self.hand } else { 0 };
+            self.hand = i + 1;
+            let Some(s) = &mut self.slots[i] else {
+                continue;
+            };
+            if !s.heard {
+                return Some(i);
+            }
+            s.heard = false;
+            if idlest.is_none_or(|(_, t)| s.last_active < t) {
+                idlest = Some((i, s.last_active));
             }
         }
-        best.map(|(i, _)| i)
-            .or_else(|| self.slots.iter().position(Option::is_some))
+        idlest.map(|(i, _)| i)
     }
 
     /// Indices of sessions idle since before `cutoff`, appended to `out`.
@@ -211,27 +231,89 @@ mod tests {
         assert_eq!(s.by_key(new).unwrap().state, "c");
     }
 
+    /// What a server lane does with a datagram for an open session.
+    fn heard_from<S>(s: &mut Sessions<S>, i: usize, now: Instant) {
+        let slot = s.get_mut(i).unwrap();
+        slot.last_active = now;
+        slot.heard = true;
+    }
+
+    /// A full table, one new peer per step (each sends only its first
+    /// datagram), and two peers that keep talking: `live` once every 750
+    /// admissions (so up to three quarters of the table is younger than it:
+    /// the idlest of a few random sessions would often be `live`), `quiet`
+    /// once every two turns of the table. The eviction is what a server lane
+    /// does: the candidate goes, the newcomer comes in.
     #[test]
-    fn idlest_sample_prefers_old_sessions_and_idle_scan_is_exact() {
+    fn a_flood_of_new_peers_evicts_its_own_not_a_peer_that_keeps_talking() {
+        const MAX: usize = 1000;
+        const STEPS: u32 = 50_000;
+        let t = Instant::now();
+        let at = |step: u32| t + Duration::from_micros(u64::from(step));
+        let (live, quiet) = (addr(1), addr(2));
+        let mut s = Sessions::new();
+        s.insert(live, (), t);
+        s.insert(quiet, (), t);
+        let mut quiet_evicted_at = None;
+        for step in 0..STEPS {
+            let now = at(step);
+            if let Some(i) = s.find(&live).filter(|_| step % 750 == 0) {
+                heard_from(&mut s, i, now);
+            }
+            if let Some(i) = s.find(&quiet).filter(|_| step % (2 * MAX as u32) == 0) {
+                heard_from(&mut s, i, now);
+            }
+            if s.len() >= MAX {
+                let victim = s.evict_candidate().unwrap();
+                let gone = s.remove_at(victim).unwrap().peer;
+                assert_ne!(gone, live, "evicted at step {step}");
+                if gone == quiet {
+                    quiet_evicted_at.get_or_insert(step);
+                }
+            }
+            let ip = 0x0A00_0000 + step;
+            s.insert(SocketAddr::from((ip.to_be_bytes(), 9)), (), now);
+            assert!(s.len() <= MAX);
+        }
+        assert!(s.find(&live).is_some());
+        // The hand does evict a peer silent for a whole turn.
+        let at = quiet_evicted_at.expect("the quiet peer outlived the flood");
+        assert!(at < 3 * MAX as u32, "{at}");
+    }
+
+    #[test]
+    fn the_hand_spares_sessions_heard_from_and_takes_the_idlest_when_all_were() {
         let t = Instant::now();
         let mut s = Sessions::new();
-        s.insert(addr(1), (), t);
-        for p in 2..6 {
-            s.insert(addr(p), (), t + Duration::from_secs(10));
+        for p in 0..4u16 {
+            s.insert(addr(p), (), t);
         }
-        let mut hits = 0;
-        for _ in 0..100 {
-            let i = s.sample_idlest().unwrap();
-            if s.get_mut(i).unwrap().peer == addr(1) {
-                hits += 1;
-            }
+        // Only their first datagrams: evicted in slot order, each newcomer
+        // into the slot just freed, behind the hand.
+        for (p, expect) in (10..14u16).zip(0..4) {
+            let i = s.evict_candidate().unwrap();
+            assert_eq!(i, expect);
+            s.remove_at(i);
+            assert_eq!(s.insert(addr(p), (), t), i);
         }
-        assert!(
-            hits > 50,
-            "the oldest session should usually be chosen: {hits}"
-        );
+        // Heard from since the hand's last visit: spared.
+        let secs = |n| t + Duration::from_secs(n);
+        heard_from(&mut s, 0, secs(3));
+        heard_from(&mut s, 1, secs(1));
+        assert_eq!(s.evict_candidate(), Some(2), "the first not heard from");
+        s.remove_at(2);
+        s.insert(addr(20), (), secs(2));
+        // Every one heard from: after a whole turn the idlest goes, every
+        // mark is cleared, and the hand is where it started.
+        for (i, n) in [(0, 4), (1, 2), (2, 5), (3, 6)] {
+            heard_from(&mut s, i, secs(n));
+        }
+        assert_eq!(s.evict_candidate(), Some(1));
+        assert!(s.slots_mut().all(|(_, slot)| !slot.heard));
+        assert_eq!(s.evict_candidate(), Some(3));
+
         let mut out = Vec::new();
-        s.idle_before(t + Duration::from_secs(5), &mut out);
-        assert_eq!(out.len(), 1);
+        s.idle_before(secs(5), &mut out);
+        assert_eq!(out, [0, 1]);
     }
 }

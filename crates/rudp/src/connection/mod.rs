@@ -184,7 +184,9 @@ impl Connection {
             chunk_pool: Vec::new(),
             scratch_acked: Vec::new(),
             scratch_lost: Vec::new(),
-            scratch_refs: Vec::new(),
+            // Its most (a probe's): a connection's first probe allocates
+            // nothing.
+            scratch_refs: Vec::with_capacity(output::PROBE_CHUNKS),
             events: VecDeque::new(),
             last_recv: now,
             last_eliciting_sent: now,

@@ -14,6 +14,9 @@ use super::types::{Side, State};
 use super::{Connection, ACK_ROOM, MAX_ACK_RANGES_SENT, REDUNDANCY_SCAN};
 use crate::security::TAG_LEN;
 
+/// Most chunks a probe repeats (the oldest unacknowledged ones).
+pub(super) const PROBE_CHUNKS: usize = 64;
+
 impl Connection {
     /// Fills `buf` with the next datagram to send and returns its length,
     /// or `None` when nothing is due. `buf` must hold at least 1,200
@@ -201,8 +204,9 @@ impl Connection {
             let mut refs = std::mem::take(&mut self.scratch_refs);
             refs.clear();
             for p in self.recovery.outstanding() {
-                refs.extend_from_slice(&p.chunks);
-                if refs.len() >= 64 {
+                let room = PROBE_CHUNKS - refs.len();
+                refs.extend_from_slice(&p.chunks[..p.chunks.len().min(room)]);
+                if refs.len() == PROBE_CHUNKS {
                     break;
                 }
             }

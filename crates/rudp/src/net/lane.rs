@@ -1,5 +1,6 @@
 //! One lane of a server or a client: its connections on a keel-udp
-//! datagram socket, one timer for all of them, and the round of work that
+//! datagram socket, one timer for all of them (and for the handler's own
+//! tick, [`Ctx::tick_at`]), and the round of work that
 //! ends every batch and every timer ([`LaneState::pump`]): events to the
 //! game's handler, then every datagram due, then the lane's wake-up made
 //! sure of at the earliest deadline ([`LaneState::arm`]).
@@ -35,6 +36,8 @@ pub(crate) struct LaneState<H: Handler> {
     /// The lane's timer: the reactor timers armed (at most
     /// `MAX_ARMED`) and their deadlines; see [`LaneState::arm`].
     armed: [Option<(TimerId, Instant)>; MAX_ARMED],
+    /// When the handler asked for its [`Handler::tick`].
+    tick: Option<Instant>,
     /// This lane, for [`Sender`](crate::Sender)s (set once it is running).
     pub(crate) me: Arc<OnceLock<Arc<dyn Post>>>,
     /// The endpoint's counters as of the last round (servers).
@@ -57,6 +60,7 @@ impl<H: Handler> LaneState<H> {
             buf: vec![0; max_datagram],
             reply: vec![0; max_datagram],
             armed: [None; MAX_ARMED],
+            tick: None,
             me,
             published,
         }
@@ -73,6 +77,7 @@ impl<H: Handler> LaneState<H> {
             now,
             lane: self.lane,
             post: self.me.get(),
+            tick: &mut self.tick,
         };
         f(&mut self.handler, &mut ctx)
     }
@@ -151,6 +156,10 @@ impl<H: Handler> LaneState<H> {
         } else {
             self.conns.poll_timeout()
         };
+        let next = match (next, self.tick) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         self.arm(udp, next);
         if let (Some(p), Conns::Server { endpoint, .. }) = (&self.published, &self.conns) {
             if let Ok(mut s) = p.lock() {
@@ -223,7 +232,12 @@ impl<H: Handler> DatagramSocketHandler for LaneState<H> {
             return;
         };
         *fired = None;
-        self.conns.handle_timeout(Instant::now());
+        let now = Instant::now();
+        self.conns.handle_timeout(now);
+        if self.tick.is_some_and(|at| at <= now) {
+            self.tick = None;
+            self.with_ctx(now, |h, ctx| h.tick(ctx));
+        }
         self.pump(ctx);
     }
 }

@@ -103,16 +103,18 @@ impl<H: ServerHandler> LaneCore<H> {
         data: &[u8],
         now: Instant,
     ) {
-        let index = match self.parts.sessions.find(&peer) {
-            Some(index) => index,
+        let (index, known) = match self.parts.sessions.find(&peer) {
+            Some(index) => (index, true),
             None => match self.open(cx, peer, data, now) {
-                Some(index) => index,
+                Some(index) => (index, false),
                 None => return,
             },
         };
         // A held datagram has no local address: the session keeps its last.
         if let Some(mut session) = self.parts.session(index, cx) {
             session.slot.last_active = now;
+            // Marked for the eviction hand by every datagram but the first.
+            session.slot.heard = known;
             if local.is_some() {
                 session.slot.local = local;
             }
@@ -151,7 +153,7 @@ impl<H: ServerHandler> LaneCore<H> {
         // Evict only for a peer the handler admitted: a flood of bad join
         // tokens must not push out players.
         if self.parts.sessions.len() >= self.max_sessions {
-            if let Some(victim) = self.parts.sessions.sample_idlest() {
+            if let Some(victim) = self.parts.sessions.evict_candidate() {
                 self.end_session(cx, victim, DisconnectReason::Evicted);
             }
         }
