@@ -146,7 +146,7 @@ mod tests {
         // server's do with every packet.
         let t0 = Instant::now();
         let mut d = Deadlines::default();
-        let mut step = |d: &mut Deadlines, i: u64| {
+        let step = |d: &mut Deadlines, i: u64| {
             d.set((i % 1000) as usize, Some(t0 + Duration::from_micros(i)));
         };
         for i in 0..50_000 {
