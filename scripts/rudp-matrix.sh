@@ -19,13 +19,19 @@
 #   mode (KCP_WINDOW packets, default 128); BULK_PROTOCOLS picks among
 #   "rudp rudp-bulk kcp".
 #
-# Writes OUT_DIR/results.jsonl (one keel-bench line per run) and prints a
-# Markdown table per case of medians over the seeds. Environment:
-# SECONDS_PER_RUN (default 10), BULK_SECONDS (default 15), SEEDS (default
-# "1 2 3"), CLIENTS (default 8), LOSSES (default "0 1 5 10 20"), JITTER
-# (default 3ms), KCP_WINDOW (default 128), KEEL_BENCH (default: build and
-# use target/release/keel-bench). About 5 min for tick and 10-15 min for
-# bulk with the defaults.
+# Writes OUT_DIR/results.jsonl (one keel-bench line per run), then runs
+# `keel-bench report` on it: OUT_DIR/report.md (its "Latency under loss"
+# and "Bulk transfers" tables: medians over the seeds that passed, failed
+# seeds listed) and charts (rudp-p99.svg, rudp-bulk.svg); report.md is
+# also printed on stdout. For the bulk case it then prints one more
+# Markdown table, over every run, failed ones included (a run that
+# completed nothing counts with a goodput of 0): loss, protocol, runs ok,
+# transfers, completion p50/p99/max ms, goodput MB/s, wire bytes per
+# payload byte. Environment: SECONDS_PER_RUN (default 10), BULK_SECONDS
+# (default 15), SEEDS (default "1 2 3"), CLIENTS (default 8), LOSSES
+# (default "0 1 5 10 20"), JITTER (default 3ms), KCP_WINDOW (default 128),
+# KEEL_BENCH (default: build and use target/release/keel-bench). About
+# 5 min for tick and 10-15 min for bulk with the defaults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -97,6 +103,12 @@ for case in $cases; do
   esac
 done
 
+# The tables and charts: keel-bench report groups the runs by loss and
+# protocol (seeds are the repetitions).
+"$KEEL_BENCH" report "$results" --out "$out"
+cat "$out/report.md"
+
+# The bulk table over every run, failed ones included.
 python3 - "$results" "$losses" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -110,43 +122,26 @@ def loss_of(r):
     return float(r["impair"].split("loss=")[1].split(",")[0]) if r.get("impair") else 0.0
 def name(r):
     if r["protocol"] == "kcp":
-        n = f"KCP {r.get('kcp_mode')}"
-        if r.get("transfer_bytes"):
-            n += f" stream, window {r.get('kcp_window')}"
-        return n
+        return f"KCP {r.get('kcp_mode')} stream, window {r.get('kcp_window')}"
     n = f"keel-rudp {r.get('channel')}"
     return n + (" bulk channel" if r.get("bulk_channel") else "")
-tick = [r for r in rows if not r.get("transfer_bytes")]
 bulk = [r for r in rows if r.get("transfer_bytes")]
-def cells(rs):
-    """(loss, name) -> rows, in loss then first-seen order."""
-    out = {}
-    for loss in losses:
-        p = float(loss) / 100
-        for r in rs:
-            if abs(loss_of(r) - p) < 1e-9:
-                out.setdefault((loss, name(r)), []).append(r)
-    return out
-if tick:
-    print("| loss each way | protocol | runs ok | p50 ms | p99 ms | p99.9 ms | max ms | wire bytes / payload byte | resent |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for (loss, n), rs in cells(tick).items():
-        ok = sum(1 for r in rs if r["ok"])
-        wire = med([r.get("wire_bytes_per_payload_byte") for r in rs])
-        resent = med([r.get("messages_resent") for r in rs])
-        print(f"| {loss} % | {n} | {ok}/{len(rs)} | {ms(med([r['rtt_p50_us'] for r in rs]))} | "
-              f"{ms(med([r['rtt_p99_us'] for r in rs]))} | {ms(med([r['rtt_p999_us'] for r in rs]))} | "
-              f"{ms(med([r['rtt_max_us'] for r in rs]))} | "
-              f"{'-' if wire is None else f'{wire:.3f}'} | {'-' if resent is None else int(resent)} |")
-if tick and bulk:
-    print()
+cells = {}
+for loss in losses:
+    p = float(loss) / 100
+    for r in bulk:
+        if abs(loss_of(r) - p) < 1e-9:
+            cells.setdefault((loss, name(r)), []).append(r)
 if bulk:
     # Completion times and goodput of every run (ok or not: a failed run's
     # completed transfers still happened), medians over the seeds; "runs
     # ok" says how many runs passed, and "transfers" sums them.
+    print()
+    print("Bulk, every run (failed ones included):")
+    print()
     print("| loss each way | protocol | runs ok | transfers | completion p50 ms | p99 ms | max ms | goodput MB/s | wire bytes / payload byte |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for (loss, n), rs in cells(bulk).items():
+    for (loss, n), rs in cells.items():
         ok = sum(1 for r in rs if r["ok"])
         wire = med([r.get("wire_bytes_per_payload_byte") for r in rs if r["ok"]])
         good = med([r.get("goodput_bytes_per_second") or 0.0 for r in rs])

@@ -344,8 +344,9 @@ pub enum Job {
 }
 
 /// The runtimes of a run: the server's (`--io-model`, `--io-threads`),
-/// the threads it runs on, and the clients' (one thread of its own), so
-/// the server's CPU time is measured apart from the load that drives it.
+/// the threads it runs on, and the clients' (a reactor per CPU, at most
+/// one per client), so the server's CPU time is measured apart from the
+/// load that drives it.
 pub fn runtimes(cfg: &RunConfig) -> Result<(Runtime, ThreadSet, Runtime), String> {
     let server = runtime_for(cfg.io_model, cfg.io_threads)
         .map_err(|e| format!("starting the server's runtime: {e}"))?;
@@ -363,7 +364,11 @@ pub fn runtimes(cfg: &RunConfig) -> Result<(Runtime, ThreadSet, Runtime), String
         // Not what the runtime started: measure nothing rather than wrong.
         threads = ThreadSet::default();
     }
-    let clients = Runtime::new(keel_reactor::IoModel::Sharded { reactors: 1 })
+    // One reactor per CPU: thousands of clients are a load the server's
+    // thread must not wait on.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let reactors = cpus.min(cfg.clients as usize).max(1);
+    let clients = Runtime::new(keel_reactor::IoModel::Sharded { reactors })
         .map_err(|e| format!("starting the clients' runtime: {e}"))?;
     Ok((server, threads, clients))
 }

@@ -12,7 +12,17 @@
 //! Fields are read leniently: a missing field, a `null` or a value of the
 //! wrong type counts as unknown, never as 0.
 //!
-//! # Grouping and statistics
+//! # Two kinds of runs
+//!
+//! A line of the keel-rudp benchmark (issue 13) is one whose `protocol` is
+//! `rudp` (keel-rudp) or `kcp` (KCP), or that has a `rate_hz` or a
+//! `transfer_bytes` number (plain keel-udp at a rate: the scale case's
+//! baseline). It is reported in its own section (see *The keel-rudp
+//! benchmark* below) and never in the UDP echo matrix's table, charts or
+//! loss cells; every other line is a run of the UDP echo matrix, reported
+//! exactly as before the keel-rudp benchmark existed.
+//!
+//! # The UDP echo matrix: grouping and statistics
 //!
 //! Runs are grouped by configuration, the [`ConfigKey`]: `protocol`,
 //! `address_family`, `payload_bytes`, `clients`, `window`, `handler_work`,
@@ -33,10 +43,52 @@
 //!   distribution);
 //! * CPU: median of `cpu_percent` (100 = one core).
 //!
+//! # The keel-rudp benchmark: grouping and statistics
+//!
+//! Runs are grouped by the [`RudpKey`]: `protocol`, `channel`, `kcp_mode`,
+//! `encrypted`, `rate_hz`, `transfer_bytes`, `payload_bytes`, `clients`,
+//! `window`, `io_model`, `io_threads`, and the link conditioner of each
+//! direction, `impair` (clients' sends) and `impair_server`, parsed into a
+//! [`Link`]: loss, delay, jitter and any other non-default setting, but
+//! not the seed. So the seeds of one setting (`scripts/rudp-matrix.sh`
+//! runs each cell under seeds 1, 2, 3) are its repetitions. A missing or
+//! `null` `impair` is no conditioner (loss 0); one that does not parse
+//! keeps its text without the seed and an unknown loss. Every other field
+//! is read leniently too: `goodput_bytes_per_second`,
+//! `server_cpu_us_per_message`, `rss_bytes_per_connection`,
+//! `messages_resent`, `wire_bytes_per_payload_byte`, `rtt_max_us` may be
+//! missing or `null` (unknown, shown as –).
+//!
+//! A run passes as above (`ok` true, no `matrix_errors`). Each number is
+//! the median [min, max] over the seeds that passed (percentiles: of each
+//! run's own percentile, never pooled); a failed seed is left out of the
+//! numbers, counted in *runs ok* (`2/3`) and listed with its errors; a
+//! configuration none of whose seeds passed keeps its row, with no
+//! numbers. Each configuration is in one [`Case`]:
+//!
+//! * bulk: `transfer_bytes` is set (1 MiB transfers; the `rtt_*` fields
+//!   are per-transfer completion times, `goodput_bytes_per_second` the
+//!   goodput);
+//! * scale: `protocol` `udp` (the baseline), or at least
+//!   [`rudp::SCALE_MIN_CLIENTS`] clients (1,000 and 5,000 connections at 20
+//!   to 60 Hz; `server_cpu_us_per_message`, `rss_bytes_per_connection`);
+//! * latency: the rest (the game-tick matrix: 400-byte messages at 60 Hz
+//!   under loss).
+//!
 //! # Output (in `DIR`, created if needed)
 //!
-//! * `report.md`: the table, excluded configurations with their errors,
-//!   loss per payload × window, unreadable lines, and links to the charts;
+//! * `report.md`: for the UDP echo matrix, the table, excluded
+//!   configurations with their errors, loss per payload × window and
+//!   links to the charts (left out when the inputs have only keel-rudp
+//!   benchmark runs); then the section *keel-rudp and KCP*: one table per
+//!   case with runs in it, each followed by its chart: latency under loss
+//!   (loss each way, protocol, runs ok, p50, p99, p99.9 and max ms, wire
+//!   bytes per payload byte, resent: the table `scripts/rudp-matrix.sh`
+//!   used to print), bulk transfers (completion p50, p99, max, goodput),
+//!   scale (connections, rate, server CPU µs per message, RSS per
+//!   connection, lost messages, p99); settings every row shares are said
+//!   once above a table, those that vary get a `settings` column; then
+//!   the failed runs and runs with mixed settings; unreadable lines last;
 //! * `throughput.svg`: round trips per second by IO model (median bars,
 //!   min–max whiskers): on the x axis, the thread (shared) or context
 //!   (sharded) count, grouped by IO model; one bar colour per series
@@ -49,35 +101,53 @@
 //!   fails a run, and the chart is there to show where it starts). It is
 //!   written whenever some run has `payload_bytes`, `window` and
 //!   `udp_lost_messages`; when nothing was lost it says "no loss" rather
-//!   than being left out, so "no chart" never has to be read as "no loss".
+//!   than being left out, so "no chart" never has to be read as "no loss";
+//! * `rudp-p99.svg`: p99 latency (ms) against loss (%) in the latency
+//!   case, one line per protocol (keel-rudp channel, KCP mode; plus
+//!   whatever else varies), median dots with min–max whiskers over the
+//!   seeds, hollow where a seed failed;
+//! * `rudp-bulk.svg`: p99 transfer completion time (ms) against loss, the
+//!   same way, when there are bulk runs;
+//! * `rudp-scale.svg`: server CPU µs per message against connections, one
+//!   line per protocol, when scale runs report it.
 //!
 //! The charts are sized to be read in a docs page about 900 px wide: at
 //! most 960 px wide whatever the number of configurations, no text under
 //! 16 px.
 //!
 //! The throughput and p99 charts are written when at least one
-//! configuration is summarised. A chart this run does not write is removed
-//! from `DIR` if an earlier report left it there, so the directory never
-//! mixes two reports.
+//! configuration is summarised, the keel-rudp charts when at least one
+//! configuration of their case has a passing seed with the charted value.
+//! A chart this run does not write is removed from `DIR` if an earlier
+//! report left it there, so the directory never mixes two reports.
 //!
 //! # Where things live
 //!
-//! [`input`] reads a line into a [`Run`]; [`summary`] groups and
-//! summarises runs into a [`Report`]; [`markdown`] writes `report.md`;
-//! [`charts`] draws the SVGs; this module reads the files and writes the
-//! output directory. Submodules use each other, never this module.
+//! [`fields`] reads a line's fields leniently; [`input`] reads a line into
+//! a [`Run`]; [`stats`] holds the [`Spread`] both parts use; [`rudp`]
+//! reads, groups and summarises the keel-rudp benchmark's part;
+//! [`summary`] groups and summarises runs into a [`Report`]; [`markdown`]
+//! writes `report.md`; [`charts`] draws the SVGs; this module reads the
+//! files and writes the output directory. Submodules use each other (one
+//! way), never this module.
 
 pub mod charts;
+pub mod fields;
 pub mod input;
 pub mod markdown;
+pub mod rudp;
+pub mod stats;
 pub mod summary;
 
 use std::path::{Path, PathBuf};
 
 use crate::flags::ReportConfig;
 
-pub use charts::{LOSS_FILE, P99_FILE, THROUGHPUT_FILE};
+pub use charts::{
+    LOSS_FILE, P99_FILE, RUDP_BULK_FILE, RUDP_P99_FILE, RUDP_SCALE_FILE, THROUGHPUT_FILE,
+};
 pub use input::{ConfigKey, Run, Source};
+pub use rudp::{Case, Link, RudpGroup, RudpKey, RudpRun, RudpSummary};
 pub use summary::{Group, LossCell, Report, Spread, Summary, Unreadable};
 
 /// Name of the Markdown file written in the output directory.
@@ -90,9 +160,13 @@ pub struct Written {
     pub files: Vec<PathBuf>,
     /// Runs read.
     pub runs: usize,
-    /// Configurations summarised.
+    /// Configurations summarised: of the UDP echo matrix, those whose
+    /// repetitions all passed; of the keel-rudp benchmark, those with a
+    /// seed that passed.
     pub summarised: usize,
-    /// Configurations excluded.
+    /// Configurations excluded: of the UDP echo matrix, those with a
+    /// failed repetition; of the keel-rudp benchmark, those whose every
+    /// seed failed.
     pub excluded: usize,
     /// Unreadable lines.
     pub unreadable: usize,
@@ -110,6 +184,9 @@ pub fn write(cfg: &ReportConfig) -> Result<Written, String> {
         (THROUGHPUT_FILE, charts::throughput_svg(&report)?),
         (P99_FILE, charts::p99_svg(&report)?),
         (LOSS_FILE, charts::loss_svg(&report)?),
+        (RUDP_P99_FILE, charts::rudp_p99_svg(&report)?),
+        (RUDP_BULK_FILE, charts::rudp_bulk_svg(&report)?),
+        (RUDP_SCALE_FILE, charts::rudp_scale_svg(&report)?),
     ];
     let mut files = Vec::new();
     let mut linked = Vec::new();
@@ -126,11 +203,12 @@ pub fn write(cfg: &ReportConfig) -> Result<Written, String> {
         0,
         write_file(out, MARKDOWN_FILE, &report.markdown(&linked))?,
     );
+    let rudp_ok = report.rudp.iter().filter(|g| g.summary.runs_ok > 0).count();
     Ok(Written {
         files,
         runs: report.run_count(),
-        summarised: report.summarised().count(),
-        excluded: report.excluded().count(),
+        summarised: report.summarised().count() + rudp_ok,
+        excluded: report.excluded().count() + (report.rudp.len() - rudp_ok),
         unreadable: report.unreadable.len(),
     })
 }
@@ -176,5 +254,7 @@ fn remove_stale(path: &Path) -> Result<(), String> {
     }
 }
 
+#[cfg(test)]
+mod rudp_tests;
 #[cfg(test)]
 mod tests;

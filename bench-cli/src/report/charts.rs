@@ -16,22 +16,34 @@
 //! * loss: one cell per payload × window, coloured by the median lost
 //!   echoes per run (green when nothing was lost), labelled with the median,
 //!   the worst run, the number of runs and how many of them failed.
+//! * the keel-rudp benchmark's line charts (`rudp-p99`, `rudp-bulk`,
+//!   `rudp-scale`): a value against loss % or connections on a linear x
+//!   axis with a tick at each measured value, one colour per series (the
+//!   protocol, and whatever else of the configuration varies) named in a
+//!   legend; a median dot per point with min–max whiskers over the seeds,
+//!   the medians joined by a line; hollow when some seeds failed.
 //!
-//! Where things live: `bars` (throughput and p99) and `loss` draw the
-//! charts; `axes` (the axes, their ticks and the one mesh style),
-//! `frame` (title, subtitle, legend), `dims` (what subtitles and
-//! legends name) and `style` (sizes, fonts, colours, text widths) are
-//! what they share. This module is the entry points; no submodule uses it.
+//! Where things live: `bars` (throughput and p99), `loss` and `lines`
+//! draw the charts, `rudp` says what the line charts show; `axes` (the
+//! axes, their ticks and the one mesh style), `frame` (title, subtitle,
+//! legend), `dims` (what subtitles and legends name) and `style` (sizes,
+//! fonts, colours, text widths) are what they share. This module is the
+//! entry points; no submodule uses it.
 
 mod axes;
 mod bars;
 mod dims;
 mod frame;
+mod lines;
 mod loss;
+mod rudp;
 mod style;
 
 use bars::{Bars, Mark, Metric};
+use rudp::{scaled, Spec};
 
+use super::rudp::{trim_number, Case, RudpKey, LINK, LOSS, PAYLOAD, PROTOCOL, RATE, SERVER_LOSS};
+use super::rudp::{CLIENTS, IO, TRANSFER, WINDOW};
 use super::summary::Report;
 
 pub use style::{MAX_WIDTH, MIN_TEXT_PX};
@@ -42,6 +54,12 @@ pub const THROUGHPUT_FILE: &str = "throughput.svg";
 pub const P99_FILE: &str = "p99.svg";
 /// Name of the loss chart.
 pub const LOSS_FILE: &str = "loss.svg";
+/// Name of the keel-rudp benchmark's p99 against loss chart.
+pub const RUDP_P99_FILE: &str = "rudp-p99.svg";
+/// Name of the bulk case's completion time against loss chart.
+pub const RUDP_BULK_FILE: &str = "rudp-bulk.svg";
+/// Name of the scale case's server CPU against connections chart.
+pub const RUDP_SCALE_FILE: &str = "rudp-scale.svg";
 
 /// `throughput.svg`, or `None` when no configuration was summarised.
 pub fn throughput_svg(report: &Report) -> Result<Option<String>, String> {
@@ -75,4 +93,82 @@ pub fn p99_svg(report: &Report) -> Result<Option<String>, String> {
 /// `udp_lost_messages`.
 pub fn loss_svg(report: &Report) -> Result<Option<String>, String> {
     loss::svg(report, LOSS_FILE)
+}
+
+/// The settings that name a series of a chart against loss.
+const BY_LOSS: &[super::rudp::RudpDim] = &[
+    PROTOCOL,
+    SERVER_LOSS,
+    PAYLOAD,
+    CLIENTS,
+    RATE,
+    TRANSFER,
+    WINDOW,
+    IO,
+    LINK,
+];
+
+/// The loss of the clients' link, %.
+fn loss_x(k: &RudpKey) -> Option<f64> {
+    k.link.loss_percent()
+}
+
+/// `rudp-p99.svg`: p99 latency (ms) against loss, latency case; `None`
+/// when no configuration of that case has a p99.
+pub fn rudp_p99_svg(report: &Report) -> Result<Option<String>, String> {
+    let spec = Spec {
+        case: Case::Latency,
+        value: |s| scaled(s.p99_us, 1e-3),
+        x: loss_x,
+        series: RudpKey::without_loss,
+        dims: BY_LOSS,
+        title: "p99 message latency against loss",
+        x_desc: "loss on each direction, %",
+        y_desc: "p99 latency (echo delivered), ms (lower is better)",
+        x_fmt: trim_number,
+        y_fmt: axes::fmt_us,
+    };
+    spec.lines(report)
+        .map(|l| lines::draw(&l, RUDP_P99_FILE))
+        .transpose()
+}
+
+/// `rudp-bulk.svg`: p99 transfer completion time (ms) against loss, bulk
+/// case; `None` when no bulk configuration has one.
+pub fn rudp_bulk_svg(report: &Report) -> Result<Option<String>, String> {
+    let spec = Spec {
+        case: Case::Bulk,
+        value: |s| scaled(s.p99_us, 1e-3),
+        x: loss_x,
+        series: RudpKey::without_loss,
+        dims: BY_LOSS,
+        title: "Bulk: p99 transfer completion time against loss",
+        x_desc: "loss on each direction, %",
+        y_desc: "p99 completion time, ms (lower is better)",
+        x_fmt: trim_number,
+        y_fmt: axes::fmt_us,
+    };
+    spec.lines(report)
+        .map(|l| lines::draw(&l, RUDP_BULK_FILE))
+        .transpose()
+}
+
+/// `rudp-scale.svg`: server CPU µs per message against connections, scale
+/// case; `None` when no scale configuration has it.
+pub fn rudp_scale_svg(report: &Report) -> Result<Option<String>, String> {
+    let spec = Spec {
+        case: Case::Scale,
+        value: |s| s.cpu_us_per_message,
+        x: |k| k.clients.map(|c| c as f64),
+        series: RudpKey::without_clients,
+        dims: &[PROTOCOL, LOSS, PAYLOAD, RATE, WINDOW, IO, LINK],
+        title: "Scale: server CPU per message against connections",
+        x_desc: "connections (clients)",
+        y_desc: "server CPU per message, µs (lower is better)",
+        x_fmt: axes::fmt_rate,
+        y_fmt: axes::fmt_us,
+    };
+    spec.lines(report)
+        .map(|l| lines::draw(&l, RUDP_SCALE_FILE))
+        .transpose()
 }

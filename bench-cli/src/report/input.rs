@@ -1,11 +1,17 @@
 //! The input of the report: one [`Run`] per JSON line, its [`Source`]
 //! and its configuration ([`ConfigKey`]), read leniently (a missing,
-//! `null` or mistyped field is unknown, never 0).
+//! `null` or mistyped field is unknown, never 0). A run of the keel-rudp
+//! benchmark also carries a [`RudpRun`] (read in [`super::rudp`]), which
+//! keeps it out of the UDP echo matrix.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+use super::fields::Fields;
+pub use super::fields::{count, opt};
+use super::rudp::RudpRun;
 
 /// Where a run came from: file name and 1-based line number.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -111,15 +117,6 @@ impl ConfigKey {
     }
 }
 
-/// `1 thread`, `4 threads`, `? threads`.
-pub fn count(n: Option<u64>, what: &str) -> String {
-    match n {
-        Some(1) => format!("1 {what}"),
-        Some(n) => format!("{n} {what}s"),
-        None => format!("? {what}s"),
-    }
-}
-
 impl PartialOrd for ConfigKey {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
@@ -130,12 +127,6 @@ impl Ord for ConfigKey {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.sort_tuple().cmp(&other.sort_tuple())
     }
-}
-
-/// `Some(v)` as text, `?` for unknown.
-pub fn opt<T: fmt::Display>(v: &Option<T>) -> String {
-    v.as_ref()
-        .map_or_else(|| "?".to_string(), |v| v.to_string())
 }
 
 impl fmt::Display for ConfigKey {
@@ -185,6 +176,10 @@ pub struct Run {
     pub cpu_percent: Option<f64>,
     /// `udp_lost_messages`.
     pub udp_lost_messages: Option<u64>,
+    /// What a run of the keel-rudp benchmark adds (its key, seed and
+    /// measurements); `None` for a run of the UDP echo matrix. See
+    /// `RudpRun::is_rudp_line` for which lines are which.
+    pub rudp: Option<RudpRun>,
     /// Settings outside the key (`requested_seconds`, `warmup_seconds`,
     /// …) as JSON text, to flag configurations that mix them.
     pub other_settings: BTreeMap<&'static str, String>,
@@ -202,99 +197,53 @@ pub const OTHER_SETTINGS: &[&str] = &[
     "drain_seconds",
 ];
 
-fn finite(v: Option<&Value>) -> Option<f64> {
-    v.and_then(Value::as_f64).filter(|x| x.is_finite())
+/// The UDP echo matrix's configuration of a line.
+fn key(f: &Fields<'_>) -> ConfigKey {
+    ConfigKey {
+        protocol: f.text("protocol"),
+        address_family: f.text("address_family"),
+        payload_bytes: f.int("payload_bytes"),
+        clients: f.int("clients"),
+        window: f.int("window"),
+        handler_work: f.int("handler_work"),
+        batch: f.int("batch"),
+        server_io_lanes: f.int("server_io_lanes"),
+        io_model: f.text("io_model"),
+        io_threads: f.int("io_threads"),
+    }
 }
 
-/// A run line's fields, each the echoed value or else the requested one.
-struct Fields<'a> {
-    obj: &'a Map<String, Value>,
-    requested: Option<&'a Map<String, Value>>,
-}
-
-impl<'a> Fields<'a> {
-    fn new(obj: &'a Map<String, Value>) -> Fields<'a> {
-        Fields {
-            obj,
-            requested: obj.get("requested").and_then(Value::as_object),
-        }
+/// Why the run does not count: `ok` not true, matrix.sh's own
+/// findings, or no throughput.
+fn errors(f: &Fields<'_>) -> Vec<String> {
+    let mut errors = Vec::new();
+    let error_text = f.obj.get("error").and_then(Value::as_str);
+    match f.obj.get("ok") {
+        Some(Value::Bool(true)) => {}
+        Some(Value::Bool(false)) => errors.push(
+            error_text
+                .unwrap_or("ok is false (no error given)")
+                .to_string(),
+        ),
+        _ => errors.push(match error_text {
+            Some(e) => format!("ok missing or not a boolean; error: {e}"),
+            None => "ok missing or not a boolean".to_string(),
+        }),
     }
-
-    /// The echoed value, else (null or missing) the requested one.
-    fn field(&self, name: &str) -> Option<&'a Value> {
-        match self.obj.get(name) {
-            Some(Value::Null) | None => self.requested.and_then(|r| r.get(name)),
-            Some(v) => Some(v),
-        }
-    }
-
-    fn text(&self, name: &str) -> Option<String> {
-        self.field(name).and_then(Value::as_str).map(str::to_owned)
-    }
-
-    fn int(&self, name: &str) -> Option<u64> {
-        self.field(name).and_then(Value::as_u64)
-    }
-
-    /// A measured number (never from `requested`), if finite.
-    fn measured(&self, name: &str) -> Option<f64> {
-        finite(self.obj.get(name))
-    }
-
-    fn key(&self) -> ConfigKey {
-        ConfigKey {
-            protocol: self.text("protocol"),
-            address_family: self.text("address_family"),
-            payload_bytes: self.int("payload_bytes"),
-            clients: self.int("clients"),
-            window: self.int("window"),
-            handler_work: self.int("handler_work"),
-            batch: self.int("batch"),
-            server_io_lanes: self.int("server_io_lanes"),
-            io_model: self.text("io_model"),
-            io_threads: self.int("io_threads"),
-        }
-    }
-
-    /// Why the run does not count: `ok` not true, matrix.sh's own
-    /// findings, or no throughput.
-    fn errors(&self) -> Vec<String> {
-        let mut errors = Vec::new();
-        let error_text = self.obj.get("error").and_then(Value::as_str);
-        match self.obj.get("ok") {
-            Some(Value::Bool(true)) => {}
-            Some(Value::Bool(false)) => errors.push(
-                error_text
-                    .unwrap_or("ok is false (no error given)")
-                    .to_string(),
-            ),
-            _ => errors.push(match error_text {
-                Some(e) => format!("ok missing or not a boolean; error: {e}"),
-                None => "ok missing or not a boolean".to_string(),
-            }),
-        }
-        match self.obj.get("matrix_errors") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(list)) => {
-                for e in list {
-                    let e = e.as_str().map_or_else(|| e.to_string(), str::to_owned);
-                    errors.push(format!("matrix.sh: {e}"));
-                }
+    match f.obj.get("matrix_errors") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(list)) => {
+            for e in list {
+                let e = e.as_str().map_or_else(|| e.to_string(), str::to_owned);
+                errors.push(format!("matrix.sh: {e}"));
             }
-            Some(other) => errors.push(format!("matrix.sh: {other}")),
         }
-        if errors.is_empty() && self.measured("roundtrips_per_second").is_none() {
-            errors.push("roundtrips_per_second missing or not a number".to_string());
-        }
-        errors
+        Some(other) => errors.push(format!("matrix.sh: {other}")),
     }
-
-    fn other_settings(&self) -> BTreeMap<&'static str, String> {
-        OTHER_SETTINGS
-            .iter()
-            .filter_map(|&name| self.field(name).map(|v| (name, v.to_string())))
-            .collect()
+    if errors.is_empty() && f.measured("roundtrips_per_second").is_none() {
+        errors.push("roundtrips_per_second missing or not a number".to_string());
     }
+    errors
 }
 
 impl Run {
@@ -304,15 +253,21 @@ impl Run {
             return Err(format!("expected a JSON object, got {}", kind_of(value)));
         };
         let f = Fields::new(obj);
+        let rudp = RudpRun::is_rudp_line(&f).then(|| RudpRun::read(&f));
+        let other_settings = f.other_settings(if rudp.is_some() {
+            super::rudp::OTHER_SETTINGS
+        } else {
+            OTHER_SETTINGS
+        });
         Ok(Run {
             source,
-            key: f.key(),
+            key: key(&f),
             repetition: obj.get("repetition").and_then(Value::as_u64),
             command: obj
                 .get("command")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
-            errors: f.errors(),
+            errors: errors(&f),
             roundtrips_per_second: f.measured("roundtrips_per_second"),
             payload_mib_per_second: f.measured("payload_mib_per_second"),
             rtt_p50_us: f.measured("rtt_p50_us"),
@@ -320,7 +275,8 @@ impl Run {
             rtt_p999_us: f.measured("rtt_p999_us"),
             cpu_percent: f.measured("cpu_percent"),
             udp_lost_messages: obj.get("udp_lost_messages").and_then(Value::as_u64),
-            other_settings: f.other_settings(),
+            rudp,
+            other_settings,
         })
     }
 

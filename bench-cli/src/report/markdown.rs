@@ -1,25 +1,34 @@
-//! `report.md`: the summary table, excluded configurations with their
-//! errors, loss per payload × window, unreadable lines, and links to the
-//! charts. One function per section.
+//! `report.md`: the UDP echo matrix's summary table, excluded
+//! configurations with their errors, loss per payload × window and links
+//! to its charts; the keel-rudp benchmark's section (`rudp`); unreadable
+//! lines. One function per section.
+
+mod rudp;
+mod text;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::charts::{LOSS_FILE, P99_FILE, THROUGHPUT_FILE};
-use super::input::opt;
+use super::fields::opt;
 use super::summary::{fmt_lost, Group, Report, Summary};
+use text::{cell, code, fmt_opt, fmt_us, unreadable_count, UDP_HOW};
 
 impl Report {
     /// The Markdown document; `charts` are the chart files written beside
-    /// it, linked by name.
+    /// it, linked by name. The UDP echo matrix's sections are left out
+    /// when the inputs hold only runs of the keel-rudp benchmark.
     pub fn markdown(&self, charts: &[&str]) -> String {
         let mut md = String::new();
         intro(&mut md, self);
-        summary_table(&mut md, self);
-        mixed_settings(&mut md, self);
-        chart_links(&mut md, charts);
-        excluded(&mut md, self);
-        loss_table(&mut md, self);
+        if !self.groups.is_empty() || self.rudp.is_empty() {
+            summary_table(&mut md, self);
+            mixed_settings(&mut md, self);
+            chart_links(&mut md, charts);
+            excluded(&mut md, self);
+            loss_table(&mut md, self);
+        }
+        rudp::section(&mut md, self, charts);
         unreadable(&mut md, self);
         md
     }
@@ -30,39 +39,13 @@ fn fmt_rate(v: f64) -> String {
     format!("{v:.0}")
 }
 
-/// Microseconds: 2 decimals below 10, 1 below 1000, else whole.
-fn fmt_us(v: f64) -> String {
-    if v < 10.0 {
-        format!("{v:.2}")
-    } else if v < 1000.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.0}")
-    }
-}
-
-fn fmt_opt(v: Option<f64>, f: fn(f64) -> String) -> String {
-    v.map_or_else(|| "–".to_string(), f)
-}
-
-/// Text safe inside a Markdown table cell.
-fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace(['\n', '\r'], " ")
-}
-
-/// Inline code that survives backticks inside.
-fn code(s: &str) -> String {
-    let s = s.replace(['\n', '\r'], " ");
-    if s.contains('`') {
-        format!("`` {s} ``")
-    } else {
-        format!("`{s}`")
-    }
-}
-
 /// Title, inputs and counts, and how to read the numbers.
 fn intro(md: &mut String, report: &Report) {
     let _ = writeln!(md, "# keel-bench report\n");
+    if !report.rudp.is_empty() {
+        rudp::intro(md, report);
+        return;
+    }
     let _ = writeln!(
         md,
         "Inputs: {} ({} runs, {} configurations: {} summarised, {} excluded{}).\n",
@@ -76,20 +59,9 @@ fn intro(md: &mut String, report: &Report) {
         report.groups.len(),
         report.summarised().count(),
         report.excluded().count(),
-        if report.unreadable.is_empty() {
-            String::new()
-        } else {
-            format!("; {} unreadable lines", report.unreadable.len())
-        }
+        unreadable_count(report)
     );
-    md.push_str(
-        "Each configuration is summarised over its repetitions (fresh processes). \
-         Throughput is the median [min, max] of `roundtrips_per_second`. Latency columns \
-         are the median of each run's own percentile (percentiles are never pooled across \
-         runs). CPU % is the median of `cpu_percent` (process user + system time over the \
-         measured phase; 100 = one core). A configuration with a failed repetition is not \
-         summarised: it is listed under *Excluded configurations* with its errors.\n\n",
-    );
+    md.push_str(UDP_HOW);
 }
 
 /// One row per summarised configuration.
@@ -162,13 +134,16 @@ fn mixed_settings(md: &mut String, report: &Report) {
     md.push('\n');
 }
 
+/// Links to the UDP echo matrix's charts among `charts`.
 fn chart_links(md: &mut String, charts: &[&str]) {
+    let udp = [THROUGHPUT_FILE, P99_FILE, LOSS_FILE];
+    let charts: Vec<&str> = charts.iter().copied().filter(|c| udp.contains(c)).collect();
     if charts.is_empty() {
         return;
     }
     md.push_str("## Charts\n\n");
     for name in charts {
-        let alt = match *name {
+        let alt = match name {
             THROUGHPUT_FILE => "Round trips per second by IO model",
             P99_FILE => "p99 RTT by IO model",
             LOSS_FILE => "Lost echoes per payload x window",

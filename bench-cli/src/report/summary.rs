@@ -1,45 +1,17 @@
-//! Grouping and statistics: runs grouped by [`ConfigKey`] into
-//! [`Group`]s, each summarised ([`Summary`], medians [min, max] as
-//! [`Spread`]s) only when every repetition passed, and lost echoes per
-//! payload × window ([`LossCell`]), all in one [`Report`].
+//! Grouping and statistics: runs of the UDP echo matrix grouped by
+//! [`ConfigKey`] into [`Group`]s, each summarised ([`Summary`], medians
+//! [min, max] as [`Spread`]s) only when every repetition passed, and lost
+//! echoes per payload × window ([`LossCell`]); runs of the keel-rudp
+//! benchmark grouped apart ([`super::rudp`]); all in one [`Report`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use super::input::{ConfigKey, Run, Source, OTHER_SETTINGS};
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Spread {
-    /// The median (mean of the two middle values for an even count).
-    pub median: f64,
-    /// The smallest value.
-    pub min: f64,
-    /// The largest value.
-    pub max: f64,
-}
-
-impl Spread {
-    /// The spread of `values`, `None` if there are none.
-    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
-        let mut v: Vec<f64> = values.into_iter().collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        Some(Spread {
-            median,
-            min: v[0],
-            max: v[n - 1],
-        })
-    }
-}
+use super::rudp::{self, RudpGroup};
+use super::stats::mixed_settings;
+pub use super::stats::Spread;
 
 /// The summary of a configuration whose repetitions all passed.
 #[derive(Clone, Debug, PartialEq)]
@@ -100,7 +72,7 @@ impl Group {
         } else {
             None
         };
-        let mixed = mixed_settings(&runs);
+        let mixed = mixed_settings(&runs, OTHER_SETTINGS);
         Group {
             key,
             runs,
@@ -158,6 +130,9 @@ pub struct Report {
     pub groups: Vec<Group>,
     /// Loss cells, by payload then window.
     pub loss: Vec<LossCell>,
+    /// Configurations of the keel-rudp benchmark, in key order (loss
+    /// first).
+    pub rudp: Vec<RudpGroup>,
     /// Lines that were not runs.
     pub unreadable: Vec<Unreadable>,
 }
@@ -195,8 +170,11 @@ impl Report {
         report
     }
 
-    /// Groups runs by configuration and summarises them.
+    /// Groups runs by configuration and summarises them: the UDP echo
+    /// matrix's and the keel-rudp benchmark's apart.
     pub fn from_runs(runs: Vec<Run>) -> Report {
+        let (rudp_runs, runs): (Vec<Run>, Vec<Run>) =
+            runs.into_iter().partition(|r| r.rudp.is_some());
         let loss = loss_cells(&runs);
         let mut by_key: BTreeMap<ConfigKey, Vec<Run>> = BTreeMap::new();
         for run in runs {
@@ -209,12 +187,19 @@ impl Report {
                 .map(|(key, runs)| Group::of(key, runs))
                 .collect(),
             loss,
+            rudp: rudp::groups(rudp_runs),
             unreadable: Vec::new(),
         }
     }
 
-    /// Runs read, over all configurations.
+    /// Runs read, over all configurations (UDP echo matrix and keel-rudp
+    /// benchmark).
     pub fn run_count(&self) -> usize {
+        self.udp_run_count() + self.rudp.iter().map(|g| g.runs.len()).sum::<usize>()
+    }
+
+    /// Runs of the UDP echo matrix.
+    pub fn udp_run_count(&self) -> usize {
         self.groups.iter().map(|g| g.runs.len()).sum()
     }
 
@@ -229,26 +214,6 @@ impl Report {
     pub fn excluded(&self) -> impl Iterator<Item = &Group> {
         self.groups.iter().filter(|g| g.summary.is_none())
     }
-}
-
-/// Settings outside the key on which `runs` disagree, as
-/// `name: value, value` (a missing one is `absent`).
-fn mixed_settings(runs: &[Run]) -> Vec<String> {
-    OTHER_SETTINGS
-        .iter()
-        .filter_map(|name| {
-            let values: BTreeSet<&str> = runs
-                .iter()
-                .map(|r| r.other_settings.get(name).map_or("absent", String::as_str))
-                .collect();
-            (values.len() > 1).then(|| {
-                format!(
-                    "{name}: {}",
-                    values.into_iter().collect::<Vec<_>>().join(", ")
-                )
-            })
-        })
-        .collect()
 }
 
 /// Lost echoes per payload × window, from every run that reports them

@@ -58,6 +58,11 @@ impl<T> Slab<T> {
             generation: 0,
             value: Some(value),
         });
+        // Room on the free list for every slot, made now (the slab grows
+        // anyway): a later remove never allocates, however many of the
+        // slots happen to be free at once.
+        self.free
+            .reserve(self.slots.len().saturating_sub(self.free.len()));
         Key {
             index,
             generation: 0,
@@ -132,6 +137,18 @@ mod tests {
         assert_eq!(slab.remove(a), None);
         assert_eq!(slab.get(b), Some(&"b"));
         assert_eq!(slab.len(), 1);
+    }
+
+    #[test]
+    fn removing_every_slot_never_grows_the_free_list() {
+        let mut slab = Slab::default();
+        let keys: Vec<Key> = (0..100).map(|i| slab.insert(i)).collect();
+        let room = slab.free.capacity();
+        assert!(room >= 100, "free list made room for every slot: {room}");
+        for k in keys {
+            slab.remove(k);
+        }
+        assert_eq!(slab.free.capacity(), room, "a remove reallocated");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The axes: [`Slots`] (categories, with gaps between groups), [`YAxis`]
-//! (linear from 0, or logarithmic) with their ticks, the numbers written
+//! (linear from 0, or logarithmic) with their ticks, [`Through`] (the
+//! line charts' linear x axis through their values), the numbers written
 //! at the ticks, and [`draw_axes`], the one place that styles a chart's
 //! axes, labels and grid.
 
@@ -171,6 +172,74 @@ impl Ranged for YAxis {
     }
 }
 
+/// The line charts' x axis: linear, with a tick at each value when they
+/// are few and far enough apart to be labelled (loss levels 0, 1, 5, 10,
+/// 20 %; 1,000 and 5,000 connections), else at round steps; a little
+/// room on both sides so no mark sits on the frame.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Through {
+    ticks: Vec<f64>,
+    range: Range<f64>,
+}
+
+impl Through {
+    /// The axis through the finite `values` (0 when there are none).
+    pub(super) fn of(values: &[f64]) -> Through {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        if v.is_empty() {
+            v.push(0.0);
+        }
+        let (lo, hi) = (v[0], v[v.len() - 1]);
+        let span = hi - lo;
+        if span <= 0.0 {
+            let pad = lo.abs().max(1.0) * 0.5;
+            return Through {
+                ticks: vec![lo],
+                range: lo - pad..hi + pad,
+            };
+        }
+        let apart = v.len() <= 10 && v.windows(2).all(|w| w[1] - w[0] >= span * 0.04);
+        let ticks = if apart {
+            v
+        } else {
+            let step = nice_step(span / 6.0);
+            let first = (lo / step).ceil() as i64;
+            let last = (hi / step).floor() as i64;
+            (first..=last).map(|i| i as f64 * step).collect()
+        };
+        let pad = span * 0.06;
+        Through {
+            ticks,
+            range: lo - pad..hi + pad,
+        }
+    }
+
+    /// The ticks.
+    pub(super) fn ticks(&self) -> &[f64] {
+        &self.ticks
+    }
+}
+
+impl Ranged for Through {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let Range { start, end } = self.range;
+        to_pixel((value - start) / (end - start), limit)
+    }
+
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        bold_only(hint, &self.ticks)
+    }
+
+    fn range(&self) -> Range<f64> {
+        self.range.clone()
+    }
+}
+
 /// What the axes say.
 pub(super) struct AxisText<'a> {
     /// The label of an x tick.
@@ -319,6 +388,23 @@ mod tests {
         let last = *y.ticks().last().unwrap();
         assert!((154_000.0..=200_000.0).contains(&last), "{y:?}");
         assert!((5..=9).contains(&y.ticks().len()), "{y:?}");
+    }
+
+    #[test]
+    fn through_axis_ticks_at_the_values_when_they_are_apart() {
+        let x = Through::of(&[10.0, 0.0, 1.0, 5.0, 20.0, 5.0]);
+        assert_eq!(x.ticks(), [0.0, 1.0, 5.0, 10.0, 20.0]);
+        let r = x.range();
+        assert!(r.start < 0.0 && r.end > 20.0, "{r:?}");
+        assert_eq!(x.key_points(BoldPoints(2)).len(), 5);
+        // Too close to label each: round steps.
+        let x = Through::of(&[0.0, 0.1, 0.2, 10.0]);
+        assert_eq!(x.ticks(), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        // One value: a range around it.
+        let x = Through::of(&[1000.0]);
+        assert_eq!(x.ticks(), [1000.0]);
+        assert!(x.range().start < 1000.0 && x.range().end > 1000.0);
+        assert_eq!(Through::of(&[]).ticks(), [0.0]);
     }
 
     #[test]

@@ -34,6 +34,8 @@ const MAX_FRAGMENT_OVERHEAD: usize = 1 + 1 + 8 + 8 + 8 + 8;
 const RECEIVED_RANGES: usize = 128;
 /// Messages scanned per channel for redundancy.
 const REDUNDANCY_SCAN: usize = 64;
+/// Most chunks a probe repeats (the oldest unacknowledged ones).
+const PROBE_CHUNKS: usize = 64;
 /// One connection's protocol state, without I/O.
 ///
 /// Drive it with [`Connection::handle_datagram`] for every datagram from
@@ -186,7 +188,7 @@ impl Connection {
             scratch_lost: Vec::new(),
             // Its most (a probe's): a connection's first probe allocates
             // nothing.
-            scratch_refs: Vec::with_capacity(output::PROBE_CHUNKS),
+            scratch_refs: Vec::with_capacity(PROBE_CHUNKS),
             events: VecDeque::new(),
             last_recv: now,
             last_eliciting_sent: now,

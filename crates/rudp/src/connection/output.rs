@@ -11,11 +11,8 @@ use crate::wire::{
 };
 
 use super::types::{Side, State};
-use super::{Connection, ACK_ROOM, MAX_ACK_RANGES_SENT, REDUNDANCY_SCAN};
+use super::{Connection, ACK_ROOM, MAX_ACK_RANGES_SENT, PROBE_CHUNKS, REDUNDANCY_SCAN};
 use crate::security::TAG_LEN;
-
-/// Most chunks a probe repeats (the oldest unacknowledged ones).
-pub(super) const PROBE_CHUNKS: usize = 64;
 
 impl Connection {
     /// Fills `buf` with the next datagram to send and returns its length,
