@@ -145,7 +145,7 @@ impl Reassembly {
 }
 
 /// Hands `msg` to KCP: whole in message mode; in stream mode in pieces of
-/// [`KCP_SEND_SEGMENTS`] segments (KCP refuses a call of 128 segments or
+/// 64 segments (`KCP_SEND_SEGMENTS`; KCP refuses a call of 128 segments or
 /// more even there), all queued at once. False if KCP refused a piece.
 pub fn kcp_send<W: Write>(k: &mut kcp::Kcp<W>, msg: &[u8]) -> bool {
     if !k.is_stream() {
