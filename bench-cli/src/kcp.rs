@@ -2,9 +2,42 @@
 //! comparison only), carried by keel-udp [`DatagramSocket`]s with the same
 //! link conditioner as `--protocol rudp`.
 //!
-//! KCP is driven the way its own simulation drives it: `update` every
-//! millisecond (it flushes every `interval`), `input` for each datagram,
-//! then `recv` until empty. A message is one KCP message (KCP fragments
+//! KCP is driven the way a KCP server with many connections drives it:
+//! `input` for each datagram, then `recv` until empty, and `update` when
+//! KCP's own `check` says it is next due ("ikcp_check: determine when you
+//! should invoke ikcp_update next", KCP's documented way to schedule
+//! `update` for many connections). KCP's published simulation calls
+//! `update` every millisecond instead; KCP flushes only every `interval`
+//! (10 ms) either way, and `check` names that flush (or an overdue resend,
+//! looked at from the next millisecond), so the two give the same packets
+//! at the same times: the test at the end replays KCP's simulation both
+//! ways, to the millisecond. Polling every millisecond would make each
+//! connection cost 1,000 wake-ups a second whatever its traffic, which no
+//! KCP server at thousands of connections does (and the scale case,
+//! `scripts/rudp-scale.sh`, would measure that walk, not KCP). So:
+//!
+//! * the echo server (one socket, one KCP per peer address) keeps the
+//!   peers' next `update` times in a heap and arms one keel-udp timer at
+//!   the earliest; it wakes only for peers that are due;
+//! * each client (one socket, one KCP) arms one timer at the earlier of
+//!   its KCP's `check` and its open loop's next send
+//!   ([`Driver::next_wake`]).
+//!
+//! A timer is moved earlier, never later: a wake-up that finds nothing
+//! due looks again (`check` only moves later between flushes, as acks
+//! empty KCP's send buffer), so no timer is cancelled and re-armed per
+//! packet. Before `input`, `update` brings KCP's clock to now: `input`
+//! times acks on that clock for its RTT estimate, which the
+//! every-millisecond `update` kept within a millisecond. When a flush is
+//! due (`check` says 0), to the millisecond before, which does not flush:
+//! the flush comes with its wake-up, after the datagram and what the end
+//! sends in reply, as the next millisecond's `update` did. Asking `check`
+//! never puts a due `update` off (a closed-loop client is asked every
+//! millisecond). After `send`, KCP
+//! transmits at its next flush, as in its simulation; nothing here
+//! flushes early.
+//!
+//! A message is one KCP message (KCP fragments
 //! what exceeds its MTU). `--kcp-mode` picks one of the three modes of
 //! KCP's published test (its `test.cpp`): `fast` (nodelay 1, interval
 //! 10 ms, resend 2, no congestion window), `default` (nodelay 0, interval
@@ -22,13 +55,15 @@
 //! hands its output (data, acks, resends, window probes) over the message
 //! bytes sent, both ends, as keel-rudp's `Stats::bytes_sent` does.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use keel_reactor::TimerId;
 use keel_udp::{
     DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig, Impairment,
     SocketOptions,
@@ -42,12 +77,10 @@ use crate::peer::{
     ServerProbe, ServerTally, Tally,
 };
 use crate::procstats::rss_bytes;
-use crate::udp_rate::client_endpoint;
+use crate::udp_rate::{client_endpoint, WakeTimer};
 
 /// KCP's packet size (its default MTU), the most a client socket takes.
 const KCP_MTU: usize = 1400;
-/// How often each end calls KCP's `update`.
-const UPDATE: Duration = Duration::from_millis(1);
 
 /// Where KCP writes its packets: a queue the lane drains to the socket.
 #[derive(Clone, Default)]
@@ -100,8 +133,87 @@ fn new_kcp(conv: u32, cfg: &RunConfig, out: Out) -> Kcp {
     k
 }
 
+/// KCP's clock: whole milliseconds since the run's epoch.
 fn ms(epoch: Instant) -> u32 {
     epoch.elapsed().as_millis() as u32
+}
+
+/// The instant KCP's clock reads `at`.
+fn instant(epoch: Instant, at: u32) -> Instant {
+    epoch + Duration::from_millis(u64::from(at))
+}
+
+/// A KCP and when its `check` last said to call `update` next.
+struct Paced {
+    kcp: Kcp,
+    /// KCP clock time of the next `update`: now or earlier if it is due.
+    due: u32,
+    /// KCP clock time of the last `update`.
+    updated: u32,
+}
+
+impl Paced {
+    /// A KCP whose clock starts at `now` (its first `update`).
+    fn new(kcp: Kcp, now: u32) -> Self {
+        let mut p = Paced {
+            kcp,
+            due: now,
+            updated: now,
+        };
+        p.update(now);
+        p.reschedule(now);
+        p
+    }
+
+    fn update(&mut self, now: u32) {
+        let _ = self.kcp.update(now);
+        self.updated = now;
+    }
+
+    /// Calls `update` if it is due by `now` (a wake-up for a time that has
+    /// since moved later does nothing).
+    fn update_if_due(&mut self, now: u32) {
+        if now >= self.due {
+            self.update(now);
+        }
+    }
+
+    /// Feeds KCP a datagram, its clock first brought to `now` by `update`
+    /// (`input` times acks on it). If a flush is due (`check` says 0), to
+    /// the millisecond before instead, which does not flush: the due
+    /// flush comes with its wake-up, after this datagram and the reply to
+    /// it, as with an `update` every millisecond, whose clock was at most
+    /// a millisecond behind and whose flush came after a datagram that
+    /// arrived first.
+    fn input(&mut self, now: u32, data: &[u8]) -> kcp::KcpResult<usize> {
+        let clock = if self.kcp.check(now) > 0 {
+            now
+        } else {
+            now.saturating_sub(1)
+        };
+        if clock > self.updated {
+            self.update(clock);
+        }
+        self.kcp.input(data)
+    }
+
+    /// Asks `check` when to call `update` next (after an `update`, `input`
+    /// or `send`) and returns it. The crate's `check` returns the delay
+    /// (C's `ikcp_check`, the time). Its 0 is now, unless `update` ran in
+    /// this millisecond already: then a resend is overdue but the next
+    /// flush is not (KCP resends at flushes), and KCP's clock is whole
+    /// milliseconds, so the next millisecond. (Never later than that: an
+    /// end asked again and again before it updates, as a client ticked
+    /// every millisecond is, would otherwise put a due flush off forever.)
+    fn reschedule(&mut self, now: u32) -> u32 {
+        let wait = self.kcp.check(now);
+        self.due = if wait == 0 && self.updated == now {
+            now + 1
+        } else {
+            now + wait
+        };
+        self.due
+    }
 }
 
 fn endpoint_config(impair: Option<Impairment>) -> EndpointConfig {
@@ -118,6 +230,15 @@ fn endpoint_config(impair: Option<Impairment>) -> EndpointConfig {
 
 // ---------------------------------------------------------------- server
 
+/// A peer of the echo server.
+struct ServerPeer {
+    addr: SocketAddr,
+    kcp: Paced,
+    /// Its live entry in [`KcpServer::due`], if any: the time it is queued
+    /// for (an entry for another time is stale).
+    queued: Option<u32>,
+}
+
 /// The echo server: one KCP per peer address.
 struct KcpServer {
     cfg: RunConfig,
@@ -126,7 +247,12 @@ struct KcpServer {
     /// with a receipt instead of an echo.
     transfers: HashMap<SocketAddr, Reassembly>,
     epoch: Instant,
-    peers: HashMap<SocketAddr, Kcp>,
+    index: HashMap<SocketAddr, usize>,
+    peers: Vec<ServerPeer>,
+    /// (next `update`, peer index), earliest first.
+    due: BinaryHeap<Reverse<(u32, usize)>>,
+    /// The one pending timer and the KCP clock time it is armed for.
+    wake: Option<(TimerId, u32)>,
     out: Out,
     buf: Vec<u8>,
     counts: Arc<ServerCounts>,
@@ -139,26 +265,56 @@ impl KcpServer {
             .send_rejections
             .fetch_add(refused, Ordering::Relaxed);
     }
+
+    /// Queues peer `i` for its next `update`, unless it is queued for that
+    /// time or earlier already.
+    fn schedule(&mut self, i: usize, now: u32) {
+        let p = &mut self.peers[i];
+        let due = p.kcp.reschedule(now);
+        if p.queued.is_none_or(|q| due < q) {
+            p.queued = Some(due);
+            self.due.push(Reverse((due, i)));
+        }
+    }
+
+    /// Arms the timer for the earliest queued time, unless it is armed
+    /// for that time or earlier already.
+    fn arm(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
+        let Some(&Reverse((t, _))) = self.due.peek() else {
+            return;
+        };
+        if self.wake.is_some_and(|(_, at)| at <= t) {
+            return;
+        }
+        if let Some((id, _)) = self.wake.take() {
+            ctx.cancel_timer(id);
+        }
+        self.wake = Some((ctx.timer(instant(self.epoch, t), None), t));
+    }
 }
 
 impl DatagramSocketHandler for KcpServer {
-    fn started(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
-        ctx.timer(Instant::now() + UPDATE, Some(UPDATE));
-    }
-
     fn datagram(&mut self, ctx: &mut DatagramSocketCtx<'_>, from: SocketAddr, data: &[u8]) {
         if data.len() < kcp::Kcp::<Out>::header_len() {
             self.counts.invalid.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let (out, now) = (self.out.clone(), ms(self.epoch));
-        let cfg = &self.cfg;
-        let k = self.peers.entry(from).or_insert_with(|| {
-            let mut k = new_kcp(kcp::get_conv(data), cfg, out);
-            let _ = k.update(now);
-            k
-        });
-        if k.input(data).is_err() {
+        let now = ms(self.epoch);
+        let i = match self.index.get(&from) {
+            Some(&i) => i,
+            None => {
+                let k = new_kcp(kcp::get_conv(data), &self.cfg, self.out.clone());
+                self.peers.push(ServerPeer {
+                    addr: from,
+                    kcp: Paced::new(k, now),
+                    queued: None,
+                });
+                self.index.insert(from, self.peers.len() - 1);
+                self.peers.len() - 1
+            }
+        };
+        let k = &mut self.peers[i].kcp;
+        if k.input(now, data).is_err() {
             self.counts.invalid.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(bytes) = self.cfg.transfer {
@@ -167,6 +323,7 @@ impl DatagramSocketHandler for KcpServer {
                 .entry(from)
                 .or_insert_with(|| Reassembly::new(bytes as usize));
             let (counts, work) = (&self.counts, self.work);
+            let k = &mut k.kcp;
             while let Ok(n) = k.recv(&mut self.buf) {
                 stream.push(&self.buf[..n], |msg| {
                     let Some(receipt) = counts.receive_transfer(msg, bytes, work) else {
@@ -182,12 +339,12 @@ impl DatagramSocketHandler for KcpServer {
                 });
             }
         }
-        while let Ok(n) = k.recv(&mut self.buf) {
+        while let Ok(n) = k.kcp.recv(&mut self.buf) {
             let msg = &self.buf[..n];
             if !self.counts.receive(msg, self.work) {
                 continue;
             }
-            if k.send(msg).is_ok() {
+            if k.kcp.send(msg).is_ok() {
                 self.counts
                     .echoed_bytes
                     .fetch_add(n as u64, Ordering::Relaxed);
@@ -196,17 +353,31 @@ impl DatagramSocketHandler for KcpServer {
             }
         }
         self.drain(ctx, from);
+        self.schedule(i, now);
+        self.arm(ctx);
     }
 
-    fn timer(&mut self, ctx: &mut DatagramSocketCtx<'_>, _: keel_reactor::TimerId) {
-        let now = ms(self.epoch);
-        let peers: Vec<SocketAddr> = self.peers.keys().copied().collect();
-        for p in peers {
-            if let Some(k) = self.peers.get_mut(&p) {
-                let _ = k.update(now);
-            }
-            self.drain(ctx, p);
+    fn timer(&mut self, ctx: &mut DatagramSocketCtx<'_>, id: TimerId) {
+        if self.wake.is_some_and(|(w, _)| w == id) {
+            self.wake = None;
         }
+        let now = ms(self.epoch);
+        while let Some(&Reverse((t, i))) = self.due.peek() {
+            if t > now {
+                break;
+            }
+            self.due.pop();
+            let p = &mut self.peers[i];
+            if p.queued != Some(t) {
+                continue; // stale: queued again, earlier
+            }
+            p.queued = None;
+            p.kcp.update_if_due(now);
+            let addr = p.addr;
+            self.drain(ctx, addr);
+            self.schedule(i, now);
+        }
+        self.arm(ctx);
     }
 }
 
@@ -214,7 +385,7 @@ impl DatagramSocketHandler for KcpServer {
 
 struct KcpClient {
     driver: Driver,
-    kcp: Kcp,
+    kcp: Paced,
     /// `--transfer`: the stream of receipts cut into receipts.
     receipts: Option<Reassembly>,
     out: Out,
@@ -223,13 +394,25 @@ struct KcpClient {
     buf: Vec<u8>,
     connected: Arc<AtomicUsize>,
     send_refused: u64,
+    wake: WakeTimer,
 }
 
 impl KcpClient {
     fn pump(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
-        let kcp = &mut self.kcp;
+        let kcp = &mut self.kcp.kcp;
         self.driver.pump(&mut |msg| kcp_send(kcp, msg));
         self.send_refused += self.out.drain(ctx, self.server);
+    }
+
+    /// Arms the wake-up for the earlier of KCP's next `update` and the
+    /// open loop's next send, unless it is armed that early already.
+    fn arm(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
+        let kcp = instant(self.epoch, self.kcp.reschedule(ms(self.epoch)));
+        let at = match self.driver.next_wake(Instant::now()) {
+            Some(send) => send.min(kcp),
+            None => kcp,
+        };
+        self.wake.set_earlier(ctx, at);
     }
 
     fn job(&mut self, ctx: &mut DatagramSocketCtx<'_>, job: Job) {
@@ -238,36 +421,43 @@ impl KcpClient {
             Job::Tick => self.driver.expire(Instant::now()),
         }
         self.pump(ctx);
+        self.arm(ctx);
+    }
+
+    fn tick(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
+        self.driver.expire(Instant::now());
+        self.kcp.update_if_due(ms(self.epoch));
+        self.pump(ctx);
+        self.arm(ctx);
     }
 }
 
 impl DatagramSocketHandler for KcpClient {
     fn started(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
-        let _ = self.kcp.update(ms(self.epoch));
-        ctx.timer(Instant::now() + UPDATE, Some(UPDATE));
+        self.arm(ctx);
         // KCP has no handshake.
         self.connected.fetch_add(1, Ordering::Release);
     }
 
     fn datagram(&mut self, ctx: &mut DatagramSocketCtx<'_>, from: SocketAddr, data: &[u8]) {
-        if from != self.server || self.kcp.input(data).is_err() {
+        if from != self.server || self.kcp.input(ms(self.epoch), data).is_err() {
             self.driver.tally.unexpected += 1;
         }
         let now = Instant::now();
-        while let Ok(n) = self.kcp.recv(&mut self.buf) {
+        while let Ok(n) = self.kcp.kcp.recv(&mut self.buf) {
             match &mut self.receipts {
                 None => self.driver.echo(&self.buf[..n], now),
                 Some(r) => r.push(&self.buf[..n], |m| self.driver.echo(m, now)),
             }
         }
         self.pump(ctx);
+        self.arm(ctx);
     }
 
-    fn timer(&mut self, ctx: &mut DatagramSocketCtx<'_>, _: keel_reactor::TimerId) {
-        // Also the open loop's tick: sends come due within this 1 ms.
-        self.driver.expire(Instant::now());
-        let _ = self.kcp.update(ms(self.epoch));
-        self.pump(ctx);
+    fn timer(&mut self, ctx: &mut DatagramSocketCtx<'_>, id: TimerId) {
+        if self.wake.fired(id) {
+            self.tick(ctx);
+        }
     }
 }
 
@@ -304,7 +494,10 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             work: cfg.work,
             transfers: HashMap::new(),
             epoch,
-            peers: HashMap::new(),
+            index: HashMap::new(),
+            peers: Vec::new(),
+            due: BinaryHeap::new(),
+            wake: None,
             out: server_out.clone(),
             buf: vec![0; kcp_recv_len(cfg)],
             counts: counts.clone(),
@@ -328,7 +521,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         });
         let peer = KcpClient {
             driver: Driver::new(cfg, id, drained.clone(), rtt.clone()),
-            kcp: new_kcp(id + 1, cfg, out.clone()),
+            kcp: Paced::new(new_kcp(id + 1, cfg, out.clone()), ms(epoch)),
             receipts: cfg.transfer.map(|_| Reassembly::new(RECEIPT_LEN)),
             out,
             server: server.local_addr(),
@@ -336,6 +529,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             buf: vec![0; kcp_recv_len(cfg)],
             connected: connected.clone(),
             send_refused: 0,
+            wake: WakeTimer::default(),
         };
         let reactor = client_rt.next_reactor();
         let local = SocketAddr::new(cfg.address_family.loopback(), 0);
@@ -434,7 +628,9 @@ mod tests {
     //! KCP's own published simulation (its `test.cpp` with `test.h`'s
     //! `LatencySimulator`) replayed on the crate, configured by the
     //! harness's [`new_kcp`], with a virtual 1 ms clock: what the crate
-    //! gives where no socket, thread or conditioner of keel's is involved.
+    //! gives where no socket, thread or conditioner of keel's is involved;
+    //! and the same with `update` called when `check` says ([`Paced`], as
+    //! the harness does).
     //! The same loop over KCP's C code (`ikcp.c` as published today, fed the
     //! same random numbers) gives the same figures to the millisecond in all
     //! three modes; see docs/performance/rudp.md, "The harness against
@@ -505,60 +701,117 @@ mod tests {
 
     /// What the simulation prints: messages echoed, virtual time taken,
     /// average and largest RTT (whole milliseconds, as there).
-    #[derive(Debug)]
+    #[derive(Debug, PartialEq)]
     struct Outcome {
         echoed: u32,
         elapsed_ms: u32,
         avg_ms: u64,
         max_ms: u32,
+        /// Milliseconds either end was woken to `update` in.
+        wakes: u32,
+    }
+
+    /// How the simulation calls `update`.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Drive {
+        /// Every millisecond, as `test.cpp` does.
+        EveryMs,
+        /// When `check` says, as the harness does ([`Paced`]).
+        Check,
+    }
+
+    /// One end of the simulation: its KCP and where its packets go.
+    struct End {
+        kcp: Paced,
+        out: Out,
+        /// The milliseconds `tick` called `update` in.
+        wakes: u32,
+    }
+
+    impl End {
+        fn new(mode: KcpMode, now: u32) -> Self {
+            let out = Out::default();
+            let cfg = RunConfig {
+                kcp_mode: mode,
+                ..RunConfig::default()
+            };
+            let kcp = Paced::new(new_kcp(0x1122_3344, &cfg, out.clone()), now);
+            End { kcp, out, wakes: 0 }
+        }
+
+        /// The millisecond's `update`: each time, or when due.
+        fn tick(&mut self, drive: Drive, now: u32) {
+            match drive {
+                Drive::EveryMs => {
+                    self.wakes += 1;
+                    self.kcp.kcp.update(now).unwrap();
+                }
+                Drive::Check => {
+                    self.wakes += u32::from(now >= self.kcp.due);
+                    self.kcp.update_if_due(now);
+                    self.kcp.reschedule(now);
+                }
+            }
+        }
+
+        fn input(&mut self, drive: Drive, now: u32, packet: &[u8]) {
+            match drive {
+                Drive::EveryMs => self.kcp.kcp.input(packet).map(drop).unwrap(),
+                Drive::Check => {
+                    self.kcp.input(now, packet).unwrap();
+                    self.kcp.reschedule(now);
+                }
+            }
+        }
+
+        /// Hands KCP a message (sent at its next flush).
+        fn send(&mut self, msg: &[u8]) {
+            self.kcp.kcp.send(msg).unwrap();
+        }
     }
 
     /// Client `kcp1` sends an 8-byte message (number, send time) every
-    /// 20 ms; `kcp2` echoes what it receives; both are updated every 1 ms;
-    /// the run ends when message 1,000 is back (the echoes that came back
-    /// in the same millisecond count too, as there).
-    fn simulate(mode: KcpMode, seed: u64) -> Outcome {
-        let (out1, out2) = (Out::default(), Out::default());
-        let cfg = RunConfig {
-            kcp_mode: mode,
-            ..RunConfig::default()
-        };
-        let mut kcp1 = new_kcp(0x1122_3344, &cfg, out1.clone());
-        let mut kcp2 = new_kcp(0x1122_3344, &cfg, out2.clone());
-        let mut rng = Rng::new(seed);
-        let (mut t12, mut t21) = (Tunnel::new(), Tunnel::new());
+    /// 20 ms; `kcp2` echoes what it receives; both are updated every 1 ms
+    /// (or when `check` says); the run ends when message 1,000 is back
+    /// (the echoes that came back in the same millisecond count too, as
+    /// there).
+    fn simulate(mode: KcpMode, seed: u64, drive: Drive) -> Outcome {
         let start = 1000;
         let mut now = start;
+        // As there, KCP's clock starts at the first millisecond's update.
+        let (mut kcp1, mut kcp2) = (End::new(mode, now + 1), End::new(mode, now + 1));
+        let mut rng = Rng::new(seed);
+        let (mut t12, mut t21) = (Tunnel::new(), Tunnel::new());
         let mut slap = now + 20;
         let (mut index, mut next, mut sum, mut max) = (0u32, 0u32, 0u64, 0u32);
         let mut buf = [0u8; 64];
         while next <= 1000 && now - start < 300_000 {
             now += 1;
-            kcp1.update(now).unwrap();
-            kcp2.update(now).unwrap();
+            kcp1.tick(drive, now);
+            kcp2.tick(drive, now);
             while now >= slap {
                 let mut msg = [0u8; 8];
                 msg[..4].copy_from_slice(&index.to_le_bytes());
                 msg[4..].copy_from_slice(&now.to_le_bytes());
                 index += 1;
-                kcp1.send(&msg).unwrap();
+                kcp1.send(&msg);
                 slap += 20;
             }
-            for (out, tunnel) in [(&out1, &mut t12), (&out2, &mut t21)] {
-                for p in std::mem::take(&mut *out.packets.lock().unwrap()) {
+            for (end, tunnel) in [(&kcp1, &mut t12), (&kcp2, &mut t21)] {
+                for p in std::mem::take(&mut *end.out.packets.lock().unwrap()) {
                     tunnel.send(&mut rng, now, p);
                 }
             }
             while let Some(p) = t12.recv(now) {
-                kcp2.input(&p).unwrap();
+                kcp2.input(drive, now, &p);
             }
             while let Some(p) = t21.recv(now) {
-                kcp1.input(&p).unwrap();
+                kcp1.input(drive, now, &p);
             }
-            while let Ok(n) = kcp2.recv(&mut buf) {
-                kcp2.send(&buf[..n]).unwrap();
+            while let Ok(n) = kcp2.kcp.kcp.recv(&mut buf) {
+                kcp2.send(&buf[..n]);
             }
-            while let Ok(n) = kcp1.recv(&mut buf) {
+            while let Ok(n) = kcp1.kcp.kcp.recv(&mut buf) {
                 assert_eq!(n, 8);
                 let sn = u32::from_le_bytes(buf[..4].try_into().unwrap());
                 let ts = u32::from_le_bytes(buf[4..8].try_into().unwrap());
@@ -574,9 +827,34 @@ mod tests {
             elapsed_ms: now - start,
             avg_ms: sum / u64::from(next.max(1)),
             max_ms: max,
+            wakes: kcp1.wakes + kcp2.wakes,
         }
     }
 
+    /// An end asked when to update every millisecond, without being woken
+    /// in between (a client ticked every millisecond in closed loop), still
+    /// flushes when its interval is due: asking does not put it off.
+    #[test]
+    fn asking_does_not_put_a_due_update_off() {
+        let out = Out::default();
+        let mut end = Paced::new(new_kcp(1, &RunConfig::default(), out.clone()), 0);
+        end.kcp.send(&[7; 100]).unwrap();
+        for now in 0..=12 {
+            end.reschedule(now);
+        }
+        assert_eq!(end.due, 12, "due since 10, so due now");
+        assert!(out.packets.lock().unwrap().is_empty());
+        end.update_if_due(12);
+        assert_eq!(out.packets.lock().unwrap().len(), 1, "flushed at 12");
+        // The next flush stays on KCP's 10 ms grid.
+        assert_eq!(end.reschedule(12), 20);
+    }
+
+    /// `update` by `check`, as the harness drives KCP, gives the same run
+    /// to the millisecond as `update` every millisecond, with a ninth to a
+    /// tenth of the wake-ups (KCP's flushes, every 10 ms, and the
+    /// milliseconds an overdue resend waits for the next one).
+    ///
     /// Fast and normal mode come out at KCP's published averages (138 and
     /// 156 ms); default mode does not come near its published 740 ms: the
     /// congestion window cannot carry 50 messages a second through 5 %
@@ -586,10 +864,28 @@ mod tests {
     #[test]
     fn kcps_own_simulation() {
         for seed in 1..=3 {
-            let fast = simulate(KcpMode::Fast, seed);
-            let normal = simulate(KcpMode::Normal, seed);
-            let default = simulate(KcpMode::Default, seed);
+            let fast = simulate(KcpMode::Fast, seed, Drive::EveryMs);
+            let normal = simulate(KcpMode::Normal, seed, Drive::EveryMs);
+            let default = simulate(KcpMode::Default, seed, Drive::EveryMs);
             eprintln!("seed {seed}: fast {fast:?}\n        normal {normal:?}\n        default {default:?}");
+            for (mode, every_ms) in [
+                (KcpMode::Fast, &fast),
+                (KcpMode::Normal, &normal),
+                (KcpMode::Default, &default),
+            ] {
+                let check = simulate(mode, seed, Drive::Check);
+                eprintln!("        {mode:?} by check {check:?}");
+                let wakes = check.wakes;
+                assert_eq!(
+                    Outcome {
+                        wakes: every_ms.wakes,
+                        ..check
+                    },
+                    *every_ms,
+                    "{mode:?}: update by check gives the same run"
+                );
+                assert!(wakes * 5 < every_ms.wakes, "{mode:?}: {wakes} wake-ups");
+            }
             for o in [&fast, &normal, &default] {
                 assert!(o.echoed > 1000, "{o:?}");
             }

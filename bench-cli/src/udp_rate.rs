@@ -87,6 +87,16 @@ impl WakeTimer {
         }
     }
 
+    /// Arms the timer for `at` unless it is armed for `at` or earlier
+    /// already (then the owner, woken early, looks again): a wanted time
+    /// that moves later costs no cancel and re-arm.
+    pub(crate) fn set_earlier(&mut self, ctx: &mut DatagramSocketCtx<'_>, at: Instant) {
+        if self.armed.is_some_and(|(_, t)| t <= at) {
+            return;
+        }
+        self.set(ctx, Some(at));
+    }
+
     /// Whether `id` is this timer (then no longer armed).
     pub(crate) fn fired(&mut self, id: TimerId) -> bool {
         let mine = self.armed.is_some_and(|(t, _)| t == id);
