@@ -397,3 +397,82 @@ fn congestion_control_keeps_a_bulk_transfer_from_flooding_a_slow_link() {
     assert!(p99_cc < ms(20 + 262 + 17 + 20), "{p99_cc:?}");
     let _ = p99_raw;
 }
+
+/// Sends messages `first..first + rounds` of `size` bytes on channel 0 of
+/// `p.a`, each once the one before was delivered (and the send buffer has
+/// room), as the bulk benchmark does; returns how long each took to
+/// arrive, or panics naming the one that stalled.
+fn transfers(p: &mut Pair, first: u32, rounds: u32, size: usize) -> Vec<Duration> {
+    let mut took = Vec::new();
+    for i in first..first + rounds {
+        let data = payload(i, size);
+        while p.a.send(0, &data).is_err() {
+            p.run_for(ms(1));
+        }
+        let start = p.now;
+        let deadline = start + Duration::from_secs(5);
+        let arrived = |p: &Pair| {
+            p.b_events
+                .iter()
+                .filter(|(_, e)| matches!(e, Event::Message { channel: 0, .. }))
+                .count()
+        };
+        while arrived(p) <= i as usize {
+            assert!(
+                p.now < deadline,
+                "message {i} stalled: a {:?}\nb {:?}",
+                p.a.stats(),
+                p.b.stats()
+            );
+            p.run_for(ms(1));
+        }
+        took.push(p.now - start);
+    }
+    let got: Vec<u32> = messages(&p.b_events, 0).into_iter().map(|m| m.1).collect();
+    assert_eq!(got, (0..first + rounds).collect::<Vec<_>>());
+    took
+}
+
+#[test]
+fn large_messages_overtaken_by_hundreds_of_packets_still_arrive() {
+    // A 200 KB message leaves as a burst of about 190 packets; 1 % of them
+    // are held 10 ms on a 0.1 ms path, so the whole burst overtakes them.
+    // Packet numbers used to be written in 1 byte (a window of 256) after
+    // a quiet moment: a packet overtaken by more than 127 expanded to a
+    // number 256 too high, which the receiver took as received and
+    // acknowledged; the sender dropped every ACK naming a packet it had
+    // not sent (malformed), then took the real one's acknowledgement for
+    // granted, never resent it, and the connection went silent until its
+    // idle timeout.
+    let cfg = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
+    let fast = LinkConfig {
+        delay: Duration::from_micros(100),
+        ..LinkConfig::default()
+    };
+    let reordering = LinkConfig {
+        reorder: 0.01,
+        reorder_delay: ms(10),
+        ..fast.clone()
+    };
+    for seed in [1, 2, 3] {
+        let mut p = Pair::new(
+            cfg.clone(),
+            cfg.clone(),
+            reordering.clone(),
+            fast.clone(),
+            seed,
+        );
+        let took = transfers(&mut p, 0, 20, 200_000);
+        let (sa, sb) = (p.a.stats(), p.b.stats());
+        assert_eq!(sa.malformed_packets + sb.malformed_packets, 0, "{sa:?}");
+        assert!(p.ab.stats.sent > 3000, "{:?}", p.ab.stats);
+        // Each waits for at most one held packet (10 ms) or its resend.
+        assert!(took.iter().all(|t| *t < ms(50)), "seed {seed}: {took:?}");
+        p.run_for(ms(100));
+        assert_eq!(
+            p.a.queued_bytes(0),
+            0,
+            "seed {seed}: everything acknowledged"
+        );
+    }
+}

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::channel::{ChunkState, OutMsg};
 use crate::recovery::{ChunkRef, SentPacket};
 use crate::wire::{
-    encode_packet_number_len, ConnectionId, Frame, FrameType, Header, LongType, Writer,
+    send_packet_number_len, ConnectionId, Frame, FrameType, Header, LongType, Writer,
     MIN_HELLO_SIZE,
 };
 
@@ -30,7 +30,7 @@ impl Connection {
         }
         // Short packets: with a key, leave room for the tag and seal.
         let pn = self.recovery.next_pn();
-        let header = 1 + 8 + encode_packet_number_len(pn, self.recovery.largest_acked());
+        let header = 1 + 8 + send_packet_number_len(pn, self.recovery.largest_acked());
         let room = if self.crypto.is_some() {
             budget - TAG_LEN
         } else {
@@ -81,7 +81,7 @@ impl Connection {
 
     fn begin_short(&self, w: &mut Writer<'_>) -> Option<u64> {
         let pn = self.recovery.next_pn();
-        let pn_len = encode_packet_number_len(pn, self.recovery.largest_acked());
+        let pn_len = send_packet_number_len(pn, self.recovery.largest_acked());
         Header::Short {
             cid: self.cid,
             pn,
