@@ -476,3 +476,43 @@ fn large_messages_overtaken_by_hundreds_of_packets_still_arrive() {
         );
     }
 }
+
+#[test]
+fn a_jittered_path_learns_its_reordering_and_stops_resending() {
+    // 1 MiB messages on a 50 ms RTT path with 3 ms of jitter each way: a
+    // burst of 900-odd packets arrives shuffled. The receiver must report
+    // (and remember) hundreds of ranges, and the sender must tell
+    // reordering from loss: the first bursts are declared lost by the
+    // packet threshold and resent, then the threshold has grown past the
+    // reordering and nothing more is resent.
+    let cfg = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
+    let link = LinkConfig {
+        delay: ms(25),
+        jitter: ms(3),
+        ..LinkConfig::default()
+    };
+    let mut p = Pair::new(cfg.clone(), cfg, link.clone(), link, 2);
+    let took = transfers(&mut p, 0, 3, 1 << 20);
+    let learned = p.a.stats();
+    assert!(learned.spurious_losses > 0, "{learned:?}");
+    let more = transfers(&mut p, 3, 6, 1 << 20);
+    p.run_for(ms(200));
+    let (sa, sb) = (p.a.stats(), p.b.stats());
+    // (A few, of 5,800 packets: a packet overtaken by more than any before.)
+    assert!(
+        sa.retransmissions - learned.retransmissions < 20,
+        "resent once reordering was learned: {learned:?}\nthen {sa:?}"
+    );
+    assert!(
+        sa.retransmissions < 1000,
+        "at most one message resent: {sa:?}"
+    );
+    // A held-back packet never arrives after the receiver gave up on it.
+    assert!(sb.duplicate_packets <= sa.retransmissions, "{sb:?}");
+    assert!(
+        more.iter().all(|t| *t < ms(40)),
+        "one-way delay and jitter: {more:?}"
+    );
+    assert_eq!(sa.queued_bytes, [0], "everything acknowledged");
+    eprintln!("1 MiB over 25 ms ± 3 ms: first {took:?}, then {more:?}; {sa:?}");
+}
