@@ -89,8 +89,21 @@ impl RangeSet {
     }
 
     /// Ranges, largest first.
-    pub fn iter_desc(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+    pub fn iter_desc(&self) -> impl Iterator<Item = (u64, u64)> + Clone + '_ {
         self.ranges.iter().rev().copied()
+    }
+
+    /// The ranges at or above `min`, largest first, the lowest one clipped
+    /// at `min`.
+    pub fn iter_desc_from(&self, min: u64) -> impl Iterator<Item = (u64, u64)> + Clone + '_ {
+        self.iter_desc()
+            .take_while(move |&(_, hi)| hi >= min)
+            .map(move |(lo, hi)| (lo.max(min), hi))
+    }
+
+    /// How many ranges reach `min` or above.
+    pub fn count_from(&self, min: u64) -> usize {
+        self.ranges.len() - self.ranges.partition_point(|&(_, hi)| hi < min)
     }
 
     /// Fills `out` with the ranges at or above `min`, largest first, the
@@ -126,6 +139,12 @@ mod tests {
         let mut out = [(0, 0); 4];
         assert_eq!(s.fill_desc(6, &mut out), 2);
         assert_eq!(out[..2], [(9, 9), (6, 7)]);
+        assert_eq!(s.iter_desc_from(6).collect::<Vec<_>>(), [(9, 9), (6, 7)]);
+        assert_eq!(
+            (s.count_from(6), s.count_from(8), s.count_from(0)),
+            (2, 1, 3)
+        );
+        assert_eq!(s.count_from(10), 0);
     }
 
     #[test]

@@ -7,8 +7,14 @@ use std::time::{Duration, Instant};
 use crate::rtt::RttEstimator;
 use crate::wire::AckFrame;
 
-/// A packet is lost once a packet sent this many later is acknowledged.
+/// A packet is lost once a packet sent this many later is acknowledged
+/// (the starting value: a connection that sees packets acknowledged after
+/// being declared lost raises its own threshold to the reordering seen).
 pub const PACKET_THRESHOLD: u64 = 3;
+
+/// Runs of declared-lost packet numbers remembered, to notice one being
+/// acknowledged after all.
+const LOST_MEMORY: usize = 64;
 
 /// One chunk of a reliable message carried by a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,8 +32,10 @@ pub(crate) struct SentPacket {
     pub size: usize,
     /// Carries something other than ACK and PADDING.
     pub ack_eliciting: bool,
-    /// The largest packet number of the ACK frame it carried.
-    pub largest_ack_sent: Option<u64>,
+    /// Where the ACK frame it carried lets the receiver's ack floor move
+    /// once this packet is acknowledged: one past the frame's largest
+    /// number, or its lowest range's start when not every range fit.
+    pub ack_floor_after: Option<u64>,
     /// Reliable chunks it carried (resent by message when lost).
     pub chunks: Vec<ChunkRef>,
 }
@@ -53,6 +61,20 @@ pub(crate) struct Recovery {
     pub bytes_in_flight: usize,
     ack_eliciting_in_flight: usize,
     pub max_ack_delay: Duration,
+    /// The packet threshold in force: [`PACKET_THRESHOLD`], raised each
+    /// time a packet declared lost by it is acknowledged after all, to the
+    /// distance that packet was overtaken by (RFC 9002, section 6.1.1,
+    /// allows adapting it; TCP does the same). A reordering path (jitter
+    /// larger than the gap between packets) otherwise has most of a burst
+    /// declared lost and resent while it is still arriving. Real losses
+    /// are still found by the time threshold within 9/8 of an RTT.
+    reorder_threshold: u64,
+    /// Recently declared lost: `(first, last, largest acknowledged then)`,
+    /// increasing and disjoint (losses are declared in packet-number
+    /// order), at most [`LOST_MEMORY`]; a run leaves it when acknowledged.
+    lost_record: VecDeque<(u64, u64, u64)>,
+    /// Packets acknowledged after they were declared lost.
+    pub spurious_losses: u64,
 }
 
 impl Recovery {
@@ -68,6 +90,9 @@ impl Recovery {
             bytes_in_flight: 0,
             ack_eliciting_in_flight: 0,
             max_ack_delay,
+            reorder_threshold: PACKET_THRESHOLD,
+            lost_record: VecDeque::with_capacity(LOST_MEMORY),
+            spurious_losses: 0,
         }
     }
 
@@ -137,6 +162,11 @@ impl Recovery {
         let first = acked.len();
         reserve_for_in_flight(acked, &self.sent);
         let end = self.base + self.sent.len() as u64;
+        if !self.lost_record.is_empty() {
+            for (lo, hi) in ack.ranges() {
+                self.on_acked_after_loss(lo, hi);
+            }
+        }
         for (lo, hi) in ack.ranges() {
             if hi < self.base {
                 break;
@@ -182,8 +212,11 @@ impl Recovery {
             }
             let Some(p) = &self.sent[i] else { continue };
             let lost_by_time = now.saturating_duration_since(p.time_sent) >= delay;
-            if lost_by_time || largest >= pn + PACKET_THRESHOLD {
+            if lost_by_time || largest >= pn + self.reorder_threshold {
                 if let Some(p) = self.remove(i) {
+                    if p.ack_eliciting {
+                        self.record_lost(pn, largest);
+                    }
                     lost.push(p);
                 }
             } else {
@@ -192,6 +225,59 @@ impl Recovery {
             }
         }
         self.trim();
+    }
+
+    /// The packet threshold in force.
+    #[cfg(test)]
+    pub fn reorder_threshold(&self) -> u64 {
+        self.reorder_threshold
+    }
+
+    fn record_lost(&mut self, pn: u64, largest: u64) {
+        if let Some(last) = self.lost_record.back_mut() {
+            if pn <= last.1 {
+                return; // not in order: not remembered
+            }
+            if pn == last.1 + 1 && largest == last.2 {
+                last.1 = pn;
+                return;
+            }
+        }
+        if self.lost_record.len() == LOST_MEMORY {
+            self.lost_record.pop_front();
+        }
+        self.lost_record.push_back((pn, pn, largest));
+    }
+
+    /// Packets `lo..=hi` were acknowledged: any of them declared lost was
+    /// not (reordered, or its acknowledgement was): raise the packet
+    /// threshold past the distance it was overtaken by, and forget them.
+    fn on_acked_after_loss(&mut self, lo: u64, hi: u64) {
+        let mut i = self.lost_record.partition_point(|r| r.1 < lo);
+        while let Some(&(a, b, largest)) = self.lost_record.get(i) {
+            if a > hi {
+                break;
+            }
+            let (from, to) = (a.max(lo), b.min(hi));
+            self.spurious_losses += to - from + 1;
+            self.reorder_threshold = self.reorder_threshold.max(largest - from + 1);
+            // Keep what is left of the run on either side.
+            match (a < from, to < b) {
+                (false, false) => {
+                    self.lost_record.remove(i);
+                    continue;
+                }
+                (true, false) => self.lost_record[i].1 = from - 1,
+                (false, true) => self.lost_record[i].0 = to + 1,
+                (true, true) => {
+                    self.lost_record[i].1 = from - 1;
+                    if self.lost_record.len() < LOST_MEMORY {
+                        self.lost_record.insert(i + 1, (to + 1, b, largest));
+                    }
+                }
+            }
+            i += 1;
+        }
     }
 
     /// When the loss-detection timer fires: the time-threshold timer if
@@ -268,7 +354,7 @@ mod tests {
             time_sent: t,
             size: 100,
             ack_eliciting: true,
-            largest_ack_sent: None,
+            ack_floor_after: None,
             chunks: Vec::new(),
         }
     }
@@ -313,6 +399,64 @@ mod tests {
         assert!(!r.on_timeout(at, &rtt, &mut lost));
         assert_eq!(lost.iter().map(|p| p.pn).collect::<Vec<_>>(), [1]);
         assert_eq!(r.bytes_in_flight, 100, "packet 4 is still in flight");
+    }
+
+    #[test]
+    fn a_lost_packet_acknowledged_after_all_raises_the_packet_threshold() {
+        let t0 = Instant::now();
+        let mut r = Recovery::new(ms(5));
+        let mut rtt = RttEstimator::new(ms(100));
+        for pn in 0..10 {
+            r.on_sent(sent(pn, t0));
+        }
+        let (mut acked, mut lost) = (Vec::new(), Vec::new());
+        // 5..=9 overtook 0..=4: with the threshold of 3, 0..=4 are lost.
+        with_ack(&[(5, 9)], |a| {
+            r.on_ack(a, t0 + ms(10), &mut rtt, &mut acked, &mut lost)
+                .unwrap()
+        });
+        assert_eq!(lost.len(), 5);
+        assert_eq!(r.reorder_threshold(), PACKET_THRESHOLD);
+        // They arrive after all: packet 0 was overtaken by 9 packets.
+        lost.clear();
+        with_ack(&[(0, 9)], |a| {
+            r.on_ack(a, t0 + ms(12), &mut rtt, &mut acked, &mut lost)
+                .unwrap()
+        });
+        assert_eq!(r.spurious_losses, 5);
+        assert_eq!(r.reorder_threshold(), 10);
+        // The same ACK again counts nothing twice.
+        with_ack(&[(0, 9)], |a| {
+            r.on_ack(a, t0 + ms(13), &mut rtt, &mut acked, &mut lost)
+                .unwrap()
+        });
+        assert_eq!(r.spurious_losses, 5);
+        // Now 10..=14 overtaken by 5 packets are not declared lost, until
+        // the time threshold says so.
+        for pn in 10..20 {
+            r.on_sent(sent(pn, t0 + ms(14)));
+        }
+        with_ack(&[(15, 19)], |a| {
+            r.on_ack(a, t0 + ms(20), &mut rtt, &mut acked, &mut lost)
+                .unwrap()
+        });
+        assert!(lost.is_empty());
+        let at = r.timeout(&rtt).unwrap();
+        assert!(!r.on_timeout(at, &rtt, &mut lost));
+        assert_eq!(
+            lost.iter().map(|p| p.pn).collect::<Vec<_>>(),
+            [10, 11, 12, 13, 14]
+        );
+        // Part of a run acknowledged: the rest stays remembered.
+        with_ack(&[(15, 19), (12, 12)], |a| {
+            r.on_ack(a, at, &mut rtt, &mut acked, &mut lost).unwrap()
+        });
+        assert_eq!(r.spurious_losses, 6);
+        with_ack(&[(10, 19)], |a| {
+            r.on_ack(a, at, &mut rtt, &mut acked, &mut lost).unwrap()
+        });
+        assert_eq!(r.spurious_losses, 10);
+        assert_eq!(r.reorder_threshold(), 10, "lost by time, not by count");
     }
 
     #[test]

@@ -397,3 +397,122 @@ fn congestion_control_keeps_a_bulk_transfer_from_flooding_a_slow_link() {
     assert!(p99_cc < ms(20 + 262 + 17 + 20), "{p99_cc:?}");
     let _ = p99_raw;
 }
+
+/// Sends messages `first..first + rounds` of `size` bytes on channel 0 of
+/// `p.a`, each once the one before was delivered (and the send buffer has
+/// room), as the bulk benchmark does; returns how long each took to
+/// arrive, or panics naming the one that stalled.
+fn transfers(p: &mut Pair, first: u32, rounds: u32, size: usize) -> Vec<Duration> {
+    let mut took = Vec::new();
+    for i in first..first + rounds {
+        let data = payload(i, size);
+        while p.a.send(0, &data).is_err() {
+            p.run_for(ms(1));
+        }
+        let start = p.now;
+        let deadline = start + Duration::from_secs(5);
+        let arrived = |p: &Pair| {
+            p.b_events
+                .iter()
+                .filter(|(_, e)| matches!(e, Event::Message { channel: 0, .. }))
+                .count()
+        };
+        while arrived(p) <= i as usize {
+            assert!(
+                p.now < deadline,
+                "message {i} stalled: a {:?}\nb {:?}",
+                p.a.stats(),
+                p.b.stats()
+            );
+            p.run_for(ms(1));
+        }
+        took.push(p.now - start);
+    }
+    let got: Vec<u32> = messages(&p.b_events, 0).into_iter().map(|m| m.1).collect();
+    assert_eq!(got, (0..first + rounds).collect::<Vec<_>>());
+    took
+}
+
+#[test]
+fn large_messages_overtaken_by_hundreds_of_packets_still_arrive() {
+    // A 200 KB message leaves as a burst of about 190 packets; 1 % of them
+    // are held 10 ms on a 0.1 ms path, so the whole burst overtakes them.
+    // Packet numbers used to be written in 1 byte (a window of 256) after
+    // a quiet moment: a packet overtaken by more than 127 expanded to a
+    // number 256 too high, which the receiver took as received and
+    // acknowledged; the sender dropped every ACK naming a packet it had
+    // not sent (malformed), then took the real one's acknowledgement for
+    // granted, never resent it, and the connection went silent until its
+    // idle timeout.
+    let cfg = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
+    let fast = LinkConfig {
+        delay: Duration::from_micros(100),
+        ..LinkConfig::default()
+    };
+    let reordering = LinkConfig {
+        reorder: 0.01,
+        reorder_delay: ms(10),
+        ..fast.clone()
+    };
+    for seed in [1, 2, 3] {
+        let mut p = Pair::new(
+            cfg.clone(),
+            cfg.clone(),
+            reordering.clone(),
+            fast.clone(),
+            seed,
+        );
+        let took = transfers(&mut p, 0, 20, 200_000);
+        let (sa, sb) = (p.a.stats(), p.b.stats());
+        assert_eq!(sa.malformed_packets + sb.malformed_packets, 0, "{sa:?}");
+        assert!(p.ab.stats.sent > 3000, "{:?}", p.ab.stats);
+        // Each waits for at most one held packet (10 ms) or its resend.
+        assert!(took.iter().all(|t| *t < ms(50)), "seed {seed}: {took:?}");
+        p.run_for(ms(100));
+        assert_eq!(
+            p.a.queued_bytes(0),
+            0,
+            "seed {seed}: everything acknowledged"
+        );
+    }
+}
+
+#[test]
+fn a_jittered_path_learns_its_reordering_and_stops_resending() {
+    // 1 MiB messages on a 50 ms RTT path with 3 ms of jitter each way: a
+    // burst of 900-odd packets arrives shuffled. The receiver must report
+    // (and remember) hundreds of ranges, and the sender must tell
+    // reordering from loss: the first bursts are declared lost by the
+    // packet threshold and resent, then the threshold has grown past the
+    // reordering and nothing more is resent.
+    let cfg = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
+    let link = LinkConfig {
+        delay: ms(25),
+        jitter: ms(3),
+        ..LinkConfig::default()
+    };
+    let mut p = Pair::new(cfg.clone(), cfg, link.clone(), link, 2);
+    let took = transfers(&mut p, 0, 3, 1 << 20);
+    let learned = p.a.stats();
+    assert!(learned.spurious_losses > 0, "{learned:?}");
+    let more = transfers(&mut p, 3, 6, 1 << 20);
+    p.run_for(ms(200));
+    let (sa, sb) = (p.a.stats(), p.b.stats());
+    // (A few, of 5,800 packets: a packet overtaken by more than any before.)
+    assert!(
+        sa.retransmissions - learned.retransmissions < 20,
+        "resent once reordering was learned: {learned:?}\nthen {sa:?}"
+    );
+    assert!(
+        sa.retransmissions < 1000,
+        "at most one message resent: {sa:?}"
+    );
+    // A held-back packet never arrives after the receiver gave up on it.
+    assert!(sb.duplicate_packets <= sa.retransmissions, "{sb:?}");
+    assert!(
+        more.iter().all(|t| *t < ms(40)),
+        "one-way delay and jitter: {more:?}"
+    );
+    assert_eq!(sa.queued_bytes, [0], "everything acknowledged");
+    eprintln!("1 MiB over 25 ms ± 3 ms: first {took:?}, then {more:?}; {sa:?}");
+}

@@ -246,8 +246,8 @@ impl Connection {
                     self.stats.packets_acked += 1;
                     self.cc.on_ack(p.time_sent, p.size);
                 }
-                if let Some(l) = p.largest_ack_sent {
-                    self.ack_floor = self.ack_floor.max(l + 1);
+                if let Some(f) = p.ack_floor_after {
+                    self.ack_floor = self.ack_floor.max(f);
                 }
                 for c in &p.chunks {
                     self.send[c.channel as usize].on_acked(c.seq, c.chunk, &mut self.msg_free);

@@ -26,12 +26,13 @@ pub use types::{DisconnectReason, Event, MessageId, SendError, Side, State, Stat
 
 /// Room kept for the ACK frame in every packet.
 const ACK_ROOM: usize = 48;
-/// The most ACK ranges sent in one frame.
+/// The most ACK ranges sent in a frame beside data (an ACK-only packet
+/// carries every range it has room for).
 const MAX_ACK_RANGES_SENT: usize = 16;
 /// The most bytes a FRAGMENT frame takes besides its payload.
 const MAX_FRAGMENT_OVERHEAD: usize = 1 + 1 + 8 + 8 + 8 + 8;
 /// Received packet numbers remembered as ranges (for duplicates).
-const RECEIVED_RANGES: usize = 128;
+const RECEIVED_RANGES: usize = 1024;
 /// Messages scanned per channel for redundancy.
 const REDUNDANCY_SCAN: usize = 64;
 /// Most chunks a probe repeats (the oldest unacknowledged ones).
@@ -391,6 +392,7 @@ impl Connection {
         } else {
             s.packets_lost as f64 / judged as f64
         };
+        s.spurious_losses = self.recovery.spurious_losses;
         s.bytes_in_flight = self.recovery.bytes_in_flight;
         s.congestion_window = self.cc.window();
         s.queued_bytes = self.send.iter().map(|c| c.queued_bytes).collect();

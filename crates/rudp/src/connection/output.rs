@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::channel::{ChunkState, OutMsg};
 use crate::recovery::{ChunkRef, SentPacket};
 use crate::wire::{
-    encode_packet_number_len, ConnectionId, Frame, FrameType, Header, LongType, Writer,
+    send_packet_number_len, ConnectionId, Frame, FrameType, Header, LongType, Writer,
     MIN_HELLO_SIZE,
 };
 
@@ -30,7 +30,7 @@ impl Connection {
         }
         // Short packets: with a key, leave room for the tag and seal.
         let pn = self.recovery.next_pn();
-        let header = 1 + 8 + encode_packet_number_len(pn, self.recovery.largest_acked());
+        let header = 1 + 8 + send_packet_number_len(pn, self.recovery.largest_acked());
         let room = if self.crypto.is_some() {
             budget - TAG_LEN
         } else {
@@ -81,7 +81,7 @@ impl Connection {
 
     fn begin_short(&self, w: &mut Writer<'_>) -> Option<u64> {
         let pn = self.recovery.next_pn();
-        let pn_len = encode_packet_number_len(pn, self.recovery.largest_acked());
+        let pn_len = send_packet_number_len(pn, self.recovery.largest_acked());
         Header::Short {
             cid: self.cid,
             pn,
@@ -115,7 +115,7 @@ impl Connection {
         pn: u64,
         size: usize,
         eliciting: bool,
-        ack: Option<u64>,
+        ack_floor_after: Option<u64>,
         chunks: Vec<ChunkRef>,
     ) {
         if eliciting {
@@ -126,7 +126,7 @@ impl Connection {
             time_sent: now,
             size,
             ack_eliciting: eliciting,
-            largest_ack_sent: ack,
+            ack_floor_after,
             chunks,
         });
         self.stats.packets_sent += 1;
@@ -170,19 +170,37 @@ impl Connection {
         }
         let mut w = Writer::new(buf);
         let pn = self.begin_short(&mut w)?;
-        let mut largest_ack_sent = None;
-        let mut ranges = [(0u64, 0u64); MAX_ACK_RANGES_SENT];
-        let n = self.received.fill_desc(self.ack_floor, &mut ranges);
+        let mut ack_floor_after = None;
+        let floor = self.ack_floor;
+        let n = self.received.count_from(floor);
         if n > 0 {
             let delay = self
                 .largest_recv_time
                 .map_or(0, |t| now.saturating_duration_since(t).as_micros() as u64);
-            let mut tmp = [0u8; ACK_ROOM];
-            let mut aw = Writer::new(&mut tmp);
-            if Frame::encode_ack(&mut aw, delay, &ranges[..n]).is_ok() {
-                let len = aw.len();
-                w.bytes(&tmp[..len]).ok()?;
-                largest_ack_sent = Some(ranges[0].1);
+            // A packet with data keeps ACK_ROOM for the ACK (chunks are cut
+            // to fit beside it); one without gives the ACK all its room, so
+            // a receiver of reordered data reports every range it can.
+            let (room, most) = if data || probe {
+                (ACK_ROOM, MAX_ACK_RANGES_SENT)
+            } else {
+                // Less a byte for a keepalive PING.
+                (w.remaining().saturating_sub(1), n)
+            };
+            let ranges = self.received.iter_desc_from(floor).take(most);
+            if let Ok(k) = w.limited(room, |aw| Frame::encode_ack_iter(aw, delay, ranges.clone())) {
+                // Once this packet is acknowledged the peer knows every
+                // range written, and the floor passes them: one past the
+                // largest (RFC 9000, section 13.2.4) when all fit. A frame
+                // cut short moves it only to its lowest range written: the
+                // ranges below it that did not fit are given up (the peer
+                // resends what they carried), but packets that arrive late
+                // into the gaps between the ranges written are still
+                // reported, not given up with them.
+                ack_floor_after = if k == n {
+                    ranges.clone().next().map(|(_, hi)| hi + 1)
+                } else {
+                    ranges.clone().nth(k.saturating_sub(1)).map(|(lo, _)| lo)
+                };
             }
             self.ack_eliciting_unacked = 0;
             self.first_unacked_at = None;
@@ -320,7 +338,7 @@ impl Connection {
             w.u8(FrameType::Ping as u8).ok()?;
             eliciting = true;
         }
-        if !eliciting && largest_ack_sent.is_none() {
+        if !eliciting && ack_floor_after.is_none() {
             self.chunk_pool.push(chunks);
             return None;
         }
@@ -328,7 +346,7 @@ impl Connection {
         if bulk_sent {
             self.pacer.on_sent(size);
         }
-        self.finish(now, pn, size, eliciting, largest_ack_sent, chunks);
+        self.finish(now, pn, size, eliciting, ack_floor_after, chunks);
         Some(size)
     }
 }

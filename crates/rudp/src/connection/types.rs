@@ -157,6 +157,9 @@ pub struct Stats {
     pub packets_lost: u64,
     /// `packets_lost / (packets_acked + packets_lost)`.
     pub loss_rate: f64,
+    /// Ack-eliciting packets acknowledged after they were declared lost
+    /// (reordered, not lost); each raises the packet threshold.
+    pub spurious_losses: u64,
     /// Chunks resent after their packet was declared lost.
     pub retransmissions: u64,
     /// Extra copies of small reliable messages sent as redundancy.

@@ -202,6 +202,16 @@ impl<'a> Writer<'a> {
         self.pos = self.pos.min(len);
     }
 
+    /// Runs `f` on a writer over at most `max` bytes of the room left and
+    /// keeps what it wrote.
+    pub fn limited<R>(&mut self, max: usize, f: impl FnOnce(&mut Writer<'_>) -> R) -> R {
+        let end = self.pos + max.min(self.remaining());
+        let mut sub = Writer::new(&mut self.buf[self.pos..end]);
+        let r = f(&mut sub);
+        self.pos += sub.pos;
+        r
+    }
+
     /// One byte.
     pub fn u8(&mut self, v: u8) -> Result<(), BufferTooSmall> {
         self.bytes(&[v])

@@ -392,7 +392,22 @@ impl<'a> Frame<'a> {
         delay_us: u64,
         ranges: &[(u64, u64)],
     ) -> Result<usize, BufferTooSmall> {
-        let Some(&(lo, hi)) = ranges.first() else {
+        Frame::encode_ack_iter(w, delay_us, ranges.iter().copied())
+    }
+
+    /// [`Frame::encode_ack`] over an iterator of ranges (walked twice: to
+    /// count what fits, then to write it), so a caller writes from its own
+    /// range set without copying it first.
+    pub fn encode_ack_iter<I>(
+        w: &mut Writer<'_>,
+        delay_us: u64,
+        ranges: I,
+    ) -> Result<usize, BufferTooSmall>
+    where
+        I: Iterator<Item = (u64, u64)> + Clone,
+    {
+        let mut rest = ranges.clone();
+        let Some((lo, hi)) = rest.next() else {
             return Ok(0);
         };
         let start = w.len();
@@ -401,7 +416,7 @@ impl<'a> Frame<'a> {
         let mut n = 1;
         let mut used = fixed + 1;
         let mut prev_lo = lo;
-        for &(l, h) in &ranges[1..] {
+        for (l, h) in rest {
             let gap = prev_lo - h - 2;
             let more = varint::len(gap) + varint::len(h - l);
             let count_len = varint::len(n as u64) - varint::len(n as u64 - 1);
@@ -421,7 +436,7 @@ impl<'a> Frame<'a> {
         w.varint(n as u64 - 1)?;
         w.varint(hi - lo)?;
         let mut prev_lo = lo;
-        for &(l, h) in &ranges[1..n] {
+        for (l, h) in ranges.skip(1).take(n - 1) {
             w.varint(prev_lo - h - 2)?;
             w.varint(h - l)?;
             prev_lo = l;

@@ -166,6 +166,41 @@ pub fn encode_packet_number_len(pn: u64, largest_acked: Option<u64>) -> usize {
     }
 }
 
+/// How far ahead of a packet's number the receiver's largest received
+/// number can be, at the least, with the packet still expanded correctly:
+/// [`send_packet_number_len`] never writes fewer than 2 bytes.
+pub const MIN_REORDER_ALLOWANCE: u64 = (1 << 15) - 2;
+
+/// Bytes of packet number a connection writes for `pn` when the peer has
+/// acknowledged up to `largest_acked`: 2 to 4, so that the receiver expands
+/// it correctly both when it has not seen the packets before it (back to
+/// `largest_acked`, as in [`encode_packet_number_len`]) and when packets
+/// sent after it arrived first (reordering).
+///
+/// The receiver expands relative to the largest number it has received,
+/// which is ahead of `pn` by every packet sent after it that overtook it;
+/// past half the window the packet expands to a number `2^(8 * length)`
+/// too high (RFC 9000, section 17.1, asks for room for this; the RFC's
+/// minimum does not leave any). The window here allows a packet to be
+/// overtaken by twice the unacknowledged span less one, and by at least
+/// [`MIN_REORDER_ALLOWANCE`] packets: after a quiet moment (`pn` one past
+/// `largest_acked`) the 1-byte window of the RFC's minimum takes 127, and
+/// a large message leaves in a burst of hundreds of packets.
+pub fn send_packet_number_len(pn: u64, largest_acked: Option<u64>) -> usize {
+    let unacked = match largest_acked {
+        Some(l) => pn.saturating_sub(l),
+        None => pn + 1,
+    };
+    // Half the window must exceed twice the unacknowledged span.
+    let len = match unacked.saturating_mul(4) {
+        r if r < 1 << 16 => 2,
+        r if r < 1 << 24 => 3,
+        _ => 4,
+    };
+    debug_assert!(len >= encode_packet_number_len(pn, largest_acked));
+    len
+}
+
 /// Expands a truncated packet number (RFC 9000, appendix A.3): the value
 /// nearest to `largest_received + 1` whose low `pn_len` bytes are
 /// `truncated`.
@@ -266,6 +301,24 @@ mod tests {
         assert_eq!(encode_packet_number_len(0xace8fe, Some(0xabe8b3)), 3);
     }
 
+    #[test]
+    fn a_packet_overtaken_by_a_burst_expands_to_its_own_number() {
+        // Packet 415 leaves when 370 is acknowledged; 141 packets sent
+        // after it arrive first. With the RFC's minimum (1 byte, a window
+        // of 256) it expands to 671, a packet not yet sent.
+        let (pn, acked, largest) = (415, 370, 556);
+        let rfc = encode_packet_number_len(pn, Some(acked));
+        assert_eq!(rfc, 1);
+        assert_eq!(decode_packet_number(Some(largest), pn & 0xff, rfc), 671);
+        let n = send_packet_number_len(pn, Some(acked));
+        assert_eq!(n, 2);
+        assert_eq!(decode_packet_number(Some(largest), pn & 0xffff, n), pn);
+        // The allowance is exact: one more and the 2-byte window wraps.
+        let edge = pn + MIN_REORDER_ALLOWANCE;
+        assert_eq!(decode_packet_number(Some(edge), pn & 0xffff, n), pn);
+        assert_ne!(decode_packet_number(Some(edge + 1), pn & 0xffff, n), pn);
+    }
+
     proptest! {
         #[test]
         fn packet_numbers_expand_back(largest in 0u64..1 << 40, ahead in 1u64..1 << 20, back in 0u64..1000) {
@@ -275,6 +328,25 @@ mod tests {
             let acked = largest.saturating_sub(back);
             let n = encode_packet_number_len(pn, Some(acked));
             let truncated = pn & ((1u64 << (8 * n)) - 1);
+            prop_assert_eq!(decode_packet_number(Some(largest), truncated, n), pn);
+        }
+
+        #[test]
+        fn sent_packet_numbers_expand_back_after_being_overtaken(
+            acked in 0u64..1 << 40,
+            span in 1u64..1 << 22,
+            overtaken in 0u64..1 << 24,
+            behind in 0u64..1 << 22,
+        ) {
+            // Sent with `span` unacknowledged; the receiver has anything from
+            // `acked` (behind) to the allowance past `pn` (overtaken).
+            let pn = acked + span;
+            let n = send_packet_number_len(pn, Some(acked));
+            let truncated = pn & ((1u64 << (8 * n)) - 1);
+            let allowance = (2 * span - 1).max(MIN_REORDER_ALLOWANCE);
+            let largest = pn + overtaken.min(allowance);
+            prop_assert_eq!(decode_packet_number(Some(largest), truncated, n), pn);
+            let largest = pn - behind.min(span);
             prop_assert_eq!(decode_packet_number(Some(largest), truncated, n), pn);
         }
 

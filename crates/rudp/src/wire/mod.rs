@@ -17,8 +17,8 @@ pub use frame::{
     AckFrame, AckRangeIter, Frame, FrameType, MAX_COOKIE_LEN, MAX_REASON_LEN, MAX_TOKEN_LEN,
 };
 pub use header::{
-    decode_packet_number, encode_packet_number_len, ConnectionId, Header, LongType,
-    LONG_HEADER_BIT, LONG_HEADER_LEN, SHORT_HEADER_MAX_LEN,
+    decode_packet_number, encode_packet_number_len, send_packet_number_len, ConnectionId, Header,
+    LongType, LONG_HEADER_BIT, LONG_HEADER_LEN, MIN_REORDER_ALLOWANCE, SHORT_HEADER_MAX_LEN,
 };
 
 #[cfg(test)]
