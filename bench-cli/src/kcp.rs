@@ -65,16 +65,16 @@ use std::time::{Duration, Instant};
 
 use keel_reactor::TimerId;
 use keel_udp::{
-    DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig, Impairment,
-    SocketOptions,
+    CounterSnapshot, DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig,
+    Impairment, SocketOptions,
 };
 
 use crate::bulk::{kcp_recv_len, kcp_send, Reassembly, RECEIPT_LEN};
 use crate::flags::{KcpMode, RunConfig};
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
 use crate::peer::{
-    collect, drive, lock, record, record_server, runtimes, shared_rtt, Driver, Job, ServerCounts,
-    ServerProbe, ServerTally, Tally,
+    collect, drive, lock, record, record_server, record_sockets, runtimes, shared_rtt, Driver, Job,
+    ServerCounts, ServerProbe, ServerTally, Tally,
 };
 use crate::procstats::rss_bytes;
 use crate::udp_rate::{client_endpoint, WakeTimer};
@@ -570,15 +570,10 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     }
     let got = tallies.len();
     let rtt = lock(&rtt).clone();
-    let (mut kernel, mut dropped, mut duplicated, mut send_errors) = (0, 0, 0, 0);
-    for c in &clients {
+    let client_udp = clients.iter().fold(CounterSnapshot::default(), |sum, c| {
         c.close();
-        let k = c.counters();
-        kernel += k.kernel_drops;
-        dropped += k.conditioner_dropped;
-        duplicated += k.conditioner_duplicated;
-        send_errors += k.send_errors;
-    }
+        sum + c.counters()
+    });
     server.close();
     let k = server.counters();
     let stopped = rt.stop().and(client_rt.stop());
@@ -604,11 +599,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             .sum::<u64>();
     let payload = tally.sent_bytes + counts.echoed_bytes.load(Ordering::Relaxed);
     report.wire_bytes_per_payload_byte = (payload > 0).then(|| wire as f64 / payload as f64);
-    report.kernel_rcvbuf_drops = Some(kernel + k.kernel_drops);
-    report.conditioner_dropped = Some(dropped + k.conditioner_dropped);
-    report.conditioner_duplicated = Some(duplicated + k.conditioner_duplicated);
-    report.client_send_completion_errors = send_errors;
-    report.server_send_completion_errors = Some(k.send_errors);
+    record_sockets(report, client_udp, k);
     result?;
     if got < clients.len() {
         return Err(format!(

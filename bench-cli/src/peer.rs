@@ -24,6 +24,7 @@ use crate::output::RunReport;
 use crate::procstats::{cpu_percent, peak_rss_bytes, process_cpu_time, rss_bytes, ThreadSet};
 use crate::stats::Rtt;
 use keel_reactor::Runtime;
+use keel_udp::CounterSnapshot;
 
 /// How long a message on an unreliable channel may go unanswered before it
 /// counts as lost and (closed loop) frees its window slot.
@@ -493,6 +494,17 @@ pub fn drive(
         server_messages: received_end.saturating_sub(received_start),
         rss_connected,
     })
+}
+
+/// The socket counters of the clients (summed) and of the server into
+/// `report`.
+pub fn record_sockets(report: &mut RunReport, clients: CounterSnapshot, server: CounterSnapshot) {
+    report.kernel_rcvbuf_drops = Some(clients.kernel_drops + server.kernel_drops);
+    report.conditioner_dropped = Some(clients.conditioner_dropped + server.conditioner_dropped);
+    report.conditioner_duplicated =
+        Some(clients.conditioner_duplicated + server.conditioner_duplicated);
+    report.client_send_completion_errors = clients.send_errors;
+    report.server_send_completion_errors = Some(server.send_errors);
 }
 
 /// Asks each of `n` clients for what it reports (`ask(i, tx)` posts a

@@ -40,8 +40,8 @@ use keel_udp::{CounterSnapshot, Impairment, SocketOptions};
 use crate::flags::{ChannelChoice, RunConfig};
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
 use crate::peer::{
-    collect, drive, lock, record, record_server, runtimes, shared_rtt, Driver, Job, ServerCounts,
-    ServerProbe, ServerTally, SharedRtt, Tally, COLLECT, UNRELIABLE_LOSS_TIMEOUT,
+    collect, drive, lock, record, record_server, record_sockets, runtimes, shared_rtt, Driver, Job,
+    ServerCounts, ServerProbe, ServerTally, SharedRtt, Tally, COLLECT, UNRELIABLE_LOSS_TIMEOUT,
 };
 use crate::procstats::rss_bytes;
 use crate::stats::Rtt;
@@ -382,13 +382,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let payload_bytes = tally.sent_bytes + counts.echoed_bytes.load(Ordering::Relaxed);
     report.wire_bytes_per_payload_byte =
         (payload_bytes > 0).then(|| stats.bytes_sent as f64 / payload_bytes as f64);
-    report.kernel_rcvbuf_drops = Some(client_udp.kernel_drops + server_udp.kernel_drops);
-    report.conditioner_dropped =
-        Some(client_udp.conditioner_dropped + server_udp.conditioner_dropped);
-    report.conditioner_duplicated =
-        Some(client_udp.conditioner_duplicated + server_udp.conditioner_duplicated);
-    report.client_send_completion_errors = client_udp.send_errors;
-    report.server_send_completion_errors = Some(server_udp.send_errors);
+    record_sockets(report, client_udp, server_udp);
     result?;
     if let Err(e) = stopped {
         report.callback_exceptions += 1;
@@ -424,14 +418,9 @@ fn collect_clients(
         }
     }
     let got = reports.len();
-    let mut udp = CounterSnapshot::default();
-    for c in clients {
-        let k = c.udp_counters();
-        udp.kernel_drops += k.kernel_drops;
-        udp.conditioner_dropped += k.conditioner_dropped;
-        udp.conditioner_duplicated += k.conditioner_duplicated;
-        udp.send_errors += k.send_errors;
-    }
+    let udp = clients
+        .iter()
+        .fold(CounterSnapshot::default(), |sum, c| sum + c.udp_counters());
     if got < clients.len() {
         tally.disconnects += (clients.len() - got) as u64;
         tally

@@ -19,8 +19,8 @@ use std::time::Instant;
 
 use keel_reactor::TimerId;
 use keel_udp::{
-    DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig, Impairment,
-    LaneSteering, SocketOptions,
+    CounterSnapshot, DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig,
+    Impairment, LaneSteering, SocketOptions,
 };
 
 use crate::echo::{EchoMode, EchoStats};
@@ -28,8 +28,8 @@ use crate::flags::RunConfig;
 use crate::loopback::{start_server_impaired, EchoServerSpec, SessionPolicy};
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
 use crate::peer::{
-    collect, drive, lock, record, record_server, runtimes, shared_rtt, Driver, Job, ServerProbe,
-    ServerTally, Tally, UNRELIABLE_LOSS_TIMEOUT,
+    collect, drive, lock, record, record_server, record_sockets, runtimes, shared_rtt, Driver, Job,
+    ServerProbe, ServerTally, Tally, UNRELIABLE_LOSS_TIMEOUT,
 };
 use crate::procstats::rss_bytes;
 
@@ -253,15 +253,10 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     }
     let got = tallies.len();
     let rtt = lock(&rtt).clone();
-    let (mut kernel, mut dropped, mut duplicated, mut send_errors) = (0, 0, 0, 0);
-    for c in &clients {
+    let client_udp = clients.iter().fold(CounterSnapshot::default(), |sum, c| {
         c.close();
-        let k = c.counters();
-        kernel += k.kernel_drops;
-        dropped += k.conditioner_dropped;
-        duplicated += k.conditioner_duplicated;
-        send_errors += k.send_errors;
-    }
+        sum + c.counters()
+    });
     server.stop();
     let k = server.counters();
     let stopped = rt.stop().and(client_rt.stop());
@@ -282,11 +277,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         report.set_throughput(m.elapsed);
         record_server(report, m, rss_before, clients.len());
     }
-    report.kernel_rcvbuf_drops = Some(kernel + k.kernel_drops);
-    report.conditioner_dropped = Some(dropped + k.conditioner_dropped);
-    report.conditioner_duplicated = Some(duplicated + k.conditioner_duplicated);
-    report.client_send_completion_errors = send_errors;
-    report.server_send_completion_errors = Some(k.send_errors);
+    record_sockets(report, client_udp, k);
     result?;
     if got < clients.len() {
         return Err(format!(
