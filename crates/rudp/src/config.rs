@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::channel::ChannelConfig;
-use crate::wire::{MIN_HELLO_SIZE, VERSION};
+use crate::wire::{MAX_ACK_DELAY_US, MIN_HELLO_SIZE, VERSION};
 
 /// The default datagram budget: 1,200 bytes fits any path (IPv6 minimum
 /// MTU 1,280 less headers).
@@ -85,7 +85,15 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// Send a PING when nothing ack-eliciting was sent for this long (default 1 s).
     pub keepalive_interval: Duration,
-    /// The longest an acknowledgement is held back (default 5 ms).
+    /// The longest this end holds an acknowledgement back waiting for a
+    /// packet of its own to ride on (default 5 ms, at most 1 s). Each end
+    /// announces it in the handshake, and the peer's loss detection waits
+    /// that much longer for acknowledgements. A client that sends every
+    /// game tick can set it a little above the tick period (17 ms at
+    /// 60 Hz, 51 ms at 20 Hz): its acknowledgements then ride on its next
+    /// message instead of a packet of their own, which halves the packets
+    /// the server receives. Losses are still reported at once: a packet
+    /// arriving out of order is acknowledged without delay.
     pub max_ack_delay: Duration,
     /// The RTT assumed before the first sample (default 333 ms, RFC 9002).
     pub initial_rtt: Duration,
@@ -133,6 +141,9 @@ impl Config {
                 message: self.max_message_size,
             });
         }
+        if self.max_ack_delay > Duration::from_micros(MAX_ACK_DELAY_US) {
+            return Err(ConfigError::AckDelay(self.max_ack_delay));
+        }
         if self.idle_timeout <= self.keepalive_interval {
             return Err(ConfigError::IdleTimeout {
                 idle: self.idle_timeout,
@@ -175,6 +186,8 @@ pub enum ConfigError {
         /// The message size given.
         message: usize,
     },
+    /// `max_ack_delay` must be at most 1 s.
+    AckDelay(Duration),
     /// `idle_timeout` must exceed `keepalive_interval`.
     IdleTimeout {
         /// The idle timeout given.
@@ -196,6 +209,9 @@ impl fmt::Display for ConfigError {
                 f,
                 "max_send_buffer: {buffer} bytes cannot hold one message of max_message_size ({message} bytes)"
             ),
+            ConfigError::AckDelay(d) => {
+                write!(f, "max_ack_delay: {d:?}, 0 to 1 s accepted")
+            }
             ConfigError::IdleTimeout { idle, keepalive } => write!(
                 f,
                 "idle_timeout ({idle:?}) must be longer than keepalive_interval ({keepalive:?})"
@@ -205,3 +221,20 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::ChannelKind;
+
+    #[test]
+    fn max_ack_delay_past_one_second_is_refused_by_name() {
+        let mut c = Config::new(vec![ChannelConfig::new(ChannelKind::Unreliable)]);
+        c.max_ack_delay = Duration::from_secs(1);
+        assert_eq!(c.validate(), Ok(()));
+        c.max_ack_delay = Duration::from_millis(1001);
+        let e = c.validate().unwrap_err();
+        assert_eq!(e, ConfigError::AckDelay(Duration::from_millis(1001)));
+        assert_eq!(e.to_string(), "max_ack_delay: 1.001s, 0 to 1 s accepted");
+    }
+}

@@ -486,6 +486,7 @@ impl Endpoint {
         let Ok(Frame::Hello {
             nonce,
             config_digest,
+            max_ack_delay_us,
             cookie,
             token,
         }) = Frame::decode(&mut r)
@@ -521,7 +522,7 @@ impl Endpoint {
             if let Some(slot) = &self.slots[idx] {
                 let cid = slot.conn.connection_id();
                 self.stats.accepts_resent += 1;
-                return match write_accept(reply, cid, nonce) {
+                return match write_accept(reply, cid, nonce, self.ack_delay_us()) {
                     Some(n) => Handled::Reply(n),
                     None => Handled::Dropped,
                 };
@@ -550,7 +551,12 @@ impl Endpoint {
             }
             .encode(&mut w)
             .is_ok()
-                && Frame::Accept { nonce }.encode(&mut w).is_ok()
+                && Frame::Accept {
+                    nonce,
+                    max_ack_delay_us: self.ack_delay_us(),
+                }
+                .encode(&mut w)
+                .is_ok()
                 && Frame::Close {
                     code,
                     reason: reason.as_bytes(),
@@ -564,7 +570,7 @@ impl Endpoint {
             };
         }
         let cid = self.new_cid();
-        let Some(n) = write_accept(reply, cid, nonce) else {
+        let Some(n) = write_accept(reply, cid, nonce, self.ack_delay_us()) else {
             return Handled::Dropped;
         };
         let mut conn =
@@ -572,6 +578,7 @@ impl Endpoint {
                 Ok(c) => c,
                 Err(_) => return Handled::Dropped,
             };
+        conn.set_peer_max_ack_delay(Duration::from_micros(max_ack_delay_us));
         if let Some(c) = claims {
             self.remember_token(from, &c);
             conn.secure(c, nonce);
@@ -771,7 +778,19 @@ impl Endpoint {
     }
 }
 
-fn write_accept(reply: &mut [u8], cid: ConnectionId, nonce: [u8; 16]) -> Option<usize> {
+impl Endpoint {
+    /// This end's max ack delay as ACCEPT announces it.
+    fn ack_delay_us(&self) -> u64 {
+        self.cfg.connection.max_ack_delay.as_micros() as u64
+    }
+}
+
+fn write_accept(
+    reply: &mut [u8],
+    cid: ConnectionId,
+    nonce: [u8; 16],
+    max_ack_delay_us: u64,
+) -> Option<usize> {
     let mut w = Writer::new(reply);
     Header::Long {
         ty: LongType::Accept,
@@ -779,6 +798,11 @@ fn write_accept(reply: &mut [u8], cid: ConnectionId, nonce: [u8; 16]) -> Option<
     }
     .encode(&mut w)
     .ok()?;
-    Frame::Accept { nonce }.encode(&mut w).ok()?;
+    Frame::Accept {
+        nonce,
+        max_ack_delay_us,
+    }
+    .encode(&mut w)
+    .ok()?;
     Some(w.len())
 }

@@ -227,13 +227,20 @@ pub struct Pair {
 }
 
 impl Pair {
-    /// Two connected ends (no handshake), links seeded from `seed`.
+    /// Two connected ends (no handshake; each knows the other's
+    /// `max_ack_delay` as if it had one), links seeded from `seed`.
     pub fn new(a: Config, b: Config, ab: LinkConfig, ba: LinkConfig, seed: u64) -> Self {
         let now = Instant::now();
         let cid = ConnectionId([0, 1, 2, 3, 4, 5, 6, 7]);
+        // What the handshake would have told each end.
+        let (a_delay, b_delay) = (a.max_ack_delay, b.max_ack_delay);
+        let mut a = Connection::established(a, Side::Client, cid, now).expect("valid config for a");
+        let mut b = Connection::established(b, Side::Server, cid, now).expect("valid config for b");
+        a.set_peer_max_ack_delay(b_delay);
+        b.set_peer_max_ack_delay(a_delay);
         Pair {
-            a: Connection::established(a, Side::Client, cid, now).expect("valid config for a"),
-            b: Connection::established(b, Side::Server, cid, now).expect("valid config for b"),
+            a,
+            b,
             ab: Link::new(ab, seed),
             ba: Link::new(ba, seed ^ 0x5555_5555_5555_5555),
             now,

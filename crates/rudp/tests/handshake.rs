@@ -403,3 +403,22 @@ fn closed_connections_are_removed_after_their_events_are_read() {
     assert_eq!(net.server.connection_count(), 0);
     assert_eq!(net.server.stats().connections_removed, 1);
 }
+
+#[test]
+fn each_end_learns_the_peers_max_ack_delay() {
+    let mut client_cfg = cfg();
+    client_cfg.max_ack_delay = Duration::from_millis(40);
+    let mut net = Net::new(LinkConfig::default(), client_cfg, 2);
+    // Before the handshake the client assumes its own.
+    assert_eq!(net.client.peer_max_ack_delay(), Duration::from_millis(40));
+    net.run_for(Duration::from_millis(200));
+    assert_eq!(net.client.state(), State::Connected);
+    // The server's default, from its ACCEPT.
+    assert_eq!(net.client.peer_max_ack_delay(), Duration::from_millis(5));
+    let (h, _) = net.server_events[0];
+    assert_eq!(
+        net.server.connection(h).unwrap().peer_max_ack_delay(),
+        Duration::from_millis(40),
+        "from the client's HELLO"
+    );
+}

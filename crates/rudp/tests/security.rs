@@ -349,6 +349,7 @@ fn hello_with(cookie: &[u8], token: &[u8]) -> Vec<u8> {
     Frame::Hello {
         nonce: [3; 16],
         config_digest: cfg().digest(),
+        max_ack_delay_us: 5_000,
         cookie,
         token,
     }

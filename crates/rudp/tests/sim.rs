@@ -516,3 +516,64 @@ fn a_jittered_path_learns_its_reordering_and_stops_resending() {
     assert_eq!(sa.queued_bytes, [0], "everything acknowledged");
     eprintln!("1 MiB over 25 ms ± 3 ms: first {took:?}, then {more:?}; {sa:?}");
 }
+
+/// A client sending one 400-byte message per 20 Hz tick, echoed by the
+/// server at once, over a 40 ms RTT, the client sending nothing in every
+/// `skip`-th tick (0: none skipped): the server's packets received and
+/// probes sent after `ticks` ticks.
+fn echo_at_20_hz(client_ack_delay: Duration, skip: u32, ticks: u32) -> (u64, u64) {
+    let cfg = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
+    let mut client = cfg.clone();
+    client.max_ack_delay = client_ack_delay;
+    let link = LinkConfig {
+        delay: ms(20),
+        ..LinkConfig::default()
+    };
+    let mut p = Pair::new(client, cfg, link.clone(), link, 9);
+    let mut seen = 0;
+    let mut sent = 0;
+    for i in 0..ticks {
+        if skip == 0 || i % skip != skip - 1 {
+            p.a.send(0, &payload(i, 400)).unwrap();
+            sent += 1;
+        }
+        for _ in 0..50 {
+            p.run_for(ms(1));
+            let got = messages(&p.b_events[seen..], 0);
+            seen = p.b_events.len();
+            for (_, k) in got {
+                p.b.send(0, &payload(k, 400)).unwrap();
+            }
+        }
+    }
+    p.run_for(ms(300));
+    assert_eq!(messages(&p.a_events, 0).len(), sent);
+    let s = p.b.stats();
+    (s.packets_received, s.probes)
+}
+
+#[test]
+fn a_ticking_client_acks_on_its_next_message_when_its_ack_delay_covers_the_tick() {
+    let ticks = 200;
+    let (alone, _) = echo_at_20_hz(ms(5), 0, ticks);
+    let (riding, _) = echo_at_20_hz(ms(51), 0, ticks);
+    eprintln!(
+        "server packets per message: {:.2} (ack delay 5 ms), {:.2} (51 ms)",
+        alone as f64 / f64::from(ticks),
+        riding as f64 / f64::from(ticks)
+    );
+    // 5 ms: every echo's ACK travels in a packet of its own.
+    assert!(alone >= u64::from(ticks) * 19 / 10, "{alone}");
+    // 51 ms: it rides on the next message (the last one's goes alone).
+    assert!(riding <= u64::from(ticks) + 5, "{riding}");
+}
+
+#[test]
+fn the_server_waits_for_acks_as_long_as_the_client_announced() {
+    // The ACK of an echo usually rides on the next message, about 9 ms
+    // later; when the client skips a tick it waits the whole 51 ms. A
+    // server that allowed only its own 5 ms would take those waits for a
+    // lost echo and probe.
+    let (_, probes) = echo_at_20_hz(ms(51), 10, 400);
+    assert_eq!(probes, 0, "probes sent by the server");
+}

@@ -1,7 +1,7 @@
 //! The receive path: a datagram's header and frames, acknowledgements,
 //! messages to their channels, and the handshake packets.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::channel::{RecvCtx, RecvOutcome};
 use crate::recovery::SentPacket;
@@ -160,7 +160,8 @@ impl Connection {
                 Frame::Close { code, reason } => {
                     if self.state == State::Connected {
                         self.state = State::Draining;
-                        self.close_deadline = Some(now + self.rtt.pto(self.cfg.max_ack_delay) * 3);
+                        self.close_deadline =
+                            Some(now + self.rtt.pto(self.recovery.max_ack_delay) * 3);
                         let reason = String::from_utf8_lossy(reason).into_owned();
                         self.events
                             .push_back(Event::Disconnected(DisconnectReason::Remote {
@@ -297,8 +298,15 @@ impl Connection {
                 self.hello_interval = self.cfg.initial_rtt;
                 Ok(())
             }
-            (LongType::Accept, Frame::Accept { nonce }) if nonce == self.nonce => {
+            (
+                LongType::Accept,
+                Frame::Accept {
+                    nonce,
+                    max_ack_delay_us,
+                },
+            ) if nonce == self.nonce => {
                 self.cid = cid;
+                self.set_peer_max_ack_delay(Duration::from_micros(max_ack_delay_us));
                 if let Some(keys) = &self.keys {
                     self.crypto = Some(PacketCrypto::new(keys, true, &self.nonce, cid));
                 }
@@ -308,7 +316,7 @@ impl Connection {
                 self.events.push_back(Event::Connected);
                 Ok(())
             }
-            (LongType::Refuse, Frame::Accept { nonce }) if nonce == self.nonce => {
+            (LongType::Refuse, Frame::Accept { nonce, .. }) if nonce == self.nonce => {
                 let Frame::Close { code, reason } = Frame::decode(&mut r)? else {
                     return Err(Drop::Malformed(DecodeError::Invalid(
                         "refuse without close",

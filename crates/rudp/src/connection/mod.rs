@@ -253,6 +253,19 @@ impl Connection {
         Ok(c)
     }
 
+    /// The peer's max ack delay, from the handshake: loss detection and
+    /// RTT samples allow for it. Until the handshake tells, the peer is
+    /// taken to hold acknowledgements as long as this end does.
+    pub(crate) fn set_peer_max_ack_delay(&mut self, d: Duration) {
+        self.recovery.max_ack_delay = d;
+    }
+
+    /// The longest the peer holds an acknowledgement back, as it announced
+    /// in the handshake (this end's own `max_ack_delay` until then).
+    pub fn peer_max_ack_delay(&self) -> Duration {
+        self.recovery.max_ack_delay
+    }
+
     /// Client or server.
     pub fn side(&self) -> Side {
         self.side
@@ -326,7 +339,7 @@ impl Connection {
                 self.close_code = code;
                 self.close_pending = true;
                 self.state = State::Closing;
-                self.close_deadline = Some(now + self.rtt.pto(self.cfg.max_ack_delay) * 3);
+                self.close_deadline = Some(now + self.rtt.pto(self.recovery.max_ack_delay) * 3);
                 self.events.push_back(ev);
             }
             State::Handshaking => {

@@ -65,6 +65,7 @@ impl Connection {
         Frame::Hello {
             nonce: self.nonce,
             config_digest: self.digest,
+            max_ack_delay_us: self.cfg.max_ack_delay.as_micros() as u64,
             cookie: &self.cookie[..self.cookie_len],
             token: &self.token,
         }

@@ -6,9 +6,11 @@ use std::fmt;
 use super::varint;
 
 /// The protocol version carried in every long header: `"kr"` then the
-/// revision (`0x6b72_0002`: connect tokens and sealed packets). A peer that speaks another version is refused
+/// revision (`0x6b72_0003`: each end announces its max ack delay in the
+/// handshake; `0002` added connect tokens and sealed packets). A peer that
+/// speaks another version is refused
 /// ([`DecodeError::UnsupportedVersion`]).
-pub const VERSION: u32 = 0x6b72_0002;
+pub const VERSION: u32 = 0x6b72_0003;
 
 /// The smallest datagram a client hello is padded to (bytes). A server
 /// never sends more than a hello's size to an unvalidated address, so it

@@ -8,6 +8,10 @@ use super::varint;
 pub const MAX_REASON_LEN: usize = 128;
 /// The longest cookie a RETRY or HELLO may carry (bytes).
 pub const MAX_COOKIE_LEN: usize = 64;
+/// The largest max-ack-delay a HELLO or ACCEPT may announce: 1 s, in µs
+/// (a peer that holds acknowledgements longer would look dead to loss
+/// detection).
+pub const MAX_ACK_DELAY_US: u64 = 1_000_000;
 /// Bytes of a sealed connect token at most (what a HELLO carries): key id,
 /// expiry, nonce, then sealed client id, timeout, up to 8 addresses, two
 /// keys, up to 256 bytes of user data, and the tag.
@@ -88,6 +92,10 @@ pub enum Frame<'a> {
         /// A digest of the client's channel configuration; the server
         /// refuses a hello whose digest differs from its own.
         config_digest: u64,
+        /// The longest the client holds an acknowledgement back, in µs
+        /// (at most [`MAX_ACK_DELAY_US`]); the server's loss detection
+        /// waits that much longer for the client's ACKs.
+        max_ack_delay_us: u64,
         /// The cookie from a RETRY, empty on the first hello.
         cookie: &'a [u8],
         /// The sealed part of the client's connect token, empty in
@@ -105,6 +113,9 @@ pub enum Frame<'a> {
     Accept {
         /// The hello's nonce.
         nonce: [u8; 16],
+        /// The longest the server holds an acknowledgement back, in µs
+        /// (at most [`MAX_ACK_DELAY_US`]).
+        max_ack_delay_us: u64,
     },
 }
 
@@ -245,6 +256,7 @@ impl<'a> Frame<'a> {
             0x06 => {
                 let nonce = r.array("hello nonce")?;
                 let config_digest = r.u64("hello config digest")?;
+                let max_ack_delay_us = r.varint_max(MAX_ACK_DELAY_US, "hello max ack delay")?;
                 let len = r.varint_max(MAX_COOKIE_LEN as u64, "hello cookie length")? as usize;
                 let cookie = r.bytes(len, "hello cookie")?;
                 let len = r.varint_max(MAX_TOKEN_LEN as u64, "hello token length")? as usize;
@@ -252,6 +264,7 @@ impl<'a> Frame<'a> {
                 Frame::Hello {
                     nonce,
                     config_digest,
+                    max_ack_delay_us,
                     cookie,
                     token,
                 }
@@ -264,6 +277,7 @@ impl<'a> Frame<'a> {
             }
             0x08 => Frame::Accept {
                 nonce: r.array("accept nonce")?,
+                max_ack_delay_us: r.varint_max(MAX_ACK_DELAY_US, "accept max ack delay")?,
             },
             t => return Err(DecodeError::UnknownFrameType(t)),
         })
@@ -294,16 +308,24 @@ impl<'a> Frame<'a> {
             Frame::Close { code, reason } => {
                 1 + varint::len(code) + varint::len(reason.len() as u64) + reason.len()
             }
-            Frame::Hello { cookie, token, .. } => {
+            Frame::Hello {
+                max_ack_delay_us,
+                cookie,
+                token,
+                ..
+            } => {
                 1 + 16
                     + 8
+                    + varint::len(max_ack_delay_us)
                     + varint::len(cookie.len() as u64)
                     + cookie.len()
                     + varint::len(token.len() as u64)
                     + token.len()
             }
             Frame::Retry { cookie, .. } => 1 + 16 + varint::len(cookie.len() as u64) + cookie.len(),
-            Frame::Accept { .. } => 1 + 16,
+            Frame::Accept {
+                max_ack_delay_us, ..
+            } => 1 + 16 + varint::len(max_ack_delay_us),
         }
     }
 
@@ -359,12 +381,14 @@ impl<'a> Frame<'a> {
             Frame::Hello {
                 nonce,
                 config_digest,
+                max_ack_delay_us,
                 cookie,
                 token,
             } => {
                 w.u8(FrameType::Hello as u8)?;
                 w.bytes(&nonce)?;
                 w.u64(config_digest)?;
+                w.varint(max_ack_delay_us)?;
                 w.varint(cookie.len() as u64)?;
                 w.bytes(cookie)?;
                 w.varint(token.len() as u64)?;
@@ -376,9 +400,13 @@ impl<'a> Frame<'a> {
                 w.varint(cookie.len() as u64)?;
                 w.bytes(cookie)
             }
-            Frame::Accept { nonce } => {
+            Frame::Accept {
+                nonce,
+                max_ack_delay_us,
+            } => {
                 w.u8(FrameType::Accept as u8)?;
-                w.bytes(&nonce)
+                w.bytes(&nonce)?;
+                w.varint(max_ack_delay_us)
             }
         }
     }
@@ -504,6 +532,7 @@ mod tests {
         round_trip(Frame::Hello {
             nonce: [7; 16],
             config_digest: 0xdead_beef,
+            max_ack_delay_us: 25_000,
             cookie: &[1; 20],
             token: &[3; 100],
         });
@@ -511,7 +540,10 @@ mod tests {
             nonce: [7; 16],
             cookie: &[2; 20],
         });
-        round_trip(Frame::Accept { nonce: [8; 16] });
+        round_trip(Frame::Accept {
+            nonce: [8; 16],
+            max_ack_delay_us: MAX_ACK_DELAY_US,
+        });
     }
 
     #[test]
@@ -561,6 +593,17 @@ mod tests {
             Err(DecodeError::Invalid(
                 "fragment bounds (empty or past total)"
             ))
+        );
+        // ACCEPT announcing a max ack delay past 1 s.
+        let mut buf = [0u8; 32];
+        let mut w = Writer::new(&mut buf);
+        w.u8(0x08).unwrap();
+        w.bytes(&[1; 16]).unwrap();
+        w.varint(MAX_ACK_DELAY_US + 1).unwrap();
+        let n = w.len();
+        assert_eq!(
+            Frame::decode(&mut Reader::new(&buf[..n])),
+            Err(DecodeError::Invalid("accept max ack delay"))
         );
         assert_eq!(
             Frame::decode(&mut Reader::new(&[0x09])),
