@@ -599,7 +599,12 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             .sum::<u64>();
     let payload = tally.sent_bytes + counts.echoed_bytes.load(Ordering::Relaxed);
     report.wire_bytes_per_payload_byte = (payload > 0).then(|| wire as f64 / payload as f64);
-    record_sockets(report, client_udp, k);
+    record_sockets(
+        report,
+        client_udp,
+        k,
+        counts.received.load(Ordering::Relaxed),
+    );
     result?;
     if got < clients.len() {
         return Err(format!(

@@ -365,6 +365,16 @@ pub struct RunReport {
     /// back by keel-rudp's congestion control and pacer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bulk_channel: Option<bool>,
+    /// Open-loop lines (rudp, kcp, udp with `--rate`): datagrams the
+    /// server's socket received per message its handler received, over the
+    /// whole run (handshakes, acknowledgements, probes included): 1 for
+    /// plain UDP; what keel-rudp's and KCP's acknowledgements add.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_datagrams_per_message: Option<f64>,
+    /// `--ack-delay` (`--protocol rudp` lines only): the clients'
+    /// keel-rudp `max_ack_delay` in ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ack_delay_ms: Option<u32>,
     /// `--kcp-window`: KCP's windows in packets (`--protocol kcp` lines
     /// only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -494,6 +504,8 @@ impl RunReport {
             encrypted: None,
             bulk_channel: None,
             kcp_window: None,
+            ack_delay_ms: None,
+            server_datagrams_per_message: None,
             transfer_bytes: None,
             goodput_bytes_per_second: None,
         }
@@ -547,6 +559,7 @@ impl RunReport {
             impair_server: cfg.impair_server.as_ref().map(|i| i.to_string()),
             bulk_channel: (cfg.protocol == Protocol::Rudp).then_some(cfg.bulk_channel),
             kcp_window: (cfg.protocol == Protocol::Kcp).then_some(cfg.kcp_window),
+            ack_delay_ms: (cfg.protocol == Protocol::Rudp).then_some(cfg.ack_delay_ms),
             transfer_bytes: peer.then_some(cfg.transfer),
             goodput_bytes_per_second: peer.then_some(None),
             ..RunReport::blank()

@@ -498,7 +498,17 @@ pub fn drive(
 
 /// The socket counters of the clients (summed) and of the server into
 /// `report`.
-pub fn record_sockets(report: &mut RunReport, clients: CounterSnapshot, server: CounterSnapshot) {
+/// `server_messages`: the messages the server's handler received over the
+/// whole run (warm-up included, as the socket counters are), for
+/// `server_datagrams_per_message`.
+pub fn record_sockets(
+    report: &mut RunReport,
+    clients: CounterSnapshot,
+    server: CounterSnapshot,
+    server_messages: u64,
+) {
+    report.server_datagrams_per_message =
+        (server_messages > 0).then(|| server.datagrams_in as f64 / server_messages as f64);
     report.kernel_rcvbuf_drops = Some(clients.kernel_drops + server.kernel_drops);
     report.conditioner_dropped = Some(clients.conditioner_dropped + server.conditioner_dropped);
     report.conditioner_duplicated =

@@ -26,7 +26,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use std::net::SocketAddr;
 
@@ -37,7 +37,7 @@ use keel_rudp::{
 };
 use keel_udp::{CounterSnapshot, Impairment, SocketOptions};
 
-use crate::flags::{ChannelChoice, RunConfig};
+use crate::flags::{ChannelChoice, RunConfig, DEFAULT_ACK_DELAY_MS};
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
 use crate::peer::{
     collect, drive, lock, record, record_server, record_sockets, runtimes, shared_rtt, Driver, Job,
@@ -55,6 +55,15 @@ const CHANNEL: u8 = 0;
 /// `--payload` (or `--transfer`), and the buffers hold 4 times what is in
 /// flight.
 pub fn connection_config(cfg: &RunConfig) -> Config {
+    connection_config_of(cfg, Duration::from_millis(DEFAULT_ACK_DELAY_MS.into()))
+}
+
+/// A client's connection settings: the server's with `--ack-delay`.
+fn client_connection_config(cfg: &RunConfig) -> Config {
+    connection_config_of(cfg, Duration::from_millis(cfg.ack_delay_ms.into()))
+}
+
+fn connection_config_of(cfg: &RunConfig, max_ack_delay: Duration) -> Config {
     let kind = match cfg.channel {
         ChannelChoice::ReliableOrdered => ChannelKind::ReliableOrdered,
         ChannelChoice::ReliableUnordered => ChannelKind::ReliableUnordered,
@@ -77,6 +86,7 @@ pub fn connection_config(cfg: &RunConfig) -> Config {
     config.max_message_size = config.max_message_size.max(message);
     config.max_send_buffer = config.max_send_buffer.max(4 * in_flight);
     config.max_recv_buffer = config.max_recv_buffer.max(4 * in_flight);
+    config.max_ack_delay = max_ack_delay;
     config
 }
 
@@ -314,7 +324,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let rtt = shared_rtt();
     let mut clients = Vec::with_capacity(cfg.clients as usize);
     for id in 0..cfg.clients {
-        let mut cc = ClientConfig::new(connection_config(cfg), security.client(id)?);
+        let mut cc = ClientConfig::new(client_connection_config(cfg), security.client(id)?);
         cc.udp = client_endpoint(
             cfg.impair.as_ref().map(|imp| Impairment {
                 seed: imp.seed.wrapping_add(u64::from(id)),
@@ -382,7 +392,12 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let payload_bytes = tally.sent_bytes + counts.echoed_bytes.load(Ordering::Relaxed);
     report.wire_bytes_per_payload_byte =
         (payload_bytes > 0).then(|| stats.bytes_sent as f64 / payload_bytes as f64);
-    record_sockets(report, client_udp, server_udp);
+    record_sockets(
+        report,
+        client_udp,
+        server_udp,
+        counts.received.load(Ordering::Relaxed),
+    );
     result?;
     if let Err(e) = stopped {
         report.callback_exceptions += 1;

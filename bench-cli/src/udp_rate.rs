@@ -277,7 +277,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         report.set_throughput(m.elapsed);
         record_server(report, m, rss_before, clients.len());
     }
-    record_sockets(report, client_udp, k);
+    record_sockets(report, client_udp, k, k.datagrams_in);
     result?;
     if got < clients.len() {
         return Err(format!(

@@ -31,6 +31,10 @@ pub const MAX_TRANSFER: u64 = 64 * 1024 * 1024;
 /// Default `--kcp-window`: KCP's send and receive windows, in packets (the
 /// 128 of KCP's published test).
 pub const DEFAULT_KCP_WINDOW: u16 = 128;
+/// Default `--ack-delay`: keel-rudp's own default `max_ack_delay`.
+pub const DEFAULT_ACK_DELAY_MS: u32 = 5;
+/// Largest `--ack-delay` (keel-rudp accepts up to 1 s).
+pub const MAX_ACK_DELAY_MS: u32 = 1000;
 /// Largest `--kcp-window`.
 pub const MAX_KCP_WINDOW: u16 = 32_768;
 
@@ -395,6 +399,9 @@ pub struct RunConfig {
     /// `--bulk-channel`: keel-rudp's channel is marked bulk (congestion
     /// control and pacing) (`--protocol rudp` only).
     pub bulk_channel: bool,
+    /// `--ack-delay`: the keel-rudp clients' `max_ack_delay` in ms
+    /// (`--protocol rudp` only).
+    pub ack_delay_ms: u32,
 }
 
 impl Default for RunConfig {
@@ -427,6 +434,7 @@ impl Default for RunConfig {
             transfer: None,
             kcp_window: DEFAULT_KCP_WINDOW,
             bulk_channel: false,
+            ack_delay_ms: DEFAULT_ACK_DELAY_MS,
         }
     }
 }

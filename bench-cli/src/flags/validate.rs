@@ -10,8 +10,8 @@ use super::config::{
     AddressFamily, ChannelChoice, Command, FullPolicyChoice, IoModel, LaneSteeringChoice,
     OutputFormat, Protocol, ReportConfig, RunConfig, ServeConfig, DEFAULT_BATCH,
     DEFAULT_BULK_DRAIN, DEFAULT_IO_THREADS, DEFAULT_MAX_SESSIONS, DEFAULT_SERVER_LANES,
-    DEFAULT_SERVE_IDLE_TIMEOUT, DEFAULT_WORK, MAX_CLIENTS_CLOSED_LOOP, MAX_CLIENTS_OPEN_LOOP,
-    MAX_IN_FLIGHT_BYTES, MAX_MAX_SESSIONS, MIN_PAYLOAD,
+    DEFAULT_SERVE_IDLE_TIMEOUT, DEFAULT_WORK, MAX_ACK_DELAY_MS, MAX_CLIENTS_CLOSED_LOOP,
+    MAX_CLIENTS_OPEN_LOOP, MAX_IN_FLIGHT_BYTES, MAX_MAX_SESSIONS, MIN_PAYLOAD,
 };
 use super::error::FlagError;
 use super::number::{parse_seconds, parse_u32, parse_uint};
@@ -154,6 +154,7 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
             "transfer",
             "kcp-window",
             "bulk-channel",
+            "ack-delay",
         ] {
             if has(raw, name) {
                 return Err(FlagError::new(
@@ -192,6 +193,13 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
                 "applies to --protocol kcp only",
             ));
         }
+    }
+    if cfg.protocol == Protocol::Kcp && has(raw, "ack-delay") {
+        return Err(FlagError::new(
+            "--ack-delay",
+            "applies to --protocol rudp only (KCP sends its acknowledgements every --kcp-mode \
+             interval)",
+        ));
     }
     if cfg.protocol == Protocol::Kcp && has(raw, "bulk-channel") {
         return Err(FlagError::new(
@@ -316,6 +324,7 @@ fn set_run_flag(cfg: &mut RunConfig, name: &str, v: &str) -> Result<(), FlagErro
         "transfer" => cfg.transfer = Some(parse_transfer(v)?),
         "kcp-window" => cfg.kcp_window = parse_kcp_window(v)?,
         "bulk-channel" => cfg.bulk_channel = true,
+        "ack-delay" => cfg.ack_delay_ms = parse_u32("ack-delay", v, 0, MAX_ACK_DELAY_MS)?,
         other => unreachable!("flag --{other} is not in the run scope"),
     }
     Ok(())
@@ -528,7 +537,15 @@ mod tests {
                 format!("--{}={}", f.name, sample(f.name))
             };
             if f.for_run()
-                && ["channel", "rate", "encrypt", "transfer", "bulk-channel"].contains(&f.name)
+                && [
+                    "channel",
+                    "rate",
+                    "encrypt",
+                    "transfer",
+                    "bulk-channel",
+                    "ack-delay",
+                ]
+                .contains(&f.name)
             {
                 parse(vec!["--protocol", "rudp", arg.as_str()]).unwrap();
             } else if ["kcp-mode", "kcp-window"].contains(&f.name) {
@@ -643,6 +660,27 @@ mod tests {
             "--transfer",
         );
         assert!(m.contains("256 MiB"), "{m}");
+    }
+
+    #[test]
+    fn ack_delay_is_the_rudp_clients_and_bounded() {
+        assert_eq!(run_cfg(&["--protocol", "rudp"]).ack_delay_ms, 5);
+        assert_eq!(
+            run_cfg(&["--protocol", "rudp", "--ack-delay", "51"]).ack_delay_ms,
+            51
+        );
+        assert_eq!(
+            run_cfg(&["--protocol", "rudp", "--ack-delay", "0"]).ack_delay_ms,
+            0
+        );
+        let m = rejected(
+            &["--protocol", "rudp", "--ack-delay", "1001"],
+            "--ack-delay",
+        );
+        assert!(m.contains("1000"), "{m}");
+        let m = rejected(&["--protocol", "kcp", "--ack-delay", "5"], "--ack-delay");
+        assert!(m.contains("rudp only"), "{m}");
+        rejected(&["--ack-delay", "5"], "--ack-delay");
     }
 
     #[test]
