@@ -43,6 +43,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 echo "== import cycles" >&2
 # Modules depend one way inside each crate.
 python3 scripts/import-cycles.py crates/reactor crates/udp crates/rudp bench-cli
+echo "== tools/loopback-floor.c builds without warnings" >&2
+cc -O2 -Wall -Wextra -Werror -o target/loopback-floor tools/loopback-floor.c
 echo "== cargo test" >&2
 cargo test --workspace
 # The lane scheduling state machine, model-checked with loom (its own target
