@@ -65,16 +65,16 @@ use std::time::{Duration, Instant};
 
 use keel_reactor::TimerId;
 use keel_udp::{
-    CounterSnapshot, DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig,
-    Impairment, SocketOptions,
+    DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig, Impairment,
+    SocketOptions,
 };
 
 use crate::bulk::{kcp_recv_len, kcp_send, Reassembly, RECEIPT_LEN};
 use crate::flags::{KcpMode, RunConfig};
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
 use crate::peer::{
-    collect, drive, lock, record, record_server, record_sockets, runtimes, shared_rtt, Driver, Job,
-    ServerCounts, ServerProbe, ServerTally, Tally,
+    drive_sockets, record, record_server, record_sockets, runtimes, shared_rtt, Driver, Job,
+    ServerCounts, ServerProbe, ServerTally, SocketClient, Tally,
 };
 use crate::procstats::rss_bytes;
 use crate::udp_rate::{client_endpoint, WakeTimer};
@@ -415,6 +415,15 @@ impl KcpClient {
         self.wake.set_earlier(ctx, at);
     }
 
+    fn tick(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
+        self.driver.expire(Instant::now());
+        self.kcp.update_if_due(ms(self.epoch));
+        self.pump(ctx);
+        self.arm(ctx);
+    }
+}
+
+impl SocketClient for KcpClient {
     fn job(&mut self, ctx: &mut DatagramSocketCtx<'_>, job: Job) {
         match job {
             Job::Start(s) => self.driver.start(s),
@@ -424,11 +433,10 @@ impl KcpClient {
         self.arm(ctx);
     }
 
-    fn tick(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
-        self.driver.expire(Instant::now());
-        self.kcp.update_if_due(ms(self.epoch));
-        self.pump(ctx);
-        self.arm(ctx);
+    fn take(&mut self) -> Tally {
+        let mut t = self.driver.take();
+        t.send_rejections += self.send_refused;
+        t
     }
 }
 
@@ -539,56 +547,27 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         clients.push(client);
     }
 
-    let post = |i: usize, job: Job| {
-        clients[i].post(move |h, ctx| h.job(ctx, job));
-    };
     let received = || counts.received.load(Ordering::Relaxed);
     let probe = ServerProbe {
         threads: &server_threads,
         received: &received,
     };
-    let result = drive(
-        cfg,
-        report,
-        clients.len(),
-        &connected,
-        &drained,
-        &probe,
-        &post,
-    );
-
-    let tallies = collect(clients.len(), |i, tx| {
-        clients[i].post(move |h, _| {
-            let mut t = h.driver.take();
-            t.send_rejections += h.send_refused;
-            let _ = tx.send(t);
-        });
-    });
-    let mut tally = Tally::default();
-    for t in &tallies {
-        tally.add(t);
-    }
-    let got = tallies.len();
-    let rtt = lock(&rtt).clone();
-    let client_udp = clients.iter().fold(CounterSnapshot::default(), |sum, c| {
-        c.close();
-        sum + c.counters()
-    });
+    let run = drive_sockets(cfg, report, &clients, &connected, &drained, &probe, &rtt);
     server.close();
     let k = server.counters();
     let stopped = rt.stop().and(client_rt.stop());
 
     record(
         report,
-        &tally,
+        &run.tally,
         ServerTally {
             delivered: counts.delivered.load(Ordering::Relaxed),
             invalid: counts.invalid.load(Ordering::Relaxed),
             send_rejections: counts.send_rejections.load(Ordering::Relaxed),
         },
-        &rtt,
+        &run.rtt,
     );
-    if let Ok(m) = &result {
+    if let Ok(m) = &run.measured {
         report.set_throughput(m.elapsed);
         record_server(report, m, rss_before, clients.len());
     }
@@ -597,26 +576,10 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             .iter()
             .map(|o| o.bytes.load(Ordering::Relaxed))
             .sum::<u64>();
-    let payload = tally.sent_bytes + counts.echoed_bytes.load(Ordering::Relaxed);
+    let payload = run.tally.sent_bytes + counts.echoed_bytes.load(Ordering::Relaxed);
     report.wire_bytes_per_payload_byte = (payload > 0).then(|| wire as f64 / payload as f64);
-    record_sockets(
-        report,
-        client_udp,
-        k,
-        counts.received.load(Ordering::Relaxed),
-    );
-    result?;
-    if got < clients.len() {
-        return Err(format!(
-            "{} of {} clients did not report",
-            clients.len() - got,
-            clients.len()
-        ));
-    }
-    stopped.map_err(|e| {
-        report.callback_exceptions += 1;
-        format!("a handler failed: {e}")
-    })
+    record_sockets(report, run.udp, k, counts.received.load(Ordering::Relaxed));
+    run.outcome(report, stopped)
 }
 
 #[cfg(test)]

@@ -1,7 +1,10 @@
-//! What `--protocol rudp` and `--protocol kcp` share: the client's side of
-//! the echo ([`Driver`]: what to send when, and the check of every echo),
-//! the phases of a run ([`drive`]) and how a tally becomes the report
-//! ([`record`]). The transports live in `crate::rudp` and `crate::kcp`.
+//! What `--protocol rudp`, `--protocol kcp` and `--protocol udp --rate`
+//! share: the client's side of the echo ([`Driver`]: what to send when,
+//! and the check of every echo), the phases of a run ([`drive`];
+//! [`drive_sockets`] for clients on keel-udp sockets, kcp's and udp's),
+//! the clients' tallies ([`collect_tallies`]) and how a tally becomes the
+//! report ([`record`]). The transports live in `crate::rudp`, `crate::kcp`
+//! and `crate::udp_rate`.
 //!
 //! A client keeps `--window` messages in flight (closed loop) or sends
 //! `--rate` messages per second whatever comes back (open loop, a game
@@ -24,7 +27,7 @@ use crate::output::RunReport;
 use crate::procstats::{cpu_percent, peak_rss_bytes, process_cpu_time, rss_bytes, ThreadSet};
 use crate::stats::Rtt;
 use keel_reactor::Runtime;
-use keel_udp::CounterSnapshot;
+use keel_udp::{CounterSnapshot, DatagramSocket, DatagramSocketCtx, DatagramSocketHandler};
 
 /// How long a message on an unreliable channel may go unanswered before it
 /// counts as lost and (closed loop) frees its window slot.
@@ -536,6 +539,119 @@ pub fn collect<T: Send + 'static>(n: usize, ask: impl Fn(usize, mpsc::Sender<T>)
         }
     }
     got
+}
+
+/// Asks each of `n` clients for its final [`Tally`] and what else its
+/// transport reports (`X`), as [`collect`] asks: the tallies summed, and
+/// the `X` of each answer, in the order they came (fewer than `n` if a
+/// client's lane did not answer).
+pub fn collect_tallies<X: Send + 'static>(
+    n: usize,
+    ask: impl Fn(usize, mpsc::Sender<(Tally, X)>),
+) -> (Tally, Vec<X>) {
+    let mut tally = Tally::default();
+    let mut rest = Vec::with_capacity(n);
+    for (t, x) in collect(n, ask) {
+        tally.add(&t);
+        rest.push(x);
+    }
+    (tally, rest)
+}
+
+/// A client on a keel-udp socket whose [`Driver`] makes the messages
+/// (`--protocol kcp`, `--protocol udp --rate`), as [`drive_sockets`]
+/// drives it.
+pub trait SocketClient: DatagramSocketHandler {
+    /// Does `job` from the main thread.
+    fn job(&mut self, ctx: &mut DatagramSocketCtx<'_>, job: Job);
+    /// The final tally ([`Driver::take`]), with the sends the socket
+    /// refused.
+    fn take(&mut self) -> Tally;
+}
+
+/// What the clients of a run on keel-udp sockets reported to
+/// [`drive_sockets`].
+pub struct SocketClients {
+    /// What [`drive`] measured, or why it could not.
+    pub measured: Result<Measured, String>,
+    /// The tallies of the clients that reported, summed.
+    pub tally: Tally,
+    /// Clients that reported.
+    pub reported: usize,
+    /// Clients of the run.
+    pub clients: usize,
+    /// The round trips of every client.
+    pub rtt: Rtt,
+    /// The clients' socket counters, summed once closed.
+    pub udp: CounterSnapshot,
+}
+
+impl SocketClients {
+    /// How the run ended, once recorded: [`drive`]'s error, else clients
+    /// that did not report, else a handler that failed (`stopped`, the
+    /// runtimes' stop; counted in `callback_exceptions`).
+    pub fn outcome(
+        self,
+        report: &mut RunReport,
+        stopped: Result<(), keel_reactor::Error>,
+    ) -> Result<(), String> {
+        self.measured?;
+        if self.reported < self.clients {
+            return Err(format!(
+                "{} of {} clients did not report",
+                self.clients - self.reported,
+                self.clients
+            ));
+        }
+        stopped.map_err(|e| {
+            report.callback_exceptions += 1;
+            format!("a handler failed: {e}")
+        })
+    }
+}
+
+/// Runs `clients` through the run ([`drive`], each posted its [`Job`]s;
+/// `connected`, `drained` and `server` as there), then collects their
+/// tallies, takes the run's round trips from `rtt` and closes them.
+pub fn drive_sockets<H: SocketClient>(
+    cfg: &RunConfig,
+    report: &mut RunReport,
+    clients: &[DatagramSocket<H>],
+    connected: &AtomicUsize,
+    drained: &AtomicUsize,
+    server: &ServerProbe<'_>,
+    rtt: &SharedRtt,
+) -> SocketClients {
+    let post = |i: usize, job: Job| {
+        clients[i].post(move |h, ctx| h.job(ctx, job));
+    };
+    let measured = drive(
+        cfg,
+        report,
+        clients.len(),
+        connected,
+        drained,
+        server,
+        &post,
+    );
+    let (tally, reported) = collect_tallies(clients.len(), |i, tx| {
+        clients[i].post(move |h, _| {
+            let _ = tx.send((h.take(), ()));
+        });
+    });
+    let rtt = lock(rtt).clone();
+    let udp = clients.iter().fold(CounterSnapshot::default(), |sum, c| {
+        c.close();
+        sum + c.counters()
+    });
+    SocketClients {
+        measured,
+        tally,
+        reported: reported.len(),
+        clients: clients.len(),
+        rtt,
+        udp,
+    }
 }
 
 /// What the echo server of a run counted.

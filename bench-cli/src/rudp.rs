@@ -40,8 +40,9 @@ use keel_udp::{CounterSnapshot, Impairment, SocketOptions};
 use crate::flags::{ChannelChoice, RunConfig, DEFAULT_ACK_DELAY_MS};
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
 use crate::peer::{
-    collect, drive, lock, record, record_server, record_sockets, runtimes, shared_rtt, Driver, Job,
-    ServerCounts, ServerProbe, ServerTally, SharedRtt, Tally, COLLECT, UNRELIABLE_LOSS_TIMEOUT,
+    collect_tallies, drive, lock, record, record_server, record_sockets, runtimes, shared_rtt,
+    Driver, Job, ServerCounts, ServerProbe, ServerTally, SharedRtt, Tally, COLLECT,
+    UNRELIABLE_LOSS_TIMEOUT,
 };
 use crate::procstats::rss_bytes;
 use crate::stats::Rtt;
@@ -418,21 +419,17 @@ fn collect_clients(
     clients: &[Client<BenchPeer>],
     rtt: &SharedRtt,
 ) -> (Tally, Rtt, StatSum, CounterSnapshot) {
-    let reports = collect(clients.len(), |i, tx| {
+    let (mut tally, stats) = collect_tallies(clients.len(), |i, tx| {
         clients[i].post(move |h, ctx| {
             let stats = h.conn.and_then(|c| ctx.stats(c));
             let _ = tx.send((h.driver.take(), stats));
         });
     });
-    let mut tally = Tally::default();
     let mut sum = StatSum::default();
-    for (t, s) in &reports {
-        tally.add(t);
-        if let Some(s) = s {
-            sum.add(s);
-        }
+    for s in stats.iter().flatten() {
+        sum.add(s);
     }
-    let got = reports.len();
+    let got = stats.len();
     let udp = clients
         .iter()
         .fold(CounterSnapshot::default(), |sum, c| sum + c.udp_counters());

@@ -19,8 +19,8 @@ use std::time::Instant;
 
 use keel_reactor::TimerId;
 use keel_udp::{
-    CounterSnapshot, DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig,
-    Impairment, LaneSteering, SocketOptions,
+    DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig, Impairment,
+    LaneSteering, SocketOptions,
 };
 
 use crate::echo::{EchoMode, EchoStats};
@@ -28,8 +28,8 @@ use crate::flags::RunConfig;
 use crate::loopback::{start_server_impaired, EchoServerSpec, SessionPolicy};
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
 use crate::peer::{
-    collect, drive, lock, record, record_server, record_sockets, runtimes, shared_rtt, Driver, Job,
-    ServerProbe, ServerTally, Tally, UNRELIABLE_LOSS_TIMEOUT,
+    drive_sockets, record, record_server, record_sockets, runtimes, shared_rtt, Driver, Job,
+    ServerProbe, ServerTally, SocketClient, Tally, UNRELIABLE_LOSS_TIMEOUT,
 };
 use crate::procstats::rss_bytes;
 
@@ -119,6 +119,16 @@ impl RateClient {
         self.send_refused += refused;
     }
 
+    fn tick(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
+        let now = Instant::now();
+        self.driver.expire(now);
+        self.pump(ctx);
+        let wake = self.driver.next_wake(Instant::now());
+        self.wake.set(ctx, wake);
+    }
+}
+
+impl SocketClient for RateClient {
     fn job(&mut self, ctx: &mut DatagramSocketCtx<'_>, job: Job) {
         match job {
             Job::Start(s) => self.driver.start(s),
@@ -127,12 +137,10 @@ impl RateClient {
         self.tick(ctx);
     }
 
-    fn tick(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
-        let now = Instant::now();
-        self.driver.expire(now);
-        self.pump(ctx);
-        let wake = self.driver.next_wake(Instant::now());
-        self.wake.set(ctx, wake);
+    fn take(&mut self) -> Tally {
+        let mut t = self.driver.take();
+        t.send_rejections += self.send_refused;
+        t
     }
 }
 
@@ -222,72 +230,32 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         clients.push(client);
     }
 
-    let post = |i: usize, job: Job| {
-        clients[i].post(move |h, ctx| h.job(ctx, job));
-    };
     let received = || server.counters().datagrams_in;
     let probe = ServerProbe {
         threads: &server_threads,
         received: &received,
     };
-    let result = drive(
-        cfg,
-        report,
-        clients.len(),
-        &connected,
-        &drained,
-        &probe,
-        &post,
-    );
-
-    let tallies = collect(clients.len(), |i, tx| {
-        clients[i].post(move |h, _| {
-            let mut t = h.driver.take();
-            t.send_rejections += h.send_refused;
-            let _ = tx.send(t);
-        });
-    });
-    let mut tally = Tally::default();
-    for t in &tallies {
-        tally.add(t);
-    }
-    let got = tallies.len();
-    let rtt = lock(&rtt).clone();
-    let client_udp = clients.iter().fold(CounterSnapshot::default(), |sum, c| {
-        c.close();
-        sum + c.counters()
-    });
+    let run = drive_sockets(cfg, report, &clients, &connected, &drained, &probe, &rtt);
     server.stop();
     let k = server.counters();
     let stopped = rt.stop().and(client_rt.stop());
 
     record(
         report,
-        &tally,
+        &run.tally,
         ServerTally {
             // The UDP echo server does not tell phases apart.
             delivered: k.datagrams_in,
             invalid: echo_stats.invalid.load(Ordering::Relaxed),
             send_rejections: k.send_queue_rejections,
         },
-        &rtt,
+        &run.rtt,
     );
     report.messages_delivered = None;
-    if let Ok(m) = &result {
+    if let Ok(m) = &run.measured {
         report.set_throughput(m.elapsed);
         record_server(report, m, rss_before, clients.len());
     }
-    record_sockets(report, client_udp, k, k.datagrams_in);
-    result?;
-    if got < clients.len() {
-        return Err(format!(
-            "{} of {} clients did not report",
-            clients.len() - got,
-            clients.len()
-        ));
-    }
-    stopped.map_err(|e| {
-        report.callback_exceptions += 1;
-        format!("a handler failed: {e}")
-    })
+    record_sockets(report, run.udp, k, k.datagrams_in);
+    run.outcome(report, stopped)
 }

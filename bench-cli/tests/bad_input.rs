@@ -9,31 +9,21 @@
 //! Every rejection must be exit 2 with exactly one JSON line on stdout,
 //! `"ok": false` and an `"error"` naming the flag, and nothing panicked.
 
-use std::ffi::OsString;
+mod common;
+
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStringExt;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_keel-bench");
-
-fn keel_bench<I, S>(args: I) -> Output
-where
-    I: IntoIterator<Item = S>,
-    S: Into<OsString>,
-{
-    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    Command::new(BIN)
-        .args(&args)
-        .output()
-        .expect("run keel-bench")
-}
+use common::{keel_bench, BIN};
 
 /// Asserts a rejection naming `flag`; returns the error text.
 #[track_caller]
-fn rejected<S: Into<OsString> + Clone + std::fmt::Debug>(args: &[S], flag: &str) -> String {
-    let out = keel_bench(args.iter().cloned());
+fn rejected<S: AsRef<OsStr> + std::fmt::Debug>(args: &[S], flag: &str) -> String {
+    let out = keel_bench(args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {stdout}{stderr}");
@@ -61,7 +51,7 @@ struct HelpFlag {
 
 /// Reads the flags from the binary's own `--help`.
 fn help_flags() -> Vec<HelpFlag> {
-    let out = keel_bench(["--help"]);
+    let out = keel_bench(&["--help"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     let section = text

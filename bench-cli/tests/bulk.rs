@@ -2,30 +2,11 @@
 //! KCP (stream mode) on loopback, with and without seeded loss; the line's
 //! bulk fields agree with each other.
 
-use std::process::Command;
+mod common;
 
 use serde_json::Value;
 
-fn run(args: &[&str]) -> (i32, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-        .args(["--format", "json"])
-        .args(args)
-        .output()
-        .expect("keel-bench runs");
-    let line = String::from_utf8(out.stdout).expect("utf-8");
-    let v: Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("{e}: {line}"));
-    (out.status.code().unwrap_or(-1), v)
-}
-
-fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64()
-        .unwrap_or_else(|| panic!("{k} not a count: {v}"))
-}
-
-fn f(v: &Value, k: &str) -> f64 {
-    v[k].as_f64()
-        .unwrap_or_else(|| panic!("{k} not a number: {v}"))
-}
+use common::{f, keel_bench, run, u};
 
 /// The fields of a passing bulk line of `bytes` agree: completed transfers,
 /// goodput from them, completion times, what the server received.
@@ -144,18 +125,18 @@ fn the_echo_lines_carry_null_bulk_fields() {
 
 #[test]
 fn the_summary_says_goodput() {
-    let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-        .args([
-            "--protocol",
-            "rudp",
-            "--transfer",
-            "20000",
-            "--seconds",
-            "0.2",
-        ])
-        .args(["--warmup", "0", "--format", "human"])
-        .output()
-        .unwrap();
+    let out = keel_bench(&[
+        "--protocol",
+        "rudp",
+        "--transfer",
+        "20000",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0",
+        "--format",
+        "human",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(

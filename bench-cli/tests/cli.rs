@@ -1,22 +1,18 @@
 //! The built binary: exit codes and the one JSON line on stdout.
 
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Output;
 
 use serde_json::Value;
 
-fn keel_bench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-        .args(args)
-        .output()
-        .expect("run keel-bench")
-}
+use common::keel_bench;
 
-/// Exactly one line on stdout, holding one JSON object.
+/// [`common::json_line`], the line ended by a newline.
 fn json_line(out: &Output) -> Value {
-    let stdout = String::from_utf8(out.stdout.clone()).expect("UTF-8 stdout");
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.ends_with('\n'), "{stdout:?}");
-    assert_eq!(stdout.lines().count(), 1, "{stdout:?}");
-    serde_json::from_str(stdout.trim_end()).expect("JSON line")
+    common::json_line(out)
 }
 
 #[track_caller]

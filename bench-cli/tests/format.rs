@@ -3,22 +3,17 @@
 //! errors, ok or why not), where it goes, and that scripts see nothing new
 //! when they do not ask for it.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_keel-bench");
+use common::{keel_bench, BIN};
 
 /// A short passing run.
 const RUN: &[&str] = &["--seconds", "0.2", "--warmup", "0.05", "--clients", "2"];
-
-fn keel_bench(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .output()
-        .expect("run keel-bench")
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8(bytes.to_vec()).expect("UTF-8")

@@ -6,36 +6,29 @@
 //! bad specs exit 2 naming the flag and the key. Runs go one at a time, so
 //! timing-based expectations do not compete for the CPU.
 
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Output;
 use std::sync::Mutex;
 
 use serde_json::Value;
 
+use common::{json_line, u};
+
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// [`common::keel_bench`], one run at a time.
 fn keel_bench(args: &[&str]) -> Output {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-        .args(args)
-        .output()
-        .expect("run keel-bench")
+    common::keel_bench(args)
 }
 
 /// Runs; returns the exit code and the JSON line.
 fn run(args: &[&str]) -> (Option<i32>, Value) {
     let out = keel_bench(args);
-    let stdout = String::from_utf8(out.stdout).expect("UTF-8 stdout");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-    assert_eq!(stdout.lines().count(), 1, "{args:?}: {stdout:?}");
-    let v: Value = serde_json::from_str(stdout.trim_end()).expect("one JSON line");
-    (out.status.code(), v)
-}
-
-fn n(v: &Value, field: &str) -> u64 {
-    v[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{field} is not a count: {v}"))
+    (out.status.code(), json_line(&out))
 }
 
 /// Asserts `observed` is within 4 standard deviations (plus `slack`) of
@@ -71,10 +64,10 @@ fn a_lossy_path_keeps_measuring_and_accounts_for_every_message() {
             "--window",
             "8",
         ]);
-        let sent = n(&v, "messages_sent");
-        let lost = n(&v, "udp_lost_messages");
-        assert!(n(&v, "messages") > 0, "{flag}: {v}");
-        assert_eq!(sent, n(&v, "messages") + lost, "{flag}: {v}");
+        let sent = u(&v, "messages_sent");
+        let lost = u(&v, "udp_lost_messages");
+        assert!(u(&v, "messages") > 0, "{flag}: {v}");
+        assert_eq!(sent, u(&v, "messages") + lost, "{flag}: {v}");
         for clean in [
             "content_errors",
             "order_errors",
@@ -82,7 +75,7 @@ fn a_lossy_path_keeps_measuring_and_accounts_for_every_message() {
             "late_echoes",
             "kernel_rcvbuf_drops",
         ] {
-            assert_eq!(n(&v, clean), 0, "{flag} {clean}: {v}");
+            assert_eq!(u(&v, clean), 0, "{flag} {clean}: {v}");
         }
         // Losses make the run fail its checks, by name, with exit 1.
         assert_eq!(v["ok"], false, "{flag}: {v}");
@@ -102,13 +95,13 @@ fn duplicates_show_as_unexpected_messages() {
         "--seconds",
         "0.3",
     ]);
-    let sent = n(&v, "messages_sent");
-    assert_eq!(n(&v, "messages"), sent, "every message came back: {v}");
-    assert_eq!(n(&v, "udp_lost_messages"), 0, "{v}");
-    assert_eq!(n(&v, "order_errors"), 0, "{v}");
+    let sent = u(&v, "messages_sent");
+    assert_eq!(u(&v, "messages"), sent, "every message came back: {v}");
+    assert_eq!(u(&v, "udp_lost_messages"), 0, "{v}");
+    assert_eq!(u(&v, "order_errors"), 0, "{v}");
     assert_eq!(code, Some(1));
     // The last message's duplicate may come after the tally is taken.
-    about("duplicates", n(&v, "unexpected_messages"), sent, 0.1, 1.0);
+    about("duplicates", u(&v, "unexpected_messages"), sent, 0.1, 1.0);
 }
 
 #[test]
@@ -124,11 +117,11 @@ fn reordering_shows_as_order_errors() {
         "--seconds",
         "0.3",
     ]);
-    let sent = n(&v, "messages_sent");
-    let order = n(&v, "order_errors");
-    assert_eq!(sent, n(&v, "messages") + order, "{v}");
-    assert_eq!(n(&v, "udp_lost_messages"), 0, "{v}");
-    assert_eq!(n(&v, "unexpected_messages"), 0, "{v}");
+    let sent = u(&v, "messages_sent");
+    let order = u(&v, "order_errors");
+    assert_eq!(sent, u(&v, "messages") + order, "{v}");
+    assert_eq!(u(&v, "udp_lost_messages"), 0, "{v}");
+    assert_eq!(u(&v, "unexpected_messages"), 0, "{v}");
     assert_eq!(code, Some(1));
     // Held back at the very end, a message may find nothing to overtake it.
     about("reordered", order, sent, 0.2, f64::from(window));
@@ -148,7 +141,7 @@ fn a_delay_adds_latency_and_keeps_order() {
     ]);
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(code, Some(0));
-    assert_eq!(n(&v, "messages"), n(&v, "messages_sent"));
+    assert_eq!(u(&v, "messages"), u(&v, "messages_sent"));
     let p50 = v["rtt_p50_us"].as_f64().unwrap();
     assert!(p50 >= 5000.0, "p50 {p50} us under the 5 ms delay: {v}");
 }
@@ -166,7 +159,7 @@ fn off_is_the_default_and_can_be_said() {
         "0.2",
     ]);
     assert_eq!((code, &v["ok"]), (Some(0), &Value::Bool(true)), "{v}");
-    assert_eq!(n(&v, "messages"), n(&v, "messages_sent"));
+    assert_eq!(u(&v, "messages"), u(&v, "messages_sent"));
 }
 
 #[test]

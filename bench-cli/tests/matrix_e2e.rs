@@ -3,29 +3,14 @@
 //! exit codes, and with the real keel-bench for a tiny matrix followed by
 //! `keel-bench report`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn fake_bench() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-keel-bench")
-}
-
-/// A fresh, empty directory for one test under cargo's per-target tmpdir.
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("matrix_e2e-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{fake_bench, repo_root, s, scratch, stderr, BIN};
 
 /// Runs scripts/matrix.sh with `args` and extra environment `env`.
 fn matrix(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -47,22 +32,14 @@ fn lines(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 fn report(inputs: &[&Path], out: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_keel-bench"))
+    Command::new(BIN)
         .arg("report")
         .args(inputs)
         .arg("--out")
         .arg(out)
         .output()
         .expect("run keel-bench report")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 #[test]
@@ -294,7 +271,7 @@ fn usage_errors_exit_2_with_a_clear_message() {
 fn real_tiny_matrix_then_report() {
     let dir = scratch("real");
     let out = dir.join("res.jsonl");
-    let bench = PathBuf::from(env!("CARGO_BIN_EXE_keel-bench"));
+    let bench = PathBuf::from(BIN);
     let o = matrix(
         &[
             "--bench",

@@ -2,30 +2,9 @@
 //! clients send at a game tick, the server runs apart from them, and the
 //! line reports the server's CPU per message and memory per connection.
 
-use std::process::Command;
+mod common;
 
-use serde_json::Value;
-
-fn run(args: &[&str]) -> (i32, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-        .args(["--format", "json"])
-        .args(args)
-        .output()
-        .expect("keel-bench runs");
-    let line = String::from_utf8(out.stdout).expect("utf-8");
-    let v: Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("{e}: {line}"));
-    (out.status.code().unwrap_or(-1), v)
-}
-
-fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64()
-        .unwrap_or_else(|| panic!("{k} not a count: {v}"))
-}
-
-fn f(v: &Value, k: &str) -> f64 {
-    v[k].as_f64()
-        .unwrap_or_else(|| panic!("{k} not a number: {v}"))
-}
+use common::{f, run, u};
 
 #[test]
 fn every_protocol_runs_open_loop_and_reports_the_servers_cost() {

@@ -1,21 +1,17 @@
 //! `keel-bench report` as a command: files in, table and charts out, exit
 //! codes and the JSON error line when it cannot.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::{json, Value};
 
-/// A fresh, empty directory for one test under cargo's per-target tmpdir.
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("report_cli-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{scratch, BIN};
 
 fn report(args: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_keel-bench"))
+    Command::new(BIN)
         .arg("report")
         .args(args)
         .output()

@@ -1,25 +1,16 @@
 //! `--protocol rudp`: short real runs over keel-rudp on loopback, with and
 //! without seeded loss, closed and open loop; and its flag errors.
 
-use std::process::Command;
+mod common;
 
 use keel_bench::output::{KEEL_FIELDS, REFERENCE_FIELDS};
 use serde_json::Value;
 
-fn run(args: &[&str]) -> (i32, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-        .args(["--protocol", "rudp", "--format", "json"])
-        .args(args)
-        .output()
-        .expect("keel-bench runs");
-    let line = String::from_utf8(out.stdout).expect("utf-8");
-    let v: Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("{e}: {line}"));
-    (out.status.code().unwrap_or(-1), v)
-}
+use common::{keel_bench, run_with, u};
 
-fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64()
-        .unwrap_or_else(|| panic!("{k} not a count: {v}"))
+/// A `--protocol rudp` run (see [`common::run`]).
+fn run(args: &[&str]) -> (i32, Value) {
+    run_with(&["--protocol", "rudp"], args)
 }
 
 #[test]
@@ -68,10 +59,7 @@ const RUDP_FIELDS: &[&str] = &[
 
 #[test]
 fn the_udp_line_has_none_of_the_rudp_fields() {
-    let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-        .args(["--seconds", "0.05", "--warmup", "0", "--format", "json"])
-        .output()
-        .unwrap();
+    let out = keel_bench(&["--seconds", "0.05", "--warmup", "0", "--format", "json"]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let obj = v.as_object().unwrap();
     for f in RUDP_FIELDS.iter().chain(&["kcp_mode"]) {
@@ -164,10 +152,7 @@ fn open_loop_sends_at_the_rate() {
 #[test]
 fn rudp_flags_are_checked() {
     let bad = |args: &[&str], flag: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-            .args(args)
-            .output()
-            .unwrap();
+        let out = keel_bench(args);
         assert_eq!(out.status.code(), Some(2));
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         let e = v["error"].as_str().unwrap();
@@ -196,15 +181,9 @@ fn rudp_flags_are_checked() {
     assert!(e.contains("udp, rudp or kcp"), "{e}");
 }
 
+/// A `--protocol kcp` run (see [`common::run`]).
 fn kcp(args: &[&str]) -> (i32, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-        .args(["--protocol", "kcp", "--format", "json"])
-        .args(args)
-        .output()
-        .expect("keel-bench runs");
-    let line = String::from_utf8(out.stdout).expect("utf-8");
-    let v: Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("{e}: {line}"));
-    (out.status.code().unwrap_or(-1), v)
+    run_with(&["--protocol", "kcp"], args)
 }
 
 #[test]
@@ -245,10 +224,7 @@ fn kcp_echoes_in_both_modes_and_through_loss() {
 
 #[test]
 fn kcp_flags_are_checked() {
-    let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-        .args(["--protocol", "kcp", "--channel", "unreliable"])
-        .output()
-        .unwrap();
+    let out = keel_bench(&["--protocol", "kcp", "--channel", "unreliable"]);
     assert_eq!(out.status.code(), Some(2));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
@@ -263,10 +239,7 @@ fn kcp_flags_are_checked() {
         &["--protocol", "rudp", "--kcp-mode", "fast"][..],
         &["--kcp-mode", "fast"][..],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-            .args(args)
-            .output()
-            .unwrap();
+        let out = keel_bench(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert!(v["error"].as_str().unwrap().contains("--kcp-mode"), "{v}");
@@ -281,19 +254,13 @@ fn encrypt_runs_keel_rudp_with_tokens_and_sealed_packets() {
         let mut args = vec!["--protocol", "rudp", "--clients", "2", "--seconds", "0.2"];
         args.extend(["--warmup", "0", "--format", "json"]);
         args.extend(extra);
-        let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-            .args(&args)
-            .output()
-            .unwrap();
+        let out = keel_bench(&args);
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["ok"], true, "{v}");
         assert_eq!(v["encrypted"], want, "{v}");
         assert!(v["messages"].as_u64().unwrap() > 0, "{v}");
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-        .args(["--protocol", "kcp", "--encrypt", "--seconds", "0.1"])
-        .output()
-        .unwrap();
+    let out = keel_bench(&["--protocol", "kcp", "--encrypt", "--seconds", "0.1"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("--encrypt")

@@ -1,24 +1,15 @@
 //! Whole runs of the built binary, as users and shell scripts run it: one
 //! JSON line, the contract's fields, `ok` and the exit code.
 
-use std::process::{Command, Output, Stdio};
+mod common;
+
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use keel_bench::output::{KEEL_FIELDS, REFERENCE_FIELDS};
 use serde_json::Value;
 
-fn keel_bench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-        .args(args)
-        .output()
-        .expect("run keel-bench")
-}
-
-fn json_line(out: &Output) -> Value {
-    let stdout = String::from_utf8(out.stdout.clone()).expect("UTF-8 stdout");
-    assert_eq!(stdout.lines().count(), 1, "{stdout:?}");
-    serde_json::from_str(stdout.trim_end()).expect("JSON line")
-}
+use common::{json_line, keel_bench, BIN};
 
 /// A short run with the canonical flags plus `extra` (later flags of the
 /// same name are not allowed, so the canonical ones are filtered).
@@ -283,7 +274,7 @@ fn split_roles_on_loopback_and_serve_summary_on_sigterm() {
         s.local_addr().unwrap().port()
     };
     let bind = format!("127.0.0.1:{port}");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
+    let mut server = Command::new(BIN)
         .args(["serve", "--bind", &bind, "--seconds", "30"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -324,7 +315,7 @@ fn sockperf_ping_pong_gets_replies() {
         let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         s.local_addr().unwrap().port()
     };
-    let mut server = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
+    let mut server = Command::new(BIN)
         .args([
             "serve",
             "--bind",
@@ -409,7 +400,7 @@ fn split_roles_across_network_namespaces() {
     }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/netns-pair.sh");
     let out = Command::new("bash")
-        .args([script, "--bench", env!("CARGO_BIN_EXE_keel-bench"), "--"])
+        .args([script, "--bench", BIN, "--"])
         .args(["--clients", "4", "--seconds", "0.3", "--warmup", "0.1"])
         .output()
         .unwrap();

@@ -7,6 +7,8 @@
 //! Every wait is bounded: socket read timeouts for echoes, a channel with a
 //! timeout for the child's exit.
 
+mod common;
+
 use std::io::{BufRead, BufReader, ErrorKind};
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, ChildStderr, Command, Output, Stdio};
@@ -16,7 +18,7 @@ use std::time::{Duration, Instant};
 use keel_bench::message::{encode, Phase};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_keel-bench");
+use common::{u, BIN};
 
 /// A running `keel-bench serve` on 127.0.0.1 (port picked by the kernel).
 struct Serve {
@@ -180,12 +182,6 @@ fn echoed_within(
     None
 }
 
-fn num(v: &Value, key: &str) -> u64 {
-    v[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{key} is not a number in {v}"))
-}
-
 #[test]
 fn idle_sessions_time_out_so_one_off_peers_cannot_lock_new_peers_out() {
     let serve = Serve::start(&["--max-sessions", "4", "--idle-timeout", "0.5"]);
@@ -231,11 +227,11 @@ fn idle_sessions_time_out_so_one_off_peers_cannot_lock_new_peers_out() {
     assert_eq!(v["idle_timeout_seconds"], 0.5, "{v}");
     assert_eq!(v["max_sessions"], 4, "{v}");
     assert_eq!(v["full_policy"], "refuse", "{v}");
-    assert!(num(&v, "sessions_refused") >= 1, "{v}");
+    assert!(u(&v, "sessions_refused") >= 1, "{v}");
     // The newcomer got the slot of the first session that timed out (the
     // other three may time out a sweep later, after SIGTERM).
-    assert!(num(&v, "sessions_timed_out") >= 1, "{v}");
-    assert!(num(&v, "sessions_opened") >= 5, "{v}");
+    assert!(u(&v, "sessions_timed_out") >= 1, "{v}");
+    assert!(u(&v, "sessions_opened") >= 5, "{v}");
     assert_eq!(v["sessions_evicted"], 0, "{v}");
 }
 
@@ -314,8 +310,8 @@ fn summary_kernel_drops_equal_the_kernels_count_for_the_socket() {
     let (code, v) = serve.finish(Duration::from_secs(10));
     assert_eq!(code, Some(0), "{v}");
     assert_eq!(v["ok"], true, "{v}");
-    assert_eq!(num(&v, "kernel_rcvbuf_drops"), kernel, "{v}");
-    assert_eq!(num(&v, "datagrams_in") + kernel, 300, "{v}");
+    assert_eq!(u(&v, "kernel_rcvbuf_drops"), kernel, "{v}");
+    assert_eq!(u(&v, "datagrams_in") + kernel, 300, "{v}");
 }
 
 #[test]

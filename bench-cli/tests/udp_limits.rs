@@ -5,31 +5,20 @@
 //! the part of the opening burst that does not fit the server's receive
 //! buffer, and every loss is a kernel receive-buffer drop.
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// A fresh, empty directory for one test under cargo's per-target tmpdir.
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("udp_limits-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{fake_bench, repo_root, s, scratch, stderr, stdout, BIN};
 
 /// A benchmark for the script: runs go to the fake, `report` to the real
 /// keel-bench.
 fn fake_with_real_report(dir: &Path) -> PathBuf {
-    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-keel-bench");
+    let fake = fake_bench();
     let path = dir.join("bench");
     std::fs::write(
         &path,
@@ -37,7 +26,7 @@ fn fake_with_real_report(dir: &Path) -> PathBuf {
             "#!/usr/bin/env bash\n\
              if [[ \"${{1:-}}\" == report ]]; then exec '{}' \"$@\"; fi\n\
              exec '{}' \"$@\"\n",
-            env!("CARGO_BIN_EXE_keel-bench"),
+            BIN,
             fake.display()
         ),
     )
@@ -56,18 +45,6 @@ fn limits(args: &[&str], env: &[(&str, &str)]) -> Output {
         cmd.env(k, v);
     }
     cmd.output().expect("run scripts/udp-limits.sh")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 fn summary(out: &Path) -> Value {
@@ -229,7 +206,7 @@ fn real_probe_loss_is_bounded_by_the_burst_over_the_buffer() {
     let o = limits(
         &[
             "--bench",
-            env!("CARGO_BIN_EXE_keel-bench"),
+            BIN,
             "--out",
             s(&out),
             "--payloads",
@@ -312,7 +289,7 @@ fn real_payload_over_the_ipv4_limit_is_refused_as_expected() {
     let o = limits(
         &[
             "--bench",
-            env!("CARGO_BIN_EXE_keel-bench"),
+            BIN,
             "--out",
             s(&out),
             "--payloads",

@@ -3,7 +3,7 @@
 //! (each a table of medians over the seeds with its chart), then failed
 //! runs and runs with mixed settings.
 
-use std::fmt::Write as _;
+use std::fmt::{Display, Write as _};
 
 use super::text::{cell, code, fmt_opt, fmt_us, unreadable_count, UDP_HOW};
 use crate::report::charts::{RUDP_BULK_FILE, RUDP_P99_FILE, RUDP_SCALE_FILE};
@@ -206,41 +206,39 @@ const SCALE_TABLE_SETTINGS: &[RudpDim] = &[LOSS, PAYLOAD, TRANSFER, WINDOW, IO, 
 
 /// A table of `groups`: the sentence of shared settings, then the lead
 /// columns, a `settings` column when some vary, the value columns.
-fn table(md: &mut String, groups: &[&RudpGroup], [lead, values]: [&[Column]; 2], dims: &[RudpDim]) {
+fn table(md: &mut String, groups: &[&RudpGroup], columns: [&[Column]; 2], dims: &[RudpDim]) {
     let keys: Vec<_> = groups.iter().map(|g| &g.key).collect();
     let (constant, varying) = split_dims(&keys, dims);
     if !constant.is_empty() {
         let _ = writeln!(md, "All rows: {}.\n", constant.join(" · "));
     }
     let settings = !varying.is_empty();
-    let mut head = String::from("|");
-    let mut align = String::from("|");
-    for c in lead {
-        let _ = write!(head, " {} |", c.head);
-        let _ = write!(align, " {} |", c.align);
-    }
-    if settings {
-        head.push_str(" settings |");
-        align.push_str(" --- |");
-    }
-    for c in values {
-        let _ = write!(head, " {} |", c.head);
-        let _ = write!(align, " {} |", c.align);
-    }
-    let _ = writeln!(md, "{head}\n{align}");
+    line(md, columns, settings.then_some("settings"), |c| c.head);
+    line(md, columns, settings.then_some("---"), |c| c.align);
     for g in groups {
-        let mut row = String::from("|");
-        for c in lead {
-            let _ = write!(row, " {} |", cell(&(c.cell)(g)));
-        }
-        if settings {
-            let label = dims_label(&g.key, &varying);
-            let _ = write!(row, " {} |", cell(&label));
-        }
-        for c in values {
-            let _ = write!(row, " {} |", cell(&(c.cell)(g)));
-        }
-        let _ = writeln!(md, "{row}");
+        let label = settings.then(|| cell(&dims_label(&g.key, &varying)));
+        line(md, columns, label, |c| cell(&(c.cell)(g)));
+    }
+    md.push('\n');
+}
+
+/// One line of a table: `text` of each lead column, then `settings` (the
+/// `settings` column, when the table has one), then `text` of each value
+/// column.
+fn line<T: Display>(
+    md: &mut String,
+    [lead, values]: [&[Column]; 2],
+    settings: Option<T>,
+    text: impl Fn(&Column) -> T,
+) {
+    md.push('|');
+    for t in lead
+        .iter()
+        .map(&text)
+        .chain(settings)
+        .chain(values.iter().map(&text))
+    {
+        let _ = write!(md, " {t} |");
     }
     md.push('\n');
 }
