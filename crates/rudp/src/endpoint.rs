@@ -37,6 +37,12 @@ pub const REFUSE_SECURITY_MISMATCH: u64 = 3;
 /// CLOSE code of a REFUSE: the connect token was refused (the reason says
 /// why: forged, expired, another key, another server, replayed).
 pub const REFUSE_TOKEN: u64 = 4;
+/// CLOSE code of a connection whose peer stopped its
+/// [`Server`](crate::Server) or [`Client`](crate::Client) (`stop`): the
+/// reason is "server stopping" or "client stopping". Codes 1 to 5 are
+/// keel-rudp's own; a game's `close` codes are its own business, but
+/// staying clear of these keeps them unambiguous.
+pub const CLOSE_STOPPED: u64 = 5;
 /// Tokens the replay cache remembers at most (oldest forgotten first).
 pub const REPLAY_CACHE: usize = 8192;
 

@@ -59,7 +59,7 @@ pub use connection::{
     Connection, DisconnectReason, Event, MessageId, SendError, Side, State, Stats,
 };
 pub use endpoint::{
-    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, COOKIE_LEN,
+    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, CLOSE_STOPPED, COOKIE_LEN,
     REFUSE_CONFIG_MISMATCH, REFUSE_FULL, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN, REPLAY_CACHE,
 };
 pub use net::client::{Client, ClientConfig};

@@ -471,23 +471,34 @@ fn a_client_sees_a_silent_server_time_out() {
     let mut cfg = config();
     cfg.idle_timeout = Duration::from_millis(500);
     cfg.keepalive_interval = Duration::from_millis(150);
-    let p = pair("loss=0", cfg);
-    match next(&p.cli_rx, Duration::from_secs(5), "connected") {
+    // The server on a runtime of its own, stopped as a crashed process
+    // would: no CLOSE (`Server::stop` would send one).
+    let server_rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
+    let sc = ServerConfig::new(cfg.clone(), keel_rudp::ServerSecurity::Insecure);
+    let server = Server::bind(
+        server_rt.handles(),
+        "127.0.0.1:0".parse().unwrap(),
+        sc,
+        |_| recorder(false).0,
+    )
+    .unwrap();
+    let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
+    let (cli, cli_rx) = recorder(false);
+    let cc = ClientConfig::new(cfg, keel_rudp::ClientSecurity::Insecure);
+    let client = Client::connect(rt.next_reactor(), server.local_addr(), cc, cli).unwrap();
+    match next(&cli_rx, Duration::from_secs(5), "connected") {
         Seen::Connected(..) => {}
         other => panic!("{other:?}"),
     }
-    p.server.stop();
+    server_rt.stop().unwrap();
     let stopped = Instant::now();
-    match next(
-        &p.cli_rx,
-        Duration::from_secs(5),
-        "the client's idle timeout",
-    ) {
+    match next(&cli_rx, Duration::from_secs(5), "the client's idle timeout") {
         Seen::Disconnected(_, DisconnectReason::IdleTimeout, at) => {
             let after = at.duration_since(stopped);
             assert!(after <= Duration::from_millis(800), "after {after:?}");
         }
         other => panic!("{other:?}"),
     }
-    p.stop();
+    client.stop();
+    rt.stop().unwrap();
 }

@@ -9,7 +9,7 @@ use keel_reactor::Handle;
 
 use crate::config::LanesConfig;
 use crate::counters::CounterSnapshot;
-use crate::datagram_socket::{DatagramSocket, DatagramSocketHandler};
+use crate::datagram_socket::{DatagramSocket, DatagramSocketCtx, DatagramSocketHandler};
 use crate::endpoint;
 use crate::socket::SocketBuffers;
 
@@ -147,6 +147,18 @@ impl<H: DatagramSocketHandler> DatagramSockets<H> {
     pub fn close(&self) {
         for s in &self.lanes {
             s.close();
+        }
+    }
+
+    /// Closes every lane like [`close`](Self::close), each after running
+    /// `f` with its handler and context
+    /// ([`DatagramSocket::close_with`]).
+    pub fn close_with<F>(&self, f: F)
+    where
+        F: Fn(&mut H, &mut DatagramSocketCtx<'_>) + Clone + Send + 'static,
+    {
+        for s in &self.lanes {
+            s.close_with(f.clone());
         }
     }
 

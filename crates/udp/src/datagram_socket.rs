@@ -323,14 +323,57 @@ impl<H: DatagramSocketHandler> DatagramSocket<H> {
     /// inbox does not delay or lose it; sends still waiting are counted in
     /// `send_discarded`.
     pub fn close(&self) {
-        self.lane.post_control(|st, cx| {
+        self.close_with(|_, _| {});
+    }
+
+    /// Closes the socket like [`close`](Self::close), after running `f`
+    /// with the handler and a context once what already arrived is
+    /// handled: a protocol's last words (a CLOSE to each peer) leave
+    /// before the socket closes. Like `close`, a full inbox does not
+    /// delay or refuse it; `f` does not run if the socket is already
+    /// closing or closed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use keel_reactor::{IoModel, Runtime};
+    /// # use keel_udp::{DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig};
+    /// # struct Quiet;
+    /// # impl DatagramSocketHandler for Quiet {
+    /// #     fn datagram(&mut self, _: &mut DatagramSocketCtx<'_>, _: std::net::SocketAddr, _: &[u8]) {}
+    /// # }
+    /// # let rt = Runtime::new(IoModel::Shared { threads: 1 })?;
+    /// let peer = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    /// # peer.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    /// let to = peer.local_addr()?;
+    /// let sock = DatagramSocket::bind(
+    ///     rt.handle(),
+    ///     "127.0.0.1:0".parse()?,
+    ///     EndpointConfig::default(),
+    ///     Quiet,
+    /// )?;
+    /// sock.close_with(move |_, ctx| {
+    ///     let _ = ctx.send_to(to, b"bye");
+    /// });
+    /// let mut buf = [0; 8];
+    /// let n = peer.recv(&mut buf)?;
+    /// assert_eq!(&buf[..n], b"bye");
+    /// # rt.stop()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn close_with<F>(&self, f: F)
+    where
+        F: FnOnce(&mut H, &mut DatagramSocketCtx<'_>) + Send + 'static,
+    {
+        self.lane.post_control(move |st, cx| {
             if st.closing {
                 return;
             }
-            st.closing = true;
-            // Handle what already arrived, then stop arrivals and count
-            // what is left and the unreported drops.
+            // Handle what already arrived, then the last words, then stop
+            // arrivals and count what is left and the unreported drops.
             receive(st, cx, Ready::READABLE);
+            f(&mut st.handler, &mut ctx(&mut st.tx, cx, st.lane));
+            st.closing = true;
             st.tx.flush();
             st.rx.close_door(&st.tx);
             cx.close();

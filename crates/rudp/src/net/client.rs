@@ -166,9 +166,16 @@ impl<H: Handler> Client<H> {
         self.post(move |_, ctx| ctx.close(CLIENT_CONN, code, &reason))
     }
 
-    /// Closes the socket (the connection ends without a CLOSE).
+    /// Closes the connection with a CLOSE ([`CLOSE_STOPPED`], "client
+    /// stopping": the server frees its slot at once rather than at its
+    /// idle timeout), then the socket. Best effort: one CLOSE. The handler
+    /// sees no `disconnected` for it.
+    ///
+    /// [`CLOSE_STOPPED`]: crate::CLOSE_STOPPED
     pub fn stop(&self) {
-        self.socket.close();
+        self.socket.close_with(|st: &mut LaneState<H>, udp| {
+            st.close_all(udp, crate::CLOSE_STOPPED, "client stopping")
+        });
     }
 
     /// Whether the connection has ended (asks the lane; false while its

@@ -200,6 +200,24 @@ impl<H: Handler> LaneState<H> {
         self.armed[slot] = Some((udp.timer(next, None), next));
     }
 
+    /// Closes every connection of the lane with `code` and `reason` and
+    /// sends their CLOSE packets now: the lane's last round before its
+    /// socket closes. The handler sees no `disconnected` for them (it
+    /// asked for the end).
+    pub(crate) fn close_all(&mut self, udp: &mut DatagramSocketCtx<'_>, code: u64, reason: &str) {
+        let now = Instant::now();
+        let mut handles = Vec::new();
+        self.conns.handles(&mut handles);
+        for h in handles {
+            if let Some(c) = self.conns.get_mut(h) {
+                c.close(now, code, reason);
+            }
+        }
+        while let Some((to, from, n)) = self.conns.poll_transmit(now, &mut self.buf) {
+            let _ = udp.send_from(to, from, &self.buf[..n]);
+        }
+    }
+
     /// Whether the client's connection has ended.
     pub(crate) fn client_closed(&self) -> bool {
         matches!(&self.conns, Conns::Client { conn, .. } if conn.state() == State::Closed)

@@ -266,10 +266,23 @@ impl<H: Handler> Server<H> {
         })
     }
 
-    /// Closes every lane (its connections end without a CLOSE: close them
-    /// first for the peers to know at once).
+    /// Closes every connection with a CLOSE ([`CLOSE_STOPPED`], "server
+    /// stopping"), so clients learn at once rather than at their idle
+    /// timeout, then closes every lane. One CLOSE per connection, best
+    /// effort: a client whose CLOSE is lost still ends at its idle
+    /// timeout. The handler sees no `disconnected` for these.
+    ///
+    /// [`CLOSE_STOPPED`]: crate::CLOSE_STOPPED
     pub fn stop(&self) {
-        self.group.close();
+        self.stop_with(crate::CLOSE_STOPPED, "server stopping");
+    }
+
+    /// [`stop`](Self::stop) with the game's own code and reason (at most
+    /// 128 bytes are sent), e.g. "map change, reconnect in 5 s".
+    pub fn stop_with(&self, code: u64, reason: &str) {
+        let reason: Arc<str> = reason.into();
+        self.group
+            .close_with(move |st: &mut LaneState<H>, udp| st.close_all(udp, code, &reason));
     }
 
     /// Whether every lane has closed.
