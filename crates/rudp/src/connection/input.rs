@@ -266,7 +266,7 @@ impl Connection {
         for mut p in lost.drain(..) {
             if p.ack_eliciting {
                 self.stats.packets_lost += 1;
-                self.cc.on_loss(p.time_sent, now);
+                self.cc.on_loss(p.pn, p.time_sent, now);
             }
             for c in &p.chunks {
                 self.send[c.channel as usize].on_lost(c.seq, c.chunk, p.pn);
