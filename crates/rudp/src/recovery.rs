@@ -73,6 +73,10 @@ pub(crate) struct Recovery {
     /// increasing and disjoint (losses are declared in packet-number
     /// order), at most [`LOST_MEMORY`]; a run leaves it when acknowledged.
     lost_record: VecDeque<(u64, u64, u64)>,
+    /// The largest packet number declared lost and forgotten without being
+    /// acknowledged (the record was full): whether it was spurious is
+    /// unknown.
+    lost_forgotten: Option<u64>,
     /// Packets acknowledged after they were declared lost.
     pub spurious_losses: u64,
 }
@@ -92,6 +96,7 @@ impl Recovery {
             max_ack_delay,
             reorder_threshold: PACKET_THRESHOLD,
             lost_record: VecDeque::with_capacity(LOST_MEMORY),
+            lost_forgotten: None,
             spurious_losses: 0,
         }
     }
@@ -233,10 +238,16 @@ impl Recovery {
         self.reorder_threshold
     }
 
+    fn forget_lost(&mut self, last: u64) {
+        self.lost_forgotten = Some(self.lost_forgotten.map_or(last, |f| f.max(last)));
+    }
+
     fn record_lost(&mut self, pn: u64, largest: u64) {
         if let Some(last) = self.lost_record.back_mut() {
             if pn <= last.1 {
-                return; // not in order: not remembered
+                // Not in order: not remembered.
+                self.forget_lost(pn);
+                return;
             }
             if pn == last.1 + 1 && largest == last.2 {
                 last.1 = pn;
@@ -244,9 +255,22 @@ impl Recovery {
             }
         }
         if self.lost_record.len() == LOST_MEMORY {
-            self.lost_record.pop_front();
+            if let Some((_, last, _)) = self.lost_record.pop_front() {
+                self.forget_lost(last);
+            }
         }
         self.lost_record.push_back((pn, pn, largest));
+    }
+
+    /// Whether a packet numbered in `from..until` was declared lost and
+    /// not acknowledged since (or forgotten, so not known to be). When
+    /// none was, every loss declared in that span was spurious.
+    pub fn lost_unacked_in(&self, from: u64, until: u64) -> bool {
+        if self.lost_forgotten.is_some_and(|f| f >= from) {
+            return true;
+        }
+        let i = self.lost_record.partition_point(|r| r.1 < from);
+        self.lost_record.get(i).is_some_and(|r| r.0 < until)
     }
 
     /// Packets `lo..=hi` were acknowledged: any of them declared lost was
@@ -273,6 +297,8 @@ impl Recovery {
                     self.lost_record[i].1 = from - 1;
                     if self.lost_record.len() < LOST_MEMORY {
                         self.lost_record.insert(i + 1, (to + 1, b, largest));
+                    } else {
+                        self.forget_lost(b);
                     }
                 }
             }
@@ -346,6 +372,7 @@ fn reserve_for_in_flight<T, U>(scratch: &mut Vec<T>, sent: &VecDeque<U>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::NewReno;
     use crate::wire::{Frame, Reader, Writer};
 
     fn sent(pn: u64, t: Instant) -> SentPacket {
@@ -457,6 +484,136 @@ mod tests {
         });
         assert_eq!(r.spurious_losses, 10);
         assert_eq!(r.reorder_threshold(), 10, "lost by time, not by count");
+    }
+
+    /// Processes an ACK of `ranges` as the connection does: an undo of the
+    /// congestion window when every loss `cc` was told of since its
+    /// latest reduction was spurious, then this ACK's losses. Returns the
+    /// packets it declared lost.
+    fn ack_with_cc(
+        r: &mut Recovery,
+        cc: &mut NewReno,
+        rtt: &mut RttEstimator,
+        ranges: &[(u64, u64)],
+        now: Instant,
+    ) -> Vec<u64> {
+        let (mut acked, mut lost) = (Vec::new(), Vec::new());
+        with_ack(ranges, |a| {
+            r.on_ack(a, now, rtt, &mut acked, &mut lost).unwrap()
+        });
+        let until = lost.first().map_or(u64::MAX, |p: &SentPacket| p.pn);
+        if cc.undo_from().is_some_and(|f| !r.lost_unacked_in(f, until)) {
+            assert!(cc.undo());
+        }
+        for p in &lost {
+            cc.on_loss(p.pn, p.time_sent, now);
+        }
+        lost.iter().map(|p| p.pn).collect()
+    }
+
+    #[test]
+    fn a_reduction_is_undone_only_when_all_its_losses_were_spurious() {
+        for real_loss in [false, true] {
+            let t0 = Instant::now();
+            let mut r = Recovery::new(ms(5));
+            let mut rtt = RttEstimator::new(ms(100));
+            let mut cc = NewReno::new(1000);
+            for pn in 0..30 {
+                r.on_sent(sent(pn, t0));
+            }
+            let full = cc.window();
+            // 5..=9 overtook 0..=4: lost by the packet threshold, and the
+            // window halves.
+            let lost = ack_with_cc(&mut r, &mut cc, &mut rtt, &[(5, 9)], t0 + ms(10));
+            assert_eq!(lost, [0, 1, 2, 3, 4]);
+            assert_eq!(cc.window(), full / 2);
+            // In the same recovery period (sent before it began) 10..=14.
+            let lost = ack_with_cc(&mut r, &mut cc, &mut rtt, &[(15, 19), (5, 9)], t0 + ms(11));
+            assert_eq!(lost, [10, 11, 12, 13, 14]);
+            assert_eq!(cc.window(), full / 2, "once per recovery period");
+            // All arrive after all, but for 12 when it was really lost.
+            let late: &[(u64, u64)] = if real_loss {
+                &[(13, 19), (0, 11)]
+            } else {
+                &[(0, 19)]
+            };
+            assert!(ack_with_cc(&mut r, &mut cc, &mut rtt, late, t0 + ms(12)).is_empty());
+            assert_eq!(r.spurious_losses, if real_loss { 9 } else { 10 });
+            assert_eq!(r.lost_unacked_in(0, u64::MAX), real_loss);
+            if real_loss {
+                assert_eq!(cc.window(), full / 2, "a real loss: no undo");
+                // Nor later, once the rest is acknowledged too.
+                let lost =
+                    ack_with_cc(&mut r, &mut cc, &mut rtt, &[(13, 29), (0, 11)], t0 + ms(13));
+                assert!(lost.is_empty());
+                assert_eq!(cc.window(), full / 2);
+                assert_eq!(cc.undo_from(), Some(0), "still waiting for 12");
+            } else {
+                assert_eq!(cc.window(), full, "spurious: undone");
+                assert_eq!(cc.undo_from(), None);
+            }
+        }
+    }
+
+    #[test]
+    fn an_ack_ending_a_spurious_reduction_and_declaring_a_loss_undoes_first() {
+        let t0 = Instant::now();
+        let mut r = Recovery::new(ms(5));
+        let mut rtt = RttEstimator::new(ms(100));
+        let mut cc = NewReno::new(1000);
+        for pn in 0..5 {
+            r.on_sent(sent(pn, t0));
+        }
+        let full = cc.window();
+        assert_eq!(
+            ack_with_cc(&mut r, &mut cc, &mut rtt, &[(3, 4)], t0 + ms(10)),
+            [0, 1]
+        );
+        assert_eq!(cc.window(), full / 2);
+        // Sent after the recovery began.
+        for pn in 5..20 {
+            r.on_sent(sent(pn, t0 + ms(15)));
+        }
+        // 0 and 1 arrive (spurious: the threshold is 5 now), and 15..=19
+        // overtake 5..=14 by at least that: lost, a new reduction, from the
+        // full window again.
+        let lost = ack_with_cc(&mut r, &mut cc, &mut rtt, &[(15, 19), (0, 4)], t0 + ms(20));
+        assert_eq!(r.reorder_threshold(), 5);
+        assert_eq!(lost, (5..15).collect::<Vec<_>>());
+        assert_eq!(cc.window(), full / 2, "undone, then halved once");
+        assert_eq!(cc.undo_from(), Some(5));
+        assert!(r.lost_unacked_in(5, u64::MAX));
+        assert!(!r.lost_unacked_in(0, 5));
+    }
+
+    #[test]
+    fn forgotten_losses_are_never_taken_for_spurious() {
+        let t0 = Instant::now();
+        let mut r = Recovery::new(ms(5));
+        let mut rtt = RttEstimator::new(ms(100));
+        let (mut acked, mut lost) = (Vec::new(), Vec::new());
+        // 70 lost packets each in a run of its own (every other one acked,
+        // one at a time): more runs than remembered.
+        let n = 2 * (LOST_MEMORY as u64 + 6);
+        for pn in 0..n + 3 {
+            r.on_sent(sent(pn, t0));
+        }
+        for pn in (1..n + 3).step_by(2) {
+            with_ack(&[(pn, pn)], |a| {
+                r.on_ack(a, t0 + ms(10), &mut rtt, &mut acked, &mut lost)
+                    .unwrap()
+            });
+        }
+        assert_eq!(lost.len() as u64, n / 2);
+        assert!(r.lost_unacked_in(0, u64::MAX));
+        // All acknowledged after all; the first six were forgotten.
+        with_ack(&[(0, n + 2)], |a| {
+            r.on_ack(a, t0 + ms(12), &mut rtt, &mut acked, &mut lost)
+                .unwrap()
+        });
+        assert_eq!(r.spurious_losses, n / 2 - 6);
+        assert!(r.lost_unacked_in(0, u64::MAX), "six unknown");
+        assert!(!r.lost_unacked_in(12, u64::MAX), "those after are known");
     }
 
     #[test]
