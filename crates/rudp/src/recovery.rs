@@ -16,6 +16,10 @@ pub const PACKET_THRESHOLD: u64 = 3;
 /// acknowledged after all.
 const LOST_MEMORY: usize = 64;
 
+/// Round trips without a spurious loss after which a raised packet
+/// threshold is halved back toward [`PACKET_THRESHOLD`].
+pub const THRESHOLD_DECAY_ROUNDS: u32 = 16;
+
 /// One chunk of a reliable message carried by a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ChunkRef {
@@ -68,7 +72,20 @@ pub(crate) struct Recovery {
     /// larger than the gap between packets) otherwise has most of a burst
     /// declared lost and resent while it is still arriving. Real losses
     /// are still found by the time threshold within 9/8 of an RTT.
+    ///
+    /// It falls back slowly: after [`THRESHOLD_DECAY_ROUNDS`] round trips
+    /// in a row without a spurious loss, the excess over
+    /// [`PACKET_THRESHOLD`] is halved (and again after as many more), so
+    /// one burst of reordering does not slow loss detection for the rest
+    /// of the connection, and a path that keeps reordering raises it again
+    /// at its next spurious loss.
     reorder_threshold: u64,
+    /// Round trips since the last spurious loss or decay (a round trip
+    /// ends when a packet sent after the previous one ended is
+    /// acknowledged).
+    quiet_rounds: u32,
+    /// The packet whose acknowledgement ends the current round trip.
+    round_end: u64,
     /// Recently declared lost: `(first, last, largest acknowledged then)`,
     /// increasing and disjoint (losses are declared in packet-number
     /// order), at most [`LOST_MEMORY`]; a run leaves it when acknowledged.
@@ -95,6 +112,8 @@ impl Recovery {
             ack_eliciting_in_flight: 0,
             max_ack_delay,
             reorder_threshold: PACKET_THRESHOLD,
+            quiet_rounds: 0,
+            round_end: 0,
             lost_record: VecDeque::with_capacity(LOST_MEMORY),
             lost_forgotten: None,
             spurious_losses: 0,
@@ -195,6 +214,9 @@ impl Recovery {
                 );
             }
             self.pto_count = 0;
+            if ack.largest >= self.round_end {
+                self.on_round_trip();
+            }
         }
         self.detect_lost(now, rtt, lost);
         self.trim();
@@ -236,6 +258,23 @@ impl Recovery {
     #[cfg(test)]
     pub fn reorder_threshold(&self) -> u64 {
         self.reorder_threshold
+    }
+
+    /// A round trip ended (a packet sent after the last one ended was
+    /// acknowledged): decays the packet threshold after enough of them
+    /// without a spurious loss.
+    fn on_round_trip(&mut self) {
+        self.round_end = self.next_pn;
+        if self.reorder_threshold == PACKET_THRESHOLD {
+            self.quiet_rounds = 0;
+            return;
+        }
+        self.quiet_rounds += 1;
+        if self.quiet_rounds >= THRESHOLD_DECAY_ROUNDS {
+            self.quiet_rounds = 0;
+            self.reorder_threshold =
+                PACKET_THRESHOLD + (self.reorder_threshold - PACKET_THRESHOLD) / 2;
+        }
     }
 
     fn forget_lost(&mut self, last: u64) {
@@ -284,6 +323,7 @@ impl Recovery {
             }
             let (from, to) = (a.max(lo), b.min(hi));
             self.spurious_losses += to - from + 1;
+            self.quiet_rounds = 0;
             self.reorder_threshold = self.reorder_threshold.max(largest - from + 1);
             // Keep what is left of the run on either side.
             match (a < from, to < b) {
@@ -614,6 +654,90 @@ mod tests {
         assert_eq!(r.spurious_losses, n / 2 - 6);
         assert!(r.lost_unacked_in(0, u64::MAX), "six unknown");
         assert!(!r.lost_unacked_in(12, u64::MAX), "those after are known");
+    }
+
+    /// Acknowledges `ranges` at `now`; returns how many packets that
+    /// declared lost.
+    fn ack_at(
+        r: &mut Recovery,
+        rtt: &mut RttEstimator,
+        ranges: &[(u64, u64)],
+        now: Instant,
+    ) -> usize {
+        let (mut acked, mut lost) = (Vec::new(), Vec::new());
+        with_ack(ranges, |a| {
+            r.on_ack(a, now, rtt, &mut acked, &mut lost).unwrap()
+        });
+        lost.len()
+    }
+
+    /// `k` round trips: one packet each, sent and acknowledged.
+    fn round_trips(r: &mut Recovery, rtt: &mut RttEstimator, k: u32, now: Instant) {
+        for _ in 0..k {
+            let pn = r.next_pn();
+            r.on_sent(sent(pn, now));
+            assert_eq!(ack_at(r, rtt, &[(pn, pn)], now + ms(1)), 0);
+        }
+    }
+
+    #[test]
+    fn a_raised_packet_threshold_decays_after_quiet_round_trips() {
+        let t0 = Instant::now();
+        let mut r = Recovery::new(ms(5));
+        let mut rtt = RttEstimator::new(ms(100));
+        for pn in 0..20 {
+            r.on_sent(sent(pn, t0));
+        }
+        // 19 overtakes 0..=16: lost, then acknowledged after all.
+        assert_eq!(ack_at(&mut r, &mut rtt, &[(19, 19)], t0 + ms(1)), 17);
+        ack_at(&mut r, &mut rtt, &[(0, 19)], t0 + ms(2));
+        assert_eq!(r.reorder_threshold(), 20);
+        let t = t0 + ms(3);
+        round_trips(&mut r, &mut rtt, THRESHOLD_DECAY_ROUNDS - 1, t);
+        assert_eq!(r.reorder_threshold(), 20);
+        round_trips(&mut r, &mut rtt, 1, t);
+        assert_eq!(r.reorder_threshold(), 3 + 17 / 2, "the excess halved");
+        round_trips(&mut r, &mut rtt, THRESHOLD_DECAY_ROUNDS, t);
+        assert_eq!(r.reorder_threshold(), 3 + 8 / 2);
+        round_trips(&mut r, &mut rtt, 3 * THRESHOLD_DECAY_ROUNDS, t);
+        assert_eq!(
+            r.reorder_threshold(),
+            PACKET_THRESHOLD,
+            "down to the default"
+        );
+        round_trips(&mut r, &mut rtt, 3 * THRESHOLD_DECAY_ROUNDS, t);
+        assert_eq!(r.reorder_threshold(), PACKET_THRESHOLD, "and not below");
+    }
+
+    #[test]
+    fn a_spurious_loss_restarts_the_threshold_decay() {
+        let t0 = Instant::now();
+        let mut r = Recovery::new(ms(5));
+        let mut rtt = RttEstimator::new(ms(100));
+        for pn in 0..10 {
+            r.on_sent(sent(pn, t0));
+        }
+        ack_at(&mut r, &mut rtt, &[(9, 9)], t0 + ms(1));
+        ack_at(&mut r, &mut rtt, &[(0, 9)], t0 + ms(1));
+        assert_eq!(r.reorder_threshold(), 10);
+        round_trips(&mut r, &mut rtt, THRESHOLD_DECAY_ROUNDS / 2, t0);
+        // Halfway to a decay, 11 packets overtake one: lost, then
+        // acknowledged after all.
+        let pn = r.next_pn();
+        for k in 0..12 {
+            r.on_sent(sent(pn + k, t0));
+        }
+        assert_eq!(
+            ack_at(&mut r, &mut rtt, &[(pn + 11, pn + 11)], t0 + ms(1)),
+            2
+        );
+        ack_at(&mut r, &mut rtt, &[(pn, pn + 11)], t0 + ms(1));
+        assert_eq!(r.reorder_threshold(), 12, "raised");
+        // The count of quiet round trips started over.
+        round_trips(&mut r, &mut rtt, THRESHOLD_DECAY_ROUNDS - 1, t0);
+        assert_eq!(r.reorder_threshold(), 12);
+        round_trips(&mut r, &mut rtt, 1, t0);
+        assert_eq!(r.reorder_threshold(), 3 + 9 / 2);
     }
 
     #[test]
