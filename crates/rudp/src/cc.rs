@@ -8,6 +8,15 @@ use std::time::{Duration, Instant};
 /// adds one datagram per window acknowledged; a loss halves the window
 /// once per round trip (a recovery period starts at the loss, and losses
 /// of packets sent before it do not reduce the window again).
+///
+/// A reduction found spurious is undone (in the spirit of RFC 4015's
+/// response to a spurious retransmission, and TCP's undo): the window and
+/// slow-start threshold from before it are kept until the next reduction,
+/// and when every packet declared lost since it began turns out to have
+/// been acknowledged after all (only reordered), [`NewReno::undo`] puts
+/// them back. One packet really lost keeps the reduction. The caller
+/// (which knows what was acknowledged after being declared lost) decides;
+/// [`NewReno::undo_from`] tells it which packets count.
 #[derive(Debug, Clone)]
 pub struct NewReno {
     window: usize,
@@ -15,6 +24,18 @@ pub struct NewReno {
     recovery_start: Option<Instant>,
     acked_in_avoidance: usize,
     max_datagram: usize,
+    undo: Option<Undo>,
+}
+
+/// What the latest reduction replaced, while it may still be undone.
+#[derive(Debug, Clone, Copy)]
+struct Undo {
+    window: usize,
+    ssthresh: usize,
+    /// The number of the packet whose loss started the reduction: losses
+    /// are declared in packet-number order, so every packet declared lost
+    /// since is numbered at least this.
+    first_lost: u64,
 }
 
 impl NewReno {
@@ -26,6 +47,7 @@ impl NewReno {
             recovery_start: None,
             acked_in_avoidance: 0,
             max_datagram,
+            undo: None,
         }
     }
 
@@ -59,15 +81,47 @@ impl NewReno {
         }
     }
 
-    /// A packet sent at `sent` was declared lost at `now`.
-    pub fn on_loss(&mut self, sent: Instant, now: Instant) {
+    /// Packet `pn`, sent at `sent`, was declared lost at `now` (losses are
+    /// reported in packet-number order).
+    pub fn on_loss(&mut self, pn: u64, sent: Instant, now: Instant) {
         if self.in_recovery(sent) {
             return;
         }
+        // A new reduction: only this one can be undone from now on (the
+        // one before, if not undone by now, stays; keeping one is enough
+        // for the common case of a reordered burst and stays simple).
+        self.undo = Some(Undo {
+            window: self.window,
+            ssthresh: self.ssthresh,
+            first_lost: pn,
+        });
         self.recovery_start = Some(now);
         self.ssthresh = (self.window / 2).max(self.min_window());
         self.window = self.ssthresh;
         self.acked_in_avoidance = 0;
+    }
+
+    /// The number of the first packet declared lost in the latest
+    /// reduction, while it can still be undone: if every packet declared
+    /// lost from it on was acknowledged after all, call [`NewReno::undo`].
+    pub fn undo_from(&self) -> Option<u64> {
+        self.undo.map(|u| u.first_lost)
+    }
+
+    /// Undoes the latest reduction, found spurious: the window goes back to
+    /// at least what it was before, the slow-start threshold to what it
+    /// was, and the recovery period ends (as if the losses had not been
+    /// declared; a later loss reduces the window again). False when there
+    /// is nothing to undo.
+    pub fn undo(&mut self) -> bool {
+        let Some(u) = self.undo.take() else {
+            return false;
+        };
+        self.window = self.window.max(u.window);
+        self.ssthresh = u.ssthresh;
+        self.recovery_start = None;
+        self.acked_in_avoidance = 0;
+        true
     }
 }
 
@@ -149,9 +203,9 @@ mod tests {
         assert_eq!(cc.window(), 12_000);
         cc.on_ack(t0, 1200);
         assert_eq!(cc.window(), 13_200, "slow start adds what was acked");
-        cc.on_loss(t0 + ms(1), t0 + ms(10));
+        cc.on_loss(1, t0 + ms(1), t0 + ms(10));
         assert_eq!(cc.window(), 6_600);
-        cc.on_loss(t0 + ms(5), t0 + ms(12));
+        cc.on_loss(5, t0 + ms(5), t0 + ms(12));
         assert_eq!(
             cc.window(),
             6_600,
@@ -167,11 +221,67 @@ mod tests {
             7_800,
             "avoidance: one datagram per window acked"
         );
-        for _ in 0..20 {
-            cc.on_loss(t0 + ms(100), t0 + ms(100));
-            cc.on_loss(t0 + ms(200), t0 + ms(200));
+        for i in 0..20 {
+            cc.on_loss(100 + 2 * i, t0 + ms(100), t0 + ms(100));
+            cc.on_loss(101 + 2 * i, t0 + ms(200), t0 + ms(200));
         }
         assert_eq!(cc.window(), cc.min_window());
+    }
+
+    #[test]
+    fn a_spurious_reduction_is_undone() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut cc = NewReno::new(1200);
+        assert_eq!(cc.undo_from(), None);
+        assert!(!cc.undo(), "nothing to undo");
+        cc.on_ack(t0, 12_000);
+        assert_eq!(cc.window(), 24_000);
+        cc.on_loss(7, t0 + ms(1), t0 + ms(10));
+        cc.on_loss(9, t0 + ms(2), t0 + ms(11));
+        assert_eq!(cc.window(), 12_000);
+        assert_eq!(cc.undo_from(), Some(7), "the loss that started it");
+        assert!(cc.undo());
+        assert_eq!(cc.window(), 24_000, "the window from before");
+        assert_eq!(cc.undo_from(), None);
+        assert!(!cc.undo(), "undone once");
+        // The slow-start threshold is back too: still in slow start.
+        cc.on_ack(t0 + ms(12), 1200);
+        assert_eq!(cc.window(), 25_200);
+        // The recovery period ended with the undo: a loss of a packet sent
+        // before it began reduces the window again.
+        cc.on_loss(11, t0 + ms(3), t0 + ms(13));
+        assert_eq!(cc.window(), 12_600);
+        assert_eq!(cc.undo_from(), Some(11));
+    }
+
+    #[test]
+    fn only_the_latest_reduction_is_undone_and_never_below_the_window() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut cc = NewReno::new(1000);
+        assert_eq!(cc.window(), 10_000);
+        cc.on_loss(1, t0, t0 + ms(10));
+        assert_eq!(cc.window(), 5_000);
+        // A loss of a packet sent after the first recovery began: a new
+        // reduction, which replaces the first as the one to undo.
+        cc.on_loss(30, t0 + ms(20), t0 + ms(30));
+        assert_eq!(cc.window(), 2_500);
+        assert_eq!(cc.undo_from(), Some(30));
+        assert!(cc.undo());
+        assert_eq!(cc.window(), 5_000, "what it was before the second");
+        // Congestion avoidance after a reduction (acks of packets sent
+        // after the recovery began) grows the window past what it was
+        // before: the undo keeps the larger.
+        cc.on_loss(50, t0 + ms(50), t0 + ms(60));
+        assert_eq!(cc.window(), 2_500);
+        for _ in 0..20 {
+            cc.on_ack(t0 + ms(70), 2_500);
+        }
+        let grown = cc.window();
+        assert!(grown > 5_000, "{grown}");
+        assert!(cc.undo());
+        assert_eq!(cc.window(), grown, "an undo never shrinks the window");
     }
 
     #[test]

@@ -16,6 +16,10 @@ pub const PACKET_THRESHOLD: u64 = 3;
 /// acknowledged after all.
 const LOST_MEMORY: usize = 64;
 
+/// Round trips without a spurious loss after which a raised packet
+/// threshold is halved back toward [`PACKET_THRESHOLD`].
+pub const THRESHOLD_DECAY_ROUNDS: u32 = 16;
+
 /// One chunk of a reliable message carried by a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ChunkRef {
@@ -68,11 +72,28 @@ pub(crate) struct Recovery {
     /// larger than the gap between packets) otherwise has most of a burst
     /// declared lost and resent while it is still arriving. Real losses
     /// are still found by the time threshold within 9/8 of an RTT.
+    ///
+    /// It falls back slowly: after [`THRESHOLD_DECAY_ROUNDS`] round trips
+    /// in a row without a spurious loss, the excess over
+    /// [`PACKET_THRESHOLD`] is halved (and again after as many more), so
+    /// one burst of reordering does not slow loss detection for the rest
+    /// of the connection, and a path that keeps reordering raises it again
+    /// at its next spurious loss.
     reorder_threshold: u64,
+    /// Round trips since the last spurious loss or decay (a round trip
+    /// ends when a packet sent after the previous one ended is
+    /// acknowledged).
+    quiet_rounds: u32,
+    /// The packet whose acknowledgement ends the current round trip.
+    round_end: u64,
     /// Recently declared lost: `(first, last, largest acknowledged then)`,
     /// increasing and disjoint (losses are declared in packet-number
     /// order), at most [`LOST_MEMORY`]; a run leaves it when acknowledged.
     lost_record: VecDeque<(u64, u64, u64)>,
+    /// The largest packet number declared lost and forgotten without being
+    /// acknowledged (the record was full): whether it was spurious is
+    /// unknown.
+    lost_forgotten: Option<u64>,
     /// Packets acknowledged after they were declared lost.
     pub spurious_losses: u64,
 }
@@ -91,7 +112,10 @@ impl Recovery {
             ack_eliciting_in_flight: 0,
             max_ack_delay,
             reorder_threshold: PACKET_THRESHOLD,
+            quiet_rounds: 0,
+            round_end: 0,
             lost_record: VecDeque::with_capacity(LOST_MEMORY),
+            lost_forgotten: None,
             spurious_losses: 0,
         }
     }
@@ -190,6 +214,9 @@ impl Recovery {
                 );
             }
             self.pto_count = 0;
+            if ack.largest >= self.round_end {
+                self.on_round_trip();
+            }
         }
         self.detect_lost(now, rtt, lost);
         self.trim();
@@ -233,10 +260,33 @@ impl Recovery {
         self.reorder_threshold
     }
 
+    /// A round trip ended (a packet sent after the last one ended was
+    /// acknowledged): decays the packet threshold after enough of them
+    /// without a spurious loss.
+    fn on_round_trip(&mut self) {
+        self.round_end = self.next_pn;
+        if self.reorder_threshold == PACKET_THRESHOLD {
+            self.quiet_rounds = 0;
+            return;
+        }
+        self.quiet_rounds += 1;
+        if self.quiet_rounds >= THRESHOLD_DECAY_ROUNDS {
+            self.quiet_rounds = 0;
+            self.reorder_threshold =
+                PACKET_THRESHOLD + (self.reorder_threshold - PACKET_THRESHOLD) / 2;
+        }
+    }
+
+    fn forget_lost(&mut self, last: u64) {
+        self.lost_forgotten = Some(self.lost_forgotten.map_or(last, |f| f.max(last)));
+    }
+
     fn record_lost(&mut self, pn: u64, largest: u64) {
         if let Some(last) = self.lost_record.back_mut() {
             if pn <= last.1 {
-                return; // not in order: not remembered
+                // Not in order: not remembered.
+                self.forget_lost(pn);
+                return;
             }
             if pn == last.1 + 1 && largest == last.2 {
                 last.1 = pn;
@@ -244,9 +294,22 @@ impl Recovery {
             }
         }
         if self.lost_record.len() == LOST_MEMORY {
-            self.lost_record.pop_front();
+            if let Some((_, last, _)) = self.lost_record.pop_front() {
+                self.forget_lost(last);
+            }
         }
         self.lost_record.push_back((pn, pn, largest));
+    }
+
+    /// Whether a packet numbered in `from..until` was declared lost and
+    /// not acknowledged since (or forgotten, so not known to be). When
+    /// none was, every loss declared in that span was spurious.
+    pub fn lost_unacked_in(&self, from: u64, until: u64) -> bool {
+        if self.lost_forgotten.is_some_and(|f| f >= from) {
+            return true;
+        }
+        let i = self.lost_record.partition_point(|r| r.1 < from);
+        self.lost_record.get(i).is_some_and(|r| r.0 < until)
     }
 
     /// Packets `lo..=hi` were acknowledged: any of them declared lost was
@@ -260,6 +323,7 @@ impl Recovery {
             }
             let (from, to) = (a.max(lo), b.min(hi));
             self.spurious_losses += to - from + 1;
+            self.quiet_rounds = 0;
             self.reorder_threshold = self.reorder_threshold.max(largest - from + 1);
             // Keep what is left of the run on either side.
             match (a < from, to < b) {
@@ -273,6 +337,8 @@ impl Recovery {
                     self.lost_record[i].1 = from - 1;
                     if self.lost_record.len() < LOST_MEMORY {
                         self.lost_record.insert(i + 1, (to + 1, b, largest));
+                    } else {
+                        self.forget_lost(b);
                     }
                 }
             }
@@ -346,6 +412,7 @@ fn reserve_for_in_flight<T, U>(scratch: &mut Vec<T>, sent: &VecDeque<U>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::NewReno;
     use crate::wire::{Frame, Reader, Writer};
 
     fn sent(pn: u64, t: Instant) -> SentPacket {
@@ -457,6 +524,220 @@ mod tests {
         });
         assert_eq!(r.spurious_losses, 10);
         assert_eq!(r.reorder_threshold(), 10, "lost by time, not by count");
+    }
+
+    /// Processes an ACK of `ranges` as the connection does: an undo of the
+    /// congestion window when every loss `cc` was told of since its
+    /// latest reduction was spurious, then this ACK's losses. Returns the
+    /// packets it declared lost.
+    fn ack_with_cc(
+        r: &mut Recovery,
+        cc: &mut NewReno,
+        rtt: &mut RttEstimator,
+        ranges: &[(u64, u64)],
+        now: Instant,
+    ) -> Vec<u64> {
+        let (mut acked, mut lost) = (Vec::new(), Vec::new());
+        with_ack(ranges, |a| {
+            r.on_ack(a, now, rtt, &mut acked, &mut lost).unwrap()
+        });
+        let until = lost.first().map_or(u64::MAX, |p: &SentPacket| p.pn);
+        if cc.undo_from().is_some_and(|f| !r.lost_unacked_in(f, until)) {
+            assert!(cc.undo());
+        }
+        for p in &lost {
+            cc.on_loss(p.pn, p.time_sent, now);
+        }
+        lost.iter().map(|p| p.pn).collect()
+    }
+
+    #[test]
+    fn a_reduction_is_undone_only_when_all_its_losses_were_spurious() {
+        for real_loss in [false, true] {
+            let t0 = Instant::now();
+            let mut r = Recovery::new(ms(5));
+            let mut rtt = RttEstimator::new(ms(100));
+            let mut cc = NewReno::new(1000);
+            for pn in 0..30 {
+                r.on_sent(sent(pn, t0));
+            }
+            let full = cc.window();
+            // 5..=9 overtook 0..=4: lost by the packet threshold, and the
+            // window halves.
+            let lost = ack_with_cc(&mut r, &mut cc, &mut rtt, &[(5, 9)], t0 + ms(10));
+            assert_eq!(lost, [0, 1, 2, 3, 4]);
+            assert_eq!(cc.window(), full / 2);
+            // In the same recovery period (sent before it began) 10..=14.
+            let lost = ack_with_cc(&mut r, &mut cc, &mut rtt, &[(15, 19), (5, 9)], t0 + ms(11));
+            assert_eq!(lost, [10, 11, 12, 13, 14]);
+            assert_eq!(cc.window(), full / 2, "once per recovery period");
+            // All arrive after all, but for 12 when it was really lost.
+            let late: &[(u64, u64)] = if real_loss {
+                &[(13, 19), (0, 11)]
+            } else {
+                &[(0, 19)]
+            };
+            assert!(ack_with_cc(&mut r, &mut cc, &mut rtt, late, t0 + ms(12)).is_empty());
+            assert_eq!(r.spurious_losses, if real_loss { 9 } else { 10 });
+            assert_eq!(r.lost_unacked_in(0, u64::MAX), real_loss);
+            if real_loss {
+                assert_eq!(cc.window(), full / 2, "a real loss: no undo");
+                // Nor later, once the rest is acknowledged too.
+                let lost =
+                    ack_with_cc(&mut r, &mut cc, &mut rtt, &[(13, 29), (0, 11)], t0 + ms(13));
+                assert!(lost.is_empty());
+                assert_eq!(cc.window(), full / 2);
+                assert_eq!(cc.undo_from(), Some(0), "still waiting for 12");
+            } else {
+                assert_eq!(cc.window(), full, "spurious: undone");
+                assert_eq!(cc.undo_from(), None);
+            }
+        }
+    }
+
+    #[test]
+    fn an_ack_ending_a_spurious_reduction_and_declaring_a_loss_undoes_first() {
+        let t0 = Instant::now();
+        let mut r = Recovery::new(ms(5));
+        let mut rtt = RttEstimator::new(ms(100));
+        let mut cc = NewReno::new(1000);
+        for pn in 0..5 {
+            r.on_sent(sent(pn, t0));
+        }
+        let full = cc.window();
+        assert_eq!(
+            ack_with_cc(&mut r, &mut cc, &mut rtt, &[(3, 4)], t0 + ms(10)),
+            [0, 1]
+        );
+        assert_eq!(cc.window(), full / 2);
+        // Sent after the recovery began.
+        for pn in 5..20 {
+            r.on_sent(sent(pn, t0 + ms(15)));
+        }
+        // 0 and 1 arrive (spurious: the threshold is 5 now), and 15..=19
+        // overtake 5..=14 by at least that: lost, a new reduction, from the
+        // full window again.
+        let lost = ack_with_cc(&mut r, &mut cc, &mut rtt, &[(15, 19), (0, 4)], t0 + ms(20));
+        assert_eq!(r.reorder_threshold(), 5);
+        assert_eq!(lost, (5..15).collect::<Vec<_>>());
+        assert_eq!(cc.window(), full / 2, "undone, then halved once");
+        assert_eq!(cc.undo_from(), Some(5));
+        assert!(r.lost_unacked_in(5, u64::MAX));
+        assert!(!r.lost_unacked_in(0, 5));
+    }
+
+    #[test]
+    fn forgotten_losses_are_never_taken_for_spurious() {
+        let t0 = Instant::now();
+        let mut r = Recovery::new(ms(5));
+        let mut rtt = RttEstimator::new(ms(100));
+        let (mut acked, mut lost) = (Vec::new(), Vec::new());
+        // 70 lost packets each in a run of its own (every other one acked,
+        // one at a time): more runs than remembered.
+        let n = 2 * (LOST_MEMORY as u64 + 6);
+        for pn in 0..n + 3 {
+            r.on_sent(sent(pn, t0));
+        }
+        for pn in (1..n + 3).step_by(2) {
+            with_ack(&[(pn, pn)], |a| {
+                r.on_ack(a, t0 + ms(10), &mut rtt, &mut acked, &mut lost)
+                    .unwrap()
+            });
+        }
+        assert_eq!(lost.len() as u64, n / 2);
+        assert!(r.lost_unacked_in(0, u64::MAX));
+        // All acknowledged after all; the first six were forgotten.
+        with_ack(&[(0, n + 2)], |a| {
+            r.on_ack(a, t0 + ms(12), &mut rtt, &mut acked, &mut lost)
+                .unwrap()
+        });
+        assert_eq!(r.spurious_losses, n / 2 - 6);
+        assert!(r.lost_unacked_in(0, u64::MAX), "six unknown");
+        assert!(!r.lost_unacked_in(12, u64::MAX), "those after are known");
+    }
+
+    /// Acknowledges `ranges` at `now`; returns how many packets that
+    /// declared lost.
+    fn ack_at(
+        r: &mut Recovery,
+        rtt: &mut RttEstimator,
+        ranges: &[(u64, u64)],
+        now: Instant,
+    ) -> usize {
+        let (mut acked, mut lost) = (Vec::new(), Vec::new());
+        with_ack(ranges, |a| {
+            r.on_ack(a, now, rtt, &mut acked, &mut lost).unwrap()
+        });
+        lost.len()
+    }
+
+    /// `k` round trips: one packet each, sent and acknowledged.
+    fn round_trips(r: &mut Recovery, rtt: &mut RttEstimator, k: u32, now: Instant) {
+        for _ in 0..k {
+            let pn = r.next_pn();
+            r.on_sent(sent(pn, now));
+            assert_eq!(ack_at(r, rtt, &[(pn, pn)], now + ms(1)), 0);
+        }
+    }
+
+    #[test]
+    fn a_raised_packet_threshold_decays_after_quiet_round_trips() {
+        let t0 = Instant::now();
+        let mut r = Recovery::new(ms(5));
+        let mut rtt = RttEstimator::new(ms(100));
+        for pn in 0..20 {
+            r.on_sent(sent(pn, t0));
+        }
+        // 19 overtakes 0..=16: lost, then acknowledged after all.
+        assert_eq!(ack_at(&mut r, &mut rtt, &[(19, 19)], t0 + ms(1)), 17);
+        ack_at(&mut r, &mut rtt, &[(0, 19)], t0 + ms(2));
+        assert_eq!(r.reorder_threshold(), 20);
+        let t = t0 + ms(3);
+        round_trips(&mut r, &mut rtt, THRESHOLD_DECAY_ROUNDS - 1, t);
+        assert_eq!(r.reorder_threshold(), 20);
+        round_trips(&mut r, &mut rtt, 1, t);
+        assert_eq!(r.reorder_threshold(), 3 + 17 / 2, "the excess halved");
+        round_trips(&mut r, &mut rtt, THRESHOLD_DECAY_ROUNDS, t);
+        assert_eq!(r.reorder_threshold(), 3 + 8 / 2);
+        round_trips(&mut r, &mut rtt, 3 * THRESHOLD_DECAY_ROUNDS, t);
+        assert_eq!(
+            r.reorder_threshold(),
+            PACKET_THRESHOLD,
+            "down to the default"
+        );
+        round_trips(&mut r, &mut rtt, 3 * THRESHOLD_DECAY_ROUNDS, t);
+        assert_eq!(r.reorder_threshold(), PACKET_THRESHOLD, "and not below");
+    }
+
+    #[test]
+    fn a_spurious_loss_restarts_the_threshold_decay() {
+        let t0 = Instant::now();
+        let mut r = Recovery::new(ms(5));
+        let mut rtt = RttEstimator::new(ms(100));
+        for pn in 0..10 {
+            r.on_sent(sent(pn, t0));
+        }
+        ack_at(&mut r, &mut rtt, &[(9, 9)], t0 + ms(1));
+        ack_at(&mut r, &mut rtt, &[(0, 9)], t0 + ms(1));
+        assert_eq!(r.reorder_threshold(), 10);
+        round_trips(&mut r, &mut rtt, THRESHOLD_DECAY_ROUNDS / 2, t0);
+        // Halfway to a decay, 11 packets overtake one: lost, then
+        // acknowledged after all.
+        let pn = r.next_pn();
+        for k in 0..12 {
+            r.on_sent(sent(pn + k, t0));
+        }
+        assert_eq!(
+            ack_at(&mut r, &mut rtt, &[(pn + 11, pn + 11)], t0 + ms(1)),
+            2
+        );
+        ack_at(&mut r, &mut rtt, &[(pn, pn + 11)], t0 + ms(1));
+        assert_eq!(r.reorder_threshold(), 12, "raised");
+        // The count of quiet round trips started over.
+        round_trips(&mut r, &mut rtt, THRESHOLD_DECAY_ROUNDS - 1, t0);
+        assert_eq!(r.reorder_threshold(), 12);
+        round_trips(&mut r, &mut rtt, 1, t0);
+        assert_eq!(r.reorder_threshold(), 3 + 9 / 2);
     }
 
     #[test]

@@ -242,6 +242,9 @@ impl Connection {
             .on_ack(a, now, &mut self.rtt, &mut acked, &mut lost)
             .is_ok()
         {
+            // Losses this ACK declared are numbered above all declared
+            // before; the reduction to undo counts only those before.
+            self.undo_if_spurious(lost.first().map_or(u64::MAX, |p| p.pn));
             for mut p in acked.drain(..) {
                 if p.ack_eliciting {
                     self.stats.packets_acked += 1;
@@ -263,11 +266,21 @@ impl Connection {
         self.scratch_lost = lost;
     }
 
+    /// Undoes the latest window reduction if every packet declared lost
+    /// from its start (below `until`) was acknowledged after all.
+    fn undo_if_spurious(&mut self, until: u64) {
+        if let Some(from) = self.cc.undo_from() {
+            if !self.recovery.lost_unacked_in(from, until) && self.cc.undo() {
+                self.stats.congestion_undos += 1;
+            }
+        }
+    }
+
     pub(super) fn on_lost(&mut self, now: Instant, lost: &mut Vec<SentPacket>) {
         for mut p in lost.drain(..) {
             if p.ack_eliciting {
                 self.stats.packets_lost += 1;
-                self.cc.on_loss(p.time_sent, now);
+                self.cc.on_loss(p.pn, p.time_sent, now);
             }
             for c in &p.chunks {
                 self.send[c.channel as usize].on_lost(c.seq, c.chunk, p.pn);

@@ -160,6 +160,10 @@ pub struct Stats {
     /// Ack-eliciting packets acknowledged after they were declared lost
     /// (reordered, not lost); each raises the packet threshold.
     pub spurious_losses: u64,
+    /// Congestion window reductions undone because every packet whose
+    /// loss caused them was acknowledged after all (see Rate control in
+    /// docs/rudp.md).
+    pub congestion_undos: u64,
     /// Chunks resent after their packet was declared lost.
     pub retransmissions: u64,
     /// Extra copies of small reliable messages sent as redundancy.
