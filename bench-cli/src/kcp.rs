@@ -50,8 +50,9 @@
 //! delivery mode, reliable and ordered: `--channel` must be
 //! `reliable-ordered`.
 //!
-//! `messages_resent` and `redundant_copies` are null (the crate does not
-//! expose them); `wire_bytes_per_payload_byte` counts every packet KCP
+//! `messages_resent`, `redundant_copies` and `recovered_by_redundancy`
+//! are absent from its lines (the crate does not expose them; KCP has no
+//! redundancy); `wire_bytes_per_payload_byte` counts every packet KCP
 //! hands its output (data, acks, resends, window probes) over the message
 //! bytes sent, both ends, as keel-rudp's `Stats::bytes_sent` does.
 

@@ -348,6 +348,13 @@ pub struct RunReport {
     /// (`Stats::redundant_copies`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redundant_copies: Option<u64>,
+    /// rudp lines: messages whose first transmission was lost and that
+    /// arrived through a redundant copy without a resend, both ends
+    /// (`Stats::recovered_by_redundancy`); absent for KCP, which has no
+    /// redundancy. keel-rudp has no FEC: this is its only recovery
+    /// without a resend.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovered_by_redundancy: Option<u64>,
     /// UDP payload bytes both ends sent (`Stats::bytes_sent`: headers,
     /// acks, resends, redundancy, keepalives) over the message bytes they
     /// sent, whole run; 1.0 would be no overhead at all.
@@ -496,6 +503,7 @@ impl RunReport {
             messages_delivered: None,
             messages_resent: None,
             redundant_copies: None,
+            recovered_by_redundancy: None,
             wire_bytes_per_payload_byte: None,
             kcp_mode: None,
             server_cpu_us_per_message: None,

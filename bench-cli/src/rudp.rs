@@ -20,7 +20,8 @@
 //!
 //! Reported like the UDP mode (same fields, same meaning where they apply),
 //! plus `channel`, `rate_hz`, `messages_delivered`, `messages_resent`,
-//! `redundant_copies` and `wire_bytes_per_payload_byte`, which only a rudp
+//! `redundant_copies`, `recovered_by_redundancy` and
+//! `wire_bytes_per_payload_byte`, which only a rudp
 //! line has. Socket buffers are not read back (keel-rudp does not expose
 //! them): those fields are null.
 
@@ -224,6 +225,7 @@ pub fn run(cfg: &RunConfig) -> RunReport {
 struct StatSum {
     retransmissions: u64,
     redundant_copies: u64,
+    recovered_by_redundancy: u64,
     bytes_sent: u64,
 }
 
@@ -231,6 +233,7 @@ impl StatSum {
     fn add(&mut self, s: &Stats) {
         self.retransmissions += s.retransmissions;
         self.redundant_copies += s.redundant_copies;
+        self.recovered_by_redundancy += s.recovered_by_redundancy;
         self.bytes_sent += s.bytes_sent;
     }
 }
@@ -385,11 +388,13 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         let mut s = client_stats;
         s.retransmissions += server_stats.retransmissions;
         s.redundant_copies += server_stats.redundant_copies;
+        s.recovered_by_redundancy += server_stats.recovered_by_redundancy;
         s.bytes_sent += server_stats.bytes_sent;
         s
     };
     report.messages_resent = Some(stats.retransmissions);
     report.redundant_copies = Some(stats.redundant_copies);
+    report.recovered_by_redundancy = Some(stats.recovered_by_redundancy);
     let payload_bytes = tally.sent_bytes + counts.echoed_bytes.load(Ordering::Relaxed);
     report.wire_bytes_per_payload_byte =
         (payload_bytes > 0).then(|| stats.bytes_sent as f64 / payload_bytes as f64);
@@ -465,6 +470,7 @@ fn collect_server(server: &Server<EchoPeer>) -> StatSum {
     while let Ok(s) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
         total.retransmissions += s.retransmissions;
         total.redundant_copies += s.redundant_copies;
+        total.recovered_by_redundancy += s.recovered_by_redundancy;
         total.bytes_sent += s.bytes_sent;
     }
     total

@@ -54,6 +54,7 @@ const RUDP_FIELDS: &[&str] = &[
     "messages_delivered",
     "messages_resent",
     "redundant_copies",
+    "recovered_by_redundancy",
     "wire_bytes_per_payload_byte",
 ];
 
@@ -147,6 +148,34 @@ fn open_loop_sends_at_the_rate() {
         // At least the 5 ms the conditioner adds to each message.
         assert!(v[k].as_f64().unwrap() >= 5_000.0, "{k}: {v}");
     }
+}
+
+#[test]
+fn small_messages_lost_are_recovered_by_redundancy() {
+    // 64-byte messages ride again in the next packets (redundancy covers
+    // messages up to 128 bytes): 10 % of packets lost each way, about 100
+    // messages' first copies among them, most of them recovered so.
+    let (code, v) = run(&[
+        "--rate",
+        "100",
+        "--clients",
+        "4",
+        "--seconds",
+        "1",
+        "--warmup",
+        "0",
+        "--payload",
+        "64",
+        "--impair",
+        "loss=0.1,delay=5ms,seed=3",
+        "--impair-server",
+        "loss=0.1,delay=5ms,seed=4",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    let recovered = u(&v, "recovered_by_redundancy");
+    assert!(recovered > 20, "{v}");
+    assert!(u(&v, "redundant_copies") > recovered, "{v}");
+    assert!(u(&v, "messages_resent") < recovered, "{v}");
 }
 
 #[test]

@@ -111,6 +111,9 @@ pub(crate) struct OutMsg {
     pub chunks: Vec<Chunk>,
     pub unacked: u32,
     pub copies: u8,
+    /// Its first transmission was lost while another copy was in flight:
+    /// if that copy arrives, redundancy saved a resend.
+    pub first_lost: bool,
 }
 
 /// The sending half of a channel.
@@ -165,6 +168,7 @@ impl SendChannel {
         }
         m.unacked = m.chunks.len() as u32;
         m.copies = 0;
+        m.first_lost = false;
         if self.msgs.is_empty() {
             self.base = self.next_seq;
         }
@@ -234,32 +238,53 @@ impl SendChannel {
     }
 
     /// A packet carrying the chunk was acknowledged.
-    pub fn on_acked(&mut self, seq: u64, chunk: u32, free: &mut Vec<OutMsg>) {
-        let Some(m) = self.msg_mut(seq) else { return };
+    /// Returns true when this completes a message whose first
+    /// transmission was lost and that no resend was needed for.
+    pub fn on_acked(&mut self, seq: u64, chunk: u32, free: &mut Vec<OutMsg>) -> bool {
+        let Some(m) = self.msg_mut(seq) else {
+            return false;
+        };
         let Some(c) = m.chunks.get_mut(chunk as usize) else {
-            return;
+            return false;
         };
         if c.state == ChunkState::Acked {
-            return;
+            return false;
         }
         c.state = ChunkState::Acked;
         m.unacked -= 1;
+        let recovered = m.unacked == 0 && m.first_lost;
         if m.unacked == 0 {
             self.release(seq, free);
         }
+        recovered
     }
 
     /// Packet `pn` carrying the chunk was lost: queue the chunk again
     /// unless a later copy is still in flight.
-    pub fn on_lost(&mut self, seq: u64, chunk: u32, pn: u64) {
-        let Some(m) = self.msg_mut(seq) else { return };
-        let Some(c) = m.chunks.get_mut(chunk as usize) else {
-            return;
+    /// `first`: the packet carried the chunk's first transmission.
+    /// Returns true when the message had already been acknowledged through
+    /// another copy (redundancy's or a probe's): nothing to resend, a loss
+    /// recovered. When another copy is still in flight,
+    /// [`SendChannel::on_acked`] tells later.
+    pub fn on_lost(&mut self, seq: u64, chunk: u32, pn: u64, first: bool) -> bool {
+        let Some(m) = self.msg_mut(seq) else {
+            return first;
         };
-        if c.state == (ChunkState::Sent { last_pn: pn }) {
-            c.state = ChunkState::Lost;
-            self.retransmit.push_back((seq, chunk));
+        let single = m.chunks.len() == 1;
+        let Some(c) = m.chunks.get_mut(chunk as usize) else {
+            return false;
+        };
+        match c.state {
+            ChunkState::Sent { last_pn } if last_pn == pn => {
+                // The last copy is gone: a resend, not a recovery.
+                c.state = ChunkState::Lost;
+                m.first_lost = false;
+                self.retransmit.push_back((seq, chunk));
+            }
+            ChunkState::Sent { .. } if first && single => m.first_lost = true,
+            _ => {}
         }
+        false
     }
 }
 
@@ -611,9 +636,9 @@ mod tests {
             s.advance_unsent(pn, &mut free);
         }
         assert!(!s.has_sendable());
-        s.on_lost(0, 1, 1);
+        s.on_lost(0, 1, 1, true);
         assert_eq!(s.retransmit.front(), Some(&(0, 1)));
-        s.on_lost(0, 2, 99); // not the packet that carries it now
+        s.on_lost(0, 2, 99, true); // not the packet that carries it now
         assert_eq!(s.retransmit.len(), 1);
         for c in 0..3 {
             s.on_acked(0, c, &mut free);

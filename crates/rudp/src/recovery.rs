@@ -24,6 +24,9 @@ pub const THRESHOLD_DECAY_ROUNDS: u32 = 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ChunkRef {
     pub channel: u8,
+    /// The chunk's first transmission (not a resend, redundant copy or
+    /// probe): its loss is what redundancy can save.
+    pub first: bool,
     pub chunk: u32,
     pub seq: u64,
 }

@@ -254,7 +254,9 @@ impl Connection {
                     self.ack_floor = self.ack_floor.max(f);
                 }
                 for c in &p.chunks {
-                    self.send[c.channel as usize].on_acked(c.seq, c.chunk, &mut self.msg_free);
+                    if self.send[c.channel as usize].on_acked(c.seq, c.chunk, &mut self.msg_free) {
+                        self.stats.recovered_by_redundancy += 1;
+                    }
                 }
                 p.chunks.clear();
                 self.chunk_pool.push(std::mem::take(&mut p.chunks));
@@ -283,7 +285,9 @@ impl Connection {
                 self.cc.on_loss(p.pn, p.time_sent, now);
             }
             for c in &p.chunks {
-                self.send[c.channel as usize].on_lost(c.seq, c.chunk, p.pn);
+                if self.send[c.channel as usize].on_lost(c.seq, c.chunk, p.pn, c.first) {
+                    self.stats.recovered_by_redundancy += 1;
+                }
             }
             p.chunks.clear();
             self.chunk_pool.push(std::mem::take(&mut p.chunks));

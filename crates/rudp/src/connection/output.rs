@@ -234,7 +234,7 @@ impl Connection {
                 }
                 if write_chunk(&mut w, c.channel, m, c.chunk) {
                     m.chunks[c.chunk as usize].state = ChunkState::Sent { last_pn: pn };
-                    chunks.push(*c);
+                    chunks.push(ChunkRef { first: false, ..*c });
                     bulk_sent |= ch.cfg.bulk;
                 }
             }
@@ -263,6 +263,7 @@ impl Connection {
                 ch.retransmit.pop_front();
                 chunks.push(ChunkRef {
                     channel: ci,
+                    first: false,
                     chunk,
                     seq,
                 });
@@ -286,6 +287,7 @@ impl Connection {
                 if reliable {
                     chunks.push(ChunkRef {
                         channel: ci,
+                        first: true,
                         chunk,
                         seq,
                     });
@@ -325,6 +327,7 @@ impl Connection {
                         left -= cost;
                         chunks.push(ChunkRef {
                             channel: ci,
+                            first: false,
                             chunk: 0,
                             seq: m.seq,
                         });

@@ -168,6 +168,10 @@ pub struct Stats {
     pub retransmissions: u64,
     /// Extra copies of small reliable messages sent as redundancy.
     pub redundant_copies: u64,
+    /// Reliable chunks whose first transmission was declared lost but
+    /// which needed no resend: another copy (redundancy's, or a probe's)
+    /// had already been acknowledged. What redundancy saved.
+    pub recovered_by_redundancy: u64,
     /// Probe packets sent on probe timeout.
     pub probes: u64,
     /// Bytes in ack-eliciting packets not yet acknowledged or lost.
