@@ -11,13 +11,18 @@
 # reliable-ordered; KCP: its one mode; udp: plain datagrams), no loss.
 # The server runs on one thread of its own, the clients on another; the
 # line's server_cpu_us_per_message is the server thread's CPU time over
-# the messages it received in the measured phase. Repetitions run the
+# the messages it received in the measured phase, and its
+# server_datagrams_per_message the datagrams the server received per
+# message (1 for plain UDP; acknowledgements travelling alone add to it).
+# "rudp-tick" is keel-rudp with the clients' max_ack_delay just above the
+# tick (--ack-delay 1000/RATE + 1 ms), so a client's acknowledgement of an
+# echo rides on its next message (docs/rudp-guide.md). Repetitions run the
 # protocols alternately (udp, rudp, kcp, udp, ...) so drift on a shared
 # machine touches them alike. Writes OUT_DIR/results.jsonl (one keel-bench
 # line per run) and prints a Markdown table of medians.
 #
 # Environment: CONNS (default "1000 5000"), RATES (default "20 60"),
-# PROTOCOLS (default "udp rudp kcp"), REPS (default 3), PAYLOAD (default
+# PROTOCOLS (default "udp rudp rudp-tick kcp"), REPS (default 3), PAYLOAD (default
 # 400), SECONDS_PER_RUN (default 10), KEEL_BENCH (default: build and use
 # target/release/keel-bench).
 set -euo pipefail
@@ -26,7 +31,7 @@ cd "$(dirname "$0")/.."
 out=${1:-target/rudp-scale}
 conns=${CONNS:-1000 5000}
 rates=${RATES:-20 60}
-protocols=${PROTOCOLS:-udp rudp kcp}
+protocols=${PROTOCOLS:-udp rudp rudp-tick kcp}
 reps=${REPS:-3}
 payload=${PAYLOAD:-400}
 secs=${SECONDS_PER_RUN:-10}
@@ -52,9 +57,13 @@ for c in $conns; do
     for rep in $(seq 1 "$reps"); do
       for proto in $protocols; do
         echo "rudp-scale: $proto $c connections at $r Hz, repetition $rep" >&2
+        extra=()
+        if [ "$proto" = rudp-tick ]; then
+          extra=(--ack-delay $((1000 / r + 1)))
+        fi
         # A failed run still prints its line (ok: false); keep going.
-        "$KEEL_BENCH" --protocol "$proto" --rate "$r" --payload "$payload" --clients "$c" \
-          --seconds "$secs" --warmup 2 --format json >>"$results" || true
+        "$KEEL_BENCH" --protocol "${proto%-tick}" ${extra[@]+"${extra[@]}"} --rate "$r" --payload "$payload" \
+          --clients "$c" --seconds "$secs" --warmup 2 --format json >>"$results" || true
       done
     done
   done
@@ -68,15 +77,20 @@ def med(xs):
     return statistics.median(xs) if xs else None
 def fmt(x, spec):
     return "-" if x is None else format(x, spec)
-names = {"udp": "keel-udp (plain)", "rudp": "keel-rudp reliable-ordered", "kcp": "KCP fast"}
+def kind(r):
+    if r["protocol"] == "rudp" and r.get("ack_delay_ms", 5) != 5:
+        return "rudp-tick"
+    return r["protocol"]
+names = {"udp": "keel-udp (plain)", "rudp": "keel-rudp reliable-ordered",
+         "rudp-tick": "keel-rudp, ack delay above the tick", "kcp": "KCP fast"}
 print("| connections | rate Hz | protocol | runs ok | messages/s | server CPU µs/message | "
-      "vs udp | server CPU % | RSS/connection KiB | lost | p50 ms | p99 ms |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+      "vs udp | server datagrams/message | server CPU % | RSS/connection KiB | lost | p50 ms | p99 ms |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 cells = sorted({(r["clients"], r["rate_hz"]) for r in rows})
 for c, hz in cells:
     base = None
-    for proto in ["udp", "rudp", "kcp"]:
-        rs = [r for r in rows if r["protocol"] == proto and r["clients"] == c and r["rate_hz"] == hz]
+    for proto in ["udp", "rudp", "rudp-tick", "kcp"]:
+        rs = [r for r in rows if kind(r) == proto and r["clients"] == c and r["rate_hz"] == hz]
         if not rs:
             continue
         ok = sum(1 for r in rs if r["ok"])
@@ -88,6 +102,7 @@ for c, hz in cells:
         print(f"| {c} | {hz} | {names[proto]} | {ok}/{len(rs)} | "
               f"{fmt(med([r.get('roundtrips_per_second') for r in rs]), '.0f')} | "
               f"{fmt(cpu, '.2f')} | {fmt(ratio, '.2f')} | "
+              f"{fmt(med([r.get('server_datagrams_per_message') for r in rs]), '.2f')} | "
               f"{fmt(med([r.get('server_cpu_percent') for r in rs]), '.0f')} | "
               f"{fmt(None if rss is None else rss / 1024, '.1f')} | "
               f"{fmt(med([r.get('udp_lost_messages') for r in rs]), '.0f')} | "
