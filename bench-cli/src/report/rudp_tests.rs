@@ -173,12 +173,13 @@ fn every_key_field_separates_configurations_but_the_seed_does_not() {
         "seeds (and the echo's defaults) do not split"
     );
 
-    let changes: [(&str, Value); 15] = [
+    let changes: [(&str, Value); 16] = [
         ("protocol", json!("kcp")),
         ("channel", json!("reliable-unordered")),
         ("kcp_mode", json!("normal")),
         ("encrypted", json!(true)),
         ("bulk_channel", json!(true)),
+        ("ack_delay_ms", json!(51)),
         ("kcp_window", json!(1024)),
         ("rate_hz", json!(30)),
         ("transfer_bytes", json!(1 << 20)),
@@ -681,4 +682,41 @@ fn bulk_channel_and_kcp_window_name_the_protocol() {
             "KCP fast, window 1024",
         ]
     );
+}
+
+/// keel-rudp's ack delay is part of the configuration, named when it is
+/// not the default 5 ms; a line from before `--ack-delay` (no
+/// `ack_delay_ms`) ran at the default and keeps its old label.
+#[test]
+fn an_ack_delay_other_than_the_default_names_the_protocol() {
+    let mut default = tick("rudp", 0, 1, 60.0);
+    default["ack_delay_ms"] = json!(5);
+    let mut held = tick("rudp", 0, 1, 55.0);
+    held["ack_delay_ms"] = json!(51);
+    let r = report_of(&[default.clone(), held]);
+    let labels: Vec<String> = r.rudp.iter().map(|g| g.key.protocol_label()).collect();
+    assert_eq!(
+        labels,
+        [
+            "keel-rudp reliable-ordered",
+            "keel-rudp reliable-ordered, ack delay 51 ms",
+        ]
+    );
+    assert!(r.rudp.iter().all(|g| g.runs.len() == 1), "never pooled");
+    let md = r.markdown(&[]);
+    assert!(section(&md).contains("| 0 % | keel-rudp reliable-ordered, ack delay 51 ms | 1/1 |"));
+    let svg = charts::rudp_p99_svg(&r).unwrap().unwrap();
+    assert!(svg.contains("keel-rudp reliable-ordered, ack delay 51 ms"));
+
+    let old = tick("rudp", 0, 2, 65.0);
+    assert!(old.get("ack_delay_ms").is_none());
+    let r = report_of(std::slice::from_ref(&old));
+    assert_eq!(r.rudp[0].key.protocol_label(), "keel-rudp reliable-ordered");
+    assert_eq!(r.rudp[0].key.ack_delay_ms, Some(5));
+    let r = report_of(&[old, default]);
+    assert_eq!(r.rudp.len(), 1, "an old line pools with the default");
+    // Not a setting of KCP.
+    let r = report_of(&[tick("kcp", 0, 1, 70.0)]);
+    assert_eq!(r.rudp[0].key.ack_delay_ms, None);
+    assert_eq!(r.rudp[0].key.protocol_label(), "KCP fast");
 }
