@@ -456,9 +456,9 @@ fn bulk_and_scale_tables() {
         "| 10 % | keel-rudp reliable-ordered | 2/2 | 51.0 | 600.0 | 900.0 | 2.00 | 1.200 | 1001.5 |",
         "![p99 transfer completion time against loss](rudp-bulk.svg)",
         "### Scale",
-        "| connections | rate | protocol | runs ok | server CPU µs / message | RSS per connection KiB | lost messages | p99 ms |",
-        "| 1000 | 20 Hz | keel-rudp reliable-ordered | 1/1 | 6.00 | 4.0 | 0 (max 0) | 60.0 |",
-        "| 5000 | 20 Hz | keel-udp | 1/1 | 10.0 | 20.0 | 0 (max 0) | 60.0 |",
+        "| connections | rate | protocol | runs ok | server CPU µs / message | server datagrams / message | RSS per connection KiB | lost messages | p99 ms |",
+        "| 1000 | 20 Hz | keel-rudp reliable-ordered | 1/1 | 6.00 | – | 4.0 | 0 (max 0) | 60.0 |",
+        "| 5000 | 20 Hz | keel-udp | 1/1 | 10.0 | – | 20.0 | 0 (max 0) | 60.0 |",
         "![Server CPU per message against connections](rudp-scale.svg)",
     ] {
         assert!(s.contains(text), "lacks {text:?} in\n{s}");
@@ -719,4 +719,38 @@ fn an_ack_delay_other_than_the_default_names_the_protocol() {
     let r = report_of(&[tick("kcp", 0, 1, 70.0)]);
     assert_eq!(r.rudp[0].key.ack_delay_ms, None);
     assert_eq!(r.rudp[0].key.protocol_label(), "KCP fast");
+}
+
+/// The scale table's *server datagrams / message* is the median over the
+/// seeds that passed, – where the lines do not report it.
+#[test]
+fn the_scale_table_shows_server_datagrams_per_message() {
+    let mut lines = Vec::new();
+    for (seed, datagrams) in [(1, 3.25), (2, 1.5), (3, 2.0)] {
+        let mut v = scale("rudp", 1000, seed, 6.0);
+        v["server_datagrams_per_message"] = json!(datagrams);
+        lines.push(v);
+    }
+    // A failed seed is left out of the median.
+    let mut bad = scale("rudp", 1000, 4, 6.0);
+    bad["server_datagrams_per_message"] = json!(40.0);
+    lines.push(failed(bad, "udp_lost_messages 7"));
+    let mut udp = scale("udp", 1000, 1, 2.0);
+    udp["server_datagrams_per_message"] = json!(1.0);
+    lines.push(udp);
+    lines.push(scale("kcp", 1000, 1, 9.0));
+    let r = report_of(&lines);
+    let d = r.rudp[0].summary.datagrams_per_message.unwrap();
+    assert_eq!((d.median, d.min, d.max), (2.0, 1.5, 3.25));
+    let md = r.markdown(&[]);
+    let s = section(&md);
+    for text in [
+        "| runs ok | server CPU µs / message | server datagrams / message | RSS per connection KiB |",
+        "| 1000 | 20 Hz | keel-rudp reliable-ordered | 3/4 | 6.00 | 2.00 | 4.0 |",
+        "| 1000 | 20 Hz | KCP fast | 1/1 | 9.00 | – | 4.0 |",
+        "| 1000 | 20 Hz | keel-udp | 1/1 | 2.00 | 1.00 | 4.0 |",
+        "*server datagrams / message* is `server_datagrams_per_message`",
+    ] {
+        assert!(s.contains(text), "lacks {text:?} in\n{s}");
+    }
 }

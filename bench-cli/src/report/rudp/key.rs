@@ -557,6 +557,8 @@ pub struct RudpRun {
     pub server_cpu_us_per_message: Option<f64>,
     /// `rss_bytes_per_connection` (scale case).
     pub rss_bytes_per_connection: Option<f64>,
+    /// `server_datagrams_per_message` (open loop).
+    pub server_datagrams_per_message: Option<f64>,
 }
 
 impl RudpRun {
@@ -603,6 +605,7 @@ impl RudpRun {
             goodput_bytes_per_second: f.measured("goodput_bytes_per_second"),
             server_cpu_us_per_message: f.measured("server_cpu_us_per_message"),
             rss_bytes_per_connection: f.measured("rss_bytes_per_connection"),
+            server_datagrams_per_message: f.measured("server_datagrams_per_message"),
         }
     }
 }
