@@ -52,6 +52,8 @@ pub struct RudpSummary {
     pub cpu_us_per_message: Option<Spread>,
     /// `rss_bytes_per_connection`.
     pub rss_per_connection: Option<Spread>,
+    /// `server_datagrams_per_message`.
+    pub datagrams_per_message: Option<Spread>,
     /// `udp_lost_messages`, over every run that reports it, failed ones
     /// included (losing messages is what fails a run).
     pub lost: Option<Spread>,
@@ -76,6 +78,7 @@ impl RudpSummary {
             goodput: extra(|x| x.goodput_bytes_per_second),
             cpu_us_per_message: extra(|x| x.server_cpu_us_per_message),
             rss_per_connection: extra(|x| x.rss_bytes_per_connection),
+            datagrams_per_message: extra(|x| x.server_datagrams_per_message),
             lost: Spread::of(
                 runs.iter()
                     .filter_map(|r| r.udp_lost_messages.map(|n| n as f64)),

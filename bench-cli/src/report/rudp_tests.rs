@@ -173,12 +173,13 @@ fn every_key_field_separates_configurations_but_the_seed_does_not() {
         "seeds (and the echo's defaults) do not split"
     );
 
-    let changes: [(&str, Value); 15] = [
+    let changes: [(&str, Value); 16] = [
         ("protocol", json!("kcp")),
         ("channel", json!("reliable-unordered")),
         ("kcp_mode", json!("normal")),
         ("encrypted", json!(true)),
         ("bulk_channel", json!(true)),
+        ("ack_delay_ms", json!(51)),
         ("kcp_window", json!(1024)),
         ("rate_hz", json!(30)),
         ("transfer_bytes", json!(1 << 20)),
@@ -455,9 +456,9 @@ fn bulk_and_scale_tables() {
         "| 10 % | keel-rudp reliable-ordered | 2/2 | 51.0 | 600.0 | 900.0 | 2.00 | 1.200 | 1001.5 |",
         "![p99 transfer completion time against loss](rudp-bulk.svg)",
         "### Scale",
-        "| connections | rate | protocol | runs ok | server CPU µs / message | RSS per connection KiB | lost messages | p99 ms |",
-        "| 1000 | 20 Hz | keel-rudp reliable-ordered | 1/1 | 6.00 | 4.0 | 0 (max 0) | 60.0 |",
-        "| 5000 | 20 Hz | keel-udp | 1/1 | 10.0 | 20.0 | 0 (max 0) | 60.0 |",
+        "| connections | rate | protocol | runs ok | server CPU µs / message | server datagrams / message | RSS per connection KiB | lost messages | p99 ms |",
+        "| 1000 | 20 Hz | keel-rudp reliable-ordered | 1/1 | 6.00 | – | 4.0 | 0 (max 0) | 60.0 |",
+        "| 5000 | 20 Hz | keel-udp | 1/1 | 10.0 | – | 20.0 | 0 (max 0) | 60.0 |",
         "![Server CPU per message against connections](rudp-scale.svg)",
     ] {
         assert!(s.contains(text), "lacks {text:?} in\n{s}");
@@ -681,4 +682,75 @@ fn bulk_channel_and_kcp_window_name_the_protocol() {
             "KCP fast, window 1024",
         ]
     );
+}
+
+/// keel-rudp's ack delay is part of the configuration, named when it is
+/// not the default 5 ms; a line from before `--ack-delay` (no
+/// `ack_delay_ms`) ran at the default and keeps its old label.
+#[test]
+fn an_ack_delay_other_than_the_default_names_the_protocol() {
+    let mut default = tick("rudp", 0, 1, 60.0);
+    default["ack_delay_ms"] = json!(5);
+    let mut held = tick("rudp", 0, 1, 55.0);
+    held["ack_delay_ms"] = json!(51);
+    let r = report_of(&[default.clone(), held]);
+    let labels: Vec<String> = r.rudp.iter().map(|g| g.key.protocol_label()).collect();
+    assert_eq!(
+        labels,
+        [
+            "keel-rudp reliable-ordered",
+            "keel-rudp reliable-ordered, ack delay 51 ms",
+        ]
+    );
+    assert!(r.rudp.iter().all(|g| g.runs.len() == 1), "never pooled");
+    let md = r.markdown(&[]);
+    assert!(section(&md).contains("| 0 % | keel-rudp reliable-ordered, ack delay 51 ms | 1/1 |"));
+    let svg = charts::rudp_p99_svg(&r).unwrap().unwrap();
+    assert!(svg.contains("keel-rudp reliable-ordered, ack delay 51 ms"));
+
+    let old = tick("rudp", 0, 2, 65.0);
+    assert!(old.get("ack_delay_ms").is_none());
+    let r = report_of(std::slice::from_ref(&old));
+    assert_eq!(r.rudp[0].key.protocol_label(), "keel-rudp reliable-ordered");
+    assert_eq!(r.rudp[0].key.ack_delay_ms, Some(5));
+    let r = report_of(&[old, default]);
+    assert_eq!(r.rudp.len(), 1, "an old line pools with the default");
+    // Not a setting of KCP.
+    let r = report_of(&[tick("kcp", 0, 1, 70.0)]);
+    assert_eq!(r.rudp[0].key.ack_delay_ms, None);
+    assert_eq!(r.rudp[0].key.protocol_label(), "KCP fast");
+}
+
+/// The scale table's *server datagrams / message* is the median over the
+/// seeds that passed, – where the lines do not report it.
+#[test]
+fn the_scale_table_shows_server_datagrams_per_message() {
+    let mut lines = Vec::new();
+    for (seed, datagrams) in [(1, 3.25), (2, 1.5), (3, 2.0)] {
+        let mut v = scale("rudp", 1000, seed, 6.0);
+        v["server_datagrams_per_message"] = json!(datagrams);
+        lines.push(v);
+    }
+    // A failed seed is left out of the median.
+    let mut bad = scale("rudp", 1000, 4, 6.0);
+    bad["server_datagrams_per_message"] = json!(40.0);
+    lines.push(failed(bad, "udp_lost_messages 7"));
+    let mut udp = scale("udp", 1000, 1, 2.0);
+    udp["server_datagrams_per_message"] = json!(1.0);
+    lines.push(udp);
+    lines.push(scale("kcp", 1000, 1, 9.0));
+    let r = report_of(&lines);
+    let d = r.rudp[0].summary.datagrams_per_message.unwrap();
+    assert_eq!((d.median, d.min, d.max), (2.0, 1.5, 3.25));
+    let md = r.markdown(&[]);
+    let s = section(&md);
+    for text in [
+        "| runs ok | server CPU µs / message | server datagrams / message | RSS per connection KiB |",
+        "| 1000 | 20 Hz | keel-rudp reliable-ordered | 3/4 | 6.00 | 2.00 | 4.0 |",
+        "| 1000 | 20 Hz | KCP fast | 1/1 | 9.00 | – | 4.0 |",
+        "| 1000 | 20 Hz | keel-udp | 1/1 | 2.00 | 1.00 | 4.0 |",
+        "*server datagrams / message* is `server_datagrams_per_message`",
+    ] {
+        assert!(s.contains(text), "lacks {text:?} in\n{s}");
+    }
 }

@@ -174,6 +174,15 @@ const SCALE: [&[Column]; 2] = [
             cell: |g| fmt_opt(g.summary.cpu_us_per_message.map(|s| s.median), fmt_us),
         },
         Column {
+            head: "server datagrams / message",
+            align: "---:",
+            cell: |g| {
+                fmt_opt(g.summary.datagrams_per_message.map(|s| s.median), |v| {
+                    format!("{v:.2}")
+                })
+            },
+        },
+        Column {
             head: "RSS per connection KiB",
             align: "---:",
             cell: |g| {
@@ -309,7 +318,11 @@ pub(super) fn section(md: &mut String, report: &Report, charts: &[&str]) {
             "*server CPU µs / message* is `server_cpu_us_per_message`, *RSS per connection* \
              `rss_bytes_per_connection`; *lost messages* is `udp_lost_messages` per run, \
              median (max), over every run, failed ones included. keel-udp rows are the \
-             plain UDP echo at the same rate, the baseline.\n\n",
+             plain UDP echo at the same rate, the baseline. *server datagrams / message* is \
+             `server_datagrams_per_message`, the datagrams the server's socket received per \
+             message its handler received (handshakes, acknowledgements and probes \
+             included): 1 for plain UDP, raised by every acknowledgement that travels in a \
+             datagram of its own instead of riding on a message.\n\n",
         );
         embed(
             md,

@@ -192,6 +192,12 @@ pub struct RudpKey {
     pub encrypted: Option<bool>,
     /// `bulk_channel` (keel-rudp's channel under congestion control).
     pub bulk_channel: Option<bool>,
+    /// `ack_delay_ms` (the keel-rudp clients' `max_ack_delay`, ms); a rudp
+    /// line without it (from before `--ack-delay`) ran at the default, so
+    /// it reads as [`DEFAULT_ACK_DELAY_MS`](crate::flags::DEFAULT_ACK_DELAY_MS)
+    /// and pools with the new lines at the default. `None` for KCP and
+    /// keel-udp.
+    pub ack_delay_ms: Option<u64>,
     /// `kcp_window` (KCP's windows, packets).
     pub kcp_window: Option<u64>,
     /// `rate_hz` (open loop); `None` in closed loop.
@@ -232,7 +238,7 @@ impl RudpKey {
     ) -> (
         (Option<u64>, Option<u64>),
         (u8, &Option<String>, &Option<String>, &Option<String>),
-        (Option<bool>, Option<bool>, Option<u64>),
+        (Option<bool>, Option<bool>, Option<u64>, Option<u64>),
         (Option<u64>, Option<u64>, Option<u64>, Option<u64>),
         Option<u64>,
         (&Option<String>, Option<u64>),
@@ -246,7 +252,12 @@ impl RudpKey {
                 &self.channel,
                 &self.kcp_mode,
             ),
-            (self.encrypted, self.bulk_channel, self.kcp_window),
+            (
+                self.encrypted,
+                self.bulk_channel,
+                self.ack_delay_ms,
+                self.kcp_window,
+            ),
             (
                 self.transfer_bytes,
                 self.payload_bytes,
@@ -274,8 +285,9 @@ impl RudpKey {
 
     /// The protocol in words: `keel-rudp reliable-ordered`, `keel-rudp
     /// reliable-ordered, encrypted`, `keel-rudp reliable-ordered, bulk
-    /// channel`, `KCP fast`, `KCP fast, window 1024` (a window other than
-    /// the default 128), `keel-udp`.
+    /// channel`, `keel-rudp reliable-ordered, ack delay 51 ms` (an ack
+    /// delay other than the default 5 ms), `KCP fast`, `KCP fast, window
+    /// 1024` (a window other than the default 128), `keel-udp`.
     pub fn protocol_label(&self) -> String {
         match self.protocol.as_deref() {
             Some("rudp") => {
@@ -285,6 +297,12 @@ impl RudpKey {
                 }
                 if self.bulk_channel == Some(true) {
                     s.push_str(", bulk channel");
+                }
+                match self.ack_delay_ms {
+                    Some(ms) if ms != u64::from(crate::flags::DEFAULT_ACK_DELAY_MS) => {
+                        s.push_str(&format!(", ack delay {ms} ms"));
+                    }
+                    _ => {}
                 }
                 s
             }
@@ -539,6 +557,8 @@ pub struct RudpRun {
     pub server_cpu_us_per_message: Option<f64>,
     /// `rss_bytes_per_connection` (scale case).
     pub rss_bytes_per_connection: Option<f64>,
+    /// `server_datagrams_per_message` (open loop).
+    pub server_datagrams_per_message: Option<f64>,
 }
 
 impl RudpRun {
@@ -554,13 +574,19 @@ impl RudpRun {
     pub(in crate::report) fn read(f: &Fields<'_>) -> RudpRun {
         let (link, seed) = Link::parse(f.text("impair").as_deref());
         let (server_link, _) = Link::parse(f.text("impair_server").as_deref());
+        let protocol = f.text("protocol");
+        let ack_delay_ms = f.int("ack_delay_ms").or_else(|| {
+            (protocol.as_deref() == Some("rudp"))
+                .then_some(u64::from(crate::flags::DEFAULT_ACK_DELAY_MS))
+        });
         RudpRun {
             key: RudpKey {
-                protocol: f.text("protocol"),
+                protocol,
                 channel: f.text("channel"),
                 kcp_mode: f.text("kcp_mode"),
                 encrypted: f.field("encrypted").and_then(|v| v.as_bool()),
                 bulk_channel: f.field("bulk_channel").and_then(|v| v.as_bool()),
+                ack_delay_ms,
                 kcp_window: f.int("kcp_window"),
                 rate_hz: f.int("rate_hz"),
                 transfer_bytes: f.int("transfer_bytes"),
@@ -579,6 +605,7 @@ impl RudpRun {
             goodput_bytes_per_second: f.measured("goodput_bytes_per_second"),
             server_cpu_us_per_message: f.measured("server_cpu_us_per_message"),
             rss_bytes_per_connection: f.measured("rss_bytes_per_connection"),
+            server_datagrams_per_message: f.measured("server_datagrams_per_message"),
         }
     }
 }
