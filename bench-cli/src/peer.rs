@@ -32,8 +32,11 @@ use keel_udp::{CounterSnapshot, DatagramSocket, DatagramSocketCtx, DatagramSocke
 /// How long a message on an unreliable channel may go unanswered before it
 /// counts as lost and (closed loop) frees its window slot.
 pub const UNRELIABLE_LOSS_TIMEOUT: Duration = Duration::from_secs(1);
-/// How long every client has to finish its handshake.
-pub const HANDSHAKE: Duration = Duration::from_secs(5);
+/// How long every client has to finish its handshake: keel-rudp's own
+/// default `handshake_timeout`, after which a client gives up anyway (at
+/// 20 % loss each way a handshake, two round trips with backoff, can take
+/// over 5 s).
+pub const HANDSHAKE: Duration = Duration::from_secs(10);
 /// Upper bound on collecting tallies and stats after the drain.
 pub const COLLECT: Duration = Duration::from_secs(2);
 /// How often the main thread ticks the clients.
