@@ -14,6 +14,11 @@ use super::types::{Side, State};
 use super::{Connection, ACK_ROOM, MAX_ACK_RANGES_SENT, PROBE_CHUNKS, REDUNDANCY_SCAN};
 use crate::security::TAG_LEN;
 
+/// The longest wait between two HELLOs: a player connecting through a
+/// lossy link retries at 2 Hz rather than backing off to seconds (the
+/// handshake has four legs, each of which loss can take).
+const HELLO_INTERVAL_MAX: Duration = Duration::from_millis(500);
+
 impl Connection {
     /// Fills `buf` with the next datagram to send and returns its length,
     /// or `None` when nothing is due. `buf` must hold at least 1,200
@@ -74,7 +79,7 @@ impl Connection {
         let pad = MIN_HELLO_SIZE.saturating_sub(w.len());
         w.zeros(pad).ok()?;
         self.hello_next = now + self.hello_interval;
-        self.hello_interval = (self.hello_interval * 2).min(Duration::from_secs(2));
+        self.hello_interval = (self.hello_interval * 2).min(HELLO_INTERVAL_MAX);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += w.len() as u64;
         Some(w.len())
