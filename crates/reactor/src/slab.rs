@@ -43,6 +43,16 @@ impl<T> Default for Slab<T> {
 }
 
 impl<T> Slab<T> {
+    /// An empty slab with room for `n` entries (and their free-list
+    /// places) before it allocates.
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Slab {
+            slots: Vec::with_capacity(n),
+            free: Vec::with_capacity(n),
+            len: 0,
+        }
+    }
+
     pub(crate) fn insert(&mut self, value: T) -> Key {
         self.len += 1;
         if let Some(index) = self.free.pop() {
@@ -102,6 +112,12 @@ impl<T> Slab<T> {
     }
 
     /// Values held.
+    /// Entries the slab holds before it allocates.
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.capacity()
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.len
     }

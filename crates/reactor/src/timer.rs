@@ -78,11 +78,18 @@ pub(crate) struct TimerQueue<T> {
     seq: u64,
 }
 
+/// Timers a queue holds before its heap or slab first allocates. Lanes
+/// keep a few timers each; without room made up front, the first moment
+/// that more than ever before are live at once (a loaded machine running
+/// overdue timers late) grew the heap in an otherwise allocation-free
+/// steady state.
+pub(crate) const INITIAL_TIMERS: usize = 64;
+
 impl<T> Default for TimerQueue<T> {
     fn default() -> Self {
         TimerQueue {
-            entries: Slab::default(),
-            heap: BinaryHeap::new(),
+            entries: Slab::with_capacity(INITIAL_TIMERS),
+            heap: BinaryHeap::with_capacity(INITIAL_TIMERS),
             seq: 0,
         }
     }
@@ -260,6 +267,21 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    #[test]
+    fn up_to_initial_timers_live_at_once_never_grow_the_queue() {
+        let t0 = Instant::now();
+        let mut q = TimerQueue::default();
+        let (heap, slots) = (q.heap.capacity(), q.entries.capacity());
+        assert!(heap >= INITIAL_TIMERS && slots >= INITIAL_TIMERS);
+        let ids: Vec<_> = (0..INITIAL_TIMERS as u64)
+            .map(|i| q.insert(t0 + ms(i), None, MissedTicks::Burst, i))
+            .collect();
+        for id in ids {
+            q.cancel(id);
+        }
+        assert_eq!((q.heap.capacity(), q.entries.capacity()), (heap, slots));
     }
 
     #[test]
