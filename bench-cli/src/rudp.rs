@@ -220,8 +220,8 @@ pub fn run(cfg: &RunConfig) -> RunReport {
     report
 }
 
-/// Stats summed over connections.
-#[derive(Default)]
+/// Stats summed over connections (`+` sums two sums: lanes, both ends).
+#[derive(Default, Clone, Copy)]
 struct StatSum {
     retransmissions: u64,
     redundant_copies: u64,
@@ -235,6 +235,19 @@ impl StatSum {
         self.redundant_copies += s.redundant_copies;
         self.recovered_by_redundancy += s.recovered_by_redundancy;
         self.bytes_sent += s.bytes_sent;
+    }
+}
+
+impl std::ops::Add for StatSum {
+    type Output = StatSum;
+
+    fn add(self, o: StatSum) -> StatSum {
+        StatSum {
+            retransmissions: self.retransmissions + o.retransmissions,
+            redundant_copies: self.redundant_copies + o.redundant_copies,
+            recovered_by_redundancy: self.recovered_by_redundancy + o.recovered_by_redundancy,
+            bytes_sent: self.bytes_sent + o.bytes_sent,
+        }
     }
 }
 
@@ -384,14 +397,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         report.set_throughput(m.elapsed);
         record_server(report, m, rss_before, clients.len());
     }
-    let stats = {
-        let mut s = client_stats;
-        s.retransmissions += server_stats.retransmissions;
-        s.redundant_copies += server_stats.redundant_copies;
-        s.recovered_by_redundancy += server_stats.recovered_by_redundancy;
-        s.bytes_sent += server_stats.bytes_sent;
-        s
-    };
+    let stats = client_stats + server_stats;
     report.messages_resent = Some(stats.retransmissions);
     report.redundant_copies = Some(stats.redundant_copies);
     report.recovered_by_redundancy = Some(stats.recovered_by_redundancy);
@@ -468,10 +474,7 @@ fn collect_server(server: &Server<EchoPeer>) -> StatSum {
     let mut total = StatSum::default();
     let deadline = Instant::now() + COLLECT;
     while let Ok(s) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-        total.retransmissions += s.retransmissions;
-        total.redundant_copies += s.redundant_copies;
-        total.recovered_by_redundancy += s.recovered_by_redundancy;
-        total.bytes_sent += s.bytes_sent;
+        total = total + s;
     }
     total
 }
