@@ -160,8 +160,7 @@ impl Connection {
                 Frame::Close { code, reason } => {
                     if self.state == State::Connected {
                         self.state = State::Draining;
-                        self.close_deadline =
-                            Some(now + self.rtt.pto(self.recovery.max_ack_delay) * 3);
+                        self.close_deadline = Some(self.closing_deadline(now));
                         let reason = String::from_utf8_lossy(reason).into_owned();
                         self.events
                             .push_back(Event::Disconnected(DisconnectReason::Remote {

@@ -260,6 +260,12 @@ impl Connection {
         self.recovery.max_ack_delay = d;
     }
 
+    /// When a connection closing or draining from `now` ends: three probe
+    /// timeouts, allowing for the peer's ack delay.
+    pub(super) fn closing_deadline(&self, now: Instant) -> Instant {
+        now + self.rtt.pto(self.recovery.max_ack_delay) * 3
+    }
+
     /// The longest the peer holds an acknowledgement back, as it announced
     /// in the handshake (this end's own `max_ack_delay` until then).
     pub fn peer_max_ack_delay(&self) -> Duration {
@@ -339,7 +345,7 @@ impl Connection {
                 self.close_code = code;
                 self.close_pending = true;
                 self.state = State::Closing;
-                self.close_deadline = Some(now + self.rtt.pto(self.recovery.max_ack_delay) * 3);
+                self.close_deadline = Some(self.closing_deadline(now));
                 self.events.push_back(ev);
             }
             State::Handshaking => {
