@@ -540,10 +540,7 @@ mod tests {
         ranges: &[(u64, u64)],
         now: Instant,
     ) -> Vec<u64> {
-        let (mut acked, mut lost) = (Vec::new(), Vec::new());
-        with_ack(ranges, |a| {
-            r.on_ack(a, now, rtt, &mut acked, &mut lost).unwrap()
-        });
+        let lost = ack(r, rtt, ranges, now);
         let until = lost.first().map_or(u64::MAX, |p: &SentPacket| p.pn);
         if cc.undo_from().is_some_and(|f| !r.lost_unacked_in(f, until)) {
             assert!(cc.undo());
@@ -659,19 +656,29 @@ mod tests {
         assert!(!r.lost_unacked_in(12, u64::MAX), "those after are known");
     }
 
-    /// Acknowledges `ranges` at `now`; returns how many packets that
-    /// declared lost.
+    /// Acknowledges `ranges` at `now`; returns the packets that declared
+    /// lost.
+    fn ack(
+        r: &mut Recovery,
+        rtt: &mut RttEstimator,
+        ranges: &[(u64, u64)],
+        now: Instant,
+    ) -> Vec<SentPacket> {
+        let (mut acked, mut lost) = (Vec::new(), Vec::new());
+        with_ack(ranges, |a| {
+            r.on_ack(a, now, rtt, &mut acked, &mut lost).unwrap()
+        });
+        lost
+    }
+
+    /// [`ack`], counting the packets it declared lost.
     fn ack_at(
         r: &mut Recovery,
         rtt: &mut RttEstimator,
         ranges: &[(u64, u64)],
         now: Instant,
     ) -> usize {
-        let (mut acked, mut lost) = (Vec::new(), Vec::new());
-        with_ack(ranges, |a| {
-            r.on_ack(a, now, rtt, &mut acked, &mut lost).unwrap()
-        });
-        lost.len()
+        ack(r, rtt, ranges, now).len()
     }
 
     /// `k` round trips: one packet each, sent and acknowledged.
