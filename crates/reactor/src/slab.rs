@@ -111,13 +111,13 @@ impl<T> Slab<T> {
         value
     }
 
-    /// Values held.
     /// Entries the slab holds before it allocates.
     #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
         self.slots.capacity()
     }
 
+    /// Values held.
     pub(crate) fn len(&self) -> usize {
         self.len
     }
