@@ -39,12 +39,148 @@ pub const REFUSE_SECURITY_MISMATCH: u64 = 3;
 pub const REFUSE_TOKEN: u64 = 4;
 /// CLOSE code of a connection whose peer stopped its
 /// [`Server`](crate::Server) or [`Client`](crate::Client) (`stop`): the
-/// reason is "server stopping" or "client stopping". Codes 1 to 5 are
+/// reason is "server stopping" or "client stopping". Codes 1 to 8 are
 /// keel-rudp's own; a game's `close` codes are its own business, but
 /// staying clear of these keeps them unambiguous.
 pub const CLOSE_STOPPED: u64 = 5;
+/// CLOSE code of a REFUSE: the hello's source address (its IP, an IPv6
+/// address by its prefix, see [`Admission::ipv6_prefix_len`]) holds
+/// [`Admission::max_connections_per_ip`] connections on this lane.
+pub const REFUSE_ADDRESS_LIMIT: u64 = 6;
+/// CLOSE code of a REFUSE: the hello's source address started handshakes
+/// faster than [`Admission::handshakes_per_sec`] (after a burst of
+/// [`Admission::handshake_burst`]); the client may try again a little later.
+pub const REFUSE_RATE_LIMIT: u64 = 7;
+/// CLOSE code of a connection replaced by a newer one made with the same
+/// connect token (a client that crashed and came back): reason
+/// "replaced by a new connection with the same connect token". The old
+/// connection's CLOSE goes to its address, and the server's handler sees
+/// its `disconnected` (as `DisconnectReason::Local` with this code).
+pub const CLOSE_REPLACED: u64 = 8;
 /// Tokens the replay cache remembers at most (oldest forgotten first).
 pub const REPLAY_CACHE: usize = 8192;
+
+/// Limits on admission: how many connections, and how many handshakes a
+/// second, one source address gets on one endpoint (a server lane), so
+/// that one attacker cannot fill the connection table. `docs/security.md`
+/// ("Limits: admission") has the figures.
+///
+/// A source address is its IP, not IP and port (64 sockets of one host
+/// share an IP), with an IPv4-mapped IPv6 address counted as its IPv4
+/// address and an IPv6 address by its first [`ipv6_prefix_len`] bits (one
+/// subscriber usually gets a whole /64). The limits count only sources
+/// that returned their cookie (they receive at that address), so a spoofer
+/// cannot spend a victim's share; RETRY stays stateless and unlimited.
+/// Each limit is per lane: with `L` lanes a source may hold up to `L`
+/// times as much.
+///
+/// The trade-off: players behind one NAT (a LAN party, a campus, carrier
+/// NAT) share one address and so one share. Raise
+/// [`max_connections_per_ip`] for a server that expects them; an attacker
+/// then holds that many too.
+///
+/// [`ipv6_prefix_len`]: Admission::ipv6_prefix_len
+/// [`max_connections_per_ip`]: Admission::max_connections_per_ip
+///
+/// # Examples
+///
+/// ```
+/// use keel_rudp::Admission;
+///
+/// let mut a = Admission::default();
+/// assert_eq!(a.max_connections_per_ip, 16);
+/// a.max_connections_per_ip = 64; // a LAN-party server
+/// a.validate().unwrap();
+/// a.handshake_burst = 0;
+/// assert_eq!(
+///     a.validate().unwrap_err().to_string(),
+///     "handshake_burst: 0, 1 or more accepted"
+/// );
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admission {
+    /// Connections one source address holds at most (default 16), closing
+    /// ones included until they are removed; past it a hello gets a
+    /// REFUSE with [`REFUSE_ADDRESS_LIMIT`]. At least 1.
+    pub max_connections_per_ip: usize,
+    /// IPv6 sources are grouped by this many leading bits (default 64: one
+    /// subscriber's LAN). 32 to 128; 128 counts every IPv6 address alone.
+    pub ipv6_prefix_len: u8,
+    /// Handshakes one source address may start per second, sustained
+    /// (default 4): a token bucket refilled at this rate. Each validated
+    /// hello that asks for a new connection takes one, whatever its
+    /// outcome; past it the hello gets a REFUSE with [`REFUSE_RATE_LIMIT`].
+    /// At least 1.
+    pub handshakes_per_sec: u32,
+    /// Handshakes one source address may start at once: the bucket's size
+    /// (default 16). At least 1.
+    pub handshake_burst: u32,
+    /// Source addresses whose handshake rate is remembered at once
+    /// (default 4,096, about 64 bytes each): when full, the one tracked
+    /// longest is forgotten (counted in
+    /// [`EndpointStats::rate_table_evictions`]) and starts again with a
+    /// full bucket when it comes back. At least 1.
+    pub rate_table_size: usize,
+}
+
+impl Admission {
+    /// No admission limits (each at its largest): for benchmarks and tests
+    /// that open many connections from one address. A server facing the
+    /// internet should not use it: one token or one host can then fill
+    /// the table.
+    pub const OFF: Admission = Admission {
+        max_connections_per_ip: usize::MAX,
+        ipv6_prefix_len: 128,
+        handshakes_per_sec: u32::MAX,
+        handshake_burst: u32::MAX,
+        rate_table_size: 1,
+    };
+
+    /// Checks every setting, naming the first one out of range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |setting: &'static str, value: u64, accepted: &'static str| {
+            Err(ConfigError::Admission {
+                setting,
+                value,
+                accepted,
+            })
+        };
+        if self.max_connections_per_ip == 0 {
+            return bad("max_connections_per_ip", 0, "1 or more");
+        }
+        if !(32..=128).contains(&self.ipv6_prefix_len) {
+            return bad(
+                "ipv6_prefix_len",
+                u64::from(self.ipv6_prefix_len),
+                "32 to 128",
+            );
+        }
+        if self.handshakes_per_sec == 0 {
+            return bad("handshakes_per_sec", 0, "1 or more");
+        }
+        if self.handshake_burst == 0 {
+            return bad("handshake_burst", 0, "1 or more");
+        }
+        if self.rate_table_size == 0 {
+            return bad("rate_table_size", 0, "1 or more");
+        }
+        Ok(())
+    }
+}
+
+impl Default for Admission {
+    /// 16 connections per address, 4 handshakes per second after a burst
+    /// of 16, 4,096 addresses' rates remembered, IPv6 grouped by /64.
+    fn default() -> Self {
+        Admission {
+            max_connections_per_ip: 16,
+            ipv6_prefix_len: 64,
+            handshakes_per_sec: 4,
+            handshake_burst: 16,
+            rate_table_size: 4096,
+        }
+    }
+}
 
 /// Settings of an [`Endpoint`].
 #[derive(Debug, Clone)]
@@ -60,6 +196,9 @@ pub struct EndpointConfig {
     /// Connections this endpoint holds at most (default 4,096); past it a
     /// valid hello gets a REFUSE with [`REFUSE_FULL`].
     pub max_connections: usize,
+    /// Limits per source address and the handshake rate (checked in
+    /// [`Endpoint::new`]).
+    pub admission: Admission,
     /// Settings of every connection.
     pub connection: Config,
     /// Connect tokens and sealed packets, or insecure by name.
@@ -79,6 +218,7 @@ impl EndpointConfig {
             key,
             cookie_lifetime: Duration::from_secs(10),
             max_connections: 4096,
+            admission: Admission::default(),
             connection,
             security,
             unix_time_at_start: std::time::SystemTime::now()
@@ -148,6 +288,18 @@ pub struct EndpointStats {
     pub tokens_replayed: u64,
     /// Hellos refused: a token to an insecure server, or none to a secure one.
     pub security_mismatches: u64,
+    /// Hellos refused ([`REFUSE_ADDRESS_LIMIT`]): their source address held
+    /// [`Admission::max_connections_per_ip`] connections.
+    pub refused_address_limit: u64,
+    /// Hellos refused ([`REFUSE_RATE_LIMIT`]): their source address had no
+    /// handshake left in its bucket.
+    pub refused_rate_limit: u64,
+    /// Connections closed ([`CLOSE_REPLACED`]) because a new connection
+    /// was made with their connect token.
+    pub connections_replaced: u64,
+    /// Source addresses forgotten by the handshake-rate table
+    /// ([`Admission::rate_table_size`]) to make room for another.
+    pub rate_table_evictions: u64,
 }
 
 impl std::ops::Add for EndpointStats {
@@ -172,6 +324,90 @@ impl std::ops::Add for EndpointStats {
             tokens_wrong_key: self.tokens_wrong_key + o.tokens_wrong_key,
             tokens_replayed: self.tokens_replayed + o.tokens_replayed,
             security_mismatches: self.security_mismatches + o.security_mismatches,
+            refused_address_limit: self.refused_address_limit + o.refused_address_limit,
+            refused_rate_limit: self.refused_rate_limit + o.refused_rate_limit,
+            connections_replaced: self.connections_replaced + o.connections_replaced,
+            rate_table_evictions: self.rate_table_evictions + o.rate_table_evictions,
+        }
+    }
+}
+
+/// A source address as the admission limits count it: an IPv4 address as
+/// its IPv4-mapped IPv6 form, an IPv6 address cut to its prefix.
+type SourceKey = u128;
+
+fn source_key(addr: SocketAddr, ipv6_prefix_len: u8) -> SourceKey {
+    match addr.ip() {
+        IpAddr::V4(v4) => u128::from(v4.to_ipv6_mapped()),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => u128::from(v4.to_ipv6_mapped()),
+            None => {
+                let keep = u32::from(ipv6_prefix_len.min(128));
+                let mask = u128::MAX.checked_shl(128 - keep).unwrap_or(0);
+                u128::from(v6) & mask
+            }
+        },
+    }
+}
+
+/// Handshakes one source may start: a token bucket per source, in a table
+/// of fixed size (a ring: when full, the source tracked longest is
+/// forgotten), so the limiter's own memory is bounded.
+struct RateTable {
+    index: HashMap<SourceKey, usize>,
+    /// Each source's bucket: its level in millionths of a handshake and
+    /// the time (µs since the endpoint's epoch) it was last refilled.
+    ring: Vec<(SourceKey, u64, u64)>,
+    /// The next entry of `ring` to reuse once it is full.
+    next: usize,
+}
+
+/// One handshake in a bucket's units.
+const HANDSHAKE: u64 = 1_000_000;
+
+impl RateTable {
+    fn new() -> Self {
+        RateTable {
+            index: HashMap::new(),
+            ring: Vec::new(),
+            next: 0,
+        }
+    }
+
+    /// Takes one handshake from `key`'s bucket at `now_us`; false if it is
+    /// empty. `evicted` is set if another source was forgotten for it.
+    fn take(&mut self, key: SourceKey, now_us: u64, a: &Admission, evicted: &mut bool) -> bool {
+        let full = u64::from(a.handshake_burst) * HANDSHAKE;
+        let i = match self.index.get(&key) {
+            Some(&i) => i,
+            None => {
+                let entry = (key, full, now_us);
+                let i = if self.ring.len() < a.rate_table_size {
+                    self.ring.push(entry);
+                    self.ring.len() - 1
+                } else {
+                    let i = self.next;
+                    self.next = (i + 1) % self.ring.len();
+                    self.index.remove(&self.ring[i].0);
+                    self.ring[i] = entry;
+                    *evicted = true;
+                    i
+                };
+                self.index.insert(key, i);
+                i
+            }
+        };
+        let (_, level, at) = &mut self.ring[i];
+        let refill = now_us
+            .saturating_sub(*at)
+            .saturating_mul(u64::from(a.handshakes_per_sec));
+        *level = level.saturating_add(refill).min(full);
+        *at = (*at).max(now_us);
+        if *level >= HANDSHAKE {
+            *level -= HANDSHAKE;
+            true
+        } else {
+            false
         }
     }
 }
@@ -180,6 +416,11 @@ struct Slot {
     conn: Connection,
     addr: SocketAddr,
     nonce: [u8; 16],
+    /// Its source address as the admission limits count it.
+    source: SourceKey,
+    /// The AEAD tag of its connect token while it is the token's one live
+    /// connection (in `by_token`).
+    token: Option<[u8; 16]>,
     /// In `dirty`: its deadline is to be recomputed (or it is removable).
     dirty: bool,
     /// In `ready`: it may have datagrams to send.
@@ -248,8 +489,16 @@ pub struct Endpoint {
     /// Tokens accepted and not yet expired, by their tag: the client
     /// address that used each, so another address cannot reuse it. Filled
     /// only after the cookie round trip; at most [`REPLAY_CACHE`] entries.
-    replay: HashMap<[u8; 16], (SocketAddr, u64)>,
+    replay: HashMap<[u8; 16], (IpAddr, u64)>,
     replay_order: VecDeque<[u8; 16]>,
+    /// The one live connection of each connect token (by its tag).
+    by_token: HashMap<[u8; 16], usize>,
+    /// Connections held (closing ones included) per source address; an
+    /// entry exists only while it is at least 1, so at most
+    /// `max_connections` entries.
+    per_source: HashMap<SourceKey, usize>,
+    /// Handshake-rate buckets of the validated sources.
+    rates: RateTable,
 }
 
 impl fmt::Debug for Endpoint {
@@ -266,6 +515,7 @@ impl Endpoint {
     /// An endpoint with no connections; `now` starts its cookie clock.
     pub fn new(cfg: EndpointConfig, now: Instant) -> Result<Self, ConfigError> {
         cfg.connection.validate()?;
+        cfg.admission.validate()?;
         let cfg_kid = cfg.security.clone();
         Ok(Endpoint {
             digest: cfg.connection.digest(),
@@ -287,6 +537,9 @@ impl Endpoint {
             },
             replay: HashMap::new(),
             replay_order: VecDeque::new(),
+            by_token: HashMap::new(),
+            per_source: HashMap::new(),
+            rates: RateTable::new(),
         })
     }
 
@@ -534,11 +787,36 @@ impl Endpoint {
                 };
             }
         }
+        // A new connection is asked for: the admission limits apply, to
+        // validated sources only (a spoofer never gets this far, so it
+        // cannot spend another address's share).
+        let source = source_key(from, self.cfg.admission.ipv6_prefix_len);
+        let mut evicted = false;
+        let now_us = now.saturating_duration_since(self.epoch).as_micros() as u64;
+        let in_rate = self
+            .rates
+            .take(source, now_us, &self.cfg.admission, &mut evicted);
+        if evicted {
+            self.stats.rate_table_evictions += 1;
+        }
+        let held = self.per_source.get(&source).copied().unwrap_or(0);
         let mut claims = None;
-        let refuse = if config_digest != self.digest {
+        let refuse = if !in_rate {
+            self.stats.refused_rate_limit += 1;
+            Some((
+                REFUSE_RATE_LIMIT,
+                "too many handshakes from this address; try again later",
+            ))
+        } else if config_digest != self.digest {
             Some((REFUSE_CONFIG_MISMATCH, "channel configuration differs"))
         } else if self.by_cid.len() >= self.cfg.max_connections {
             Some((REFUSE_FULL, "server full"))
+        } else if held >= self.cfg.admission.max_connections_per_ip {
+            self.stats.refused_address_limit += 1;
+            Some((
+                REFUSE_ADDRESS_LIMIT,
+                "too many connections from this address",
+            ))
         } else {
             match self.check_token(now, from, token) {
                 Ok(c) => {
@@ -585,14 +863,22 @@ impl Endpoint {
                 Err(_) => return Handled::Dropped,
             };
         conn.set_peer_max_ack_delay(Duration::from_micros(max_ack_delay_us));
+        let mut token = None;
         if let Some(c) = claims {
             self.remember_token(from, &c);
+            // One live connection per token: the newest replaces the older.
+            if let Some(old) = self.by_token.remove(&c.tag) {
+                self.replace(now, old);
+            }
+            token = Some(c.tag);
             conn.secure(c, nonce);
         }
         let slot = Slot {
             conn,
             addr: from,
             nonce,
+            source,
+            token,
             dirty: false,
             ready: false,
             evented: false,
@@ -609,9 +895,33 @@ impl Endpoint {
         };
         self.by_cid.insert(cid, idx);
         self.by_nonce.insert(nonce, idx);
+        if let Some(tag) = token {
+            self.by_token.insert(tag, idx);
+        }
+        *self.per_source.entry(source).or_insert(0) += 1;
         self.stats.connections_created += 1;
         self.touch(idx);
         Handled::Accepted(ConnectionHandle(idx), n)
+    }
+
+    /// Closes connection `i`, whose connect token a new connection took:
+    /// its peer gets a CLOSE with [`CLOSE_REPLACED`], its handler a
+    /// `Disconnected` event. It keeps its slot (and its share of its
+    /// source's limit) until it is removed, like any closing connection.
+    fn replace(&mut self, now: Instant, i: usize) {
+        let Some(slot) = self.slots.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        slot.token = None;
+        if slot.conn.state() == State::Connected {
+            slot.conn.close(
+                now,
+                CLOSE_REPLACED,
+                "replaced by a new connection with the same connect token",
+            );
+            self.stats.connections_replaced += 1;
+        }
+        self.touch(i);
     }
 
     /// The security check of a validated hello: `Ok(Some(claims))` for a
@@ -643,7 +953,9 @@ impl Endpoint {
         let unix_now = self.unix_now(now);
         let res = open_token(key, &self.kid, addrs, unix_now, token).and_then(|c| {
             match self.replay.get(&c.tag) {
-                Some(&(addr, exp)) if exp > unix_now && addr != from => Err(TokenError::Replayed),
+                Some(&(ip, exp)) if exp > unix_now && ip != from.ip().to_canonical() => {
+                    Err(TokenError::Replayed)
+                }
                 _ => Ok(c),
             }
         });
@@ -667,11 +979,14 @@ impl Endpoint {
         self.cfg.unix_time_at_start + now.saturating_duration_since(self.epoch).as_secs()
     }
 
-    /// Records that `from` uses the token of `c`; forgets the oldest entry
+    /// Records that `from`'s IP uses the token of `c` (another port of the
+    /// same IP may use it again: a client that crashed and reconnects
+    /// replaces its old connection); forgets the oldest entry
     /// when full (dropping expired ones first costs a scan, so it is not
     /// done: an entry outlives its token at most until pushed out).
     fn remember_token(&mut self, from: SocketAddr, c: &TokenClaims) {
-        if self.replay.insert(c.tag, (from, c.expires_at)).is_none() {
+        let ip = from.ip().to_canonical();
+        if self.replay.insert(c.tag, (ip, c.expires_at)).is_none() {
             self.replay_order.push_back(c.tag);
             if self.replay_order.len() > REPLAY_CACHE {
                 if let Some(old) = self.replay_order.pop_front() {
@@ -748,6 +1063,15 @@ impl Endpoint {
                 let nonce = slot.nonce;
                 self.by_cid.remove(&cid);
                 self.by_nonce.remove(&nonce);
+                if let Some(tag) = slot.token {
+                    self.by_token.remove(&tag);
+                }
+                if let Some(n) = self.per_source.get_mut(&slot.source) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.per_source.remove(&slot.source);
+                    }
+                }
                 self.slots[i] = None;
                 self.free.push(i);
                 self.deadlines.set(i, None);

@@ -59,8 +59,9 @@ pub use connection::{
     Connection, DisconnectReason, Event, MessageId, SendError, Side, State, Stats,
 };
 pub use endpoint::{
-    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, CLOSE_STOPPED, COOKIE_LEN,
-    REFUSE_CONFIG_MISMATCH, REFUSE_FULL, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN, REPLAY_CACHE,
+    Admission, ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, CLOSE_REPLACED,
+    CLOSE_STOPPED, COOKIE_LEN, REFUSE_ADDRESS_LIMIT, REFUSE_CONFIG_MISMATCH, REFUSE_FULL,
+    REFUSE_RATE_LIMIT, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN, REPLAY_CACHE,
 };
 pub use net::client::{Client, ClientConfig};
 pub use net::handler::{Ctx, Handler};
