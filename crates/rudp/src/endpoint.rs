@@ -1,12 +1,14 @@
 //! The server side of the handshake and the connections of one lane,
 //! routed by connection ID.
 //!
-//! Why one file of about 800 lines: the stateless-cookie handshake, the
+//! Why one file of about 1,000 lines: the stateless-cookie handshake, the
 //! connect-token check behind it and the connection-ID routing they feed
 //! share the endpoint's keys, counters and tables, and about a third of
 //! the lines are the doc comments that state what is (and is not)
 //! allocated for an unvalidated source; split apart, the anti-spoofing
-//! argument would no longer read in one place.
+//! argument would no longer read in one place. The admission limits'
+//! settings and bookkeeping are in `admission.rs`; where they apply in the
+//! handshake is here, in `on_hello`.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -16,6 +18,7 @@ use std::time::{Duration, Instant};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use crate::admission::{source_key, Admission, RateTable, SourceKey};
 use crate::config::{Config, ConfigError};
 use crate::connection::{Connection, Event, Side, State};
 use crate::deadlines::Deadlines;
@@ -59,128 +62,6 @@ pub const REFUSE_RATE_LIMIT: u64 = 7;
 pub const CLOSE_REPLACED: u64 = 8;
 /// Tokens the replay cache remembers at most (oldest forgotten first).
 pub const REPLAY_CACHE: usize = 8192;
-
-/// Limits on admission: how many connections, and how many handshakes a
-/// second, one source address gets on one endpoint (a server lane), so
-/// that one attacker cannot fill the connection table. `docs/security.md`
-/// ("Limits: admission") has the figures.
-///
-/// A source address is its IP, not IP and port (64 sockets of one host
-/// share an IP), with an IPv4-mapped IPv6 address counted as its IPv4
-/// address and an IPv6 address by its first [`ipv6_prefix_len`] bits (one
-/// subscriber usually gets a whole /64). The limits count only sources
-/// that returned their cookie (they receive at that address), so a spoofer
-/// cannot spend a victim's share; RETRY stays stateless and unlimited.
-/// Each limit is per lane: with `L` lanes a source may hold up to `L`
-/// times as much.
-///
-/// The trade-off: players behind one NAT (a LAN party, a campus, carrier
-/// NAT) share one address and so one share. Raise
-/// [`max_connections_per_ip`] for a server that expects them; an attacker
-/// then holds that many too.
-///
-/// [`ipv6_prefix_len`]: Admission::ipv6_prefix_len
-/// [`max_connections_per_ip`]: Admission::max_connections_per_ip
-///
-/// # Examples
-///
-/// ```
-/// use keel_rudp::Admission;
-///
-/// let mut a = Admission::default();
-/// assert_eq!(a.max_connections_per_ip, 16);
-/// a.max_connections_per_ip = 64; // a LAN-party server
-/// a.validate().unwrap();
-/// a.handshake_burst = 0;
-/// assert_eq!(
-///     a.validate().unwrap_err().to_string(),
-///     "handshake_burst: 0, 1 or more accepted"
-/// );
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Admission {
-    /// Connections one source address holds at most (default 16), closing
-    /// ones included until they are removed; past it a hello gets a
-    /// REFUSE with [`REFUSE_ADDRESS_LIMIT`]. At least 1.
-    pub max_connections_per_ip: usize,
-    /// IPv6 sources are grouped by this many leading bits (default 64: one
-    /// subscriber's LAN). 32 to 128; 128 counts every IPv6 address alone.
-    pub ipv6_prefix_len: u8,
-    /// Handshakes one source address may start per second, sustained
-    /// (default 4): a token bucket refilled at this rate. Each validated
-    /// hello that asks for a new connection takes one, whatever its
-    /// outcome; past it the hello gets a REFUSE with [`REFUSE_RATE_LIMIT`].
-    /// At least 1.
-    pub handshakes_per_sec: u32,
-    /// Handshakes one source address may start at once: the bucket's size
-    /// (default 16). At least 1.
-    pub handshake_burst: u32,
-    /// Source addresses whose handshake rate is remembered at once
-    /// (default 4,096, about 64 bytes each): when full, the one tracked
-    /// longest is forgotten (counted in
-    /// [`EndpointStats::rate_table_evictions`]) and starts again with a
-    /// full bucket when it comes back. At least 1.
-    pub rate_table_size: usize,
-}
-
-impl Admission {
-    /// No admission limits (each at its largest): for benchmarks and tests
-    /// that open many connections from one address. A server facing the
-    /// internet should not use it: one token or one host can then fill
-    /// the table.
-    pub const OFF: Admission = Admission {
-        max_connections_per_ip: usize::MAX,
-        ipv6_prefix_len: 128,
-        handshakes_per_sec: u32::MAX,
-        handshake_burst: u32::MAX,
-        rate_table_size: 1,
-    };
-
-    /// Checks every setting, naming the first one out of range.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |setting: &'static str, value: u64, accepted: &'static str| {
-            Err(ConfigError::Admission {
-                setting,
-                value,
-                accepted,
-            })
-        };
-        if self.max_connections_per_ip == 0 {
-            return bad("max_connections_per_ip", 0, "1 or more");
-        }
-        if !(32..=128).contains(&self.ipv6_prefix_len) {
-            return bad(
-                "ipv6_prefix_len",
-                u64::from(self.ipv6_prefix_len),
-                "32 to 128",
-            );
-        }
-        if self.handshakes_per_sec == 0 {
-            return bad("handshakes_per_sec", 0, "1 or more");
-        }
-        if self.handshake_burst == 0 {
-            return bad("handshake_burst", 0, "1 or more");
-        }
-        if self.rate_table_size == 0 {
-            return bad("rate_table_size", 0, "1 or more");
-        }
-        Ok(())
-    }
-}
-
-impl Default for Admission {
-    /// 16 connections per address, 4 handshakes per second after a burst
-    /// of 16, 4,096 addresses' rates remembered, IPv6 grouped by /64.
-    fn default() -> Self {
-        Admission {
-            max_connections_per_ip: 16,
-            ipv6_prefix_len: 64,
-            handshakes_per_sec: 4,
-            handshake_burst: 16,
-            rate_table_size: 4096,
-        }
-    }
-}
 
 /// Settings of an [`Endpoint`].
 #[derive(Debug, Clone)]
@@ -328,86 +209,6 @@ impl std::ops::Add for EndpointStats {
             refused_rate_limit: self.refused_rate_limit + o.refused_rate_limit,
             connections_replaced: self.connections_replaced + o.connections_replaced,
             rate_table_evictions: self.rate_table_evictions + o.rate_table_evictions,
-        }
-    }
-}
-
-/// A source address as the admission limits count it: an IPv4 address as
-/// its IPv4-mapped IPv6 form, an IPv6 address cut to its prefix.
-type SourceKey = u128;
-
-fn source_key(addr: SocketAddr, ipv6_prefix_len: u8) -> SourceKey {
-    match addr.ip() {
-        IpAddr::V4(v4) => u128::from(v4.to_ipv6_mapped()),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => u128::from(v4.to_ipv6_mapped()),
-            None => {
-                let keep = u32::from(ipv6_prefix_len.min(128));
-                let mask = u128::MAX.checked_shl(128 - keep).unwrap_or(0);
-                u128::from(v6) & mask
-            }
-        },
-    }
-}
-
-/// Handshakes one source may start: a token bucket per source, in a table
-/// of fixed size (a ring: when full, the source tracked longest is
-/// forgotten), so the limiter's own memory is bounded.
-struct RateTable {
-    index: HashMap<SourceKey, usize>,
-    /// Each source's bucket: its level in millionths of a handshake and
-    /// the time (µs since the endpoint's epoch) it was last refilled.
-    ring: Vec<(SourceKey, u64, u64)>,
-    /// The next entry of `ring` to reuse once it is full.
-    next: usize,
-}
-
-/// One handshake in a bucket's units.
-const HANDSHAKE: u64 = 1_000_000;
-
-impl RateTable {
-    fn new() -> Self {
-        RateTable {
-            index: HashMap::new(),
-            ring: Vec::new(),
-            next: 0,
-        }
-    }
-
-    /// Takes one handshake from `key`'s bucket at `now_us`; false if it is
-    /// empty. `evicted` is set if another source was forgotten for it.
-    fn take(&mut self, key: SourceKey, now_us: u64, a: &Admission, evicted: &mut bool) -> bool {
-        let full = u64::from(a.handshake_burst) * HANDSHAKE;
-        let i = match self.index.get(&key) {
-            Some(&i) => i,
-            None => {
-                let entry = (key, full, now_us);
-                let i = if self.ring.len() < a.rate_table_size {
-                    self.ring.push(entry);
-                    self.ring.len() - 1
-                } else {
-                    let i = self.next;
-                    self.next = (i + 1) % self.ring.len();
-                    self.index.remove(&self.ring[i].0);
-                    self.ring[i] = entry;
-                    *evicted = true;
-                    i
-                };
-                self.index.insert(key, i);
-                i
-            }
-        };
-        let (_, level, at) = &mut self.ring[i];
-        let refill = now_us
-            .saturating_sub(*at)
-            .saturating_mul(u64::from(a.handshakes_per_sec));
-        *level = level.saturating_add(refill).min(full);
-        *at = (*at).max(now_us);
-        if *level >= HANDSHAKE {
-            *level -= HANDSHAKE;
-            true
-        } else {
-            false
         }
     }
 }

@@ -428,7 +428,8 @@ fn the_address_limit_counts_ips_not_ports() {
 
 #[test]
 fn admission_settings_out_of_range_are_refused_by_name() {
-    let cases: [(fn(&mut Admission), &str); 5] = [
+    type Spoil = fn(&mut Admission);
+    let cases: [(Spoil, &str); 5] = [
         (
             |a| a.max_connections_per_ip = 0,
             "max_connections_per_ip: 0, 1 or more accepted",

@@ -11,8 +11,9 @@ use keel_udp::{
     EndpointConfig as UdpConfig, LaneSteering, LanesConfig,
 };
 
+use crate::admission::Admission;
 use crate::config::Config;
-use crate::endpoint::{Admission, Endpoint, EndpointConfig, EndpointStats};
+use crate::endpoint::{Endpoint, EndpointConfig, EndpointStats};
 use crate::net::conns::Conns;
 use crate::net::handler::{Ctx, Handler};
 use crate::net::lane::LaneState;
