@@ -476,6 +476,10 @@ fn through_a_server_a_token_holds_one_connection_and_an_address_its_share() {
     let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
     let mut sc = ServerConfig::new(config(), tokens());
     sc.admission.max_connections_per_ip = 2;
+    // With no RTT sample, a closing connection stays 3 PTOs of the initial
+    // RTT: many seconds, so the replaced one is surely still counted when
+    // the third client comes (the channels alone must match the clients').
+    sc.connection.initial_rtt = Duration::from_secs(2);
     let (srv, srv_rx) = recorder(false);
     let mut srv = Some(srv);
     let server = Server::bind(rt.handles(), addr("127.0.0.1:0"), sc, move |_| {
