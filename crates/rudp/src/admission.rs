@@ -22,8 +22,9 @@ use crate::endpoint::{EndpointStats, CLOSE_REPLACED, REFUSE_ADDRESS_LIMIT, REFUS
 /// subscriber usually gets a whole /64). The limits count only sources
 /// that returned their cookie (they receive at that address), so a spoofer
 /// cannot spend a victim's share; RETRY stays stateless and unlimited.
-/// Each limit is per lane: with `L` lanes a source may hold up to `L`
-/// times as much.
+/// Each limit is per lane (the kernel spreads handshakes over the lanes
+/// by address and port): with `L` lanes a source may hold up to `L` times
+/// as much, and a token one live connection per lane.
 ///
 /// Besides these limits, and not configurable: a connect token buys one
 /// live connection. A new connection made with the token of a connected
@@ -82,10 +83,11 @@ pub struct Admission {
 }
 
 impl Admission {
-    /// No admission limits (each at its largest): for benchmarks and tests
-    /// that open many connections from one address. A server facing the
-    /// internet should not use it: one token or one host can then fill
-    /// the table.
+    /// No admission limits (each at its largest; the rate table keeps one
+    /// address, as with no rate there is nothing to remember): for
+    /// benchmarks and tests that open many connections from one address.
+    /// A connect token still holds one live connection. A server facing
+    /// the internet should not use it: one host can then fill the table.
     pub const OFF: Admission = Admission {
         max_connections_per_ip: usize::MAX,
         ipv6_prefix_len: 128,

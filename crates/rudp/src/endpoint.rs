@@ -149,7 +149,8 @@ pub struct EndpointStats {
     pub connections_removed: u64,
     /// ACCEPTs sent again for a repeated hello.
     pub accepts_resent: u64,
-    /// Valid hellos refused (configuration mismatch, full).
+    /// Valid hellos refused, whatever the cause (configuration mismatch,
+    /// full, a token refused, a security mismatch, an admission limit).
     pub refused: u64,
     /// Datagrams rejected by a decoder.
     pub malformed: u64,
@@ -165,7 +166,7 @@ pub struct EndpointStats {
     pub tokens_wrong_server: u64,
     /// Tokens refused: sealed under another key.
     pub tokens_wrong_key: u64,
-    /// Tokens refused: in use from another client address.
+    /// Tokens refused: in use from another client IP.
     pub tokens_replayed: u64,
     /// Hellos refused: a token to an insecure server, or none to a secure one.
     pub security_mismatches: u64,
@@ -287,8 +288,8 @@ pub struct Endpoint {
     stats: EndpointStats,
     /// The key id of the token key.
     kid: [u8; 4],
-    /// Tokens accepted and not yet expired, by their tag: the client
-    /// address that used each, so another address cannot reuse it. Filled
+    /// Tokens accepted and not yet expired, by their tag: the client IP
+    /// that used each, so another IP cannot reuse it. Filled
     /// only after the cookie round trip; at most [`REPLAY_CACHE`] entries.
     replay: HashMap<[u8; 16], (IpAddr, u64)>,
     replay_order: VecDeque<[u8; 16]>,
