@@ -176,7 +176,7 @@ pub struct Run {
     pub cpu_percent: Option<f64>,
     /// Lost echoes of the run, both phases: `udp_lost_messages` (the
     /// measured phase's), plus `udp_lost_warmup_messages` on a UDP echo line
-    /// that counts them apart (see [`lost_echoes`]).
+    /// that counts them apart (older lines held both in `udp_lost_messages`).
     pub udp_lost_messages: Option<u64>,
     /// What a run of the keel-rudp benchmark adds (its key, seed and
     /// measurements); `None` for a run of the UDP echo matrix. See
