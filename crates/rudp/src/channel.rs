@@ -1,10 +1,10 @@
 //! Channels: per-channel send queues (messages kept as chunks until
 //! acknowledged) and receive state (reassembly, ordering, staleness).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use crate::pool::BufPool;
-use crate::ranges::RangeSet;
+use crate::budget::{RecvMem, Refusal};
 
 /// How a channel delivers its messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -297,70 +297,248 @@ pub(crate) enum RecvOutcome {
     Duplicate,
     /// Older than a delivered message on a sequenced channel.
     Stale,
-    /// No memory for it under the connection's cap; the packet must not be
-    /// acknowledged so the sender resends it.
-    Refused,
-    /// Contradicts what was received before (total length changed).
+    /// Not taken (no memory under the connection's cap or the endpoint's
+    /// budget, or too far ahead of the channel's window); the packet must
+    /// not be acknowledged so the sender resends it.
+    Refused(Refusal),
+    /// Contradicts what was received before (total length changed), or a
+    /// fragment no sender cuts (a sliver of new bytes left open on both
+    /// sides).
     Invalid,
-}
-
-#[derive(Debug)]
-struct Partial {
-    seq: u64,
-    total: u32,
-    buf: Vec<u8>,
-    /// Received byte ranges, sorted, half-open, merged.
-    ranges: Vec<(u32, u32)>,
-}
-
-impl Partial {
-    fn add(&mut self, offset: u32, payload: &[u8]) {
-        let end = offset + payload.len() as u32;
-        self.buf[offset as usize..end as usize].copy_from_slice(payload);
-        let (mut lo, mut hi) = (offset, end);
-        self.ranges.retain(|&(a, b)| {
-            if b < lo || a > hi {
-                true
-            } else {
-                lo = lo.min(a);
-                hi = hi.max(b);
-                false
-            }
-        });
-        let idx = self.ranges.partition_point(|&(a, _)| a < lo);
-        self.ranges.insert(idx, (lo, hi));
-    }
-
-    fn complete(&self) -> bool {
-        self.ranges.len() == 1 && self.ranges[0] == (0, self.total)
-    }
 }
 
 /// Partial messages kept per unreliable channel; older ones are evicted.
 const MAX_UNRELIABLE_PARTIALS: usize = 4;
 /// How far ahead of the next expected message an ordered channel buffers.
 pub(crate) const MAX_ORDER_WINDOW: u64 = 1 << 16;
+/// How far ahead of its lowest undelivered message a reliable-unordered
+/// channel takes messages: the bits of its de-duplication window. A
+/// message further ahead is refused unacknowledged (the sender resends it
+/// once the window moved).
+pub(crate) const UNORDERED_WINDOW: u64 = 4096;
+const WINDOW_WORDS: usize = (UNORDERED_WINDOW / 64) as usize;
+/// Bytes counted for an unordered channel's window while messages above
+/// its floor are delivered (the bitmap and its box).
+pub(crate) const WINDOW_BYTES: usize = WINDOW_WORDS * 8 + 32;
+/// The fewest new bytes a fragment frame must bring to open a partial
+/// message, or to start a piece of one that is not contiguous with what
+/// was received. A sender cuts messages into chunks of at least 1,088
+/// bytes (the smallest datagram, 1,200, less overheads) except the last;
+/// so memory per received byte stays under 2 (a piece's bookkeeping is
+/// paid for by the bytes that came with it). Exempt: bytes that extend
+/// the received prefix, the message's last bytes, and bytes that fill a
+/// hole exactly. A frame breaking this is invalid; a message's first
+/// frame under it is refused (the sender resends it after the others).
+pub(crate) const MIN_PIECE: usize = 512;
+/// Bytes counted per partial message besides its data: the struct, its
+/// share of the map node, the allocator's header.
+pub(crate) const PARTIAL_OVERHEAD: usize = 160;
+/// Bytes counted per out-of-order piece besides its data.
+pub(crate) const PIECE_OVERHEAD: usize = 96;
+/// Bytes counted per whole message held back for ordering besides its data.
+pub(crate) const HELD_OVERHEAD: usize = 64;
+
+/// The capacity the contiguous prefix of a partial message grows to when
+/// it must hold `need` bytes: 1.5x (so reallocation copies are amortized
+/// O(1) per byte and the slack stays under half of what was received),
+/// never past the message's length.
+fn head_target(cap: usize, need: usize, total: usize) -> usize {
+    if need <= cap {
+        cap
+    } else {
+        (cap + cap / 2).max(need).min(total.max(need))
+    }
+}
+
+/// A message received in part. Memory is taken as bytes arrive: the
+/// received prefix in one buffer, everything past a gap as pieces keyed
+/// by offset (disjoint; overlaps trimmed on the way in). Inserting a
+/// frame costs O(log pieces + pieces it overlaps); each byte moves from a
+/// piece into the prefix once.
+#[derive(Debug)]
+struct Partial {
+    total: u32,
+    /// Bytes `0..head.len()`.
+    head: Vec<u8>,
+    /// Received bytes past the head, each starting past `head.len()`.
+    pieces: BTreeMap<u32, Vec<u8>>,
+    /// Bytes counted for it in the connection's [`RecvMem`].
+    held: usize,
+}
+
+impl Partial {
+    /// The new bytes of `offset..end` (ranges not yet received, in order)
+    /// into `segs`, and what they cost; `Err` for a sliver no sender cuts.
+    fn plan(&self, offset: u32, end: u32, segs: &mut Vec<(u32, u32)>) -> Result<usize, ()> {
+        segs.clear();
+        let hl = self.head.len() as u32;
+        let mut cur = offset.max(hl);
+        if cur >= end {
+            return Ok(0);
+        }
+        // Whether what precedes `cur` was received.
+        let mut closed = cur == hl;
+        if let Some((&k, v)) = self.pieces.range(..=cur).next_back() {
+            let e = k + v.len() as u32;
+            if e >= cur {
+                closed = true;
+                cur = e;
+            }
+        }
+        if cur < end {
+            for (&k, v) in self.pieces.range(cur..end) {
+                if k > cur {
+                    segs.push((cur, k));
+                }
+                cur = k + v.len() as u32;
+            }
+            if cur < end {
+                segs.push((cur, end));
+            }
+        }
+        let mut cost = 0;
+        let last = segs.len().saturating_sub(1);
+        for (i, &(a, b)) in segs.iter().enumerate() {
+            let left = i > 0 || closed;
+            let right = i < last || b == self.total || self.pieces.contains_key(&b);
+            if a == hl {
+                let need = b as usize;
+                cost += head_target(self.head.capacity(), need, self.total as usize)
+                    - self.head.capacity();
+                continue;
+            }
+            if (b - a) as usize >= MIN_PIECE || b == self.total || (left && right) {
+                cost += (b - a) as usize + PIECE_OVERHEAD;
+            } else {
+                return Err(());
+            }
+        }
+        Ok(cost)
+    }
+
+    /// Stores the planned segments of `payload` (at `offset`), then moves
+    /// pieces that became contiguous into the head.
+    fn apply(&mut self, offset: u32, payload: &[u8], segs: &[(u32, u32)], mem: &mut RecvMem) {
+        for &(a, b) in segs {
+            let bytes = &payload[(a - offset) as usize..(b - offset) as usize];
+            if a as usize == self.head.len() {
+                self.grow_head(b as usize);
+                self.head.extend_from_slice(bytes);
+            } else {
+                self.pieces.insert(a, bytes.to_vec());
+            }
+        }
+        while let Some(e) = self.pieces.first_entry() {
+            if *e.key() as usize != self.head.len() {
+                break;
+            }
+            let piece = e.remove();
+            let before = self.head.capacity();
+            self.grow_head(self.head.len() + piece.len());
+            let grown = self.head.capacity() - before;
+            mem.force_take(grown);
+            self.held += grown;
+            self.head.extend_from_slice(&piece);
+            let freed = piece.len() + PIECE_OVERHEAD;
+            mem.give(freed);
+            self.held -= freed;
+        }
+    }
+
+    fn grow_head(&mut self, need: usize) {
+        let target = head_target(self.head.capacity(), need, self.total as usize);
+        if target > self.head.capacity() {
+            self.head.reserve_exact(target - self.head.len());
+        }
+    }
+}
+
+/// A reliable-unordered channel's record of delivered messages: all
+/// below `floor`, and a bitmap of [`UNORDERED_WINDOW`] sequence numbers
+/// above it (a ring indexed by `seq % UNORDERED_WINDOW`), allocated only
+/// while something above the floor was delivered. O(1) per message
+/// (the floor's advance is amortized: each bit is cleared once).
+#[derive(Debug, Default)]
+struct Window {
+    floor: u64,
+    bits: Option<Box<[u64; WINDOW_WORDS]>>,
+    marked: u32,
+}
+
+impl Window {
+    fn slot(seq: u64) -> (usize, u64) {
+        let i = seq % UNORDERED_WINDOW;
+        ((i / 64) as usize, 1 << (i % 64))
+    }
+
+    fn contains(&self, seq: u64) -> bool {
+        if seq < self.floor {
+            return true;
+        }
+        if seq - self.floor >= UNORDERED_WINDOW {
+            return false;
+        }
+        let (w, b) = Window::slot(seq);
+        self.bits.as_ref().is_some_and(|bits| bits[w] & b != 0)
+    }
+
+    /// Records `seq` (at or above the floor, inside the window; the bitmap
+    /// exists unless `seq` is the floor). Returns true when the bitmap
+    /// emptied and was freed.
+    fn mark(&mut self, seq: u64) -> bool {
+        if seq != self.floor {
+            if let Some(bits) = self.bits.as_mut() {
+                let (w, b) = Window::slot(seq);
+                bits[w] |= b;
+                self.marked += 1;
+            }
+            return false;
+        }
+        self.floor += 1;
+        let Some(bits) = self.bits.as_mut() else {
+            return false;
+        };
+        loop {
+            let (w, b) = Window::slot(self.floor);
+            if bits[w] & b == 0 {
+                break;
+            }
+            bits[w] &= !b;
+            self.marked -= 1;
+            self.floor += 1;
+        }
+        if self.marked == 0 {
+            self.bits = None;
+            return true;
+        }
+        false
+    }
+}
 
 /// The receiving half of a channel.
 #[derive(Debug)]
 pub(crate) struct RecvChannel {
     kind: ChannelKind,
+    /// Ordered: the next message to deliver.
     next_expected: u64,
-    pending: VecDeque<Option<Vec<u8>>>,
-    delivered: RangeSet,
+    /// Ordered: whole messages waiting for the ones before them.
+    pending: BTreeMap<u64, Vec<u8>>,
+    /// Unordered: what was delivered.
+    window: Window,
+    /// Sequenced: the latest delivered.
     last_delivered: Option<u64>,
-    partials: Vec<Partial>,
-    /// Bytes held in partials and pending messages.
-    pub buffered: usize,
+    partials: BTreeMap<u64, Partial>,
+    /// Reused by [`Partial::plan`].
+    segs: Vec<(u32, u32)>,
+    /// Unreliable partial messages dropped for newer ones.
     pub evicted: u64,
 }
 
 /// Limits and shared state an incoming frame is checked against.
 pub(crate) struct RecvCtx<'a> {
     pub pool: &'a mut BufPool,
-    /// Bytes buffered by the whole connection, and its cap.
-    pub conn_buffered: usize,
-    pub cap: usize,
+    /// What the whole connection holds, its cap and the endpoint's budget.
+    pub mem: &'a mut RecvMem,
     pub deliver: &'a mut dyn FnMut(Vec<u8>),
 }
 
@@ -369,11 +547,11 @@ impl RecvChannel {
         RecvChannel {
             kind,
             next_expected: 0,
-            pending: VecDeque::new(),
-            delivered: RangeSet::new(usize::MAX),
+            pending: BTreeMap::new(),
+            window: Window::default(),
             last_delivered: None,
-            partials: Vec::new(),
-            buffered: 0,
+            partials: BTreeMap::new(),
+            segs: Vec::new(),
             evicted: 0,
         }
     }
@@ -381,19 +559,22 @@ impl RecvChannel {
     fn is_done(&self, seq: u64) -> bool {
         match self.kind {
             ChannelKind::ReliableOrdered => {
-                seq < self.next_expected
-                    || self
-                        .pending
-                        .get((seq - self.next_expected) as usize)
-                        .is_some_and(|s| s.is_some())
+                seq < self.next_expected || self.pending.contains_key(&seq)
             }
-            ChannelKind::ReliableUnordered => self.delivered.contains(seq),
+            ChannelKind::ReliableUnordered => self.window.contains(seq),
             ChannelKind::UnreliableSequenced => self.last_delivered.is_some_and(|l| seq <= l),
             ChannelKind::Unreliable => false,
         }
     }
 
-    /// A MESSAGE (offset 0, whole) or FRAGMENT frame arrived.
+    /// Partial messages held (for tests and bounds).
+    #[cfg(test)]
+    pub fn partial_count(&self) -> usize {
+        self.partials.len()
+    }
+
+    /// A MESSAGE (offset 0, whole) or FRAGMENT frame arrived. Every step
+    /// is O(log n) in what the channel holds, plus the bytes of the frame.
     pub fn on_frame(
         &mut self,
         seq: u64,
@@ -410,113 +591,143 @@ impl RecvChannel {
             };
         }
         let ordered = self.kind == ChannelKind::ReliableOrdered;
-        if ordered && seq - self.next_expected >= MAX_ORDER_WINDOW {
-            return RecvOutcome::Refused;
-        }
-        // The next expected message of an ordered channel is always taken:
-        // it unblocks the channel and frees memory, so the cap cannot
-        // deadlock the connection.
-        let exempt = ordered && seq == self.next_expected;
-        if offset == 0 && payload.len() == total as usize {
-            if let Some(p) = self.partials.iter().position(|p| p.seq == seq) {
-                if self.partials[p].total != total {
-                    return RecvOutcome::Invalid;
+        // The next message a reliable channel waits for is always taken
+        // (up to the larger exempt cap): it unblocks the channel and frees
+        // memory, so the cap cannot deadlock the connection.
+        let exempt = match self.kind {
+            ChannelKind::ReliableOrdered => {
+                if seq - self.next_expected >= MAX_ORDER_WINDOW {
+                    return RecvOutcome::Refused(Refusal::Window);
                 }
-                let p = self.partials.swap_remove(p);
-                self.buffered -= p.total as usize;
-                cx.pool.give(p.buf);
+                seq == self.next_expected
             }
-            if ordered && !exempt && cx.conn_buffered + payload.len() > cx.cap {
-                return RecvOutcome::Refused;
+            ChannelKind::ReliableUnordered => {
+                if seq - self.window.floor >= UNORDERED_WINDOW {
+                    return RecvOutcome::Refused(Refusal::Window);
+                }
+                let exempt = seq == self.window.floor;
+                if !exempt && self.window.bits.is_none() {
+                    if let Err(e) = cx.mem.take(WINDOW_BYTES, false) {
+                        return RecvOutcome::Refused(e);
+                    }
+                    self.window.bits = Some(Box::new([0; WINDOW_WORDS]));
+                }
+                exempt
             }
-            let mut buf = cx.pool.take(payload.len());
-            buf.extend_from_slice(payload);
-            self.complete(seq, buf, cx);
+            _ => false,
+        };
+        let known = self.partials.get(&seq).map(|p| p.total);
+        if known.is_some_and(|t| t != total) {
+            return RecvOutcome::Invalid;
+        }
+        if offset == 0 && payload.len() == total as usize {
+            let held_back = ordered && !exempt;
+            if held_back {
+                if let Err(e) = cx.mem.take(payload.len() + HELD_OVERHEAD, false) {
+                    return RecvOutcome::Refused(e);
+                }
+            }
+            if let Some(p) = self.partials.remove(&seq) {
+                cx.mem.give(p.held);
+                cx.pool.give(p.head);
+            }
+            if held_back {
+                // Exact, not pooled: it is counted by its capacity.
+                self.pending.insert(seq, payload.to_vec());
+            } else {
+                let mut buf = cx.pool.take(payload.len());
+                buf.extend_from_slice(payload);
+                self.complete(seq, buf, cx);
+            }
             return RecvOutcome::Accepted;
         }
-        let idx = match self.partials.iter().position(|p| p.seq == seq) {
-            Some(i) => {
-                if self.partials[i].total != total {
-                    return RecvOutcome::Invalid;
-                }
-                i
+        let is_new = known.is_none();
+        if is_new {
+            if payload.len() < MIN_PIECE {
+                return RecvOutcome::Refused(Refusal::Small);
             }
-            None => {
-                if !exempt && cx.conn_buffered + total as usize > cx.cap {
-                    return RecvOutcome::Refused;
-                }
-                if !self.kind.is_reliable() && self.partials.len() >= MAX_UNRELIABLE_PARTIALS {
-                    let oldest = (0..self.partials.len())
-                        .min_by_key(|&i| self.partials[i].seq)
-                        .unwrap_or(0);
-                    if self.partials[oldest].seq > seq {
+            if !self.kind.is_reliable() && self.partials.len() >= MAX_UNRELIABLE_PARTIALS {
+                if let Some(e) = self.partials.first_entry() {
+                    if *e.key() > seq {
                         return RecvOutcome::Stale;
                     }
-                    let p = self.partials.swap_remove(oldest);
-                    self.buffered -= p.total as usize;
+                    let p = e.remove();
+                    cx.mem.give(p.held);
                     self.evicted += 1;
-                    cx.pool.give(p.buf);
                 }
-                let mut buf = cx.pool.take(total as usize);
-                buf.resize(total as usize, 0);
-                self.buffered += total as usize;
-                self.partials.push(Partial {
-                    seq,
-                    total,
-                    buf,
-                    ranges: Vec::new(),
-                });
-                self.partials.len() - 1
             }
+        }
+        let end = offset + payload.len() as u32;
+        let p = self.partials.entry(seq).or_insert_with(|| Partial {
+            total,
+            head: Vec::new(),
+            pieces: BTreeMap::new(),
+            held: 0,
+        });
+        let cost = match p.plan(offset, end, &mut self.segs) {
+            Ok(c) => c + if is_new { PARTIAL_OVERHEAD } else { 0 },
+            Err(()) => return RecvOutcome::Invalid,
         };
-        self.partials[idx].add(offset, payload);
-        if self.partials[idx].complete() {
-            let p = self.partials.swap_remove(idx);
-            self.buffered -= p.total as usize;
-            self.complete(seq, p.buf, cx);
+        if self.segs.is_empty() {
+            return RecvOutcome::Duplicate;
+        }
+        if let Err(e) = cx.mem.take(cost, exempt) {
+            if is_new {
+                self.partials.remove(&seq);
+            }
+            return RecvOutcome::Refused(e);
+        }
+        p.held += cost;
+        p.apply(offset, payload, &self.segs, cx.mem);
+        if p.head.len() == total as usize {
+            if let Some(p) = self.partials.remove(&seq) {
+                let held = p.held;
+                if ordered && !exempt {
+                    // Moves from the partial to the held-back messages:
+                    // counted less than before.
+                    cx.mem.force_take(p.head.capacity() + HELD_OVERHEAD);
+                    cx.mem.give(held);
+                    self.pending.insert(seq, p.head);
+                } else {
+                    cx.mem.give(held);
+                    self.complete(seq, p.head, cx);
+                }
+            }
         }
         RecvOutcome::Accepted
     }
 
+    /// A whole message `seq` that is delivered now (in order, or on a
+    /// channel that does not hold back).
     fn complete(&mut self, seq: u64, buf: Vec<u8>, cx: &mut RecvCtx<'_>) {
         match self.kind {
             ChannelKind::ReliableOrdered => {
-                if seq != self.next_expected {
-                    let i = (seq - self.next_expected) as usize;
-                    if self.pending.len() <= i {
-                        self.pending.resize_with(i + 1, || None);
-                    }
-                    self.buffered += buf.len();
-                    self.pending[i] = Some(buf);
-                    return;
-                }
                 (cx.deliver)(buf);
                 self.next_expected += 1;
-                self.pending.pop_front();
-                while let Some(Some(_)) = self.pending.front() {
-                    if let Some(Some(b)) = self.pending.pop_front() {
-                        self.buffered -= b.len();
-                        (cx.deliver)(b);
+                while let Some(e) = self.pending.first_entry() {
+                    if *e.key() != self.next_expected {
+                        break;
                     }
+                    let b = e.remove();
+                    cx.mem.give(b.capacity() + HELD_OVERHEAD);
+                    (cx.deliver)(b);
                     self.next_expected += 1;
                 }
             }
             ChannelKind::ReliableUnordered => {
-                self.delivered.insert(seq);
+                if self.window.mark(seq) {
+                    cx.mem.give(WINDOW_BYTES);
+                }
                 (cx.deliver)(buf);
             }
             ChannelKind::UnreliableSequenced => {
                 self.last_delivered = Some(seq);
-                // Partials older than what was just delivered can never be.
-                let mut i = 0;
-                while i < self.partials.len() {
-                    if self.partials[i].seq < seq {
-                        let p = self.partials.swap_remove(i);
-                        self.buffered -= p.total as usize;
-                        cx.pool.give(p.buf);
-                    } else {
-                        i += 1;
-                    }
+                // Partials older than what was just delivered can never be
+                // (at most MAX_UNRELIABLE_PARTIALS).
+                let keep = self.partials.split_off(&seq);
+                for (_, p) in std::mem::replace(&mut self.partials, keep) {
+                    cx.mem.give(p.held);
+                    cx.pool.give(p.head);
                 }
                 (cx.deliver)(buf);
             }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use crate::budget::{RecvBudget, DEFAULT_RECV_BUDGET};
 use crate::config::{Config, ConfigError};
 use crate::connection::{Connection, Event, Side, State};
 use crate::deadlines::Deadlines;
@@ -68,6 +69,12 @@ pub struct EndpointConfig {
     /// expiry is checked against it plus the time since. Defaults to the
     /// system clock.
     pub unix_time_at_start: u64,
+    /// Receive memory all its connections hold at most, in all, beside each
+    /// one's `max_recv_buffer` (default [`DEFAULT_RECV_BUDGET`], 256 MiB).
+    /// At it, frames needing more memory are refused unacknowledged (the
+    /// peers resend) and counted. Clones share it: a [`Server`](crate::Server)
+    /// gives one to all its lanes.
+    pub recv_budget: RecvBudget,
 }
 
 impl EndpointConfig {
@@ -84,6 +91,7 @@ impl EndpointConfig {
             unix_time_at_start: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
+            recv_budget: RecvBudget::new(DEFAULT_RECV_BUDGET),
         }
     }
 }
@@ -148,6 +156,12 @@ pub struct EndpointStats {
     pub tokens_replayed: u64,
     /// Hellos refused: a token to an insecure server, or none to a secure one.
     pub security_mismatches: u64,
+    /// Message frames of its connections refused because the receive
+    /// budget ([`EndpointConfig::recv_budget`]) was spent.
+    pub budget_refused: u64,
+    /// Message frames of its connections refused as too far ahead of their
+    /// channel's window.
+    pub window_refused: u64,
 }
 
 impl std::ops::Add for EndpointStats {
@@ -172,6 +186,8 @@ impl std::ops::Add for EndpointStats {
             tokens_wrong_key: self.tokens_wrong_key + o.tokens_wrong_key,
             tokens_replayed: self.tokens_replayed + o.tokens_replayed,
             security_mismatches: self.security_mismatches + o.security_mismatches,
+            budget_refused: self.budget_refused + o.budget_refused,
+            window_refused: self.window_refused + o.window_refused,
         }
     }
 }
@@ -293,6 +309,12 @@ impl Endpoint {
     /// Counters.
     pub fn stats(&self) -> EndpointStats {
         self.stats
+    }
+
+    /// The receive budget its connections share (with the other lanes of
+    /// a server): its limit and what is used now.
+    pub fn recv_budget(&self) -> &RecvBudget {
+        &self.cfg.recv_budget
     }
 
     /// Connections held.
@@ -455,7 +477,11 @@ impl Endpoint {
                     return Handled::Dropped;
                 };
                 let before = slot.conn.packets_received();
+                let refusals = slot.conn.recv_refusals();
                 slot.conn.handle_datagram(now, data);
+                let (budget, window) = slot.conn.recv_refusals();
+                self.stats.budget_refused += budget - refusals.0;
+                self.stats.window_refused += window - refusals.1;
                 // A valid packet from a new address moves the connection
                 // there (NAT rebinding); an invalid one moves nothing.
                 if slot.addr != from && slot.conn.packets_received() > before {
@@ -585,6 +611,7 @@ impl Endpoint {
                 Err(_) => return Handled::Dropped,
             };
         conn.set_peer_max_ack_delay(Duration::from_micros(max_ack_delay_us));
+        conn.set_recv_budget(self.cfg.recv_budget.clone());
         if let Some(c) = claims {
             self.remember_token(from, &c);
             conn.secure(c, nonce);

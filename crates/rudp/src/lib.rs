@@ -37,6 +37,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod budget;
 mod cc;
 mod channel;
 mod config;
@@ -52,6 +53,7 @@ mod security;
 pub mod sim;
 pub mod wire;
 
+pub use budget::{RecvBudget, DEFAULT_RECV_BUDGET};
 pub use cc::{NewReno, Pacer};
 pub use channel::{ChannelConfig, ChannelKind};
 pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
