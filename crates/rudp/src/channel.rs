@@ -567,12 +567,6 @@ impl RecvChannel {
         }
     }
 
-    /// Partial messages held (for tests and bounds).
-    #[cfg(test)]
-    pub fn partial_count(&self) -> usize {
-        self.partials.len()
-    }
-
     /// A MESSAGE (offset 0, whole) or FRAGMENT frame arrived. Every step
     /// is O(log n) in what the channel holds, plus the bytes of the frame.
     pub fn on_frame(
@@ -745,16 +739,24 @@ mod tests {
         frames: &[(u64, u32, u32, &[u8])],
         cap: usize,
     ) -> (Vec<RecvOutcome>, Vec<Vec<u8>>) {
+        let mut mem = RecvMem::new(cap, 1 << 20);
+        let r = run_mem(ch, frames, &mut mem);
+        (r.0, r.1)
+    }
+
+    fn run_mem(
+        ch: &mut RecvChannel,
+        frames: &[(u64, u32, u32, &[u8])],
+        mem: &mut RecvMem,
+    ) -> (Vec<RecvOutcome>, Vec<Vec<u8>>) {
         let mut pool = BufPool::default();
         let mut got = Vec::new();
         let mut outcomes = Vec::new();
         for &(seq, total, off, p) in frames {
-            let buffered = ch.buffered;
             let mut deliver = |b: Vec<u8>| got.push(b);
             let mut cx = RecvCtx {
                 pool: &mut pool,
-                conn_buffered: buffered,
-                cap,
+                mem: &mut *mem,
                 deliver: &mut deliver,
             };
             outcomes.push(ch.on_frame(seq, total, off, p, &mut cx));
@@ -765,7 +767,8 @@ mod tests {
     #[test]
     fn ordered_holds_back_until_the_gap_fills() {
         let mut ch = RecvChannel::new(ChannelKind::ReliableOrdered);
-        let (o, got) = run(
+        let mut mem = RecvMem::new(1 << 20, 1 << 20);
+        let (o, got) = run_mem(
             &mut ch,
             &[
                 (1, 1, 0, b"b"),
@@ -773,31 +776,34 @@ mod tests {
                 (1, 1, 0, b"b"),
                 (0, 1, 0, b"a"),
             ],
-            1 << 20,
+            &mut mem,
         );
         use RecvOutcome::*;
         assert_eq!(o, [Accepted, Accepted, Duplicate, Accepted]);
         assert_eq!(got, [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
-        assert_eq!(ch.buffered, 0);
+        assert_eq!(mem.held(), 0);
     }
 
     #[test]
     fn fragments_reassemble_in_any_order_and_cut() {
+        let msg: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
         let mut ch = RecvChannel::new(ChannelKind::ReliableUnordered);
-        let (o, got) = run(
+        let mut mem = RecvMem::new(1 << 20, 1 << 20);
+        let (o, got) = run_mem(
             &mut ch,
             &[
-                (0, 10, 6, b"ghij"),
-                (0, 10, 0, b"abc"),
-                (0, 10, 2, b"cdef"),
-                (0, 10, 0, b"ab"),
-                (0, 11, 0, b"x"),
+                (0, 3000, 1800, &msg[1800..]),
+                (0, 3000, 0, &msg[..1000]),
+                (0, 3000, 900, &msg[900..1800]), // overlaps the head: trimmed
+                (0, 3000, 0, &msg[..900]),
+                (0, 3001, 0, &msg[..1]),
             ],
-            1 << 20,
+            &mut mem,
         );
         assert_eq!(o[..3], [RecvOutcome::Accepted; 3]);
         assert_eq!(o[3..], [RecvOutcome::Duplicate, RecvOutcome::Duplicate]);
-        assert_eq!(got, [b"abcdefghij".to_vec()]);
+        assert_eq!(got, [msg]);
+        assert_eq!(mem.held(), 0);
     }
 
     #[test]
@@ -821,19 +827,137 @@ mod tests {
     #[test]
     fn the_memory_cap_refuses_but_never_blocks_the_next_ordered_message() {
         let mut ch = RecvChannel::new(ChannelKind::ReliableOrdered);
-        let (o, got) = run(
+        let mut mem = RecvMem::new(1000, 1 << 20);
+        let (o, got) = run_mem(
             &mut ch,
             &[
-                (1, 100, 0, &[1; 10]),
-                (0, 100, 0, &[0; 10]),
-                (0, 100, 10, &[0; 90]),
+                (1, 3000, 0, &[1; 1000]),
+                (0, 3000, 0, &[0; 1000]),
+                (0, 3000, 1000, &[0; 2000]),
             ],
-            50,
+            &mut mem,
         );
         use RecvOutcome::*;
-        assert_eq!(o, [Refused, Accepted, Accepted]);
+        assert_eq!(o, [Refused(Refusal::Cap), Accepted, Accepted]);
         assert_eq!(got.len(), 1);
-        assert_eq!(ch.buffered, 0);
+        assert_eq!(mem.held(), 0);
+    }
+
+    #[test]
+    fn a_fragment_header_claiming_a_megabyte_holds_only_what_arrived() {
+        // The old code reserved `total` bytes on the first fragment.
+        for kind in [ChannelKind::ReliableOrdered, ChannelKind::ReliableUnordered] {
+            let mut ch = RecvChannel::new(kind);
+            let mut mem = RecvMem::new(4 << 20, 1 << 20);
+            let (o, _) = run_mem(
+                &mut ch,
+                &[(3, 1 << 20, 0, &[7; 640]), (3, 1 << 20, 4096, &[7; 640])],
+                &mut mem,
+            );
+            assert_eq!(o, [RecvOutcome::Accepted; 2]);
+            let window = if kind == ChannelKind::ReliableUnordered {
+                WINDOW_BYTES
+            } else {
+                0
+            };
+            assert!(
+                mem.held() - window <= 2 * 1280,
+                "{kind:?}: {} bytes held for 1,280 received",
+                mem.held()
+            );
+        }
+    }
+
+    #[test]
+    fn slivers_cannot_multiply_pieces() {
+        // 1-byte fragments at alternating offsets: a sliver left open on
+        // both sides is invalid; the first frame of a message under
+        // MIN_PIECE is refused; so pieces stay under bytes / MIN_PIECE.
+        let mut ch = RecvChannel::new(ChannelKind::ReliableOrdered);
+        let mut mem = RecvMem::new(4 << 20, 1 << 20);
+        let big = [1u8; MIN_PIECE];
+        let mut frames: Vec<(u64, u32, u32, &[u8])> = vec![(5, 1 << 20, 1, b"x")];
+        frames.push((5, 1 << 20, 4000, &big));
+        for i in 0..2000u32 {
+            frames.push((5, 1 << 20, 2 * i, b"x"));
+            frames.push((5, 1 << 20, 8000 + 2 * i, b"x"));
+        }
+        let (o, _) = run_mem(&mut ch, &frames, &mut mem);
+        assert_eq!(o[0], RecvOutcome::Refused(Refusal::Small));
+        assert_eq!(o[1], RecvOutcome::Accepted);
+        let p = &ch.partials[&5];
+        assert!(p.pieces.len() <= 2, "{} pieces", p.pieces.len());
+        // The in-order slivers extend the head (one byte each).
+        assert_eq!(p.head.len(), 1);
+        assert!(mem.held() <= 2 * (MIN_PIECE + 8 * 4000));
+    }
+
+    #[test]
+    fn the_unordered_window_is_bounded_and_freed_when_the_gap_fills() {
+        let mut ch = RecvChannel::new(ChannelKind::ReliableUnordered);
+        let mut mem = RecvMem::new(4 << 20, 1 << 20);
+        let mut frames: Vec<(u64, u32, u32, &[u8])> =
+            (1..UNORDERED_WINDOW).map(|s| (s, 1, 0, &b"m"[..])).collect();
+        frames.push((UNORDERED_WINDOW, 1, 0, b"m"));
+        frames.push((u64::MAX / 2, 1, 0, b"m"));
+        let (o, got) = run_mem(&mut ch, &frames, &mut mem);
+        assert_eq!(got.len() as u64, UNORDERED_WINDOW - 1);
+        let n = o.len();
+        assert_eq!(o[n - 2..], [RecvOutcome::Refused(Refusal::Window); 2]);
+        assert_eq!(mem.held(), WINDOW_BYTES, "the old RangeSet grew per gap");
+        let (o, _) = run_mem(&mut ch, &[(0, 1, 0, b"m"), (7, 1, 0, b"m")], &mut mem);
+        assert_eq!(o, [RecvOutcome::Accepted, RecvOutcome::Duplicate]);
+        assert_eq!(ch.window.floor, UNORDERED_WINDOW);
+        assert_eq!(mem.held(), 0, "the window's bitmap is freed");
+    }
+
+    #[test]
+    fn a_far_ordered_message_costs_its_bytes_not_its_distance() {
+        let mut ch = RecvChannel::new(ChannelKind::ReliableOrdered);
+        let mut mem = RecvMem::new(4 << 20, 1 << 20);
+        let (o, _) = run_mem(
+            &mut ch,
+            &[(MAX_ORDER_WINDOW - 1, 1, 0, b"z"), (MAX_ORDER_WINDOW, 1, 0, b"z")],
+            &mut mem,
+        );
+        assert_eq!(
+            o,
+            [RecvOutcome::Accepted, RecvOutcome::Refused(Refusal::Window)]
+        );
+        assert_eq!(mem.held(), 1 + HELD_OVERHEAD);
+        assert_eq!(ch.pending.len(), 1);
+    }
+
+    #[test]
+    fn random_fragments_reassemble_and_give_back_all_memory() {
+        // Chunks of a sender's size, in a shuffled order with repeats.
+        let msg: Vec<u8> = (0..20_000u32).map(|i| (i * 7) as u8).collect();
+        let chunk = 1088;
+        let mut order: Vec<usize> = (0..msg.len().div_ceil(chunk)).collect();
+        let mut x = 12345u64;
+        for i in (1..order.len()).rev() {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            order.swap(i, (x >> 33) as usize % (i + 1));
+        }
+        order.insert(3, order[0]);
+        for kind in [
+            ChannelKind::ReliableOrdered,
+            ChannelKind::ReliableUnordered,
+            ChannelKind::Unreliable,
+        ] {
+            let mut ch = RecvChannel::new(kind);
+            let mut mem = RecvMem::new(1 << 20, 1 << 20);
+            let frames: Vec<(u64, u32, u32, &[u8])> = order
+                .iter()
+                .map(|&c| {
+                    let end = ((c + 1) * chunk).min(msg.len());
+                    (0, msg.len() as u32, (c * chunk) as u32, &msg[c * chunk..end])
+                })
+                .collect();
+            let (_, got) = run_mem(&mut ch, &frames, &mut mem);
+            assert_eq!(got, [msg.clone()], "{kind:?}");
+            assert_eq!(mem.held(), 0, "{kind:?}");
+        }
     }
 
     #[test]
