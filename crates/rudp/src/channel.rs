@@ -563,9 +563,9 @@ impl RecvChannel {
 
     fn is_done(&self, seq: u64) -> bool {
         match self.kind {
-            ChannelKind::ReliableOrdered => {
-                seq < self.next_expected || self.pending.contains_key(&seq)
-            }
+            // Held back (`pending`): checked where it is inserted, one
+            // map walk for both.
+            ChannelKind::ReliableOrdered => seq < self.next_expected,
             ChannelKind::ReliableUnordered => self.window.contains(seq),
             ChannelKind::UnreliableSequenced => self.last_delivered.is_some_and(|l| seq <= l),
             ChannelKind::Unreliable => false,
@@ -615,25 +615,35 @@ impl RecvChannel {
             }
             _ => false,
         };
+        let whole = offset == 0 && payload.len() == total as usize;
+        if ordered && !exempt && !whole && self.pending.contains_key(&seq) {
+            return RecvOutcome::Duplicate;
+        }
         let known = self.partials.get(&seq).map(|p| p.total);
         if known.is_some_and(|t| t != total) {
             return RecvOutcome::Invalid;
         }
-        if offset == 0 && payload.len() == total as usize {
+        if whole {
             let held_back = ordered && !exempt;
             if held_back {
+                let std::collections::btree_map::Entry::Vacant(slot) = self.pending.entry(seq)
+                else {
+                    return RecvOutcome::Duplicate;
+                };
                 if let Err(e) = cx.mem.take(payload.len() + HELD_OVERHEAD, false) {
                     return RecvOutcome::Refused(e);
                 }
-            }
-            if let Some(p) = self.partials.remove(&seq) {
-                cx.mem.give(p.held);
-                cx.pool.give(p.head);
-            }
-            if held_back {
                 // Exact, not pooled: it is counted by its capacity.
-                self.pending.insert(seq, payload.to_vec());
+                slot.insert(payload.to_vec());
+                if let Some(p) = self.partials.remove(&seq) {
+                    cx.mem.give(p.held);
+                    cx.pool.give(p.head);
+                }
             } else {
+                if let Some(p) = self.partials.remove(&seq) {
+                    cx.mem.give(p.held);
+                    cx.pool.give(p.head);
+                }
                 let mut buf = cx.pool.take(payload.len());
                 buf.extend_from_slice(payload);
                 self.complete(seq, buf, cx);
