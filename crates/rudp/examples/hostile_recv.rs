@@ -79,7 +79,13 @@ fn fill_all<'a>(first_pn: u64, count: usize, mut next: impl FnMut() -> Frame<'a>
     for pn in first_pn..first_pn + count as u64 {
         let mut buf = vec![0u8; 1200];
         let mut w = Writer::new(&mut buf);
-        Header::Short { cid: CID, pn, pn_len: 4 }.encode(&mut w).unwrap();
+        Header::Short {
+            cid: CID,
+            pn,
+            pn_len: 4,
+        }
+        .encode(&mut w)
+        .unwrap();
         loop {
             let f = carry.take().unwrap_or_else(&mut next);
             if f.encode(&mut w).is_err() {
@@ -262,37 +268,87 @@ fn cpu() {
     // Well-behaved: small reliable messages, and 64 KiB ones in fragments.
     let c = cfg();
     let pk = sent_by_a_peer(&c, 0, 64, 60_000);
-    shapes.push(run("well-behaved: 64 B ordered messages", &|| server(c.clone(), now), &pk));
+    shapes.push(run(
+        "well-behaved: 64 B ordered messages",
+        &|| server(c.clone(), now),
+        &pk,
+    ));
     let pk = sent_by_a_peer(&c, 0, 64 << 10, 60);
-    shapes.push(run("well-behaved: 64 KiB messages (fragments)", &|| server(c.clone(), now), &pk));
+    shapes.push(run(
+        "well-behaved: 64 KiB messages (fragments)",
+        &|| server(c.clone(), now),
+        &pk,
+    ));
     let pk = sent_by_a_peer(&c, 1, 64, 60_000);
-    shapes.push(run("well-behaved: 64 B unordered messages", &|| server(c.clone(), now), &pk));
+    shapes.push(run(
+        "well-behaved: 64 B unordered messages",
+        &|| server(c.clone(), now),
+        &pk,
+    ));
     let pk = sent_by_a_peer(&c, 0, 1, 200_000);
-    shapes.push(run("well-behaved: 1 B ordered messages", &|| server(c.clone(), now), &pk));
+    shapes.push(run(
+        "well-behaved: 1 B ordered messages",
+        &|| server(c.clone(), now),
+        &pk,
+    ));
     shapes.last_mut().unwrap().small = true;
     let pk = sent_by_a_peer(&c, 1, 1, 200_000);
-    shapes.push(run("well-behaved: 1 B unordered messages", &|| server(c.clone(), now), &pk));
+    shapes.push(run(
+        "well-behaved: 1 B unordered messages",
+        &|| server(c.clone(), now),
+        &pk,
+    ));
     shapes.last_mut().unwrap().small = true;
 
     // 1-byte fragments at alternating offsets of one 1 MiB message.
     let mut pn = 0;
-    let mut pk = vec![packet(CID, pn, &[Frame::Fragment { channel: 0, seq: 1, total: 1 << 20, offset: 0, payload: &BYTES[..600] }])];
+    let mut pk = vec![packet(
+        CID,
+        pn,
+        &[Frame::Fragment {
+            channel: 0,
+            seq: 1,
+            total: 1 << 20,
+            offset: 0,
+            payload: &BYTES[..600],
+        }],
+    )];
     let mut off = 600u32;
     for _ in 0..5000 {
         pn += 1;
         pk.push(fill(CID, pn, || {
             off = (off + 2) % (1 << 20);
-            Frame::Fragment { channel: 0, seq: 1, total: 1 << 20, offset: off, payload: &BYTES[..1] }
+            Frame::Fragment {
+                channel: 0,
+                seq: 1,
+                total: 1 << 20,
+                offset: off,
+                payload: &BYTES[..1],
+            }
         }));
     }
-    shapes.push(run("1-byte fragments, alternating offsets", &|| server(cfg(), now), &pk));
+    shapes.push(run(
+        "1-byte fragments, alternating offsets",
+        &|| server(cfg(), now),
+        &pk,
+    ));
     shapes.last_mut().unwrap().small = true;
 
     // 1-byte fragments extending the received prefix (valid), many messages.
     let mut pk = Vec::new();
     let mut offs = vec![0u32; 1000];
     for seq in 1..1000u64 {
-        pk.push(packet(CID, seq, &[Frame::Fragment { channel: 0, seq, total: 1 << 20, offset: 0, payload: &BYTES[..600] }]));
+        pk.push(packet(
+            CID,
+            seq,
+            &[Frame::Fragment {
+                channel: 0,
+                seq,
+                total: 1 << 20,
+                offset: 0,
+                payload: &BYTES[..600],
+            }],
+        ));
         offs[seq as usize] = 600;
     }
     let mut rng = Rng(7);
@@ -300,9 +356,19 @@ fn cpu() {
         let seq = 1 + rng.next() % 999;
         let o = offs[seq as usize];
         offs[seq as usize] += 1;
-        Frame::Fragment { channel: 0, seq, total: 1 << 20, offset: o, payload: &BYTES[..1] }
+        Frame::Fragment {
+            channel: 0,
+            seq,
+            total: 1 << 20,
+            offset: o,
+            payload: &BYTES[..1],
+        }
     }));
-    shapes.push(run("1-byte fragments in order, 1,000 partial messages", &|| server(cfg(), now), &pk));
+    shapes.push(run(
+        "1-byte fragments in order, 1,000 partial messages",
+        &|| server(cfg(), now),
+        &pk,
+    ));
     shapes.last_mut().unwrap().small = true;
 
     // 512-byte pieces at random offsets of 2,000 messages (cap-bound).
@@ -312,39 +378,85 @@ fn cpu() {
             fill(CID, pn, || {
                 let seq = 1 + rng.next() % 2000;
                 let offset = (rng.next() % 2040) as u32 * 512;
-                Frame::Fragment { channel: 1, seq, total: 1 << 20, offset, payload: &BYTES[..512] }
+                Frame::Fragment {
+                    channel: 1,
+                    seq,
+                    total: 1 << 20,
+                    offset,
+                    payload: &BYTES[..512],
+                }
             })
         })
         .collect();
-    shapes.push(run("512 B pieces, random offsets and seqs", &|| server(cfg(), now), &pk));
+    shapes.push(run(
+        "512 B pieces, random offsets and seqs",
+        &|| server(cfg(), now),
+        &pk,
+    ));
 
     // Random sequence numbers on the unordered channel (in and past the window).
     let mut rng = Rng(3);
     let pk: Vec<Vec<u8>> = (0..20_000u64)
-        .map(|pn| fill(CID, pn, || Frame::Message { channel: 1, seq: 1 + rng.next() % 8192, payload: &BYTES[..1] }))
+        .map(|pn| {
+            fill(CID, pn, || Frame::Message {
+                channel: 1,
+                seq: 1 + rng.next() % 8192,
+                payload: &BYTES[..1],
+            })
+        })
         .collect();
-    shapes.push(run("random seqs, unordered, 1 B messages", &|| server(cfg(), now), &pk));
+    shapes.push(run(
+        "random seqs, unordered, 1 B messages",
+        &|| server(cfg(), now),
+        &pk,
+    ));
     shapes.last_mut().unwrap().small = true;
     let mut rng = Rng(5);
     let pk: Vec<Vec<u8>> = (0..5_000u64)
-        .map(|pn| fill(CID, pn, || Frame::Message { channel: 1, seq: rng.next() >> 3, payload: &BYTES[..1] }))
+        .map(|pn| {
+            fill(CID, pn, || Frame::Message {
+                channel: 1,
+                seq: rng.next() >> 3,
+                payload: &BYTES[..1],
+            })
+        })
         .collect();
-    shapes.push(run("random 61-bit seqs, unordered", &|| server(cfg(), now), &pk));
+    shapes.push(run(
+        "random 61-bit seqs, unordered",
+        &|| server(cfg(), now),
+        &pk,
+    ));
     shapes.last_mut().unwrap().small = true;
 
     // Sparse sequence numbers on the ordered channel (held back to the cap).
     let mut rng = Rng(9);
     let pk: Vec<Vec<u8>> = (0..20_000u64)
-        .map(|pn| fill(CID, pn, || Frame::Message { channel: 0, seq: 1 + rng.next() % 65_535, payload: &BYTES[..1] }))
+        .map(|pn| {
+            fill(CID, pn, || Frame::Message {
+                channel: 0,
+                seq: 1 + rng.next() % 65_535,
+                payload: &BYTES[..1],
+            })
+        })
         .collect();
-    shapes.push(run("sparse seqs, ordered, 1 B messages", &|| server(cfg(), now), &pk));
+    shapes.push(run(
+        "sparse seqs, ordered, 1 B messages",
+        &|| server(cfg(), now),
+        &pk,
+    ));
     shapes.last_mut().unwrap().small = true;
 
     // Sparse packet numbers: 1,024 ranges of received packets, then the holes.
-    let mut pk: Vec<Vec<u8>> = (0..4096u64).map(|i| packet(CID, 2 * i, &[Frame::Ping])).collect();
+    let mut pk: Vec<Vec<u8>> = (0..4096u64)
+        .map(|i| packet(CID, 2 * i, &[Frame::Ping]))
+        .collect();
     let mut rng = Rng(13);
     pk.extend((0..4096u64).map(|_| packet(CID, 2 * (rng.next() % 4096) + 1, &[Frame::Ping])));
-    shapes.push(run("sparse packet numbers (PING)", &|| server(cfg(), now), &pk));
+    shapes.push(run(
+        "sparse packet numbers (PING)",
+        &|| server(cfg(), now),
+        &pk,
+    ));
     shapes.last_mut().unwrap().small = true;
 
     // Maximal ACK ranges against 4,000 packets in flight.
@@ -363,7 +475,13 @@ fn cpu() {
     for pn in 0..2000u64 {
         let mut b = vec![0u8; 1200];
         let mut w = Writer::new(&mut b);
-        Header::Short { cid: CID, pn, pn_len: 4 }.encode(&mut w).unwrap();
+        Header::Short {
+            cid: CID,
+            pn,
+            pn_len: 4,
+        }
+        .encode(&mut w)
+        .unwrap();
         // Several ACK frames a packet, each with as many ranges as fit:
         // every other packet of a random stretch below the largest sent.
         loop {
@@ -373,7 +491,10 @@ fn cpu() {
                 .map(|i| (top - 2 * i, top - 2 * i))
                 .collect();
             let before = w.len();
-            if Frame::encode_ack(&mut w, 0, &ranges).is_err() || w.remaining() < 16 || w.len() == before {
+            if Frame::encode_ack(&mut w, 0, &ranges).is_err()
+                || w.remaining() < 16
+                || w.len() == before
+            {
                 break;
             }
         }
@@ -381,7 +502,11 @@ fn cpu() {
         b.truncate(n);
         pk.push(b);
     }
-    shapes.push(run("maximal ACK ranges, 4,000 packets in flight", &in_flight, &pk));
+    shapes.push(run(
+        "maximal ACK ranges, 4,000 packets in flight",
+        &in_flight,
+        &pk,
+    ));
     shapes.last_mut().unwrap().small = true;
 
     // Each frame type at its limits.
@@ -393,25 +518,61 @@ fn cpu() {
         })
         .collect();
     shapes.push(run("PADDING, 1,200 B packets", &|| server(cfg(), now), &pk));
-    let pk: Vec<Vec<u8>> = (5000..10_000u64).map(|pn| fill(CID, pn, || Frame::Ping)).collect();
+    let pk: Vec<Vec<u8>> = (5000..10_000u64)
+        .map(|pn| fill(CID, pn, || Frame::Ping))
+        .collect();
     shapes.push(run("PING, 1,187 a packet", &|| server(cfg(), now), &pk));
     shapes.last_mut().unwrap().small = true;
     let pk: Vec<Vec<u8>> = (10_000..15_000u64)
-        .map(|pn| fill(CID, pn, || Frame::Fragment { channel: 2, seq: pn, total: u32::MAX, offset: 0, payload: &BYTES[..1] }))
+        .map(|pn| {
+            fill(CID, pn, || Frame::Fragment {
+                channel: 2,
+                seq: pn,
+                total: u32::MAX,
+                offset: 0,
+                payload: &BYTES[..1],
+            })
+        })
         .collect();
-    shapes.push(run("FRAGMENT claiming 4 GiB (refused as malformed)", &|| server(cfg(), now), &pk));
+    shapes.push(run(
+        "FRAGMENT claiming 4 GiB (refused as malformed)",
+        &|| server(cfg(), now),
+        &pk,
+    ));
     shapes.last_mut().unwrap().small = true;
     let mut rng = Rng(19);
     let pk: Vec<Vec<u8>> = (15_000..20_000u64)
-        .map(|pn| fill(CID, pn, || Frame::Message { channel: 2, seq: rng.next() >> 3, payload: &BYTES[..0] }))
+        .map(|pn| {
+            fill(CID, pn, || Frame::Message {
+                channel: 2,
+                seq: rng.next() >> 3,
+                payload: &BYTES[..0],
+            })
+        })
         .collect();
-    shapes.push(run("empty unreliable MESSAGEs", &|| server(cfg(), now), &pk));
+    shapes.push(run(
+        "empty unreliable MESSAGEs",
+        &|| server(cfg(), now),
+        &pk,
+    ));
     shapes.last_mut().unwrap().small = true;
     let mut rng = Rng(23);
     let pk: Vec<Vec<u8>> = (20_000..25_000u64)
-        .map(|pn| fill(CID, pn, || Frame::Fragment { channel: 2, seq: rng.next() >> 3, total: 1 << 20, offset: 0, payload: &BYTES[..520] }))
+        .map(|pn| {
+            fill(CID, pn, || Frame::Fragment {
+                channel: 2,
+                seq: rng.next() >> 3,
+                total: 1 << 20,
+                offset: 0,
+                payload: &BYTES[..520],
+            })
+        })
         .collect();
-    shapes.push(run("unreliable partials, random seqs", &|| server(cfg(), now), &pk));
+    shapes.push(run(
+        "unreliable partials, random seqs",
+        &|| server(cfg(), now),
+        &pk,
+    ));
 
     // 256 channels, frames spread over all of them.
     let many = Config::new(
@@ -429,10 +590,18 @@ fn cpu() {
     let mut rng = Rng(29);
     let pk: Vec<Vec<u8>> = (0..10_000u64)
         .map(|pn| {
-            fill(CID, pn, || Frame::Message { channel: (rng.next() % 256) as u8, seq: 1 + rng.next() % 4000, payload: &BYTES[..1] })
+            fill(CID, pn, || Frame::Message {
+                channel: (rng.next() % 256) as u8,
+                seq: 1 + rng.next() % 4000,
+                payload: &BYTES[..1],
+            })
         })
         .collect();
-    shapes.push(run("256 channels, random seqs", &|| server(many.clone(), now), &pk));
+    shapes.push(run(
+        "256 channels, random seqs",
+        &|| server(many.clone(), now),
+        &pk,
+    ));
     shapes.last_mut().unwrap().small = true;
 
     let per_byte = |s: &Shape| s.time.as_nanos() as f64 / s.bytes as f64;
@@ -441,7 +610,9 @@ fn cpu() {
     // sizes' order (1-byte messages for frames under 64 bytes).
     let small = shapes[3..5].iter().map(per_byte).fold(0.0, f64::max);
     let large = shapes[..3].iter().map(per_byte).fold(0.0, f64::max);
-    println!("cpu: shape | packets | worst packet (us) | ns per byte | x well-behaved of its frame size");
+    println!(
+        "cpu: shape | packets | worst packet (us) | ns per byte | x well-behaved of its frame size"
+    );
     for s in &shapes {
         println!(
             "  {:<50} {:>6} {:>9.1} {:>8.2} {:>6.2}",
@@ -458,8 +629,14 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize, d: usize| args.get(i).map_or(d, |a| a.parse().expect("a number"));
     match args.first().map(String::as_str) {
-        Some("memory") => memory(arg(1, 4000), arg(3, DEFAULT_RECV_BUDGET >> 20) << 20, arg(2, 64) as u64),
+        Some("memory") => memory(
+            arg(1, 4000),
+            arg(3, DEFAULT_RECV_BUDGET >> 20) << 20,
+            arg(2, 64) as u64,
+        ),
         Some("cpu") | None => cpu(),
-        Some(other) => panic!("{other}: expected cpu or memory [CONNECTIONS [PACKETS [BUDGET_MIB]]]"),
+        Some(other) => {
+            panic!("{other}: expected cpu or memory [CONNECTIONS [PACKETS [BUDGET_MIB]]]")
+        }
     }
 }

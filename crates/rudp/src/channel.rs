@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::pool::BufPool;
 use crate::budget::{RecvMem, Refusal};
+use crate::pool::BufPool;
 
 /// How a channel delivers its messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -520,6 +520,78 @@ impl Window {
     }
 }
 
+const ORDER_WORDS: usize = (MAX_ORDER_WINDOW / 64) as usize;
+/// Bytes counted for a reliable-ordered channel's bitmap of held-back
+/// messages (kept while it holds back at least [`HELD_BITS_FROM`]).
+pub(crate) const HELD_BITS_BYTES: usize = ORDER_WORDS * 8 + 32;
+/// Held-back messages from which an ordered channel keeps a bitmap of
+/// them too (freed below half of it): 8 KiB against at least 97 KiB
+/// counted for the messages.
+const HELD_BITS_FROM: usize = 1024;
+
+/// A reliable-ordered channel's whole messages waiting for the ones
+/// before them, by sequence number (all in the window past the next
+/// expected). Past [`HELD_BITS_FROM`] of them, also a bit per sequence
+/// number of the window (a ring), so that telling a duplicate costs one
+/// cache line instead of a walk of a large map.
+#[derive(Debug, Default)]
+struct HeldBack {
+    map: BTreeMap<u64, Vec<u8>>,
+    bits: Option<Box<[u64; ORDER_WORDS]>>,
+}
+
+impl HeldBack {
+    fn slot(seq: u64) -> (usize, u64) {
+        let i = seq % MAX_ORDER_WINDOW;
+        ((i / 64) as usize, 1 << (i % 64))
+    }
+
+    fn contains(&self, seq: u64) -> bool {
+        match &self.bits {
+            Some(bits) => {
+                let (w, b) = HeldBack::slot(seq);
+                bits[w] & b != 0
+            }
+            None => self.map.contains_key(&seq),
+        }
+    }
+
+    /// Holds `buf` (not [`HeldBack::contains`]; its bytes already counted).
+    fn insert(&mut self, seq: u64, buf: Vec<u8>, mem: &mut RecvMem) {
+        self.map.insert(seq, buf);
+        if let Some(bits) = &mut self.bits {
+            let (w, b) = HeldBack::slot(seq);
+            bits[w] |= b;
+        } else if self.map.len() >= HELD_BITS_FROM {
+            mem.force_take(HELD_BITS_BYTES);
+            let mut bits = Box::new([0u64; ORDER_WORDS]);
+            for &k in self.map.keys() {
+                let (w, b) = HeldBack::slot(k);
+                bits[w] |= b;
+            }
+            self.bits = Some(bits);
+        }
+    }
+
+    /// Message `seq` if it is the first held.
+    fn pop(&mut self, seq: u64, mem: &mut RecvMem) -> Option<Vec<u8>> {
+        let e = self.map.first_entry()?;
+        if *e.key() != seq {
+            return None;
+        }
+        let buf = e.remove();
+        if let Some(bits) = &mut self.bits {
+            let (w, b) = HeldBack::slot(seq);
+            bits[w] &= !b;
+            if self.map.len() < HELD_BITS_FROM / 2 {
+                self.bits = None;
+                mem.give(HELD_BITS_BYTES);
+            }
+        }
+        Some(buf)
+    }
+}
+
 /// The receiving half of a channel.
 #[derive(Debug)]
 pub(crate) struct RecvChannel {
@@ -527,7 +599,7 @@ pub(crate) struct RecvChannel {
     /// Ordered: the next message to deliver.
     next_expected: u64,
     /// Ordered: whole messages waiting for the ones before them.
-    pending: BTreeMap<u64, Vec<u8>>,
+    pending: HeldBack,
     /// Unordered: what was delivered.
     window: Window,
     /// Sequenced: the latest delivered.
@@ -552,7 +624,7 @@ impl RecvChannel {
         RecvChannel {
             kind,
             next_expected: 0,
-            pending: BTreeMap::new(),
+            pending: HeldBack::default(),
             window: Window::default(),
             last_delivered: None,
             partials: BTreeMap::new(),
@@ -563,8 +635,7 @@ impl RecvChannel {
 
     fn is_done(&self, seq: u64) -> bool {
         match self.kind {
-            // Held back (`pending`): checked where it is inserted, one
-            // map walk for both.
+            // Held back (`pending`): checked past the window's check.
             ChannelKind::ReliableOrdered => seq < self.next_expected,
             ChannelKind::ReliableUnordered => self.window.contains(seq),
             ChannelKind::UnreliableSequenced => self.last_delivered.is_some_and(|l| seq <= l),
@@ -616,7 +687,7 @@ impl RecvChannel {
             _ => false,
         };
         let whole = offset == 0 && payload.len() == total as usize;
-        if ordered && !exempt && !whole && self.pending.contains_key(&seq) {
+        if ordered && !exempt && self.pending.contains(seq) {
             return RecvOutcome::Duplicate;
         }
         let known = self.partials.get(&seq).map(|p| p.total);
@@ -626,15 +697,11 @@ impl RecvChannel {
         if whole {
             let held_back = ordered && !exempt;
             if held_back {
-                let std::collections::btree_map::Entry::Vacant(slot) = self.pending.entry(seq)
-                else {
-                    return RecvOutcome::Duplicate;
-                };
                 if let Err(e) = cx.mem.take(payload.len() + HELD_OVERHEAD, false) {
                     return RecvOutcome::Refused(e);
                 }
                 // Exact, not pooled: it is counted by its capacity.
-                slot.insert(payload.to_vec());
+                self.pending.insert(seq, payload.to_vec(), cx.mem);
                 if let Some(p) = self.partials.remove(&seq) {
                     cx.mem.give(p.held);
                     cx.pool.give(p.head);
@@ -696,7 +763,7 @@ impl RecvChannel {
                     // counted less than before.
                     cx.mem.force_take(p.head.capacity() + HELD_OVERHEAD);
                     cx.mem.give(held);
-                    self.pending.insert(seq, p.head);
+                    self.pending.insert(seq, p.head, cx.mem);
                 } else {
                     cx.mem.give(held);
                     self.complete(seq, p.head, cx);
@@ -713,11 +780,7 @@ impl RecvChannel {
             ChannelKind::ReliableOrdered => {
                 (cx.deliver)(buf);
                 self.next_expected += 1;
-                while let Some(e) = self.pending.first_entry() {
-                    if *e.key() != self.next_expected {
-                        break;
-                    }
-                    let b = e.remove();
+                while let Some(b) = self.pending.pop(self.next_expected, cx.mem) {
                     cx.mem.give(b.capacity() + HELD_OVERHEAD);
                     (cx.deliver)(b);
                     self.next_expected += 1;
@@ -911,8 +974,9 @@ mod tests {
     fn the_unordered_window_is_bounded_and_freed_when_the_gap_fills() {
         let mut ch = RecvChannel::new(ChannelKind::ReliableUnordered);
         let mut mem = RecvMem::new(4 << 20, 1 << 20);
-        let mut frames: Vec<(u64, u32, u32, &[u8])> =
-            (1..UNORDERED_WINDOW).map(|s| (s, 1, 0, &b"m"[..])).collect();
+        let mut frames: Vec<(u64, u32, u32, &[u8])> = (1..UNORDERED_WINDOW)
+            .map(|s| (s, 1, 0, &b"m"[..]))
+            .collect();
         frames.push((UNORDERED_WINDOW, 1, 0, b"m"));
         frames.push((u64::MAX / 2, 1, 0, b"m"));
         let (o, got) = run_mem(&mut ch, &frames, &mut mem);
@@ -932,7 +996,10 @@ mod tests {
         let mut mem = RecvMem::new(4 << 20, 1 << 20);
         let (o, _) = run_mem(
             &mut ch,
-            &[(MAX_ORDER_WINDOW - 1, 1, 0, b"z"), (MAX_ORDER_WINDOW, 1, 0, b"z")],
+            &[
+                (MAX_ORDER_WINDOW - 1, 1, 0, b"z"),
+                (MAX_ORDER_WINDOW, 1, 0, b"z"),
+            ],
             &mut mem,
         );
         assert_eq!(
@@ -940,7 +1007,25 @@ mod tests {
             [RecvOutcome::Accepted, RecvOutcome::Refused(Refusal::Window)]
         );
         assert_eq!(mem.held(), 1 + HELD_OVERHEAD);
-        assert_eq!(ch.pending.len(), 1);
+        assert_eq!(ch.pending.map.len(), 1);
+    }
+
+    #[test]
+    fn many_held_back_messages_keep_a_bitmap_and_give_everything_back() {
+        let mut ch = RecvChannel::new(ChannelKind::ReliableOrdered);
+        let mut mem = RecvMem::new(4 << 20, 1 << 20);
+        let mut frames: Vec<(u64, u32, u32, &[u8])> =
+            (1..=2000).map(|s| (s, 1, 0, &b"h"[..])).collect();
+        frames.push((1500, 1, 0, b"h"));
+        let (o, got) = run_mem(&mut ch, &frames, &mut mem);
+        assert!(got.is_empty());
+        assert_eq!(o[2000], RecvOutcome::Duplicate);
+        assert!(ch.pending.bits.is_some());
+        assert_eq!(mem.held(), 2000 * (1 + HELD_OVERHEAD) + HELD_BITS_BYTES);
+        let (_, got) = run_mem(&mut ch, &[(0, 1, 0, b"h"), (7, 1, 0, b"h")], &mut mem);
+        assert_eq!(got.len(), 2001);
+        assert!(ch.pending.bits.is_none());
+        assert_eq!(mem.held(), 0);
     }
 
     #[test]
@@ -951,7 +1036,9 @@ mod tests {
         let mut order: Vec<usize> = (0..msg.len().div_ceil(chunk)).collect();
         let mut x = 12345u64;
         for i in (1..order.len()).rev() {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             order.swap(i, (x >> 33) as usize % (i + 1));
         }
         order.insert(3, order[0]);
@@ -966,7 +1053,12 @@ mod tests {
                 .iter()
                 .map(|&c| {
                     let end = ((c + 1) * chunk).min(msg.len());
-                    (0, msg.len() as u32, (c * chunk) as u32, &msg[c * chunk..end])
+                    (
+                        0,
+                        msg.len() as u32,
+                        (c * chunk) as u32,
+                        &msg[c * chunk..end],
+                    )
                 })
                 .collect();
             let (_, got) = run_mem(&mut ch, &frames, &mut mem);

@@ -104,7 +104,10 @@ fn one_byte_fragments_in_order_cost_their_bytes() {
         let mut n = 0;
         let p = fill(pn, || {
             n += 1;
-            frames.get(n - 1).copied().unwrap_or(Frame::Padding { len: 2000 })
+            frames
+                .get(n - 1)
+                .copied()
+                .unwrap_or(Frame::Padding { len: 2000 })
         });
         assert!(n > 80);
         c.handle_datagram(now, &p);

@@ -181,15 +181,12 @@ fn a_far_ordered_sequence_number_costs_its_bytes_not_its_distance() {
 /// An insecure endpoint's connection from `addr`: the client's connection
 /// ID, after the cookie round trip.
 fn connect(server: &mut Endpoint, now: Instant, addr: std::net::SocketAddr, n: u8) -> ConnectionId {
-    let mut client =
-        Connection::connect(cfg(), ClientSecurity::Insecure, [n; 16], now).unwrap();
+    let mut client = Connection::connect(cfg(), ClientSecurity::Insecure, [n; 16], now).unwrap();
     let (mut buf, mut reply) = ([0u8; 1500], [0u8; 1500]);
     for _ in 0..2 {
         let len = client.poll_transmit(now, &mut buf).unwrap();
         match server.handle(now, addr, &buf[..len], &mut reply) {
-            Handled::Reply(m) | Handled::Accepted(_, m) => {
-                client.handle_datagram(now, &reply[..m])
-            }
+            Handled::Reply(m) | Handled::Accepted(_, m) => client.handle_datagram(now, &reply[..m]),
             other => panic!("{other:?}"),
         }
     }
