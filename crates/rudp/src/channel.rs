@@ -1062,7 +1062,7 @@ mod tests {
                 })
                 .collect();
             let (_, got) = run_mem(&mut ch, &frames, &mut mem);
-            assert_eq!(got, [msg.clone()], "{kind:?}");
+            assert_eq!(got, std::slice::from_ref(&msg), "{kind:?}");
             assert_eq!(mem.held(), 0, "{kind:?}");
         }
     }
