@@ -320,15 +320,17 @@ const WINDOW_WORDS: usize = (UNORDERED_WINDOW / 64) as usize;
 /// Bytes counted for an unordered channel's window while messages above
 /// its floor are delivered (the bitmap and its box).
 pub(crate) const WINDOW_BYTES: usize = WINDOW_WORDS * 8 + 32;
-/// The fewest new bytes a fragment frame must bring to open a partial
-/// message, or to start a piece of one that is not contiguous with what
-/// was received. A sender cuts messages into chunks of at least 1,088
-/// bytes (the smallest datagram, 1,200, less overheads) except the last;
-/// so memory per received byte stays under 2 (a piece's bookkeeping is
-/// paid for by the bytes that came with it). Exempt: bytes that extend
-/// the received prefix, the message's last bytes, and bytes that fill a
-/// hole exactly. A frame breaking this is invalid; a message's first
-/// frame under it is refused (the sender resends it after the others).
+/// The fewest bytes a fragment frame must carry to open a partial
+/// message, and per sliver it leaves: new bytes under this, not
+/// contiguous with what was received on one side, that do not extend the
+/// received prefix or end the message. A sender cuts messages into chunks
+/// of at least 1,088 bytes (the smallest datagram, 1,200, less overheads)
+/// except the last, so its frames always pass, however other cuts left
+/// the bytes around them; and memory per received byte stays under 2 (a
+/// piece's bookkeeping is paid for by the bytes that came with it;
+/// bytes filling a hole exactly are bounded by the pieces that made the
+/// holes). A frame breaking this is invalid; a message's first frame
+/// under it is refused (the sender resends it after the others).
 pub(crate) const MIN_PIECE: usize = 512;
 /// Bytes counted per partial message besides its data: the struct (64
 /// bytes) and the key in a map leaf of 11 slots that is about half full,
@@ -402,6 +404,7 @@ impl Partial {
             }
         }
         let mut cost = 0;
+        let mut slivers = 0;
         let last = segs.len().saturating_sub(1);
         for (i, &(a, b)) in segs.iter().enumerate() {
             let left = i > 0 || closed;
@@ -412,11 +415,16 @@ impl Partial {
                     - self.head.capacity();
                 continue;
             }
-            if (b - a) as usize >= MIN_PIECE || b == self.total || (left && right) {
-                cost += (b - a) as usize + PIECE_OVERHEAD;
-            } else {
-                return Err(());
+            if !((b - a) as usize >= MIN_PIECE || b == self.total || (left && right)) {
+                slivers += 1;
             }
+            cost += (b - a) as usize + PIECE_OVERHEAD;
+        }
+        // A sliver (new bytes under MIN_PIECE, open on a side) is paid for
+        // by MIN_PIECE bytes of the frame that brings it (at most two a
+        // frame: its first and last new bytes).
+        if slivers * MIN_PIECE > (end - offset) as usize {
+            return Err(());
         }
         Ok(cost)
     }
@@ -1064,6 +1072,65 @@ mod tests {
             let (_, got) = run_mem(&mut ch, &frames, &mut mem);
             assert_eq!(got, std::slice::from_ref(&msg), "{kind:?}");
             assert_eq!(mem.held(), 0, "{kind:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn reassembly_matches_the_message_and_holds_at_most_twice_what_came(
+            len in 1usize..12_000,
+            cuts in proptest::collection::vec(512usize..2500, 1..30),
+            extra in proptest::collection::vec((0usize..12_000, 1usize..3000), 0..12),
+            order in proptest::collection::vec(0u32..1000, 0..50),
+            kind in 0u8..3,
+        ) {
+            let msg: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            // A sender's chunks (at least 512 bytes but the last), other
+            // cuts of the same bytes, in a shuffled order with repeats.
+            let mut frames: Vec<(usize, usize)> = Vec::new();
+            let mut off = 0;
+            for c in cuts.iter().cycle() {
+                if off >= len {
+                    break;
+                }
+                frames.push((off, (off + c).min(len)));
+                off += c;
+            }
+            let base = frames.clone();
+            for &(a, l) in &extra {
+                let a = a % len;
+                frames.push((a, (a + l).min(len)));
+            }
+            for (i, &k) in order.iter().enumerate() {
+                let n = frames.len();
+                frames.swap(i % n, k as usize % n);
+            }
+            let kind = [
+                ChannelKind::ReliableOrdered,
+                ChannelKind::ReliableUnordered,
+                ChannelKind::Unreliable,
+            ][kind as usize];
+            let mut ch = RecvChannel::new(kind);
+            let mut mem = RecvMem::new(1 << 20, 1 << 20);
+            let mut fed = 0;
+            let mut got = Vec::new();
+            // Then the sender's chunks again, in order: they always complete it.
+            for &(a, b) in frames.iter().chain(&base) {
+                let f = [(0, len as u32, a as u32, &msg[a..b])];
+                let (_, g) = run_mem(&mut ch, &f, &mut mem);
+                got.extend(g);
+                fed += b - a;
+                proptest::prop_assert!(
+                    mem.held() <= 2 * fed + PARTIAL_OVERHEAD + 2 * PIECE_OVERHEAD,
+                    "{} held for {} bytes", mem.held(), fed
+                );
+            }
+            // Unreliable channels do not de-duplicate (packet numbers do).
+            let once = kind != ChannelKind::Unreliable;
+            proptest::prop_assert!(got.len() == 1 || (!once && !got.is_empty()));
+            proptest::prop_assert!(got.iter().all(|g| *g == msg));
+            // (An unreliable channel takes the repeats for a new copy.)
+            proptest::prop_assert!(mem.held() == 0 || !once);
         }
     }
 
