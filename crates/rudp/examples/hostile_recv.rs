@@ -45,7 +45,7 @@ fn mib(b: usize) -> f64 {
     b as f64 / (1 << 20) as f64
 }
 
-/// A short packet (unsealed) of `frames`; `None` past 1,200 bytes.
+/// A short packet (unsealed) of `frames`, as many as fit in 1,200 bytes.
 fn packet(cid: ConnectionId, pn: u64, frames: &[Frame<'_>]) -> Vec<u8> {
     let mut buf = vec![0u8; 1200];
     let mut w = Writer::new(&mut buf);
