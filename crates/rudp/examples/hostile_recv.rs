@@ -446,6 +446,33 @@ fn cpu() {
     ));
     shapes.last_mut().unwrap().small = true;
 
+    // The message a full ordered channel waits for, last: it releases
+    // every held-back one (each delivered once, paid for when it came).
+    let mut seq = 0u64;
+    let mut pk = fill_all(0, 250, || {
+        seq += 1;
+        Frame::Message {
+            channel: 0,
+            seq,
+            payload: &BYTES[..1],
+        }
+    });
+    pk.push(packet(
+        CID,
+        250,
+        &[Frame::Message {
+            channel: 0,
+            seq: 0,
+            payload: &BYTES[..1],
+        }],
+    ));
+    shapes.push(run(
+        "ordered: the gap filled after 16,384 held back",
+        &|| server(cfg(), now),
+        &pk,
+    ));
+    shapes.last_mut().unwrap().small = true;
+
     // Sparse packet numbers: 1,024 ranges of received packets, then the holes.
     let mut pk: Vec<Vec<u8>> = (0..4096u64)
         .map(|i| packet(CID, 2 * i, &[Frame::Ping]))

@@ -10,6 +10,12 @@ use std::sync::Arc;
 /// of a 4 GiB game server.
 pub const DEFAULT_RECV_BUDGET: usize = 256 << 20;
 
+/// Whole messages one connection holds back for ordering at most, over
+/// all its channels: the message that fills a gap releases them all in
+/// one packet, so this bounds that packet's work (about 0.5 ms). Past it,
+/// a held-back whole message is refused unacknowledged.
+pub(crate) const MAX_HELD_MESSAGES: usize = 16_384;
+
 /// Bytes of receive state all the connections of a server may hold in
 /// all: partly received messages, messages held back for ordering and
 /// de-duplication windows, counted as bytes arrive (not as a header
@@ -109,6 +115,8 @@ pub(crate) enum Refusal {
 #[derive(Debug)]
 pub(crate) struct RecvMem {
     held: usize,
+    /// Whole messages held back for ordering ([`MAX_HELD_MESSAGES`]).
+    held_messages: usize,
     /// `max_recv_buffer`: frames that are not the next one a reliable
     /// channel waits for stop here.
     cap: usize,
@@ -123,6 +131,7 @@ impl RecvMem {
     pub fn new(cap: usize, max_message: usize) -> Self {
         RecvMem {
             held: 0,
+            held_messages: 0,
             cap,
             exempt_cap: cap.saturating_add(max_message),
             budget: None,
@@ -160,6 +169,21 @@ impl RecvMem {
         }
         self.held += n;
         Ok(())
+    }
+
+    /// Counts one more held-back message, if under [`MAX_HELD_MESSAGES`]
+    /// (`force`: whatever the count, for a completed partial message).
+    pub fn hold_message(&mut self, force: bool) -> bool {
+        if !force && self.held_messages >= MAX_HELD_MESSAGES {
+            return false;
+        }
+        self.held_messages += 1;
+        true
+    }
+
+    /// One held-back message was delivered.
+    pub fn release_message(&mut self) {
+        self.held_messages = self.held_messages.saturating_sub(1);
     }
 
     /// Takes `n` bytes whatever the limits: for moves that free at least

@@ -588,6 +588,7 @@ impl HeldBack {
             return None;
         }
         let buf = e.remove();
+        mem.release_message();
         if let Some(bits) = &mut self.bits {
             let (w, b) = HeldBack::slot(seq);
             bits[w] &= !b;
@@ -705,7 +706,11 @@ impl RecvChannel {
         if whole {
             let held_back = ordered && !exempt;
             if held_back {
+                if !cx.mem.hold_message(false) {
+                    return RecvOutcome::Refused(Refusal::Cap);
+                }
                 if let Err(e) = cx.mem.take(payload.len() + HELD_OVERHEAD, false) {
+                    cx.mem.release_message();
                     return RecvOutcome::Refused(e);
                 }
                 // Exact, not pooled: it is counted by its capacity.
@@ -770,6 +775,7 @@ impl RecvChannel {
                     // Moves from the partial to the held-back messages:
                     // counted less than before.
                     cx.mem.force_take(p.head.capacity() + HELD_OVERHEAD);
+                    cx.mem.hold_message(true);
                     cx.mem.give(held);
                     self.pending.insert(seq, p.head, cx.mem);
                 } else {
@@ -1073,6 +1079,26 @@ mod tests {
             assert_eq!(got, std::slice::from_ref(&msg), "{kind:?}");
             assert_eq!(mem.held(), 0, "{kind:?}");
         }
+    }
+
+    #[test]
+    fn held_back_messages_are_counted_per_connection() {
+        use crate::budget::MAX_HELD_MESSAGES;
+        let mut a = RecvChannel::new(ChannelKind::ReliableOrdered);
+        let mut b = RecvChannel::new(ChannelKind::ReliableOrdered);
+        let mut mem = RecvMem::new(64 << 20, 1 << 20);
+        let half = MAX_HELD_MESSAGES as u64 / 2;
+        let frames: Vec<(u64, u32, u32, &[u8])> =
+            (1..=half).map(|s| (s, 1, 0, &b"h"[..])).collect();
+        run_mem(&mut a, &frames, &mut mem);
+        run_mem(&mut b, &frames, &mut mem);
+        let (o, _) = run_mem(&mut a, &[(half + 1, 1, 0, b"h")], &mut mem);
+        assert_eq!(o, [RecvOutcome::Refused(Refusal::Cap)]);
+        // The gap fills: one packet's release is bounded by the count.
+        let (_, got) = run_mem(&mut a, &[(0, 1, 0, b"h")], &mut mem);
+        assert_eq!(got.len() as u64, half + 1);
+        let (o, _) = run_mem(&mut b, &[(half + 1, 1, 0, b"h")], &mut mem);
+        assert_eq!(o, [RecvOutcome::Accepted]);
     }
 
     proptest::proptest! {
