@@ -10,7 +10,9 @@
 //! * [`Connection`]: channels ([`ChannelKind`]: reliable-ordered,
 //!   reliable-unordered, unreliable-sequenced, unreliable) with per-channel
 //!   ordering, priorities, fragmentation up to `max_message_size` with
-//!   memory caps and backpressure ([`SendError::Backpressure`]); acks as
+//!   memory caps and backpressure ([`SendError::Backpressure`]), receive
+//!   memory taken as bytes arrive against a per-connection cap and a
+//!   server-wide [`RecvBudget`]; acks as
 //!   ranges piggybacked on every packet; RTT and loss detection per
 //!   RFC 6298 / RFC 9002; redundancy for small reliable messages
 //!   ([`Redundancy`]); NewReno congestion control and pacing for bulk
