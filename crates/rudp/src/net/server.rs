@@ -202,10 +202,15 @@ impl<H: Handler> Server<H> {
         let lanes = LanesConfig {
             lanes: config.lanes,
             // Byte 0 of a connection ID (offset 1 of a short header) is
-            // its lane; long headers (handshakes) have no ID yet.
+            // its lane; long headers (handshakes) have no ID yet and go to
+            // the lane of their source IP, so each source address does all
+            // its handshakes on one lane, which then sees all of its
+            // connections: the admission limits per address and the one
+            // live connection per token (from one IP) hold server-wide.
             steering: LaneSteering::PayloadByte {
                 offset: 1,
                 hash_if_first_byte_has: LONG_HEADER_BIT,
+                hash_source_ip: Some(config.admission.ipv6_prefix_len.min(64)),
             },
             endpoint: config.udp.clone(),
         };
