@@ -53,7 +53,7 @@ mod security;
 pub mod sim;
 pub mod wire;
 
-pub use admission::Admission;
+pub use admission::{Admission, ReplayCache};
 pub use cc::{NewReno, Pacer};
 pub use channel::{ChannelConfig, ChannelKind};
 pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
