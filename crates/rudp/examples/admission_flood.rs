@@ -7,6 +7,7 @@
 //! cargo run --release -p keel-rudp --example admission_flood                          # one token, 64 sockets
 //! cargo run --release -p keel-rudp --example admission_flood -- --insecure            # insecure mode, 64 sockets
 //! cargo run --release -p keel-rudp --example admission_flood -- --insecure --admission off
+//! cargo run --release -p keel-rudp --example admission_flood -- --lanes 4              # a 4-lane server
 //! ```
 //!
 //! The attacker is 64 UDP sockets on 127.0.0.1 that run the handshake
@@ -14,7 +15,9 @@
 //! token mode all with one connect token, in insecure mode with none.
 //! Every connection it gets is kept open. A player connects from
 //! 127.0.0.2 (another address on loopback) every 250 ms while the attack
-//! runs (`--seconds`, default 3, at most 60).
+//! runs (`--seconds`, default 3, at most 60). The server has `--lanes`
+//! lanes (default 1, at most 16; more than 1 needs Linux); the lanes
+//! the attacker's connections landed on are printed.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -77,6 +80,7 @@ struct Args {
     insecure: bool,
     admission: bool,
     seconds: f64,
+    lanes: usize,
 }
 
 fn args() -> Result<Args, String> {
@@ -84,6 +88,7 @@ fn args() -> Result<Args, String> {
         insecure: false,
         admission: true,
         seconds: 3.0,
+        lanes: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -103,9 +108,17 @@ fn args() -> Result<Args, String> {
                     return Err(format!("--seconds {v}: 0.5 to 60 accepted"));
                 }
             }
+            "--lanes" => {
+                let v = it.next().ok_or("--lanes: a value")?;
+                a.lanes = v.parse().map_err(|e| format!("--lanes {v}: {e}"))?;
+                if !(1..=16).contains(&a.lanes) {
+                    return Err(format!("--lanes {v}: 1 to 16 accepted"));
+                }
+            }
             other => {
                 return Err(format!(
-                    "unknown flag {other}; expected --insecure, --admission on|off, --seconds S"
+                    "unknown flag {other}; expected --insecure, --admission on|off, --seconds S, \
+                     --lanes N"
                 ))
             }
         }
@@ -222,6 +235,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
     };
     let mut sc = ServerConfig::new(channels(), security);
+    sc.lanes = args.lanes;
     if !args.admission {
         sc.admission = Admission::OFF;
     }
@@ -261,7 +275,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (attempts, connected, refusals, held) = attacker.join().expect("the attacker")?;
     let st = server.stats();
     println!(
-        "mode: {}, admission {}, {} s, {SOCKETS} attacker sockets",
+        "mode: {}, admission {}, {} s, {SOCKETS} attacker sockets, {} server lanes",
         if args.insecure {
             "insecure"
         } else {
@@ -272,7 +286,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             "off"
         },
-        args.seconds
+        args.seconds,
+        args.lanes
     );
     println!(
         "attacker: {attempts} handshakes finished, {connected} accepted, refused by code {refusals:?}"
@@ -288,6 +303,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         st.refused_rate_limit,
         st.refused
     );
+    let per_lane: Vec<u64> = (0..args.lanes)
+        .map(|i| server.lane_stats(i).map_or(0, |s| s.connections_created))
+        .collect();
+    println!("connections created per lane (players included): {per_lane:?}");
     let ok: Vec<Duration> = players.iter().filter_map(|p| p.clone().ok()).collect();
     let mut ms: Vec<f64> = ok.iter().map(|d| d.as_secs_f64() * 1e3).collect();
     ms.sort_by(f64::total_cmp);

@@ -2,14 +2,21 @@
 //! that one attacker (one token, one host with many sockets) cannot fill
 //! an endpoint's connection table. The settings ([`Admission`]) and their
 //! bookkeeping (the source key, the bounded table of handshake-rate
-//! buckets); the endpoint applies them after the cookie round trip.
+//! buckets, the replay cache that binds a connect token to an IP); the
+//! endpoint applies them after the cookie round trip.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::config::ConfigError;
+use crate::endpoint::REPLAY_CACHE;
 #[cfg(doc)]
-use crate::endpoint::{EndpointStats, CLOSE_REPLACED, REFUSE_ADDRESS_LIMIT, REFUSE_RATE_LIMIT};
+use crate::endpoint::{
+    EndpointConfig, EndpointStats, CLOSE_REPLACED, REFUSE_ADDRESS_LIMIT, REFUSE_RATE_LIMIT,
+    REFUSE_TOKEN,
+};
 
 /// Limits on admission: how many connections, and how many handshakes a
 /// second, one source address gets on one endpoint (a server lane), so
@@ -22,16 +29,20 @@ use crate::endpoint::{EndpointStats, CLOSE_REPLACED, REFUSE_ADDRESS_LIMIT, REFUS
 /// subscriber usually gets a whole /64). The limits count only sources
 /// that returned their cookie (they receive at that address), so a spoofer
 /// cannot spend a victim's share; RETRY stays stateless and unlimited.
-/// Each limit is per lane (the kernel spreads handshakes over the lanes
-/// by address and port): with `L` lanes a source may hold up to `L` times
-/// as much, and a token one live connection per lane.
+/// Each endpoint (lane) counts its own sources; on a multi-lane
+/// [`Server`](crate::Server) the limits still hold server-wide, because
+/// its lanes' steering program sends every handshake of one source address
+/// (an IPv6 one by its prefix, up to /64) to one lane, whatever the port.
 ///
 /// Besides these limits, and not configurable: a connect token buys one
 /// live connection. A new connection made with the token of a connected
 /// one (from the same IP, any port: a client that crashed and came back;
 /// from another IP it is refused as replayed) replaces it, and the old one
 /// is closed with [`CLOSE_REPLACED`]. An attacker holding one token thus
-/// holds one live connection, however many hellos it sends.
+/// holds one live connection, however many hellos it sends. On a server
+/// this too is server-wide: the same IP reaches the same lane, which
+/// replaces; another IP is refused on every lane, as the lanes share one
+/// [`ReplayCache`].
 ///
 /// The trade-off: players behind one NAT (a LAN party, a campus, carrier
 /// NAT) share one address and so one share. Raise
@@ -139,6 +150,124 @@ impl Default for Admission {
             handshake_burst: 16,
             rate_table_size: 4096,
         }
+    }
+}
+
+/// The connect tokens in use, each bound to the client IP that used it
+/// first, so that a token copied off the wire is refused
+/// ([`REFUSE_TOKEN`], "connect token in use from another address") from
+/// any other IP until it expires. Clones share one cache: a
+/// [`Server`](crate::Server) makes one and gives it to every lane's
+/// endpoint ([`EndpointConfig::replay_cache`]), so a token taken on one
+/// lane is refused on all; [`EndpointConfig::new`] makes each endpoint its
+/// own.
+///
+/// Only a hello with a fresh cookie and a valid token reaches it (one lock,
+/// held for one map lookup and insert); the data path never does. Bounded:
+/// at most its capacity of tokens ([`REPLAY_CACHE`] per lane by default,
+/// about 60 bytes each), the oldest forgotten first; an entry stays until
+/// pushed out, which its token outlives only if that many newer tokens
+/// came since (dropping expired entries first would cost a scan).
+///
+/// # Examples
+///
+/// ```
+/// use keel_rudp::ReplayCache;
+///
+/// let shared = ReplayCache::with_capacity(2 * keel_rudp::REPLAY_CACHE);
+/// let lane_1 = shared.clone(); // the same cache
+/// assert_eq!((shared.len(), lane_1.capacity()), (0, 16_384));
+/// ```
+#[derive(Clone)]
+pub struct ReplayCache(Arc<Mutex<ReplayEntries>>);
+
+struct ReplayEntries {
+    /// Each token's tag: the IP that used it and when it expires (unix s).
+    by_tag: HashMap<[u8; 16], (IpAddr, u64)>,
+    /// Tags in the order they came, to forget the oldest.
+    order: VecDeque<[u8; 16]>,
+    capacity: usize,
+}
+
+impl ReplayCache {
+    /// An empty cache of [`REPLAY_CACHE`] tokens.
+    pub fn new() -> Self {
+        Self::with_capacity(REPLAY_CACHE)
+    }
+
+    /// An empty cache of `tokens` tokens at most (at least 1).
+    pub fn with_capacity(tokens: usize) -> Self {
+        ReplayCache(Arc::new(Mutex::new(ReplayEntries {
+            by_tag: HashMap::new(),
+            order: VecDeque::new(),
+            capacity: tokens.max(1),
+        })))
+    }
+
+    /// Tokens remembered.
+    pub fn len(&self) -> usize {
+        self.lock().order.len()
+    }
+
+    /// Whether no token is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Tokens remembered at most.
+    pub fn capacity(&self) -> usize {
+        self.lock().capacity
+    }
+
+    /// Whether these are clones of one cache.
+    pub fn is_shared_with(&self, other: &ReplayCache) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ReplayEntries> {
+        // The critical sections only touch the maps and never panic
+        // midway; a poisoned lock still holds a consistent cache.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Binds token `tag` (valid until `expires_at`) to `ip` at `unix_now`
+    /// unless an unexpired entry binds it to another IP: then false (a
+    /// replay). Check and insert are one step under the lock, so two lanes
+    /// cannot both take a token for two IPs.
+    pub(crate) fn claim(&self, tag: [u8; 16], ip: IpAddr, expires_at: u64, unix_now: u64) -> bool {
+        let mut e = self.lock();
+        match e.by_tag.get(&tag) {
+            Some(&(held, exp)) if exp > unix_now && held != ip => return false,
+            Some(_) => {
+                e.by_tag.insert(tag, (ip, expires_at));
+            }
+            None => {
+                e.by_tag.insert(tag, (ip, expires_at));
+                e.order.push_back(tag);
+                if e.order.len() > e.capacity {
+                    if let Some(old) = e.order.pop_front() {
+                        e.by_tag.remove(&old);
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
+impl Default for ReplayCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for ReplayCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = self.lock();
+        f.debug_struct("ReplayCache")
+            .field("tokens", &e.order.len())
+            .field("capacity", &e.capacity)
+            .finish()
     }
 }
 
@@ -277,6 +406,32 @@ mod tests {
         // A forgotten source starts again with a full bucket.
         assert!(t.take(0, 2_000_000, &a, &mut evicted));
         assert!(evicted);
+    }
+
+    #[test]
+    fn the_replay_cache_binds_a_token_to_one_ip_and_is_bounded() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let cache = ReplayCache::with_capacity(4);
+        let other_lane = cache.clone();
+        assert!(cache.is_shared_with(&other_lane));
+        assert!(!cache.is_shared_with(&ReplayCache::new()));
+        assert!(cache.claim([1; 16], ip("192.0.2.1"), 100, 10));
+        // The same IP again (another port, another lane): yes; another IP,
+        // on any clone: no, until the token expires.
+        assert!(other_lane.claim([1; 16], ip("192.0.2.1"), 100, 11));
+        assert!(!other_lane.claim([1; 16], ip("192.0.2.2"), 100, 12));
+        assert!(!cache.claim([1; 16], ip("192.0.2.2"), 100, 99));
+        assert!(cache.claim([1; 16], ip("192.0.2.2"), 100, 100));
+        assert_eq!(cache.len(), 1);
+        // Full: the oldest is forgotten first.
+        for t in 2..=6u8 {
+            assert!(cache.claim([t; 16], ip("192.0.2.1"), 100, 10));
+            assert!(cache.len() <= 4);
+        }
+        assert_eq!((cache.len(), cache.capacity()), (4, 4));
+        assert!(cache.claim([1; 16], ip("192.0.2.9"), 100, 10));
+        assert!(!cache.claim([6; 16], ip("192.0.2.9"), 100, 10));
+        assert_eq!(ReplayCache::with_capacity(0).capacity(), 1);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::admission::{source_key, Admission, RateTable, SourceKey};
+use crate::admission::{source_key, Admission, RateTable, ReplayCache, SourceKey};
 use crate::budget::{RecvBudget, DEFAULT_RECV_BUDGET};
 use crate::config::{Config, ConfigError};
 use crate::connection::{Connection, Event, Side, State};
@@ -61,7 +61,9 @@ pub const REFUSE_RATE_LIMIT: u64 = 7;
 /// connection's CLOSE goes to its address, and the server's handler sees
 /// its `disconnected` (as `DisconnectReason::Local` with this code).
 pub const CLOSE_REPLACED: u64 = 8;
-/// Tokens the replay cache remembers at most (oldest forgotten first).
+/// Tokens the replay cache ([`ReplayCache`]) of one endpoint remembers at
+/// most by default (oldest forgotten first); a [`Server`](crate::Server)'s
+/// shared cache holds this many per lane.
 pub const REPLAY_CACHE: usize = 8192;
 
 /// Settings of an [`Endpoint`].
@@ -85,6 +87,15 @@ pub struct EndpointConfig {
     pub connection: Config,
     /// Connect tokens and sealed packets, or insecure by name.
     pub security: ServerSecurity,
+    /// The connect tokens in use and the IP each is bound to: its own by
+    /// default ([`EndpointConfig::new`]); endpoints given clones of one
+    /// cache (the lanes of one [`Server`](crate::Server)) refuse a token
+    /// any of them took for another IP. Sharing it is only half of the
+    /// one-live-connection rule: a token's earlier connection is replaced
+    /// only by the endpoint that holds it, so whoever shares a cache must
+    /// also send every hello of one IP to one endpoint, as the server's
+    /// steering does.
+    pub replay_cache: ReplayCache,
     /// Unix time (seconds) at the `now` given to [`Endpoint::new`]; token
     /// expiry is checked against it plus the time since. Defaults to the
     /// system clock.
@@ -109,6 +120,7 @@ impl EndpointConfig {
             admission: Admission::default(),
             connection,
             security,
+            replay_cache: ReplayCache::new(),
             unix_time_at_start: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
@@ -304,11 +316,6 @@ pub struct Endpoint {
     stats: EndpointStats,
     /// The key id of the token key.
     kid: [u8; 4],
-    /// Tokens accepted and not yet expired, by their tag: the client IP
-    /// that used each, so another IP cannot reuse it. Filled
-    /// only after the cookie round trip; at most [`REPLAY_CACHE`] entries.
-    replay: HashMap<[u8; 16], (IpAddr, u64)>,
-    replay_order: VecDeque<[u8; 16]>,
     /// The one live connection of each connect token (by its tag).
     by_token: HashMap<[u8; 16], usize>,
     /// Connections held (closing ones included) per source address; an
@@ -353,8 +360,6 @@ impl Endpoint {
                 ServerSecurity::Tokens { key, .. } => token_key_id(key),
                 ServerSecurity::Insecure => [0; 4],
             },
-            replay: HashMap::new(),
-            replay_order: VecDeque::new(),
             by_token: HashMap::new(),
             per_source: HashMap::new(),
             rates: RateTable::new(),
@@ -694,7 +699,6 @@ impl Endpoint {
         let mut token = None;
         conn.set_recv_budget(self.cfg.recv_budget.clone());
         if let Some(c) = claims {
-            self.remember_token(from, &c);
             // One live connection per token: the newest replaces the older.
             if let Some(old) = self.by_token.remove(&c.tag) {
                 self.replace(now, old);
@@ -780,12 +784,18 @@ impl Endpoint {
             (ServerSecurity::Tokens { key, public_addrs }, false) => (key, public_addrs),
         };
         let unix_now = self.unix_now(now);
+        // A valid token is bound to this IP (the replay cache's one lock),
+        // unless another IP holds it: another port of the same IP may use
+        // it again (a client that crashed and reconnects replaces its old
+        // connection). Bound even if the hello then fails to be answered:
+        // its source proved it receives at this IP.
+        let ip = from.ip().to_canonical();
+        let cache = &self.cfg.replay_cache;
         let res = open_token(key, &self.kid, addrs, unix_now, token).and_then(|c| {
-            match self.replay.get(&c.tag) {
-                Some(&(ip, exp)) if exp > unix_now && ip != from.ip().to_canonical() => {
-                    Err(TokenError::Replayed)
-                }
-                _ => Ok(c),
+            if cache.claim(c.tag, ip, c.expires_at, unix_now) {
+                Ok(c)
+            } else {
+                Err(TokenError::Replayed)
             }
         });
         match res {
@@ -806,23 +816,6 @@ impl Endpoint {
 
     fn unix_now(&self, now: Instant) -> u64 {
         self.cfg.unix_time_at_start + now.saturating_duration_since(self.epoch).as_secs()
-    }
-
-    /// Records that `from`'s IP uses the token of `c` (another port of the
-    /// same IP may use it again: a client that crashed and reconnects
-    /// replaces its old connection); forgets the oldest entry
-    /// when full (dropping expired ones first costs a scan, so it is not
-    /// done: an entry outlives its token at most until pushed out).
-    fn remember_token(&mut self, from: SocketAddr, c: &TokenClaims) {
-        let ip = from.ip().to_canonical();
-        if self.replay.insert(c.tag, (ip, c.expires_at)).is_none() {
-            self.replay_order.push_back(c.tag);
-            if self.replay_order.len() > REPLAY_CACHE {
-                if let Some(old) = self.replay_order.pop_front() {
-                    self.replay.remove(&old);
-                }
-            }
-        }
     }
 
     /// The next datagram any connection has to send: its handle, where to

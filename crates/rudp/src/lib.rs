@@ -56,7 +56,7 @@ mod security;
 pub mod sim;
 pub mod wire;
 
-pub use admission::Admission;
+pub use admission::{Admission, ReplayCache};
 pub use budget::{RecvBudget, DEFAULT_RECV_BUDGET};
 pub use cc::{NewReno, Pacer};
 pub use channel::{ChannelConfig, ChannelKind};

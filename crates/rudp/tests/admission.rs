@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use keel_rudp::wire::{Header, Reader};
 use keel_rudp::{
     Admission, ChannelConfig, ChannelKind, ClientSecurity, Config, ConfigError, ConnectToken,
-    Connection, DisconnectReason, Endpoint, EndpointConfig, Event, Handled, ServerSecurity, State,
-    TokenMinter, TokenSpec, CLOSE_REPLACED, REFUSE_ADDRESS_LIMIT, REFUSE_FULL, REFUSE_RATE_LIMIT,
-    REFUSE_TOKEN,
+    Connection, DisconnectReason, Endpoint, EndpointConfig, Event, Handled, ReplayCache,
+    ServerSecurity, State, TokenMinter, TokenSpec, CLOSE_REPLACED, REFUSE_ADDRESS_LIMIT,
+    REFUSE_FULL, REFUSE_RATE_LIMIT, REFUSE_TOKEN,
 };
 
 const KEY: [u8; 32] = [0x5e; 32];
@@ -70,11 +70,17 @@ struct World {
 
 impl World {
     fn new(security: ServerSecurity, max_connections: usize, admission: Admission) -> World {
-        let now = Instant::now();
         let mut ec = EndpointConfig::new(0, [9; 32], cfg(), security);
-        ec.unix_time_at_start = T0;
         ec.max_connections = max_connections;
         ec.admission = admission;
+        World::with(ec)
+    }
+
+    /// A world whose server endpoint has these settings (its clock starts
+    /// at T0).
+    fn with(mut ec: EndpointConfig) -> World {
+        let now = Instant::now();
+        ec.unix_time_at_start = T0;
         World {
             now,
             server: Endpoint::new(ec, now).unwrap(),
@@ -275,6 +281,44 @@ fn a_reconnect_with_the_same_token_replaces_the_old_connection() {
     // The old connection goes once its closing is over; one is left.
     w.advance(Duration::from_secs(5));
     assert_eq!(w.server.connection_count(), 1);
+}
+
+/// Two endpoints given one replay cache (two lanes of a server) refuse a
+/// token the other took for another IP; an endpoint with a cache of its
+/// own does not know it. The cache stays bound after the connection is
+/// gone, until the token expires.
+#[test]
+fn endpoints_sharing_a_replay_cache_refuse_a_token_taken_on_the_other() {
+    let shared = ReplayCache::new();
+    let lane = |i: u8, cache: &ReplayCache| {
+        let mut ec = EndpointConfig::new(i, [9; 32], cfg(), tokens());
+        ec.replay_cache = cache.clone();
+        World::with(ec)
+    };
+    let (mut a, mut b) = (lane(0, &shared), lane(1, &shared));
+    let t = token(5);
+    let e = a.connect(addr("192.0.2.5:1000"), ClientSecurity::Token(t.clone()), 1);
+    assert_eq!(e, Event::Connected);
+    assert_eq!(shared.len(), 1);
+    let e = b.connect(addr("192.0.2.6:1000"), ClientSecurity::Token(t.clone()), 2);
+    assert_eq!(code_of(&e), Some(REFUSE_TOKEN));
+    assert_eq!(b.server.stats().tokens_replayed, 1);
+    // The connection leaves; the token stays bound to its IP.
+    a.clients[0].1.close(a.now, 0, "bye");
+    a.pump();
+    for _ in 0..5 {
+        a.advance(Duration::from_secs(1));
+    }
+    assert_eq!(a.server.connection_count(), 0);
+    let e = b.connect(addr("192.0.2.6:1001"), ClientSecurity::Token(t.clone()), 3);
+    assert_eq!(code_of(&e), Some(REFUSE_TOKEN));
+    let e = b.connect(addr("192.0.2.5:1001"), ClientSecurity::Token(t.clone()), 4);
+    assert_eq!(e, Event::Connected);
+    // Its own cache: the other endpoints' tokens are unknown to it.
+    let mut c = lane(2, &ReplayCache::new());
+    let e = c.connect(addr("192.0.2.6:1000"), ClientSecurity::Token(t), 5);
+    assert_eq!(e, Event::Connected);
+    assert_eq!(shared.len(), 1);
 }
 
 /// Insecure mode: one host with 64 sockets (64 ports of one IP) opens 4
@@ -588,4 +632,179 @@ fn server_bind_names_a_bad_admission_setting() {
         "admission: handshake_burst: 0, 1 or more accepted"
     );
     rt.stop().unwrap();
+}
+
+/// A 4-lane server on loopback: what the lanes hold together, however the
+/// kernel would have spread the sockets. `events` gets every lane's events.
+mod lanes {
+    use super::common::*;
+    use super::*;
+    use keel_reactor::{IoModel, Runtime};
+    use keel_rudp::{Client, ClientConfig, Server, ServerConfig};
+    use std::sync::mpsc::Receiver;
+
+    pub const LANES: usize = 4;
+    pub const WAIT: Duration = Duration::from_secs(5);
+
+    pub struct Bed {
+        pub rt: Runtime,
+        pub server: Server<Recorder>,
+        pub events: Receiver<Seen>,
+    }
+
+    pub fn bed(security: ServerSecurity) -> Bed {
+        let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
+        let mut sc = ServerConfig::new(config(), security);
+        sc.lanes = LANES;
+        let (srv, events) = recorder(false);
+        let server = Server::bind(rt.handles(), addr("127.0.0.1:0"), sc, |_| Recorder {
+            events: srv.events.clone(),
+            echo: false,
+        })
+        .unwrap();
+        Bed { rt, server, events }
+    }
+
+    /// A token for the server's clock.
+    pub fn mint(id: u64) -> ConnectToken {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        TokenMinter::new(KEY)
+            .mint(&TokenSpec {
+                server_addrs: vec![public_addr()],
+                expires_at: now + 60,
+                client_id: id,
+                timeout_secs: 10,
+                user_data: Vec::new(),
+            })
+            .unwrap()
+    }
+
+    /// A client from a fresh port of `ip` and its first event: connected
+    /// (None) or the code it was refused with.
+    pub fn connect(
+        bed: &Bed,
+        security: ClientSecurity,
+        ip: &str,
+    ) -> (Client<Recorder>, Receiver<Seen>, Option<u64>) {
+        let (h, rx) = recorder(false);
+        let mut cc = ClientConfig::new(config(), security);
+        cc.local = Some(SocketAddr::new(ip.parse().unwrap(), 0));
+        let c = Client::connect(bed.rt.next_reactor(), bed.server.local_addr(), cc, h).unwrap();
+        let outcome = match next(&rx, WAIT, "the handshake's outcome") {
+            Seen::Connected(..) => None,
+            Seen::Disconnected(_, DisconnectReason::Remote { code, .. }, _) => Some(code),
+            other => panic!("{other:?}"),
+        };
+        (c, rx, outcome)
+    }
+
+    /// Lanes that created a connection.
+    pub fn lanes_used(server: &Server<Recorder>) -> usize {
+        (0..LANES)
+            .filter(|&i| server.lane_stats(i).unwrap().connections_created > 0)
+            .count()
+    }
+
+    pub fn stop(bed: Bed, clients: Vec<Client<Recorder>>) {
+        for c in clients {
+            c.stop();
+        }
+        bed.server.stop();
+        bed.rt.stop().unwrap();
+    }
+}
+
+/// One token used by 8 clients from 8 ports of 127.0.0.1, one after the
+/// other, against 4 lanes: each replaces the one before, so one is live at
+/// the end (on the old code, the kernel's hash spread them over lanes that
+/// each kept one). The token is refused from 8 ports of 127.0.0.2 (every
+/// lane knows it is taken); a player with its own token from 127.0.0.3
+/// connects.
+#[test]
+fn on_four_lanes_a_token_holds_one_live_connection_and_is_refused_from_another_ip() {
+    use common::Seen;
+    use lanes::*;
+    let bed = bed(tokens());
+    let t = mint(1);
+    let mut clients = Vec::new();
+    let mut receivers = Vec::new();
+    for i in 0..8 {
+        let (c, rx, refused) = connect(&bed, ClientSecurity::Token(t.clone()), "127.0.0.1");
+        assert_eq!(refused, None, "client {i} from 127.0.0.1");
+        clients.push(c);
+        receivers.push(rx);
+    }
+    // Every client but the last is told it was replaced.
+    for (i, rx) in receivers[..7].iter().enumerate() {
+        match common::next(rx, WAIT, "the replaced client's CLOSE") {
+            Seen::Disconnected(_, DisconnectReason::Remote { code, .. }, _) => {
+                assert_eq!(code, CLOSE_REPLACED, "client {i}")
+            }
+            other => panic!("client {i}: {other:?}"),
+        }
+    }
+    // The server's handlers saw 8 connect and 7 replaced: 1 live.
+    let (mut connected, mut replaced) = (0, 0);
+    common::collect_until(&bed.events, WAIT, "8 connected, 7 replaced", |s| {
+        match s {
+            Seen::Connected(..) => connected += 1,
+            Seen::Disconnected(_, DisconnectReason::Local { code, .. }, _) => {
+                assert_eq!(*code, CLOSE_REPLACED);
+                replaced += 1;
+            }
+            other => panic!("{other:?}"),
+        }
+        (connected, replaced) == (8, 7)
+    });
+    assert_eq!(bed.server.stats().connections_replaced, 7);
+    assert_eq!(lanes_used(&bed.server), 1, "one address, one lane");
+    // From another IP the token is refused, whichever lane its port hits.
+    for i in 0..8 {
+        let (c, _, refused) = connect(&bed, ClientSecurity::Token(t.clone()), "127.0.0.2");
+        assert_eq!(refused, Some(REFUSE_TOKEN), "try {i} from 127.0.0.2");
+        clients.push(c);
+    }
+    assert_eq!(bed.server.stats().tokens_replayed, 8);
+    let (c, _, refused) = connect(&bed, ClientSecurity::Token(mint(2)), "127.0.0.3");
+    assert_eq!(refused, None, "a player from 127.0.0.3");
+    clients.push(c);
+    // The live one is still live: the last client has no event.
+    assert!(receivers[7].try_recv().is_err());
+    stop(bed, clients);
+}
+
+/// Insecure mode, 4 lanes: 64 sockets of 127.0.0.1 get one address's
+/// share in all (16 by default), not one per lane, all on one lane; a
+/// player from 127.0.0.2 connects.
+#[test]
+fn on_four_lanes_sixty_four_sockets_of_one_host_get_one_address_share() {
+    use lanes::*;
+    let limit = Admission::default().max_connections_per_ip;
+    let bed = bed(ServerSecurity::Insecure);
+    let mut clients = Vec::new();
+    let mut connected = 0;
+    for i in 0..64 {
+        let (c, _, refused) = connect(&bed, ClientSecurity::Insecure, "127.0.0.1");
+        match refused {
+            None => connected += 1,
+            Some(REFUSE_ADDRESS_LIMIT | REFUSE_RATE_LIMIT) => {}
+            Some(code) => panic!("socket {i}: refused with {code}"),
+        }
+        clients.push(c);
+    }
+    let st = bed.server.stats();
+    assert_eq!(connected, limit, "{st:?}");
+    assert_eq!(st.connections_created, limit as u64);
+    assert_eq!(
+        st.refused_address_limit + st.refused_rate_limit,
+        64 - limit as u64
+    );
+    assert_eq!(lanes_used(&bed.server), 1, "one address, one lane");
+    let (c, _, refused) = connect(&bed, ClientSecurity::Insecure, "127.0.0.2");
+    assert_eq!(refused, None, "a player from 127.0.0.2");
+    clients.push(c);
+    stop(bed, clients);
 }

@@ -156,20 +156,37 @@ pub enum LaneSteering {
     /// their connections with IDs carrying the lane (keel-rudp puts the
     /// lane in byte 0 of its connection IDs, at payload offset 1 of a
     /// short header), so a peer stays on its lane when its address changes.
-    /// The kernel's hash picks the lane instead when the payload is not
-    /// longer than `offset`, when its first byte has any bit of
-    /// `hash_if_first_byte_has` set (packets without a connection ID yet,
-    /// such as handshakes: keel-rudp's long headers set bit 7), or when the
-    /// byte is not below the number of lanes.
+    /// A hash picks the lane instead (the datagram is *unsteered*) when the
+    /// payload is not longer than `offset`, when its first byte has any
+    /// bit of `hash_if_first_byte_has` set (packets without a connection
+    /// ID yet, such as handshakes: keel-rudp's long headers set bit 7), or
+    /// when the byte is not below the number of lanes. Which hash is
+    /// `hash_source_ip`'s choice.
     ///
     /// Only for [`DatagramSocket::bind_lanes`](crate::DatagramSocket::bind_lanes):
     /// a [`Server`](crate::Server) keys sessions by address and refuses it.
     PayloadByte {
         /// Offset of the lane byte in the UDP payload.
         offset: u16,
-        /// A first payload byte with any of these bits set is spread by
-        /// the kernel's hash (0: never).
+        /// A first payload byte with any of these bits set is unsteered
+        /// (0: never).
         hash_if_first_byte_has: u8,
+        /// How an unsteered datagram finds its lane. `None`: the kernel's
+        /// hash of source and destination address and port (so one peer's
+        /// sockets, one per port, spread over the lanes). `Some(bits)`: a
+        /// hash of the source IP alone, the port left out and an IPv6
+        /// address cut to its first `bits` bits, 0 to 64 (64: one /64,
+        /// usually one subscriber, is one source; 48 groups whole sites).
+        /// Every unsteered datagram of one host then reaches one lane, so
+        /// per-address state a protocol keeps for its handshakes (limits
+        /// on connections and handshake rate per address, which keel-rudp's
+        /// `Server` applies) is whole on that lane, and a host with many
+        /// sockets gets one lane's share, not one per lane. The price:
+        /// many players behind one NAT address do their handshakes on one
+        /// lane. Read from the fixed IPv4 or IPv6 header (IP options and
+        /// IPv6 extension headers do not matter); a datagram with neither
+        /// header falls back to the kernel's hash.
+        hash_source_ip: Option<u8>,
     },
 }
 
@@ -260,6 +277,19 @@ impl LanesConfig {
     pub(crate) fn validate(&self) -> io::Result<()> {
         if !(1..=256).contains(&self.lanes) {
             return Err(invalid("lanes", "1..=256", self.lanes));
+        }
+        if let LaneSteering::PayloadByte {
+            hash_source_ip: Some(bits),
+            ..
+        } = self.steering
+        {
+            if bits > 64 {
+                return Err(invalid(
+                    "steering: hash_source_ip",
+                    "None or Some(0..=64), the IPv6 prefix bits hashed",
+                    format!("Some({bits})"),
+                ));
+            }
         }
         self.endpoint.validate()
     }

@@ -67,7 +67,11 @@ impl<H: DatagramSocketHandler> DatagramSocket<H> {
     /// let rt = Runtime::new(IoModel::Shared { threads: 1 })?;
     /// let config = LanesConfig {
     ///     lanes: 2,
-    ///     steering: LaneSteering::PayloadByte { offset: 1, hash_if_first_byte_has: 0x80 },
+    ///     steering: LaneSteering::PayloadByte {
+    ///         offset: 1,
+    ///         hash_if_first_byte_has: 0x80,
+    ///         hash_source_ip: None,
+    ///     },
     ///     ..LanesConfig::default()
     /// };
     /// let group = DatagramSocket::bind_lanes(rt.handles(), "127.0.0.1:0".parse()?, config, |_| WhichLane)?;

@@ -3,7 +3,9 @@
 //! whose byte at `offset` names a lane lands on that lane whatever its
 //! source; one too short to have the byte, one whose first byte has a bit
 //! of the mask set, and one whose byte is not a lane are spread by the
-//! kernel's hash (the same lane for one source, as without a program).
+//! kernel's hash (the same lane for one source, as without a program), or
+//! with `hash_source_ip` by the source IP (one lane for all ports of one
+//! host).
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
@@ -42,6 +44,7 @@ fn steered(bind: &str, peer_ip: &str) {
         steering: LaneSteering::PayloadByte {
             offset: 1,
             hash_if_first_byte_has: 0x80,
+            hash_source_ip: None,
         },
         ..LanesConfig::default()
     };
@@ -96,6 +99,74 @@ fn payload_byte_steering_ipv6_wildcard_reports_the_local_address() {
     steered("[::]:0", "::1");
 }
 
+/// With `hash_source_ip`, every unsteered datagram (a marked first byte, too
+/// short, a byte that is no lane) of one source IP reaches one lane,
+/// whatever its port: 8 sockets per address, on `sources` addresses,
+/// against a group bound to `bind`. Datagrams that name a lane still go
+/// there. Returns the lane of each source.
+fn by_source_ip(bind: &str, sources: &[&str]) -> Vec<u8> {
+    let rt = Runtime::new(IoModel::Sharded { reactors: 2 }).unwrap();
+    let config = LanesConfig {
+        lanes: LANES,
+        steering: LaneSteering::PayloadByte {
+            offset: 1,
+            hash_if_first_byte_has: 0x80,
+            hash_source_ip: Some(64),
+        },
+        ..LanesConfig::default()
+    };
+    let group =
+        DatagramSocket::bind_lanes(rt.handles(), bind.parse().unwrap(), config, |_| WhichLane)
+            .unwrap();
+    let port = group.local_addr().port();
+    let mut lanes = Vec::new();
+    for source in sources {
+        let ip: std::net::IpAddr = source.parse().unwrap();
+        // A datagram to the group's address from the source's family.
+        let to = match (group.local_addr().ip(), ip) {
+            (server, _) if !server.is_unspecified() => SocketAddr::new(server, port),
+            (_, std::net::IpAddr::V4(_)) => SocketAddr::new([127, 0, 0, 1].into(), port),
+            (_, std::net::IpAddr::V6(_)) => SocketAddr::new(ip, port),
+        };
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            let peer = UdpSocket::bind(SocketAddr::new(ip, 0)).unwrap();
+            peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            for payload in [&[0xc0, 2, 0][..], &[0x80], &[0x40], &[0x40, 255], &[]] {
+                seen.push(ask(&peer, to, payload)[0]);
+            }
+            assert_eq!(ask(&peer, to, &[0x40, 3, 0])[0], 3, "a steered datagram");
+        }
+        assert!(
+            seen.iter().all(|&l| l == seen[0]),
+            "{source}: 8 ports, unsteered datagrams on lanes {seen:?}"
+        );
+        lanes.push(seen[0]);
+    }
+    group.close();
+    rt.stop().unwrap();
+    lanes
+}
+
+#[test]
+fn hash_source_ip_keeps_a_host_on_one_lane_and_spreads_hosts() {
+    let sources: Vec<String> = (1..=8).map(|i| format!("127.0.0.{i}")).collect();
+    let sources: Vec<&str> = sources.iter().map(String::as_str).collect();
+    let lanes = by_source_ip("127.0.0.1:0", &sources);
+    let mut distinct = lanes.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert!(distinct.len() >= 2, "8 addresses, lanes {lanes:?}");
+    // A dual-stack socket gets IPv4 datagrams with an IPv4 header: the same
+    // lanes.
+    assert_eq!(by_source_ip("[::]:0", &sources), lanes);
+}
+
+#[test]
+fn hash_source_ip_keeps_an_ipv6_host_on_one_lane() {
+    by_source_ip("[::1]:0", &["::1"]);
+}
+
 #[test]
 fn a_server_refuses_payload_byte_steering() {
     use keel_udp::{Server, ServerConfig, ServerCtx, ServerHandler, Session};
@@ -113,6 +184,7 @@ fn a_server_refuses_payload_byte_steering() {
         steering: LaneSteering::PayloadByte {
             offset: 1,
             hash_if_first_byte_has: 0,
+            hash_source_ip: None,
         },
         ..ServerConfig::default()
     };
@@ -142,5 +214,24 @@ fn lanes_config_is_validated() {
         })
         .unwrap_err();
     assert_eq!(err.to_string(), "lanes: expected 1..=256, got 257");
+    let config = LanesConfig {
+        lanes: 2,
+        steering: LaneSteering::PayloadByte {
+            offset: 1,
+            hash_if_first_byte_has: 0x80,
+            hash_source_ip: Some(65),
+        },
+        ..LanesConfig::default()
+    };
+    let err =
+        DatagramSocket::bind_lanes(rt.handles(), "127.0.0.1:0".parse().unwrap(), config, |_| {
+            WhichLane
+        })
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "steering: hash_source_ip: expected None or Some(0..=64), the IPv6 prefix bits hashed, \
+         got Some(65)"
+    );
     rt.stop().unwrap();
 }

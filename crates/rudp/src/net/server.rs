@@ -11,9 +11,9 @@ use keel_udp::{
     EndpointConfig as UdpConfig, LaneSteering, LanesConfig,
 };
 
-use crate::admission::Admission;
+use crate::admission::{Admission, ReplayCache};
 use crate::config::Config;
-use crate::endpoint::{Endpoint, EndpointConfig, EndpointStats};
+use crate::endpoint::{Endpoint, EndpointConfig, EndpointStats, REPLAY_CACHE};
 use crate::net::conns::Conns;
 use crate::net::handler::{Ctx, Handler};
 use crate::net::lane::LaneState;
@@ -27,7 +27,12 @@ pub struct ServerConfig {
     /// Lanes: sockets sharing the port (`SO_REUSEPORT`), each with its own
     /// endpoint and connections. 1..=256; default 1. With more than one,
     /// packets are steered by the lane byte of their connection ID
-    /// (Linux), so a client stays on its lane when its address changes.
+    /// (Linux), so a client stays on its lane when its address changes,
+    /// and handshakes by their source IP (an IPv6 one by its first
+    /// `min(admission.ipv6_prefix_len, 64)` bits), so one address does
+    /// all its handshakes on one lane and the admission limits hold for
+    /// the whole server. The lanes share one replay cache of connect
+    /// tokens ([`REPLAY_CACHE`](crate::REPLAY_CACHE) per lane).
     pub lanes: usize,
     /// Settings of every connection (the channels must match the clients').
     pub connection: Config,
@@ -35,9 +40,10 @@ pub struct ServerConfig {
     /// hello gets a REFUSE with [`REFUSE_FULL`](crate::REFUSE_FULL).
     pub max_connections: usize,
     /// Connections and handshakes per second one source address gets on
-    /// each lane, and one live connection per connect token (see
-    /// [`Admission`]; defaults: 16 connections, 4 handshakes per second
-    /// after a burst of 16). In insecure mode too.
+    /// the server (whatever the number of lanes: all of one address's
+    /// handshakes reach one lane), and one live connection per connect
+    /// token (see [`Admission`]; defaults: 16 connections, 4 handshakes
+    /// per second after a burst of 16). In insecure mode too.
     pub admission: Admission,
     /// How long a handshake cookie stays valid (default 10 s).
     pub cookie_lifetime: Duration,
@@ -193,6 +199,9 @@ impl<H: Handler> Server<H> {
         let mut stats = Vec::with_capacity(config.lanes);
         let mut endpoints = Vec::with_capacity(config.lanes);
         let budget = crate::budget::RecvBudget::new(config.recv_budget);
+        // One cache for all lanes: a token taken on one is refused on
+        // every other for another IP.
+        let replay_cache = ReplayCache::with_capacity(REPLAY_CACHE * config.lanes);
         for lane in 0..config.lanes {
             let mut ec = EndpointConfig::new(
                 lane as u8,
@@ -204,6 +213,7 @@ impl<H: Handler> Server<H> {
             ec.max_connections = config.max_connections;
             ec.admission = config.admission;
             ec.recv_budget = budget.clone();
+            ec.replay_cache = replay_cache.clone();
             endpoints.push(Some(Box::new(
                 Endpoint::new(ec, now).map_err(|e| invalid("connection", e))?,
             )));
@@ -213,10 +223,15 @@ impl<H: Handler> Server<H> {
         let lanes = LanesConfig {
             lanes: config.lanes,
             // Byte 0 of a connection ID (offset 1 of a short header) is
-            // its lane; long headers (handshakes) have no ID yet.
+            // its lane; long headers (handshakes) have no ID yet and go to
+            // the lane of their source IP, so each source address does all
+            // its handshakes on one lane, which then sees all of its
+            // connections: the admission limits per address and the one
+            // live connection per token (from one IP) hold server-wide.
             steering: LaneSteering::PayloadByte {
                 offset: 1,
                 hash_if_first_byte_has: LONG_HEADER_BIT,
+                hash_source_ip: Some(config.admission.ipv6_prefix_len.min(64)),
             },
             endpoint: config.udp.clone(),
         };

@@ -138,8 +138,15 @@ pub(crate) fn bind_lanes(
             LaneSteering::PayloadByte {
                 offset,
                 hash_if_first_byte_has,
+                hash_source_ip,
             } => (
-                sys::attach_payload_steering(&sockets[0], offset, hash_if_first_byte_has, n),
+                sys::attach_payload_steering(
+                    &sockets[0],
+                    offset,
+                    hash_if_first_byte_has,
+                    hash_source_ip,
+                    n,
+                ),
                 format!("{steering:?}"),
             ),
         };

@@ -304,21 +304,29 @@ pub(crate) fn attach_port_steering(fd: &impl AsRawFd, lanes: u32) -> io::Result<
 
 /// The payload-byte steering program for a group of `lanes` sockets:
 /// returns `payload[offset]` when the payload is longer than `offset`, its
-/// first byte has no bit of `mask` set, and `payload[offset] < lanes`;
-/// [`STEER_BY_HASH`] otherwise.
+/// first byte has no bit of `mask` set, and `payload[offset] < lanes`.
+/// Any other datagram is not steered by the byte: with `by_source_ip`
+/// `None` the program returns [`STEER_BY_HASH`] for it (the kernel's hash
+/// of addresses and ports); with `Some(bits)`, the lane of its source IP,
+/// an IPv6 one by its first `bits` bits ([`source_ip_lane`]).
 ///
 /// In a `SO_REUSEPORT` UDP program the packet data starts at the UDP
 /// payload and its length is the payload's (see [`steering_program`]), so
 /// absolute loads read the payload. A load past the end would end the
 /// program with 0 (lane 0), so the length is checked before any load.
-fn payload_byte_program(offset: u16, mask: u8, lanes: u32) -> [libc::sock_filter; 8] {
+fn payload_byte_program(
+    offset: u16,
+    mask: u8,
+    lanes: u32,
+    by_source_ip: Option<u8>,
+) -> Vec<libc::sock_filter> {
     use libc::{
         BPF_A, BPF_ABS, BPF_B, BPF_JGE, BPF_JGT, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_LEN,
         BPF_RET, BPF_W,
     };
     let offset = u32::from(offset);
-    [
-        // 0: A = payload length; not longer than `offset` -> 7 (by hash).
+    let mut program = vec![
+        // 0: A = payload length; not longer than `offset` -> 7 (unsteered).
         insn(BPF_LD | BPF_W | BPF_LEN, 0, 0, 0),
         insn(BPF_JMP | BPF_JGT | BPF_K, 0, 5, offset),
         // 2: A = first byte; any bit of `mask` -> 7.
@@ -329,7 +337,74 @@ fn payload_byte_program(offset: u16, mask: u8, lanes: u32) -> [libc::sock_filter
         insn(BPF_JMP | BPF_JGE | BPF_K, 1, 0, lanes),
         // 6: lane = the byte.
         insn(BPF_RET | BPF_A, 0, 0, 0),
+    ];
+    match by_source_ip {
+        // 7: the lane of the source IP.
+        Some(bits) => program.extend_from_slice(&source_ip_lane(lanes, bits)),
         // 7: let the kernel hash it.
+        None => program.push(insn(BPF_RET | BPF_K, 0, 0, STEER_BY_HASH)),
+    }
+    program
+}
+
+/// Multiplier of the source-IP hash (Fibonacci hashing: 2^32 divided by
+/// the golden ratio, odd), so that neighbouring addresses spread.
+const SOURCE_IP_MIX: u32 = 0x9e37_79b1;
+
+/// The masks of the two 32-bit words that keep an IPv6 address's first
+/// `bits` bits (at most 64).
+fn ipv6_prefix_masks(bits: u8) -> (u32, u32) {
+    let keep = |n: u32| u32::MAX.checked_shl(32 - n.min(32)).unwrap_or(0);
+    let bits = u32::from(bits.min(64));
+    (keep(bits), keep(bits.saturating_sub(32)))
+}
+
+/// The tail of a steering program that returns the lane of the datagram's
+/// source IP: `((ip * SOURCE_IP_MIX) >> 16) % lanes`, where `ip` is the
+/// IPv4 source address, or for IPv6 the two 32-bit words of the source
+/// address's first 64 bits, cut to its first `ipv6_bits` bits (at most
+/// 64), xored: one prefix, one source. [`STEER_BY_HASH`] for a network
+/// header that is neither.
+///
+/// Like [`steering_program`] it reads the network header through
+/// `SKF_NET_OFF`, branching on the version nibble (a dual-stack `[::]`
+/// socket gets IPv4 datagrams with an IPv4 header), and loads only bytes
+/// the kernel has checked: the source address lies in the fixed part of
+/// either header (IPv4 bytes 12..16 of at least 20; IPv6 bytes 8..24 of
+/// 40), so neither IP options nor IPv6 extension headers matter. Jumps are
+/// relative to the next instruction.
+fn source_ip_lane(lanes: u32, ipv6_bits: u8) -> [libc::sock_filter; 17] {
+    use libc::{
+        BPF_A, BPF_ABS, BPF_ALU, BPF_AND, BPF_B, BPF_JA, BPF_JEQ, BPF_JMP, BPF_K, BPF_LD, BPF_MISC,
+        BPF_MOD, BPF_MUL, BPF_RET, BPF_RSH, BPF_TAX, BPF_W, BPF_X, BPF_XOR,
+    };
+    let net = libc::SKF_NET_OFF as u32;
+    let (high, low) = ipv6_prefix_masks(ipv6_bits);
+    [
+        // 0: A = version nibble of the network header.
+        insn(BPF_LD | BPF_B | BPF_ABS, 0, 0, net),
+        insn(BPF_ALU | BPF_RSH | BPF_K, 0, 0, 4),
+        // 2: IPv4 -> 11, else 3.
+        insn(BPF_JMP | BPF_JEQ | BPF_K, 8, 0, 4),
+        // 3: IPv6 -> 4, else -> 16 (by hash).
+        insn(BPF_JMP | BPF_JEQ | BPF_K, 0, 12, 6),
+        // 4: IPv6: A = the prefix's first word ^ its second.
+        insn(BPF_LD | BPF_W | BPF_ABS, 0, 0, net + 8),
+        insn(BPF_ALU | BPF_AND | BPF_K, 0, 0, high),
+        insn(BPF_MISC | BPF_TAX, 0, 0, 0),
+        insn(BPF_LD | BPF_W | BPF_ABS, 0, 0, net + 12),
+        insn(BPF_ALU | BPF_AND | BPF_K, 0, 0, low),
+        insn(BPF_ALU | BPF_XOR | BPF_X, 0, 0, 0),
+        // 10: -> 12.
+        insn(BPF_JMP | BPF_JA, 0, 0, 1),
+        // 11: IPv4: A = the source address.
+        insn(BPF_LD | BPF_W | BPF_ABS, 0, 0, net + 12),
+        // 12: lane = ((A * mix) >> 16) % lanes.
+        insn(BPF_ALU | BPF_MUL | BPF_K, 0, 0, SOURCE_IP_MIX),
+        insn(BPF_ALU | BPF_RSH | BPF_K, 0, 0, 16),
+        insn(BPF_ALU | BPF_MOD | BPF_K, 0, 0, lanes),
+        insn(BPF_RET | BPF_A, 0, 0, 0),
+        // 16: not recognised: let the kernel hash it.
         insn(BPF_RET | BPF_K, 0, 0, STEER_BY_HASH),
     ]
 }
@@ -338,7 +413,9 @@ fn payload_byte_program(offset: u16, mask: u8, lanes: u32) -> [libc::sock_filter
 /// number `payload[offset]` (in the order the sockets joined the group)
 /// with a classic BPF program ([`payload_byte_program`]); short datagrams,
 /// those whose first byte has a bit of `mask` set and those whose byte is
-/// not a lane are spread by the kernel's hash.
+/// not a lane are spread by the kernel's hash, or with `by_source_ip` by
+/// their source IP (one IPv4 address, one IPv6 prefix of that many bits:
+/// one lane).
 ///
 /// Applies to the whole group, so call it once, on any member, after all
 /// `lanes` sockets are bound.
@@ -346,6 +423,7 @@ pub(crate) fn attach_payload_steering(
     fd: &impl AsRawFd,
     offset: u16,
     mask: u8,
+    by_source_ip: Option<u8>,
     lanes: u32,
 ) -> io::Result<()> {
     if lanes == 0 {
@@ -354,7 +432,10 @@ pub(crate) fn attach_payload_steering(
             "lanes: expected at least 1",
         ));
     }
-    attach_reuseport_program(fd, &mut payload_byte_program(offset, mask, lanes))
+    attach_reuseport_program(
+        fd,
+        &mut payload_byte_program(offset, mask, lanes, by_source_ip),
+    )
 }
 
 /// Attaches `program` to `fd`'s reuseport group (`SO_ATTACH_REUSEPORT_CBPF`).
@@ -417,4 +498,217 @@ pub(crate) fn kernel_drops_now(fd: &impl AsRawFd) -> io::Result<u32> {
         ));
     }
     Ok(info[index])
+}
+
+#[cfg(test)]
+mod program_tests {
+    //! The steering programs run on made-up packets by a small classic BPF
+    //! interpreter (the instructions they use, with the kernel's rules: a
+    //! load outside the packet ends the program with 0), for headers the
+    //! loopback tests cannot send: IPv6 prefixes, IPv4 options, a network
+    //! header that is neither.
+
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+    /// Runs `program` on a datagram whose network header (IP and UDP
+    /// headers) is `net` and whose UDP payload is `payload`.
+    fn run(program: &[libc::sock_filter], net: &[u8], payload: &[u8]) -> u32 {
+        use libc::*;
+        let (mut a, mut x, mut pc) = (0u32, 0u32, 0usize);
+        let load = |k: u32, size: usize| -> Option<u32> {
+            let (data, at) = match (k as i32).checked_sub(SKF_NET_OFF) {
+                Some(off) if (k as i32) < 0 => (net, off as usize),
+                _ => (payload, k as usize),
+            };
+            let bytes = data.get(at..at.checked_add(size)?)?;
+            Some(bytes.iter().fold(0u32, |v, &b| v << 8 | u32::from(b)))
+        };
+        loop {
+            let i = program[pc];
+            pc += 1;
+            let code = u32::from(i.code);
+            let size = |code: u32| match code & 0x18 {
+                BPF_W => 4,
+                BPF_H => 2,
+                _ => 1,
+            };
+            match code & 0x07 {
+                BPF_LD => {
+                    let got = match code & 0xe0 {
+                        BPF_LEN => Some(payload.len() as u32),
+                        BPF_ABS => load(i.k, size(code)),
+                        BPF_IND => load(x.wrapping_add(i.k), size(code)),
+                        other => panic!("load mode {other:#x}"),
+                    };
+                    match got {
+                        Some(v) => a = v,
+                        None => return 0,
+                    }
+                }
+                BPF_ALU => {
+                    let v = if code & BPF_X != 0 { x } else { i.k };
+                    a = match code & 0xf0 {
+                        BPF_RSH => a >> v,
+                        BPF_LSH => a << v,
+                        BPF_AND => a & v,
+                        BPF_XOR => a ^ v,
+                        BPF_MUL => a.wrapping_mul(v),
+                        BPF_MOD => a % v,
+                        other => panic!("alu op {other:#x}"),
+                    };
+                }
+                BPF_MISC => {
+                    assert_eq!(code & 0xf8, BPF_TAX);
+                    x = a;
+                }
+                BPF_JMP => {
+                    let taken = match code & 0xf0 {
+                        BPF_JA => {
+                            pc += i.k as usize;
+                            continue;
+                        }
+                        BPF_JEQ => a == i.k,
+                        BPF_JGT => a > i.k,
+                        BPF_JGE => a >= i.k,
+                        BPF_JSET => a & i.k != 0,
+                        other => panic!("jump {other:#x}"),
+                    };
+                    pc += usize::from(if taken { i.jt } else { i.jf });
+                }
+                BPF_RET => return if code & 0x18 == BPF_A { a } else { i.k },
+                other => panic!("class {other:#x}"),
+            }
+        }
+    }
+
+    /// An IPv4 header (with `options` words of options) and a UDP header.
+    fn v4(src: Ipv4Addr, sport: u16, options: u8) -> Vec<u8> {
+        let mut h = vec![0u8; 20 + 4 * usize::from(options)];
+        h[0] = 0x40 | (5 + options);
+        h[9] = libc::IPPROTO_UDP as u8;
+        h[12..16].copy_from_slice(&src.octets());
+        h.extend_from_slice(&sport.to_be_bytes());
+        h.extend_from_slice(&[0; 6]);
+        h
+    }
+
+    /// A fixed IPv6 header and a UDP header.
+    fn v6(src: Ipv6Addr, sport: u16) -> Vec<u8> {
+        let mut h = vec![0u8; 40];
+        h[0] = 0x60;
+        h[6] = libc::IPPROTO_UDP as u8;
+        h[8..24].copy_from_slice(&src.octets());
+        h.extend_from_slice(&sport.to_be_bytes());
+        h.extend_from_slice(&[0; 6]);
+        h
+    }
+
+    /// The lane `source_ip_lane` should give, computed in Rust: an IPv6
+    /// address's first 64 bits, xored (the prefix cut before).
+    fn expected(ip: IpAddr, lanes: u32) -> u32 {
+        let word = match ip {
+            IpAddr::V4(v4) => u32::from(v4),
+            IpAddr::V6(v6) => {
+                let o = v6.octets();
+                u32::from_be_bytes([o[0], o[1], o[2], o[3]])
+                    ^ u32::from_be_bytes([o[4], o[5], o[6], o[7]])
+            }
+        };
+        (word.wrapping_mul(SOURCE_IP_MIX) >> 16) % lanes
+    }
+
+    #[test]
+    fn ipv6_prefix_masks_keep_the_first_bits() {
+        assert_eq!(ipv6_prefix_masks(0), (0, 0));
+        assert_eq!(ipv6_prefix_masks(16), (0xffff_0000, 0));
+        assert_eq!(ipv6_prefix_masks(32), (u32::MAX, 0));
+        assert_eq!(ipv6_prefix_masks(48), (u32::MAX, 0xffff_0000));
+        assert_eq!(ipv6_prefix_masks(64), (u32::MAX, u32::MAX));
+        assert_eq!(ipv6_prefix_masks(128), (u32::MAX, u32::MAX));
+    }
+
+    #[test]
+    fn an_ipv6_prefix_shorter_than_64_bits_is_one_source() {
+        let ip6 = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+        let p = payload_byte_program(1, 0x80, 7, Some(48));
+        let lane = |s: &str| run(&p, &v6(ip6(s), 1), MARKED);
+        assert_eq!(
+            lane("2001:db8:1::1"),
+            expected(ip6("2001:db8:1::").into(), 7)
+        );
+        assert_eq!(lane("2001:db8:1:ffff::1"), lane("2001:db8:1::1"));
+        assert_eq!(
+            lane("2001:db8:2::1"),
+            expected(ip6("2001:db8:2::").into(), 7)
+        );
+        // IPv4 is not cut.
+        let v4lane = run(&p, &v4(Ipv4Addr::new(192, 0, 2, 1), 1, 0), MARKED);
+        assert_eq!(v4lane, expected(Ipv4Addr::new(192, 0, 2, 1).into(), 7));
+    }
+
+    const MARKED: &[u8] = &[0xc0, 1, 0, 0];
+
+    #[test]
+    fn unsteered_datagrams_go_by_source_ip_with_ipv6_by_its_64_bits() {
+        for lanes in [2, 3, 4, 7, 256] {
+            let p = payload_byte_program(1, 0x80, lanes, Some(64));
+            for i in 0..64u8 {
+                let ip = Ipv4Addr::new(192, 0, 2, i);
+                let lane = expected(ip.into(), lanes);
+                for (port, options) in [(1, 0), (40_000, 0), (2, 10)] {
+                    assert_eq!(run(&p, &v4(ip, port, options), MARKED), lane);
+                    // Too short, a byte that is no lane: the same.
+                    assert_eq!(run(&p, &v4(ip, port, options), &[0x40]), lane);
+                    if lanes < 256 {
+                        assert_eq!(run(&p, &v4(ip, port, options), &[0x40, 255]), lane);
+                    }
+                    assert_eq!(run(&p, &v4(ip, port, options), &[]), lane);
+                }
+                // A lane byte still decides.
+                assert_eq!(run(&p, &v4(ip, 9, 0), &[0x40, 1]), 1);
+            }
+            let ip6 = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+            let p64 = |s: &str, port| run(&p, &v6(ip6(s), port), MARKED);
+            let lane = p64("2001:db8::1", 1);
+            assert_eq!(lane, expected(ip6("2001:db8::1").into(), lanes));
+            // Anything in the /64, any port: the same lane.
+            assert_eq!(p64("2001:db8::ffff:2", 2), lane);
+            assert_eq!(p64("2001:db8::ffff:ffff:ffff:ffff", 3), lane);
+            assert_eq!(
+                p64("2001:db8:0:1::1", 1),
+                expected(ip6("2001:db8:0:1::").into(), lanes)
+            );
+            // IPv4 on a dual-stack socket has an IPv4 header; a header of
+            // another version is left to the kernel.
+            let mut odd = v4(Ipv4Addr::new(192, 0, 2, 1), 1, 0);
+            odd[0] = 0x50;
+            assert_eq!(run(&p, &odd, MARKED), STEER_BY_HASH);
+        }
+        // 64 neighbouring addresses spread over every one of 4 lanes.
+        let p = payload_byte_program(1, 0x80, 4, Some(64));
+        let mut count = [0u32; 4];
+        for i in 0..64u8 {
+            count[run(&p, &v4(Ipv4Addr::new(192, 0, 2, i), 1, 0), MARKED) as usize] += 1;
+        }
+        assert!(count.iter().all(|&n| n >= 8), "{count:?}");
+    }
+
+    #[test]
+    fn without_source_ip_unsteered_datagrams_are_left_to_the_kernel() {
+        let p = payload_byte_program(1, 0x80, 4, None);
+        let net = v4(Ipv4Addr::new(192, 0, 2, 1), 1, 0);
+        for payload in [MARKED, &[0x40], &[0x40, 4], &[]] {
+            assert_eq!(run(&p, &net, payload), STEER_BY_HASH, "{payload:?}");
+        }
+        assert_eq!(run(&p, &net, &[0x40, 3]), 3);
+    }
+
+    #[test]
+    fn peer_port_steering_reads_the_udp_source_port() {
+        let p = steering_program(4);
+        assert_eq!(run(&p, &v4(Ipv4Addr::new(192, 0, 2, 1), 4001, 0), &[]), 1);
+        assert_eq!(run(&p, &v4(Ipv4Addr::new(192, 0, 2, 1), 4002, 3), &[]), 2);
+        assert_eq!(run(&p, &v6(Ipv6Addr::LOCALHOST, 4003), &[]), 3);
+    }
 }

@@ -57,6 +57,7 @@ pub(crate) fn attach_payload_steering(
     fd: &impl AsRawFd,
     _offset: u16,
     _hash_if_first_byte_has: u8,
+    _hash_source_ip: Option<u8>,
     _lanes: u32,
 ) -> io::Result<()> {
     let _ = fd.as_raw_fd();
