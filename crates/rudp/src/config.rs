@@ -195,6 +195,15 @@ pub enum ConfigError {
         /// The keepalive interval given.
         keepalive: Duration,
     },
+    /// A setting of [`Admission`](crate::Admission) out of range.
+    Admission {
+        /// The setting's name (a field of `Admission`).
+        setting: &'static str,
+        /// The value given.
+        value: u64,
+        /// What is accepted.
+        accepted: &'static str,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -216,6 +225,11 @@ impl fmt::Display for ConfigError {
                 f,
                 "idle_timeout ({idle:?}) must be longer than keepalive_interval ({keepalive:?})"
             ),
+            ConfigError::Admission {
+                setting,
+                value,
+                accepted,
+            } => write!(f, "{setting}: {value}, {accepted} accepted"),
         }
     }
 }

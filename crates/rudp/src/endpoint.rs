@@ -1,12 +1,14 @@
 //! The server side of the handshake and the connections of one lane,
 //! routed by connection ID.
 //!
-//! Why one file of about 800 lines: the stateless-cookie handshake, the
+//! Why one file of about 1,000 lines: the stateless-cookie handshake, the
 //! connect-token check behind it and the connection-ID routing they feed
 //! share the endpoint's keys, counters and tables, and about a third of
 //! the lines are the doc comments that state what is (and is not)
 //! allocated for an unvalidated source; split apart, the anti-spoofing
-//! argument would no longer read in one place.
+//! argument would no longer read in one place. The admission limits'
+//! settings and bookkeeping are in `admission.rs`; where they apply in the
+//! handshake is here, in `on_hello`.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -16,6 +18,7 @@ use std::time::{Duration, Instant};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use crate::admission::{source_key, Admission, RateTable, SourceKey};
 use crate::config::{Config, ConfigError};
 use crate::connection::{Connection, Event, Side, State};
 use crate::deadlines::Deadlines;
@@ -39,10 +42,24 @@ pub const REFUSE_SECURITY_MISMATCH: u64 = 3;
 pub const REFUSE_TOKEN: u64 = 4;
 /// CLOSE code of a connection whose peer stopped its
 /// [`Server`](crate::Server) or [`Client`](crate::Client) (`stop`): the
-/// reason is "server stopping" or "client stopping". Codes 1 to 5 are
+/// reason is "server stopping" or "client stopping". Codes 1 to 8 are
 /// keel-rudp's own; a game's `close` codes are its own business, but
 /// staying clear of these keeps them unambiguous.
 pub const CLOSE_STOPPED: u64 = 5;
+/// CLOSE code of a REFUSE: the hello's source address (its IP, an IPv6
+/// address by its prefix, see [`Admission::ipv6_prefix_len`]) holds
+/// [`Admission::max_connections_per_ip`] connections on this lane.
+pub const REFUSE_ADDRESS_LIMIT: u64 = 6;
+/// CLOSE code of a REFUSE: the hello's source address started handshakes
+/// faster than [`Admission::handshakes_per_sec`] (after a burst of
+/// [`Admission::handshake_burst`]); the client may try again a little later.
+pub const REFUSE_RATE_LIMIT: u64 = 7;
+/// CLOSE code of a connection replaced by a newer one made with the same
+/// connect token (a client that crashed and came back): reason
+/// "replaced by a new connection with the same connect token". The old
+/// connection's CLOSE goes to its address, and the server's handler sees
+/// its `disconnected` (as `DisconnectReason::Local` with this code).
+pub const CLOSE_REPLACED: u64 = 8;
 /// Tokens the replay cache remembers at most (oldest forgotten first).
 pub const REPLAY_CACHE: usize = 8192;
 
@@ -60,6 +77,9 @@ pub struct EndpointConfig {
     /// Connections this endpoint holds at most (default 4,096); past it a
     /// valid hello gets a REFUSE with [`REFUSE_FULL`].
     pub max_connections: usize,
+    /// Limits per source address and the handshake rate (checked in
+    /// [`Endpoint::new`]).
+    pub admission: Admission,
     /// Settings of every connection.
     pub connection: Config,
     /// Connect tokens and sealed packets, or insecure by name.
@@ -79,6 +99,7 @@ impl EndpointConfig {
             key,
             cookie_lifetime: Duration::from_secs(10),
             max_connections: 4096,
+            admission: Admission::default(),
             connection,
             security,
             unix_time_at_start: std::time::SystemTime::now()
@@ -128,7 +149,8 @@ pub struct EndpointStats {
     pub connections_removed: u64,
     /// ACCEPTs sent again for a repeated hello.
     pub accepts_resent: u64,
-    /// Valid hellos refused (configuration mismatch, full).
+    /// Valid hellos refused, whatever the cause (configuration mismatch,
+    /// full, a token refused, a security mismatch, an admission limit).
     pub refused: u64,
     /// Datagrams rejected by a decoder.
     pub malformed: u64,
@@ -144,10 +166,22 @@ pub struct EndpointStats {
     pub tokens_wrong_server: u64,
     /// Tokens refused: sealed under another key.
     pub tokens_wrong_key: u64,
-    /// Tokens refused: in use from another client address.
+    /// Tokens refused: in use from another client IP.
     pub tokens_replayed: u64,
     /// Hellos refused: a token to an insecure server, or none to a secure one.
     pub security_mismatches: u64,
+    /// Hellos refused ([`REFUSE_ADDRESS_LIMIT`]): their source address held
+    /// [`Admission::max_connections_per_ip`] connections.
+    pub refused_address_limit: u64,
+    /// Hellos refused ([`REFUSE_RATE_LIMIT`]): their source address had no
+    /// handshake left in its bucket.
+    pub refused_rate_limit: u64,
+    /// Connections closed ([`CLOSE_REPLACED`]) because a new connection
+    /// was made with their connect token.
+    pub connections_replaced: u64,
+    /// Source addresses forgotten by the handshake-rate table
+    /// ([`Admission::rate_table_size`]) to make room for another.
+    pub rate_table_evictions: u64,
 }
 
 impl std::ops::Add for EndpointStats {
@@ -172,6 +206,10 @@ impl std::ops::Add for EndpointStats {
             tokens_wrong_key: self.tokens_wrong_key + o.tokens_wrong_key,
             tokens_replayed: self.tokens_replayed + o.tokens_replayed,
             security_mismatches: self.security_mismatches + o.security_mismatches,
+            refused_address_limit: self.refused_address_limit + o.refused_address_limit,
+            refused_rate_limit: self.refused_rate_limit + o.refused_rate_limit,
+            connections_replaced: self.connections_replaced + o.connections_replaced,
+            rate_table_evictions: self.rate_table_evictions + o.rate_table_evictions,
         }
     }
 }
@@ -180,6 +218,11 @@ struct Slot {
     conn: Connection,
     addr: SocketAddr,
     nonce: [u8; 16],
+    /// Its source address as the admission limits count it.
+    source: SourceKey,
+    /// The AEAD tag of its connect token while it is the token's one live
+    /// connection (in `by_token`).
+    token: Option<[u8; 16]>,
     /// In `dirty`: its deadline is to be recomputed (or it is removable).
     dirty: bool,
     /// In `ready`: it may have datagrams to send.
@@ -245,11 +288,19 @@ pub struct Endpoint {
     stats: EndpointStats,
     /// The key id of the token key.
     kid: [u8; 4],
-    /// Tokens accepted and not yet expired, by their tag: the client
-    /// address that used each, so another address cannot reuse it. Filled
+    /// Tokens accepted and not yet expired, by their tag: the client IP
+    /// that used each, so another IP cannot reuse it. Filled
     /// only after the cookie round trip; at most [`REPLAY_CACHE`] entries.
-    replay: HashMap<[u8; 16], (SocketAddr, u64)>,
+    replay: HashMap<[u8; 16], (IpAddr, u64)>,
     replay_order: VecDeque<[u8; 16]>,
+    /// The one live connection of each connect token (by its tag).
+    by_token: HashMap<[u8; 16], usize>,
+    /// Connections held (closing ones included) per source address; an
+    /// entry exists only while it is at least 1, so at most
+    /// `max_connections` entries.
+    per_source: HashMap<SourceKey, usize>,
+    /// Handshake-rate buckets of the validated sources.
+    rates: RateTable,
 }
 
 impl fmt::Debug for Endpoint {
@@ -266,6 +317,7 @@ impl Endpoint {
     /// An endpoint with no connections; `now` starts its cookie clock.
     pub fn new(cfg: EndpointConfig, now: Instant) -> Result<Self, ConfigError> {
         cfg.connection.validate()?;
+        cfg.admission.validate()?;
         let cfg_kid = cfg.security.clone();
         Ok(Endpoint {
             digest: cfg.connection.digest(),
@@ -287,6 +339,9 @@ impl Endpoint {
             },
             replay: HashMap::new(),
             replay_order: VecDeque::new(),
+            by_token: HashMap::new(),
+            per_source: HashMap::new(),
+            rates: RateTable::new(),
         })
     }
 
@@ -534,11 +589,36 @@ impl Endpoint {
                 };
             }
         }
+        // A new connection is asked for: the admission limits apply, to
+        // validated sources only (a spoofer never gets this far, so it
+        // cannot spend another address's share).
+        let source = source_key(from, self.cfg.admission.ipv6_prefix_len);
+        let mut evicted = false;
+        let now_us = now.saturating_duration_since(self.epoch).as_micros() as u64;
+        let in_rate = self
+            .rates
+            .take(source, now_us, &self.cfg.admission, &mut evicted);
+        if evicted {
+            self.stats.rate_table_evictions += 1;
+        }
+        let held = self.per_source.get(&source).copied().unwrap_or(0);
         let mut claims = None;
-        let refuse = if config_digest != self.digest {
+        let refuse = if !in_rate {
+            self.stats.refused_rate_limit += 1;
+            Some((
+                REFUSE_RATE_LIMIT,
+                "too many handshakes from this address; try again later",
+            ))
+        } else if config_digest != self.digest {
             Some((REFUSE_CONFIG_MISMATCH, "channel configuration differs"))
         } else if self.by_cid.len() >= self.cfg.max_connections {
             Some((REFUSE_FULL, "server full"))
+        } else if held >= self.cfg.admission.max_connections_per_ip {
+            self.stats.refused_address_limit += 1;
+            Some((
+                REFUSE_ADDRESS_LIMIT,
+                "too many connections from this address",
+            ))
         } else {
             match self.check_token(now, from, token) {
                 Ok(c) => {
@@ -585,14 +665,22 @@ impl Endpoint {
                 Err(_) => return Handled::Dropped,
             };
         conn.set_peer_max_ack_delay(Duration::from_micros(max_ack_delay_us));
+        let mut token = None;
         if let Some(c) = claims {
             self.remember_token(from, &c);
+            // One live connection per token: the newest replaces the older.
+            if let Some(old) = self.by_token.remove(&c.tag) {
+                self.replace(now, old);
+            }
+            token = Some(c.tag);
             conn.secure(c, nonce);
         }
         let slot = Slot {
             conn,
             addr: from,
             nonce,
+            source,
+            token,
             dirty: false,
             ready: false,
             evented: false,
@@ -609,9 +697,33 @@ impl Endpoint {
         };
         self.by_cid.insert(cid, idx);
         self.by_nonce.insert(nonce, idx);
+        if let Some(tag) = token {
+            self.by_token.insert(tag, idx);
+        }
+        *self.per_source.entry(source).or_insert(0) += 1;
         self.stats.connections_created += 1;
         self.touch(idx);
         Handled::Accepted(ConnectionHandle(idx), n)
+    }
+
+    /// Closes connection `i`, whose connect token a new connection took:
+    /// its peer gets a CLOSE with [`CLOSE_REPLACED`], its handler a
+    /// `Disconnected` event. It keeps its slot (and its share of its
+    /// source's limit) until it is removed, like any closing connection.
+    fn replace(&mut self, now: Instant, i: usize) {
+        let Some(slot) = self.slots.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        slot.token = None;
+        if slot.conn.state() == State::Connected {
+            slot.conn.close(
+                now,
+                CLOSE_REPLACED,
+                "replaced by a new connection with the same connect token",
+            );
+            self.stats.connections_replaced += 1;
+        }
+        self.touch(i);
     }
 
     /// The security check of a validated hello: `Ok(Some(claims))` for a
@@ -643,7 +755,9 @@ impl Endpoint {
         let unix_now = self.unix_now(now);
         let res = open_token(key, &self.kid, addrs, unix_now, token).and_then(|c| {
             match self.replay.get(&c.tag) {
-                Some(&(addr, exp)) if exp > unix_now && addr != from => Err(TokenError::Replayed),
+                Some(&(ip, exp)) if exp > unix_now && ip != from.ip().to_canonical() => {
+                    Err(TokenError::Replayed)
+                }
                 _ => Ok(c),
             }
         });
@@ -667,11 +781,14 @@ impl Endpoint {
         self.cfg.unix_time_at_start + now.saturating_duration_since(self.epoch).as_secs()
     }
 
-    /// Records that `from` uses the token of `c`; forgets the oldest entry
+    /// Records that `from`'s IP uses the token of `c` (another port of the
+    /// same IP may use it again: a client that crashed and reconnects
+    /// replaces its old connection); forgets the oldest entry
     /// when full (dropping expired ones first costs a scan, so it is not
     /// done: an entry outlives its token at most until pushed out).
     fn remember_token(&mut self, from: SocketAddr, c: &TokenClaims) {
-        if self.replay.insert(c.tag, (from, c.expires_at)).is_none() {
+        let ip = from.ip().to_canonical();
+        if self.replay.insert(c.tag, (ip, c.expires_at)).is_none() {
             self.replay_order.push_back(c.tag);
             if self.replay_order.len() > REPLAY_CACHE {
                 if let Some(old) = self.replay_order.pop_front() {
@@ -748,6 +865,15 @@ impl Endpoint {
                 let nonce = slot.nonce;
                 self.by_cid.remove(&cid);
                 self.by_nonce.remove(&nonce);
+                if let Some(tag) = slot.token {
+                    self.by_token.remove(&tag);
+                }
+                if let Some(n) = self.per_source.get_mut(&slot.source) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.per_source.remove(&slot.source);
+                    }
+                }
                 self.slots[i] = None;
                 self.free.push(i);
                 self.deadlines.set(i, None);

@@ -37,6 +37,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod admission;
 mod cc;
 mod channel;
 mod config;
@@ -54,6 +55,7 @@ mod security;
 pub mod sim;
 pub mod wire;
 
+pub use admission::Admission;
 pub use cc::{NewReno, Pacer};
 pub use channel::{ChannelConfig, ChannelKind};
 pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
@@ -61,8 +63,9 @@ pub use connection::{
     Connection, DisconnectReason, Event, MessageId, SendError, Side, State, Stats,
 };
 pub use endpoint::{
-    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, CLOSE_STOPPED, COOKIE_LEN,
-    REFUSE_CONFIG_MISMATCH, REFUSE_FULL, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN, REPLAY_CACHE,
+    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, CLOSE_REPLACED,
+    CLOSE_STOPPED, COOKIE_LEN, REFUSE_ADDRESS_LIMIT, REFUSE_CONFIG_MISMATCH, REFUSE_FULL,
+    REFUSE_RATE_LIMIT, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN, REPLAY_CACHE,
 };
 pub use net::client::{Client, ClientConfig};
 pub use net::handler::{Ctx, Handler};

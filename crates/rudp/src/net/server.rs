@@ -11,6 +11,7 @@ use keel_udp::{
     EndpointConfig as UdpConfig, LaneSteering, LanesConfig,
 };
 
+use crate::admission::Admission;
 use crate::config::Config;
 use crate::endpoint::{Endpoint, EndpointConfig, EndpointStats};
 use crate::net::conns::Conns;
@@ -30,8 +31,14 @@ pub struct ServerConfig {
     pub lanes: usize,
     /// Settings of every connection (the channels must match the clients').
     pub connection: Config,
-    /// Connections one lane holds at most (default 4,096).
+    /// Connections one lane holds at most (default 4,096); past it a
+    /// hello gets a REFUSE with [`REFUSE_FULL`](crate::REFUSE_FULL).
     pub max_connections: usize,
+    /// Connections and handshakes per second one source address gets on
+    /// each lane, and one live connection per connect token (see
+    /// [`Admission`]; defaults: 16 connections, 4 handshakes per second
+    /// after a burst of 16). In insecure mode too.
+    pub admission: Admission,
     /// How long a handshake cookie stays valid (default 10 s).
     pub cookie_lifetime: Duration,
     /// The secret keying cookies and connection IDs; `None` (the default)
@@ -54,6 +61,7 @@ impl ServerConfig {
             lanes: 1,
             connection,
             max_connections: 4096,
+            admission: Admission::default(),
             cookie_lifetime: Duration::from_secs(10),
             key: None,
             udp: UdpConfig::default(),
@@ -162,6 +170,10 @@ impl<H: Handler> Server<H> {
         if config.max_connections == 0 {
             return Err(invalid("max_connections", "expected at least 1, got 0"));
         }
+        config
+            .admission
+            .validate()
+            .map_err(|e| invalid("admission", e))?;
         let key = match config.key {
             Some(k) => k,
             None => os_random()?,
@@ -180,6 +192,7 @@ impl<H: Handler> Server<H> {
             );
             ec.cookie_lifetime = config.cookie_lifetime;
             ec.max_connections = config.max_connections;
+            ec.admission = config.admission;
             endpoints.push(Some(Box::new(
                 Endpoint::new(ec, now).map_err(|e| invalid("connection", e))?,
             )));

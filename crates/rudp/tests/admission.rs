@@ -1,0 +1,591 @@
+//! Admission: one live connection per connect token, and limits per source
+//! address on connections and on the handshake rate, so that an attacker
+//! holding one token, or one host with 64 sockets, cannot fill the
+//! connection table. Sans-IO (an Endpoint and client Connections with a
+//! virtual clock), then once through a real Server.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use keel_rudp::wire::{Header, Reader};
+use keel_rudp::{
+    Admission, ChannelConfig, ChannelKind, ClientSecurity, Config, ConfigError, ConnectToken,
+    Connection, DisconnectReason, Endpoint, EndpointConfig, Event, Handled, ServerSecurity, State,
+    TokenMinter, TokenSpec, CLOSE_REPLACED, REFUSE_ADDRESS_LIMIT, REFUSE_FULL, REFUSE_RATE_LIMIT,
+    REFUSE_TOKEN,
+};
+
+const KEY: [u8; 32] = [0x5e; 32];
+/// The unix time the server's clock starts at.
+const T0: u64 = 1_800_000_000;
+
+fn cfg() -> Config {
+    Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)])
+}
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+fn public_addr() -> SocketAddr {
+    addr("203.0.113.7:4000")
+}
+
+fn tokens() -> ServerSecurity {
+    ServerSecurity::Tokens {
+        key: KEY,
+        public_addrs: vec![public_addr()],
+    }
+}
+
+fn token(client_id: u64) -> ConnectToken {
+    TokenMinter::new(KEY)
+        .mint(&TokenSpec {
+            server_addrs: vec![public_addr()],
+            expires_at: T0 + 120,
+            client_id,
+            timeout_secs: 10,
+            user_data: Vec::new(),
+        })
+        .unwrap()
+}
+
+/// A server endpoint and the clients talking to it, on a virtual clock.
+/// Server datagrams reach the client at their address holding their
+/// connection ID (several clients may share an address: one attacker's
+/// socket).
+struct World {
+    now: Instant,
+    server: Endpoint,
+    clients: Vec<(SocketAddr, Connection)>,
+    /// Every event the server's side gave, in order.
+    server_events: Vec<Event>,
+    /// The most connections the server held at once, and the most of them
+    /// connected at once.
+    peak_held: usize,
+    peak_connected: usize,
+}
+
+impl World {
+    fn new(security: ServerSecurity, max_connections: usize, admission: Admission) -> World {
+        let now = Instant::now();
+        let mut ec = EndpointConfig::new(0, [9; 32], cfg(), security);
+        ec.unix_time_at_start = T0;
+        ec.max_connections = max_connections;
+        ec.admission = admission;
+        World {
+            now,
+            server: Endpoint::new(ec, now).unwrap(),
+            clients: Vec::new(),
+            server_events: Vec::new(),
+            peak_held: 0,
+            peak_connected: 0,
+        }
+    }
+
+    /// Connects a new client from `from`, `nonce` its hello nonce: its
+    /// first event (Connected, or the REFUSE as Disconnected).
+    fn connect(&mut self, from: SocketAddr, security: ClientSecurity, nonce: u128) -> Event {
+        let c = Connection::connect(cfg(), security, nonce.to_be_bytes(), self.now).unwrap();
+        self.clients.push((from, c));
+        let i = self.clients.len() - 1;
+        for _ in 0..4 {
+            self.pump();
+            if let Some(e) = self.clients[i].1.poll_event() {
+                return e;
+            }
+        }
+        panic!("client {i} from {from} got no answer");
+    }
+
+    /// Delivers every datagram either side has, until none is left.
+    fn pump(&mut self) {
+        let (mut buf, mut reply) = (vec![0u8; 1500], vec![0u8; 1500]);
+        loop {
+            let mut moved = false;
+            for (from, c) in &mut self.clients {
+                while let Some(n) = c.poll_transmit(self.now, &mut buf) {
+                    moved = true;
+                    match self.server.handle(self.now, *from, &buf[..n], &mut reply) {
+                        Handled::Reply(m) | Handled::Accepted(_, m) => {
+                            assert!(m <= n, "a reply of {m} bytes to {n}");
+                            c.handle_datagram(self.now, &reply[..m]);
+                        }
+                        Handled::Routed(_) | Handled::Dropped => {}
+                    }
+                }
+            }
+            while let Some((_, to, n)) = self.server.poll_transmit(self.now, &mut buf) {
+                moved = true;
+                let Ok(Header::Short { cid, .. }) = Header::decode(&mut Reader::new(&buf[..n]))
+                else {
+                    panic!("the server sent a long header outside a reply");
+                };
+                if let Some((_, c)) = self
+                    .clients
+                    .iter_mut()
+                    .find(|(a, c)| *a == to && c.connection_id() == cid)
+                {
+                    c.handle_datagram(self.now, &buf[..n]);
+                }
+            }
+            while let Some((_, e)) = self.server.poll_event() {
+                self.server_events.push(e);
+            }
+            let held = self.server.connection_count();
+            let connected = self
+                .server
+                .handles()
+                .filter(|&h| self.server.connection(h).unwrap().state() == State::Connected)
+                .count();
+            self.peak_held = self.peak_held.max(held);
+            self.peak_connected = self.peak_connected.max(connected);
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    /// Moves the clock on by `d`, running every timer due.
+    fn advance(&mut self, d: Duration) {
+        self.now += d;
+        self.server.poll_timeout();
+        self.server.handle_timeout(self.now);
+        for (_, c) in &mut self.clients {
+            if c.poll_timeout().is_some_and(|t| t <= self.now) {
+                c.handle_timeout(self.now);
+            }
+        }
+        self.pump();
+    }
+
+    /// How many server-side events are a disconnect with `code`.
+    fn server_closes(&self, code: u64) -> usize {
+        self.server_events
+            .iter()
+            .filter(|e| {
+                matches!(e, Event::Disconnected(DisconnectReason::Local { code: c, .. }) if *c == code)
+            })
+            .count()
+    }
+}
+
+fn code_of(e: &Event) -> Option<u64> {
+    match e {
+        Event::Disconnected(DisconnectReason::Remote { code, .. }) => Some(*code),
+        _ => None,
+    }
+}
+
+/// An attacker with one valid token, from one address, sends hello after
+/// hello with fresh nonces, 200 in one second. It holds at most one live
+/// connection (each new one replaces the last), and no more slots than
+/// its address's limit; the table (64 here, so filling it is cheap) never
+/// fills, and a real player from another address connects at once.
+#[test]
+fn one_token_from_one_address_holds_one_live_connection() {
+    let limit = Admission::default().max_connections_per_ip;
+    let mut w = World::new(tokens(), 64, Admission::default());
+    let attacker = addr("192.0.2.66:6666");
+    let stolen = token(666);
+    let (mut connected, mut refused) = (0, 0);
+    for i in 0..200u128 {
+        let e = w.connect(attacker, ClientSecurity::Token(stolen.clone()), i);
+        match code_of(&e) {
+            None => {
+                assert_eq!(e, Event::Connected);
+                connected += 1;
+            }
+            Some(REFUSE_ADDRESS_LIMIT | REFUSE_RATE_LIMIT) => refused += 1,
+            Some(other) => panic!("attempt {i}: refused with code {other}"),
+        }
+        w.advance(Duration::from_millis(5));
+    }
+    let st = w.server.stats();
+    println!(
+        "one token, one address, 200 hellos in 1 s: {connected} connected, {refused} refused, \
+         peak {} held / {} live, {st:?}",
+        w.peak_held, w.peak_connected
+    );
+    assert_eq!(w.peak_connected, 1, "one live connection per token");
+    assert!(w.peak_held <= limit, "{} slots held", w.peak_held);
+    assert_eq!(connected + refused, 200);
+    assert_eq!(st.connections_created, connected);
+    assert_eq!(st.connections_replaced, connected - 1);
+    assert_eq!(st.refused_rate_limit + st.refused_address_limit, refused);
+    assert!(st.refused_rate_limit > 0);
+    // Each replaced connection: the server's side saw it end with
+    // CLOSE_REPLACED, and so did the attacker's client that held it.
+    assert_eq!(w.server_closes(CLOSE_REPLACED) as u64, connected - 1);
+    let told = w
+        .clients
+        .iter_mut()
+        .filter_map(|(_, c)| c.poll_event())
+        .filter(|e| code_of(e) == Some(CLOSE_REPLACED))
+        .count();
+    assert_eq!(told as u64, connected - 1);
+
+    // The real player, another token from another address, gets in at once
+    // (one round trip: hello, retry, hello, accept).
+    let e = w.connect(
+        addr("192.0.2.99:7000"),
+        ClientSecurity::Token(token(1)),
+        1000,
+    );
+    assert_eq!(e, Event::Connected);
+}
+
+/// A client that crashed comes back with the same token from a new port of
+/// the same IP: the new connection replaces the old one, which is closed
+/// with CLOSE_REPLACED. The same token from another IP is still refused as
+/// replayed.
+#[test]
+fn a_reconnect_with_the_same_token_replaces_the_old_connection() {
+    let mut w = World::new(tokens(), 64, Admission::default());
+    let t = token(7);
+    let first = addr("192.0.2.7:5000");
+    assert_eq!(
+        w.connect(first, ClientSecurity::Token(t.clone()), 1),
+        Event::Connected
+    );
+    assert_eq!(
+        w.connect(addr("192.0.2.7:5001"), ClientSecurity::Token(t.clone()), 2),
+        Event::Connected
+    );
+    let reason = match w.clients[0].1.poll_event() {
+        Some(Event::Disconnected(DisconnectReason::Remote { code, reason })) => {
+            assert_eq!(code, CLOSE_REPLACED);
+            reason
+        }
+        other => panic!("the old client got {other:?}"),
+    };
+    assert_eq!(
+        reason,
+        "replaced by a new connection with the same connect token"
+    );
+    assert_eq!(w.server_closes(CLOSE_REPLACED), 1);
+    assert_eq!(w.server.stats().connections_replaced, 1);
+    match code_of(&w.connect(addr("192.0.2.8:5000"), ClientSecurity::Token(t), 3)) {
+        Some(REFUSE_TOKEN) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(w.server.stats().tokens_replayed, 1);
+    // The old connection goes once its closing is over; one is left.
+    w.advance(Duration::from_secs(5));
+    assert_eq!(w.server.connection_count(), 1);
+}
+
+/// Insecure mode: one host with 64 sockets (64 ports of one IP) opens 4
+/// connections on each, 256 in 2 s, against a table of 256. It gets its
+/// address's share and no more; a player from another address connects.
+#[test]
+fn sixty_four_sockets_of_one_host_get_one_address_share() {
+    let limit = Admission::default().max_connections_per_ip;
+    let mut w = World::new(ServerSecurity::Insecure, 256, Admission::default());
+    let mut connected = 0u64;
+    let mut nonce = 0u128;
+    for round in 0..4 {
+        for port in 0..64u16 {
+            nonce += 1;
+            let from = SocketAddr::new(addr("192.0.2.66:0").ip(), 20_000 + port);
+            let e = w.connect(from, ClientSecurity::Insecure, nonce);
+            match code_of(&e) {
+                None => connected += 1,
+                Some(REFUSE_ADDRESS_LIMIT | REFUSE_RATE_LIMIT) => {}
+                Some(c) => panic!("round {round}, port {port}: code {c}"),
+            }
+            w.advance(Duration::from_millis(8));
+        }
+    }
+    let st = w.server.stats();
+    println!(
+        "64 sockets x 4 in 2 s: {connected} connected, {} refused at the address limit, \
+         {} at the rate limit",
+        st.refused_address_limit, st.refused_rate_limit
+    );
+    assert_eq!(connected, limit as u64);
+    assert!(w.peak_held <= limit);
+    assert_eq!(
+        st.refused_address_limit + st.refused_rate_limit,
+        256 - limit as u64
+    );
+    let e = w.connect(addr("192.0.2.99:7000"), ClientSecurity::Insecure, 9999);
+    assert_eq!(e, Event::Connected);
+    assert_eq!(w.server.connection_count(), limit + 1);
+}
+
+/// The handshake rate: a burst, then the sustained rate, per address;
+/// another address has its own bucket. Hellos with bad or no cookies from
+/// the victim's address (a spoofer who cannot receive there) are answered
+/// by a RETRY and spend none of the victim's handshakes.
+#[test]
+fn the_handshake_rate_limits_validated_sources_only() {
+    let a = Admission {
+        max_connections_per_ip: 1000,
+        handshake_burst: 5,
+        handshakes_per_sec: 2,
+        ..Admission::default()
+    };
+    let mut w = World::new(ServerSecurity::Insecure, 4096, a);
+    let victim = addr("192.0.2.10:1000").ip();
+
+    // A spoofer sends 10,000 hellos "from" the victim; it never sees the
+    // RETRYs, so it never returns a cookie.
+    let mut c = Connection::connect(cfg(), ClientSecurity::Insecure, [0xee; 16], w.now).unwrap();
+    let mut hello = vec![0u8; 1500];
+    let n = c.poll_transmit(w.now, &mut hello).unwrap();
+    let mut reply = vec![0u8; 1500];
+    for i in 0..10_000u16 {
+        let from = SocketAddr::new(victim, 1024 + i);
+        match w.server.handle(w.now, from, &hello[..n], &mut reply) {
+            Handled::Reply(m) => assert!(m <= n),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(w.server.stats().retries_sent, 10_000);
+    assert_eq!(w.server.stats().refused_rate_limit, 0);
+
+    // The victim's own burst is whole.
+    let mut nonce = 0u128;
+    let mut attempt = |w: &mut World, ip| {
+        nonce += 1;
+        w.connect(SocketAddr::new(ip, 5000), ClientSecurity::Insecure, nonce)
+    };
+    for _ in 0..5 {
+        assert_eq!(attempt(&mut w, victim), Event::Connected);
+    }
+    let e = attempt(&mut w, victim);
+    match e {
+        Event::Disconnected(DisconnectReason::Remote { code, reason }) => {
+            assert_eq!(code, REFUSE_RATE_LIMIT);
+            assert_eq!(
+                reason,
+                "too many handshakes from this address; try again later"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Another address is not held back.
+    assert_eq!(attempt(&mut w, addr("192.0.2.11:1").ip()), Event::Connected);
+    // Half a second at 2 a second: one more handshake, not two.
+    w.now += Duration::from_millis(500);
+    assert_eq!(attempt(&mut w, victim), Event::Connected);
+    assert_eq!(code_of(&attempt(&mut w, victim)), Some(REFUSE_RATE_LIMIT));
+    assert_eq!(w.server.stats().refused_rate_limit, 2);
+}
+
+/// The address limit counts an IP, whatever its ports; at it a hello gets
+/// REFUSE_ADDRESS_LIMIT with its reason, and a freed slot lets the next in.
+/// A full table still answers REFUSE_FULL.
+#[test]
+fn the_address_limit_counts_ips_not_ports() {
+    let a = Admission {
+        max_connections_per_ip: 3,
+        ..Admission::default()
+    };
+    let mut w = World::new(ServerSecurity::Insecure, 5, a);
+    for port in 1..=3 {
+        let from = SocketAddr::new(addr("192.0.2.20:0").ip(), port);
+        assert_eq!(
+            w.connect(from, ClientSecurity::Insecure, u128::from(port)),
+            Event::Connected
+        );
+    }
+    match w.connect(addr("192.0.2.20:4"), ClientSecurity::Insecure, 4) {
+        Event::Disconnected(DisconnectReason::Remote { code, reason }) => {
+            assert_eq!(code, REFUSE_ADDRESS_LIMIT);
+            assert_eq!(reason, "too many connections from this address");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(w.server.stats().refused_address_limit, 1);
+    // One of the three leaves; once it is removed, the address may connect
+    // again.
+    w.clients[0].1.close(w.now, 0, "bye");
+    w.pump();
+    for _ in 0..5 {
+        w.advance(Duration::from_secs(1));
+    }
+    assert_eq!(w.server.connection_count(), 2);
+    assert_eq!(
+        w.connect(addr("192.0.2.20:5"), ClientSecurity::Insecure, 5),
+        Event::Connected
+    );
+    // Two more addresses fill the table of 5.
+    assert_eq!(
+        w.connect(addr("192.0.2.21:1"), ClientSecurity::Insecure, 6),
+        Event::Connected
+    );
+    assert_eq!(
+        w.connect(addr("192.0.2.22:1"), ClientSecurity::Insecure, 7),
+        Event::Connected
+    );
+    let e = w.connect(addr("192.0.2.23:1"), ClientSecurity::Insecure, 8);
+    assert_eq!(code_of(&e), Some(REFUSE_FULL));
+}
+
+#[test]
+fn admission_settings_out_of_range_are_refused_by_name() {
+    type Spoil = fn(&mut Admission);
+    let cases: [(Spoil, &str); 5] = [
+        (
+            |a| a.max_connections_per_ip = 0,
+            "max_connections_per_ip: 0, 1 or more accepted",
+        ),
+        (
+            |a| a.ipv6_prefix_len = 0,
+            "ipv6_prefix_len: 0, 32 to 128 accepted",
+        ),
+        (
+            |a| a.ipv6_prefix_len = 129,
+            "ipv6_prefix_len: 129, 32 to 128 accepted",
+        ),
+        (
+            |a| a.handshakes_per_sec = 0,
+            "handshakes_per_sec: 0, 1 or more accepted",
+        ),
+        (
+            |a| a.rate_table_size = 0,
+            "rate_table_size: 0, 1 or more accepted",
+        ),
+    ];
+    for (spoil, message) in cases {
+        let mut ec = EndpointConfig::new(0, [9; 32], cfg(), ServerSecurity::Insecure);
+        spoil(&mut ec.admission);
+        let e = Endpoint::new(ec, Instant::now()).unwrap_err();
+        assert!(matches!(e, ConfigError::Admission { .. }), "{e:?}");
+        assert_eq!(e.to_string(), message);
+    }
+    Admission::default().validate().unwrap();
+    Admission::OFF.validate().unwrap();
+}
+
+/// Through a real Server on loopback: two clients of one host and one
+/// token; the second replaces the first, whose client and whose server
+/// handler both see CLOSE_REPLACED. A third client of that host, past its
+/// address limit of 2 (the replaced connection still closing counts), is
+/// refused; a client from 127.0.0.2, another address, gets in.
+#[test]
+fn through_a_server_a_token_holds_one_connection_and_an_address_its_share() {
+    use common::*;
+    use keel_reactor::{IoModel, Runtime};
+    use keel_rudp::{Client, ClientConfig, Server, ServerConfig};
+
+    let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
+    let mut sc = ServerConfig::new(config(), tokens());
+    sc.admission.max_connections_per_ip = 2;
+    // With no RTT sample, a closing connection stays 3 PTOs of the initial
+    // RTT: many seconds, so the replaced one is surely still counted when
+    // the third client comes (the channels alone must match the clients').
+    sc.connection.initial_rtt = Duration::from_secs(2);
+    let (srv, srv_rx) = recorder(false);
+    let mut srv = Some(srv);
+    let server = Server::bind(rt.handles(), addr("127.0.0.1:0"), sc, move |_| {
+        srv.take().expect("one lane")
+    })
+    .unwrap();
+    // Tokens here carry the server's unix time, not the test's T0.
+    let mint = |id| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        TokenMinter::new(KEY)
+            .mint(&TokenSpec {
+                server_addrs: vec![public_addr()],
+                expires_at: now + 60,
+                client_id: id,
+                timeout_secs: 10,
+                user_data: Vec::new(),
+            })
+            .unwrap()
+    };
+    let connect = |t: ConnectToken, local: &str| {
+        let (h, rx) = recorder(false);
+        let mut cc = ClientConfig::new(config(), ClientSecurity::Token(t));
+        cc.local = Some(addr(local));
+        let c = Client::connect(rt.next_reactor(), server.local_addr(), cc, h).unwrap();
+        (c, rx)
+    };
+    let wait = Duration::from_secs(5);
+    let t = mint(1);
+    let (a, a_rx) = connect(t.clone(), "127.0.0.1:0");
+    assert!(matches!(
+        next(&a_rx, wait, "a connects"),
+        Seen::Connected(..)
+    ));
+    let (b, b_rx) = connect(t, "127.0.0.1:0");
+    assert!(matches!(
+        next(&b_rx, wait, "b connects"),
+        Seen::Connected(..)
+    ));
+    match next(&a_rx, wait, "a replaced") {
+        Seen::Disconnected(_, DisconnectReason::Remote { code, .. }, _) => {
+            assert_eq!(code, CLOSE_REPLACED)
+        }
+        other => panic!("{other:?}"),
+    }
+    let seen = collect_until(&srv_rx, wait, "the server's disconnect", |s| {
+        matches!(s, Seen::Disconnected(..))
+    });
+    assert!(
+        matches!(
+            seen.last(),
+            Some(Seen::Disconnected(
+                _,
+                DisconnectReason::Local {
+                    code: CLOSE_REPLACED,
+                    ..
+                },
+                _
+            ))
+        ),
+        "{seen:?}"
+    );
+    let (c, c_rx) = connect(mint(2), "127.0.0.1:0");
+    match next(&c_rx, wait, "c refused") {
+        Seen::Disconnected(_, DisconnectReason::Remote { code, .. }, _) => {
+            assert_eq!(code, REFUSE_ADDRESS_LIMIT)
+        }
+        other => panic!("{other:?}"),
+    }
+    let (d, d_rx) = connect(mint(3), "127.0.0.2:0");
+    assert!(matches!(
+        next(&d_rx, wait, "d connects"),
+        Seen::Connected(..)
+    ));
+    let st = server.stats();
+    assert_eq!(
+        (st.connections_replaced, st.refused_address_limit),
+        (1, 1),
+        "{st:?}"
+    );
+    for x in [a, b, c, d] {
+        x.stop();
+    }
+    server.stop();
+    rt.stop().unwrap();
+}
+
+/// Server::bind names a bad admission setting.
+#[test]
+fn server_bind_names_a_bad_admission_setting() {
+    use keel_reactor::{IoModel, Runtime};
+    use keel_rudp::{Server, ServerConfig};
+
+    let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
+    let mut sc = ServerConfig::new(cfg(), ServerSecurity::Insecure);
+    sc.admission.handshake_burst = 0;
+    let e = Server::bind(rt.handles(), addr("127.0.0.1:0"), sc, |_| {
+        common::recorder(false).0
+    })
+    .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    assert_eq!(
+        e.to_string(),
+        "admission: handshake_burst: 0, 1 or more accepted"
+    );
+    rt.stop().unwrap();
+}
