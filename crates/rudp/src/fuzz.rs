@@ -106,6 +106,8 @@ struct Attacker {
     cid: ConnectionId,
     crypto: Option<PacketCrypto>,
     next_pn: u64,
+    /// When a refused reconnect may be tried again (virtual time).
+    retry_at: Instant,
 }
 
 /// A player: a real client connection, driven normally.
@@ -190,7 +192,9 @@ impl Target {
             let addr: SocketAddr = format!("192.0.2.{}:{}", 10 + i, 5000 + i)
                 .parse()
                 .expect("literal");
-            let (conn, attacker) = t.connect(addr);
+            let (conn, attacker) = t
+                .connect(addr)
+                .expect("fuzz setup: the handshake completes");
             if i < ATTACKERS {
                 t.attackers.push(attacker);
             } else {
@@ -202,7 +206,8 @@ impl Target {
 
     /// A new connection from `addr`, as a real client and as an attacker
     /// who writes its own packets with its keys.
-    fn connect(&mut self, addr: SocketAddr) -> (Connection, Attacker) {
+    /// `None` when the endpoint refused it (its admission limits).
+    fn connect(&mut self, addr: SocketAddr) -> Option<(Connection, Attacker)> {
         let t = self;
         {
             let mode = t.mode;
@@ -219,17 +224,17 @@ impl Target {
             };
             let nonce = nonce16(&mut t.rng);
             let mut conn = Connection::connect(config(), sec, nonce, t.now).expect("config");
-            let handle = t.handshake(&mut conn, addr);
+            let handle = t.handshake(&mut conn, addr)?;
             let cid = conn.connection_id();
-            let handle = handle.expect("fuzz setup: the handshake completes");
             let attacker = Attacker {
                 addr,
                 handle,
                 cid,
                 crypto: keys.map(|k| PacketCrypto::new(&k, true, &nonce, cid)),
                 next_pn: 0,
+                retry_at: t.now,
             };
-            (conn, attacker)
+            Some((conn, attacker))
         }
     }
 
@@ -241,10 +246,13 @@ impl Target {
             let live = self.ep.connection(a.handle).is_some_and(|c| {
                 c.connection_id() == a.cid && c.state() == crate::connection::State::Connected
             });
-            if !live {
-                let addr = a.addr;
-                let (_, attacker) = self.connect(addr);
-                self.attackers[i] = attacker;
+            if !live && self.now >= a.retry_at {
+                // Refused (the address's handshake rate): try again a
+                // quarter of a second later.
+                match self.connect(a.addr) {
+                    Some((_, attacker)) => self.attackers[i] = attacker,
+                    None => self.attackers[i].retry_at = self.now + Duration::from_millis(250),
+                }
             }
         }
     }
