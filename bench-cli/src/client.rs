@@ -77,10 +77,14 @@ pub struct ClientTally {
     pub unexpected: u64,
     /// Echoes of messages already given up by `--loss-timeout`.
     pub late_echoes: u64,
-    /// Messages given up (loss timeout) or outstanding at the end, in
-    /// either phase (arknet: anything outstanding after the drain is lost).
+    /// Measured-phase messages given up (loss timeout) or outstanding at
+    /// the end (arknet: anything outstanding after the drain is lost). Each
+    /// was counted in `messages_sent` when it was sent, so `lost <=
+    /// messages_sent` whatever the window.
     pub lost: u64,
-    /// The warm-up share of `lost`.
+    /// Warm-up messages lost the same way: counted apart, against
+    /// `warmup_sent` (and in `warmup_errors`, as arknet counts a warm-up
+    /// phase's lost messages among its errors), never in `lost`.
     pub warmup_lost: u64,
     /// Disconnect events (e.g. ICMP port unreachable).
     pub disconnects: u64,
@@ -92,12 +96,25 @@ pub struct ClientTally {
     pub warmup_sent: u64,
     /// Warm-up echoes received and correct.
     pub warmup_done: u64,
-    /// Content, order and send errors during the warm-up (losses are in
-    /// `lost`).
+    /// Content, order and send errors during the warm-up, and its lost
+    /// messages (`warmup_lost`).
     pub warmup_errors: u64,
 }
 
 impl ClientTally {
+    /// One message of `phase` lost: a measured one in `lost` (it is in
+    /// `messages_sent`), a warm-up one in `warmup_lost` and `warmup_errors`
+    /// (it is in `warmup_sent`).
+    fn count_lost(&mut self, phase: Phase) {
+        match phase {
+            Phase::Measured => self.lost += 1,
+            Phase::Warmup => {
+                self.warmup_lost += 1;
+                self.warmup_errors += 1;
+            }
+        }
+    }
+
     /// Adds another client's counts.
     pub fn add(&mut self, o: &ClientTally) {
         self.messages_sent += o.messages_sent;
@@ -271,13 +288,11 @@ impl BenchClient {
         Some(self.tally.clone())
     }
 
-    /// Ends the run for this client: whatever is still outstanding is lost.
+    /// Ends the run for this client: whatever is still outstanding is lost,
+    /// in the phase it was sent in.
     fn finish(&mut self) {
         for (_, (_, phase)) in self.outstanding.drain() {
-            self.tally.lost += 1;
-            if phase == Phase::Warmup {
-                self.tally.warmup_lost += 1;
-            }
+            self.tally.count_lost(phase);
         }
         self.schedule = None;
     }
@@ -340,10 +355,7 @@ impl ClientHandler for BenchClient {
             if now.saturating_duration_since(*sent_at) < limit {
                 return true;
             }
-            tally.lost += 1;
-            if *phase == Phase::Warmup {
-                tally.warmup_lost += 1;
-            }
+            tally.count_lost(*phase);
             if given_up.len() < GIVEN_UP_LIMIT {
                 given_up.insert(*seq);
             }

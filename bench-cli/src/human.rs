@@ -104,15 +104,21 @@ fn run_config(r: &RunReport) -> String {
 /// Lost echoes and kernel drops.
 fn run_losses(r: &RunReport) -> String {
     let drops = r.kernel_rcvbuf_drops.unwrap_or(0);
+    let warmup = r.udp_lost_warmup_messages.unwrap_or(0);
     format!(
-        "{}{} of {} sent lost, {} kernel receive-buffer drops",
-        if r.udp_lost_messages == 0 && drops == 0 {
+        "{}{} of {} sent lost{}, {} kernel receive-buffer drops",
+        if r.udp_lost_messages == 0 && warmup == 0 && drops == 0 {
             "none: "
         } else {
             ""
         },
         thousands(r.udp_lost_messages),
         thousands(r.messages_sent),
+        if warmup == 0 {
+            String::new()
+        } else {
+            format!(" (and {} in the warm-up)", thousands(warmup))
+        },
         thousands(drops)
     )
 }
@@ -214,10 +220,19 @@ pub fn serve_summary(s: &ServeSummary) -> String {
     );
     let _ = writeln!(
         out,
-        "  sessions    {} opened, {} timed out, {} refused, {} evicted (at most {} per lane, {})",
+        "  answered    {} answered, {} warm-up and {} no-reply left unanswered by design",
+        thousands(s.answered),
+        thousands(s.unanswered_warmup),
+        thousands(s.unanswered_no_reply)
+    );
+    let _ = writeln!(
+        out,
+        "  sessions    {} opened, {} timed out, {} refused, {} rejected, {} evicted \
+         (at most {} per lane, {})",
         thousands(s.sessions_opened),
         thousands(s.sessions_timed_out),
         thousands(s.sessions_refused),
+        thousands(s.sessions_rejected),
         thousands(s.sessions_evicted),
         thousands(u64::from(s.max_sessions)),
         s.full_policy
@@ -225,10 +240,11 @@ pub fn serve_summary(s: &ServeSummary) -> String {
     let _ = writeln!(
         out,
         "  drops       {} kernel receive-buffer drops, {} invalid, {} truncated, \
-         {} send rejections, {} send errors",
+         {} discarded at stop, {} send rejections, {} send errors",
         thousands(s.kernel_rcvbuf_drops),
         thousands(s.invalid_messages),
         thousands(s.truncated),
+        thousands(s.recv_discarded),
         thousands(s.send_rejections),
         thousands(s.send_errors)
     );

@@ -286,6 +286,14 @@ pub fn sockperf_classify(msg: &[u8]) -> SockperfVerdict {
     SockperfVerdict::Reply
 }
 
+/// Whether a datagram carries sockperf's warm-up flag (for a
+/// [`SockperfVerdict::NoReply`] message: a warm-up one rather than one that
+/// asks for no pong). False for anything shorter than the header.
+pub fn sockperf_is_warmup(msg: &[u8]) -> bool {
+    msg.len() >= SOCKPERF_HEADER_LEN
+        && u16::from_be_bytes([msg[8], msg[9]]) & SOCKPERF_FLAG_WARMUP != 0
+}
+
 /// Turns a sockperf client request into its reply in place, by clearing the
 /// client bit. Returns true iff the datagram must be echoed (verdict
 /// [`SockperfVerdict::Reply`]); otherwise `msg` is left unchanged and nothing
@@ -472,5 +480,9 @@ mod tests {
             }
         }
         assert_eq!(sockperf_classify(&[]), SockperfVerdict::Invalid);
+        // Of the two unanswered ones, 0x0007 is the warm-up.
+        assert!(sockperf_is_warmup(&sockperf(1, 0x0007, 64, 64)));
+        assert!(!sockperf_is_warmup(&sockperf(1, 0x0001, 64, 64)));
+        assert!(!sockperf_is_warmup(&[0xff; 9]));
     }
 }

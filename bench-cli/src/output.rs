@@ -224,8 +224,9 @@ pub struct RunReport {
     pub unexpected_messages: u64,
     /// Socket errors that end a client (e.g. ICMP port unreachable).
     pub disconnect_errors: u64,
-    /// Datagrams never answered by the end of the drain (or the loss
-    /// timeout).
+    /// Measured-phase datagrams never answered by the end of the drain (or
+    /// the loss timeout); at most `messages_sent`. Warm-up losses are in
+    /// `udp_lost_warmup_messages` and `warmup_errors`.
     pub udp_lost_messages: u64,
     /// Messages started but not finished when the run ended.
     pub unfinished_messages: u64,
@@ -311,9 +312,12 @@ pub struct RunReport {
     /// Echoes that came back after `--loss-timeout` had given their message
     /// up (counted, never taken for content); `null` when not measured.
     pub late_echoes: Option<u64>,
-    /// The warm-up share of `udp_lost_messages` (arknet counts everything
-    /// outstanding after the drain as lost, whatever its phase), so that
-    /// `messages_sent = messages + udp_lost_messages - udp_lost_warmup_messages`.
+    /// Warm-up messages lost (never answered by the end of the drain, or
+    /// given up by `--loss-timeout`), apart from `udp_lost_messages`, which
+    /// counts measured-phase messages only, as arknet's does (its warm-up
+    /// phase's losses are among its `warmup_errors`; so are these). So
+    /// `udp_lost_messages <= messages_sent` in every line, and with no
+    /// content or order error `messages_sent = messages + udp_lost_messages`.
     pub udp_lost_warmup_messages: Option<u64>,
     /// `--impair` as applied (the link conditioner on the clients' send
     /// path); `null` when off.
@@ -680,10 +684,13 @@ impl RunReport {
             return Some(e.clone());
         }
         if !self.warmup_ok || self.warmup_errors != 0 {
-            return Some(format!(
-                "warm-up failed: warmup_errors = {}",
-                self.warmup_errors
-            ));
+            return Some(match self.udp_lost_warmup_messages.filter(|n| *n > 0) {
+                Some(lost) => format!(
+                    "warm-up failed: warmup_errors = {} (udp_lost_warmup_messages = {lost})",
+                    self.warmup_errors
+                ),
+                None => format!("warm-up failed: warmup_errors = {}", self.warmup_errors),
+            });
         }
         if let Some((name, n)) = self.error_counters().into_iter().find(|(_, n)| *n != 0) {
             return Some(format!("{name} = {n}"));

@@ -3,10 +3,22 @@
 //! summary line.
 //!
 //! Unlike the run's in-process server, `serve` faces peers it does not
-//! know, so its sessions time out (`--idle-timeout`, 30 s by default) and
-//! its table bound and full policy are flags (`--max-sessions`,
-//! `--full-policy`): a burst of one-off or spoofed source addresses must not
-//! lock every later peer out.
+//! know, so a burst of one-off or spoofed source addresses must not lock
+//! every later peer out:
+//!
+//! * a datagram that is not a message of the mode opens no session (the
+//!   handler's `connect` checks a new peer's first datagram), so garbage
+//!   from any number of sources costs no slot of the table;
+//! * when the table (`--max-sessions` per lane) is full, a new peer with a
+//!   valid message evicts the least recently active session
+//!   (`--full-policy evict-idlest`, the default; `refuse` turns eviction
+//!   off and drops a new peer's datagrams until a session times out);
+//! * sessions time out (`--idle-timeout`, 30 s by default).
+//!
+//! Every datagram received is in exactly one summary counter:
+//! `datagrams_in = answered + unanswered_warmup + unanswered_no_reply +
+//! invalid_messages + sessions_refused + truncated + recv_discarded`
+//! (kernel drops never reached the socket's queue and are apart).
 //!
 //! The summary's counters are read after the server has stopped (every lane
 //! handled what was queued, counted the kernel drops no datagram reported,
@@ -61,7 +73,9 @@ pub struct ServeSummary {
     pub elapsed_seconds: f64,
     /// What ended it: `"seconds"`, `"SIGINT"` or `"SIGTERM"`.
     pub ended_by: String,
-    /// Datagrams received.
+    /// Datagrams received: each is in exactly one of `answered`,
+    /// `unanswered_warmup`, `unanswered_no_reply`, `invalid_messages`,
+    /// `sessions_refused`, `truncated` and `recv_discarded`.
     pub datagrams_in: u64,
     /// Datagrams sent.
     pub datagrams_out: u64,
@@ -71,22 +85,39 @@ pub struct ServeSummary {
     pub bytes_out: u64,
     /// Kernel receive-buffer drops (SO_RXQ_OVFL).
     pub kernel_rcvbuf_drops: u64,
-    /// Datagrams that were not benchmark (or sockperf) messages.
+    /// Messages answered: their echo (sockperf: reply) was handed to the
+    /// send path (`send_rejections` counts those it refused).
+    pub answered: u64,
+    /// sockperf warm-up messages, deliberately not answered (as sockperf's
+    /// own server does); 0 in bench mode.
+    pub unanswered_warmup: u64,
+    /// sockperf messages that ask for no reply, deliberately not answered;
+    /// 0 in bench mode.
+    pub unanswered_no_reply: u64,
+    /// Datagrams that were not benchmark (or sockperf) messages, from peers
+    /// with a session or without (those opened none: `sessions_rejected`).
     pub invalid_messages: u64,
     /// Sends refused (queue full, too large).
     pub send_rejections: u64,
     /// Sends the kernel refused.
     pub send_errors: u64,
-    /// Truncated datagrams.
+    /// Truncated datagrams (larger than the receive slot), dropped.
     pub truncated: u64,
+    /// Datagrams still queued on the socket when the server stopped, beyond
+    /// what the stop handled: read and discarded.
+    pub recv_discarded: u64,
     /// Sessions opened.
     pub sessions_opened: u64,
     /// Datagrams from new peers refused because the table was full
     /// (`--full-policy refuse`).
     pub sessions_refused: u64,
+    /// New peers whose first datagram failed the check: no session was
+    /// opened for them (these datagrams are part of `invalid_messages`).
+    pub sessions_rejected: u64,
     /// Sessions ended by the idle timeout.
     pub sessions_timed_out: u64,
-    /// Sessions evicted for a new peer (`--full-policy evict-idlest`).
+    /// Sessions evicted for a new peer (`--full-policy evict-idlest`, the
+    /// default: the least recently active session goes).
     pub sessions_evicted: u64,
     /// Socket buffers granted.
     pub udp_server_send_buffer_bytes: u64,
@@ -218,12 +249,17 @@ fn summary(
         bytes_in: k.bytes_in,
         bytes_out: k.bytes_out,
         kernel_rcvbuf_drops: k.kernel_drops,
+        answered: stats.answered(),
+        unanswered_warmup: stats.unanswered_warmup(),
+        unanswered_no_reply: stats.unanswered_no_reply(),
         invalid_messages: stats.invalid.load(Ordering::Relaxed),
         send_rejections: k.send_queue_rejections + k.send_too_large,
         send_errors: k.send_errors,
         truncated: k.truncated,
+        recv_discarded: k.recv_discarded,
         sessions_opened: k.sessions_opened,
         sessions_refused: k.sessions_refused,
+        sessions_rejected: k.sessions_rejected,
         sessions_timed_out: k.sessions_timed_out,
         sessions_evicted: k.sessions_evicted,
         udp_server_send_buffer_bytes: b.send as u64,

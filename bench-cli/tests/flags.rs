@@ -477,10 +477,12 @@ fn serve(args: &[&str]) -> Result<ServeConfig, FlagError> {
 
 #[test]
 fn serve_sessions_time_out_by_default_and_the_table_is_configurable() {
+    // Eviction is on by default: a full table cannot lock a new peer out.
     let cfg = serve(&[]).unwrap();
     assert_eq!(cfg.idle_timeout, Some(Duration::from_secs(30)));
     assert_eq!(cfg.max_sessions, 65_536);
-    assert_eq!(cfg.full_policy, FullPolicyChoice::Refuse);
+    assert_eq!(cfg.full_policy, FullPolicyChoice::EvictIdlest);
+    assert_eq!(cfg.full_policy.as_str(), "evict-idlest");
 
     let cfg = serve(&[
         "--idle-timeout",
@@ -488,13 +490,13 @@ fn serve_sessions_time_out_by_default_and_the_table_is_configurable() {
         "--max-sessions",
         "4",
         "--full-policy",
-        "evict-idlest",
+        "refuse",
     ])
     .unwrap();
     assert_eq!(cfg.idle_timeout, Some(Duration::from_millis(300)));
     assert_eq!(cfg.max_sessions, 4);
-    assert_eq!(cfg.full_policy, FullPolicyChoice::EvictIdlest);
-    assert_eq!(cfg.full_policy.as_str(), "evict-idlest");
+    assert_eq!(cfg.full_policy, FullPolicyChoice::Refuse);
+    assert_eq!(cfg.full_policy.as_str(), "refuse");
 
     assert_eq!(
         serve(&["--idle-timeout", "off"]).unwrap().idle_timeout,
@@ -513,8 +515,10 @@ fn serve_sessions_time_out_by_default_and_the_table_is_configurable() {
         1 << 24
     );
     assert_eq!(
-        serve(&["--full-policy", "refuse"]).unwrap().full_policy,
-        FullPolicyChoice::Refuse
+        serve(&["--full-policy", "evict-idlest"])
+            .unwrap()
+            .full_policy,
+        FullPolicyChoice::EvictIdlest
     );
 }
 

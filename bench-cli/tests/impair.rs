@@ -234,3 +234,79 @@ fn help_documents_both_flags() {
         assert!(help.contains(needle), "--help lacks {needle:?}");
     }
 }
+
+/// Issue 19, point 6: `udp_lost_messages` counts measured-phase messages
+/// only, so it never exceeds `messages_sent`, whatever the window. A path
+/// that loses everything loses the warm-up's whole window (each lost echo
+/// holds its slot until the drain ends): the measured phase sends nothing,
+/// and those losses are the warm-up's (`udp_lost_warmup_messages`, among
+/// `warmup_errors`), not more lost than sent.
+#[test]
+fn warm_up_losses_are_the_warm_ups_so_lost_never_exceeds_sent() {
+    let (clients, window) = (2, 8);
+    let (code, v) = run(&[
+        "--impair",
+        "loss=1,seed=4",
+        "--clients",
+        &clients.to_string(),
+        "--window",
+        &window.to_string(),
+        "--warmup",
+        "0.05",
+        "--seconds",
+        "0.05",
+        "--drain",
+        "0.05",
+    ]);
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(v["ok"], false, "{v}");
+    let sent = u(&v, "messages_sent");
+    assert!(u(&v, "udp_lost_messages") <= sent, "lost > sent: {v}");
+    assert_eq!(
+        sent, 0,
+        "every window slot waits for a lost warm-up echo: {v}"
+    );
+    assert_eq!(u(&v, "udp_lost_messages"), 0, "{v}");
+    let warmup_lost = u(&v, "udp_lost_warmup_messages");
+    assert_eq!(warmup_lost, clients * window, "{v}");
+    assert!(u(&v, "warmup_errors") >= warmup_lost, "{v}");
+    assert_eq!(v["warmup_ok"], false, "{v}");
+    assert_eq!(
+        v["error"],
+        format!(
+            "warm-up failed: warmup_errors = {} (udp_lost_warmup_messages = {warmup_lost})",
+            u(&v, "warmup_errors")
+        ),
+        "{v}"
+    );
+}
+
+/// With a warm-up and losses in both phases, each phase accounts for its
+/// own: `messages_sent = messages + udp_lost_messages` (measured), and the
+/// warm-up's losses are apart (they used to be added to
+/// `udp_lost_messages`, so the identity needed `--warmup 0`).
+#[test]
+fn a_lossy_path_with_a_warm_up_accounts_for_each_phase_apart() {
+    let (code, v) = run(&[
+        "--impair",
+        "loss=0.2,seed=5",
+        "--loss-timeout",
+        "20",
+        "--warmup",
+        "0.15",
+        "--seconds",
+        "0.15",
+        "--clients",
+        "2",
+        "--window",
+        "8",
+    ]);
+    assert_eq!(code, Some(1), "{v}");
+    let sent = u(&v, "messages_sent");
+    let lost = u(&v, "udp_lost_messages");
+    assert!(lost <= sent, "lost > sent: {v}");
+    assert_eq!(sent, u(&v, "messages") + lost, "{v}");
+    assert!(lost > 0, "{v}");
+    assert!(u(&v, "udp_lost_warmup_messages") > 0, "{v}");
+    assert_eq!(u(&v, "order_errors"), 0, "{v}");
+}

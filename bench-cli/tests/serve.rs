@@ -1,8 +1,11 @@
 //! `keel-bench serve` as a process: its session table against one-off
-//! peers (idle timeout, table bound, full policy), and a summary whose
-//! counters are final: read after the server stopped, equal to the kernel's
-//! own count of drops on its socket, and never passed off as final when
-//! the server could not stop in time.
+//! peers (idle timeout, table bound, full policy) and floods of spoofed
+//! sources, garbage or valid (no session for garbage; the least recently
+//! active session evicted by default, so a real peer is always served), and
+//! a summary whose counters are final (read after the server stopped, equal
+//! to the kernel's own count of drops on its socket, never passed off as
+//! final when the server could not stop in time) and account for every
+//! datagram received.
 //!
 //! Every wait is bounded: socket read timeouts for echoes, a channel with a
 //! timeout for the child's exit.
@@ -184,7 +187,15 @@ fn echoed_within(
 
 #[test]
 fn idle_sessions_time_out_so_one_off_peers_cannot_lock_new_peers_out() {
-    let serve = Serve::start(&["--max-sessions", "4", "--idle-timeout", "0.5"]);
+    // Eviction off: a full table refuses new peers until a session ends.
+    let serve = Serve::start(&[
+        "--max-sessions",
+        "4",
+        "--idle-timeout",
+        "0.5",
+        "--full-policy",
+        "refuse",
+    ]);
     let to = serve.addr;
     // Four one-off peers take every session...
     let one_off: Vec<UdpSocket> = (0..4).map(|_| peer()).collect();
@@ -237,7 +248,8 @@ fn idle_sessions_time_out_so_one_off_peers_cannot_lock_new_peers_out() {
 
 #[test]
 fn evict_idlest_admits_a_new_peer_at_once_and_defaults_are_reported() {
-    let serve = Serve::start(&["--max-sessions", "4", "--full-policy", "evict-idlest"]);
+    // evict-idlest is the default.
+    let serve = Serve::start(&["--max-sessions", "4"]);
     let to = serve.addr;
     let one_off: Vec<UdpSocket> = (0..4).map(|_| peer()).collect();
     for s in &one_off {
@@ -339,4 +351,158 @@ fn a_server_that_cannot_stop_in_time_does_not_claim_final_counters() {
         took < Duration::from_secs(6),
         "ended {took:?} after SIGTERM"
     );
+}
+
+/// Every datagram `serve` received is in exactly one summary counter.
+#[track_caller]
+fn assert_every_datagram_counted(v: &Value) {
+    let parts = [
+        "answered",
+        "unanswered_warmup",
+        "unanswered_no_reply",
+        "invalid_messages",
+        "sessions_refused",
+        "truncated",
+        "recv_discarded",
+    ];
+    let sum: u64 = parts.iter().map(|k| u(v, k)).sum();
+    assert_eq!(u(v, "datagrams_in"), sum, "datagrams_in = {parts:?}: {v}");
+}
+
+/// Issue 19, point 6: a datagram that fails the check opens no session.
+/// With eviction off and a table of 8, garbage (7 bytes each) from 64
+/// sources used to open 8 sessions and lock every later peer out for the
+/// idle timeout; now it is counted (invalid, rejected) and costs no slot.
+#[test]
+fn garbage_from_many_sources_opens_no_session_so_a_real_peer_is_served() {
+    const SOURCES: u64 = 64;
+    let serve = Serve::start(&["--max-sessions", "8", "--full-policy", "refuse"]);
+    let garbage: Vec<UdpSocket> = (0..SOURCES).map(|_| peer()).collect();
+    for s in &garbage {
+        for _ in 0..2 {
+            s.send_to(b"garbage", serve.addr).unwrap();
+        }
+    }
+    // One lane handles datagrams in arrival order: when the real peer's
+    // echo comes, the garbage before it has been handled.
+    let real = peer();
+    assert!(
+        echoed(&real, serve.addr, 1, Duration::from_secs(5)),
+        "the real peer is served after the garbage flood"
+    );
+    let (code, v) = serve.stop();
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["full_policy"], "refuse", "{v}");
+    assert_eq!(u(&v, "sessions_opened"), 1, "only the real peer: {v}");
+    assert_eq!(u(&v, "sessions_rejected"), 2 * SOURCES, "{v}");
+    assert_eq!(u(&v, "invalid_messages"), 2 * SOURCES, "{v}");
+    assert_eq!(u(&v, "sessions_refused"), 0, "{v}");
+    assert_eq!(u(&v, "answered"), 1, "{v}");
+    assert_every_datagram_counted(&v);
+}
+
+/// Issue 19, point 6: valid messages from many one-off (spoofed) sources
+/// fill the table, and by default a new one evicts the least recently
+/// active session: the flood evicts its own, a real peer that keeps
+/// talking keeps its session (it is never evicted: every session opened is
+/// one source's), and a newcomer after the flood is served at once (with
+/// eviction off, as before, it got nothing for the idle timeout).
+#[test]
+fn a_flood_of_valid_one_off_sources_cannot_lock_a_real_peer_out() {
+    const TABLE: usize = 16;
+    const SOURCES: usize = 8 * TABLE;
+    let serve = Serve::start(&["--max-sessions", &TABLE.to_string()]);
+    let to = serve.addr;
+    let real = peer();
+    assert!(echoed(&real, to, 0, Duration::from_secs(5)));
+    let flood: Vec<UdpSocket> = (0..SOURCES).map(|_| peer()).collect();
+    for (round, burst) in flood.chunks(TABLE / 2).enumerate() {
+        for (i, s) in burst.iter().enumerate() {
+            s.send_to(&message(64, 1000 + i as u32, 0), to).unwrap();
+        }
+        assert!(
+            echoed(&real, to, round as u64 + 1, Duration::from_secs(5)),
+            "the real peer is served after burst {round}"
+        );
+    }
+    let newcomer = peer();
+    assert!(
+        echoed(&newcomer, to, 0, Duration::from_secs(5)),
+        "a newcomer after the flood is served at once"
+    );
+    let (code, v) = serve.stop();
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["full_policy"], "evict-idlest", "{v}");
+    assert_eq!(u(&v, "sessions_refused"), 0, "{v}");
+    // The real peer, the flood and the newcomer, each opened once.
+    assert_eq!(u(&v, "sessions_opened"), SOURCES as u64 + 2, "{v}");
+    assert_eq!(
+        u(&v, "sessions_evicted"),
+        SOURCES as u64 + 2 - TABLE as u64,
+        "{v}"
+    );
+    assert_every_datagram_counted(&v);
+}
+
+/// A sockperf message: u64 sequence, u16 flags, u32 length (the whole
+/// datagram), network order, then `len - 14` bytes.
+fn sockperf(seq: u64, flags: u16, len: usize) -> Vec<u8> {
+    let mut m = vec![0u8; len];
+    m[..8].copy_from_slice(&seq.to_be_bytes());
+    m[8..10].copy_from_slice(&flags.to_be_bytes());
+    m[10..14].copy_from_slice(&(len as u32).to_be_bytes());
+    m
+}
+
+/// Issue 19, point 6: in `--sockperf` mode the datagrams it deliberately
+/// does not answer (warm-up, no pong request) have their own counters, so
+/// `datagrams_in = answered + unanswered_warmup + unanswered_no_reply +
+/// invalid_messages + ...` holds.
+#[test]
+fn sockperf_mode_counts_what_it_leaves_unanswered_by_design() {
+    const CLIENT: u16 = 1;
+    const PONG: u16 = 2;
+    const WARMUP: u16 = 4;
+    let serve = Serve::start(&["--sockperf"]);
+    let to = serve.addr;
+    // A peer whose first message is a warm-up one: valid, so it opens a
+    // session, and is not answered.
+    let a = peer();
+    a.send_to(&sockperf(0, CLIENT | PONG | WARMUP, 64), to)
+        .unwrap();
+    for seq in 1..=2 {
+        a.send_to(&sockperf(seq, CLIENT | WARMUP, 64), to).unwrap();
+    }
+    for seq in 3..=4 {
+        a.send_to(&sockperf(seq, CLIENT, 64), to).unwrap(); // no pong request
+    }
+    a.send_to(b"garbage", to).unwrap();
+    a.send_to(&sockperf(5, PONG, 64), to).unwrap(); // client bit clear
+                                                    // A source with nothing but garbage: no session.
+    let b = peer();
+    for _ in 0..3 {
+        b.send_to(&sockperf(9, CLIENT | PONG, 63)[..62], to)
+            .unwrap();
+    }
+    // Five pings; the echo of the last says (one lane, in order) that
+    // everything before it was handled.
+    let mut buf = [0u8; 128];
+    a.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for seq in 10..15 {
+        a.send_to(&sockperf(seq, CLIENT | PONG, 64), to).unwrap();
+        let n = a.recv(&mut buf).expect("a reply to each ping");
+        let want = sockperf(seq, PONG, 64);
+        assert_eq!(&buf[..n], &want[..], "reply {seq}: the client bit cleared");
+    }
+    let (code, v) = serve.stop();
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["mode"], "sockperf", "{v}");
+    assert_eq!(u(&v, "answered"), 5, "{v}");
+    assert_eq!(u(&v, "unanswered_warmup"), 3, "{v}");
+    assert_eq!(u(&v, "unanswered_no_reply"), 2, "{v}");
+    assert_eq!(u(&v, "invalid_messages"), 5, "{v}");
+    assert_eq!(u(&v, "sessions_rejected"), 3, "{v}");
+    assert_eq!(u(&v, "sessions_opened"), 1, "{v}");
+    assert_eq!(u(&v, "datagrams_in"), 15, "{v}");
+    assert_every_datagram_counted(&v);
 }

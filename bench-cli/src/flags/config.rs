@@ -256,12 +256,15 @@ pub enum LaneSteeringChoice {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum FullPolicyChoice {
     /// Drop the new peer's datagrams (counted in `sessions_refused`) until
-    /// a session ends; established peers are never disturbed.
-    #[default]
+    /// a session ends; established peers are never disturbed, but a flood
+    /// of valid messages from spoofed sources locks new peers out for the
+    /// idle timeout.
     Refuse,
-    /// End an idle session (`sessions_evicted`): the first the eviction
-    /// hand finds with no datagram since its last visit, or the idlest if
-    /// every one had one; then admit the new peer.
+    /// The default: end the least recently active session
+    /// (`sessions_evicted`) and admit the new peer, whose first datagram
+    /// passed the check. A flood of one-off sources evicts its own oldest
+    /// sessions, not a peer that keeps talking.
+    #[default]
     EvictIdlest,
 }
 

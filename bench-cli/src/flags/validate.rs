@@ -441,7 +441,7 @@ fn validate_serve(raw: &RawArgs) -> Result<ServeConfig, FlagError> {
         lane_steering: LaneSteeringChoice::Auto,
         idle_timeout: Some(DEFAULT_SERVE_IDLE_TIMEOUT),
         max_sessions: DEFAULT_MAX_SESSIONS,
-        full_policy: FullPolicyChoice::Refuse,
+        full_policy: FullPolicyChoice::EvictIdlest,
         format: OutputFormat::Auto,
     };
     for f in &raw.flags {

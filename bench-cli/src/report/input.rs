@@ -174,7 +174,9 @@ pub struct Run {
     pub rtt_p999_us: Option<f64>,
     /// `cpu_percent`.
     pub cpu_percent: Option<f64>,
-    /// `udp_lost_messages`.
+    /// Lost echoes of the run, both phases: `udp_lost_messages` (the
+    /// measured phase's), plus `udp_lost_warmup_messages` on a UDP echo line
+    /// that counts them apart (older lines held both in `udp_lost_messages`).
     pub udp_lost_messages: Option<u64>,
     /// What a run of the keel-rudp benchmark adds (its key, seed and
     /// measurements); `None` for a run of the UDP echo matrix. See
@@ -274,7 +276,7 @@ impl Run {
             rtt_p99_us: f.measured("rtt_p99_us"),
             rtt_p999_us: f.measured("rtt_p999_us"),
             cpu_percent: f.measured("cpu_percent"),
-            udp_lost_messages: obj.get("udp_lost_messages").and_then(Value::as_u64),
+            udp_lost_messages: lost_echoes(obj, rudp.is_some()),
             rudp,
             other_settings,
         })
@@ -303,4 +305,29 @@ fn kind_of(v: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
+}
+
+/// A line's lost echoes, both phases. keel-bench's UDP echo once counted
+/// warm-up losses in `udp_lost_messages` (and `udp_lost_warmup_messages`
+/// said which share), so lost could exceed `messages_sent`; it now counts
+/// only the measured phase's there and the warm-up's apart, among
+/// `warmup_errors`. A line whose `warmup_errors` hold its warm-up losses
+/// is of the new kind: its total is the sum. Older lines (their warm-up
+/// losses not among `warmup_errors`) and keel-rudp lines (whose warm-up
+/// losses were always apart and are not a loss of the measured run) keep
+/// `udp_lost_messages`.
+pub(crate) fn lost_echoes(obj: &serde_json::Map<String, Value>, rudp: bool) -> Option<u64> {
+    let lost = obj.get("udp_lost_messages").and_then(Value::as_u64);
+    let warmup = obj
+        .get("udp_lost_warmup_messages")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let warmup_errors = obj
+        .get("warmup_errors")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    if rudp || warmup == 0 || warmup_errors < warmup {
+        return lost;
+    }
+    Some(lost.unwrap_or(0) + warmup)
 }

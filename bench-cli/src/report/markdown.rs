@@ -188,8 +188,9 @@ fn loss_table(md: &mut String, report: &Report) {
     }
     md.push_str("## Loss by payload and window\n\n");
     md.push_str(
-        "`udp_lost_messages` per run, from every run that reports it (failed runs included; \
-         all other settings pooled): median per run, max in one run, runs.\n\n",
+        "Lost echoes per run, both phases (`udp_lost_messages` + `udp_lost_warmup_messages`), \
+         from every run that reports them (failed runs included; all other settings pooled): \
+         median per run, max in one run, runs.\n\n",
     );
     let windows: BTreeSet<u64> = report.loss.iter().map(|c| c.window).collect();
     let payloads: BTreeSet<u64> = report.loss.iter().map(|c| c.payload_bytes).collect();

@@ -94,7 +94,7 @@ pub struct LossCell {
     pub payload_bytes: u64,
     /// `window`.
     pub window: u64,
-    /// `udp_lost_messages` of each run in the cell.
+    /// Lost echoes of each run in the cell, both phases.
     pub lost: Vec<u64>,
     /// How many of those runs failed (for any reason).
     pub failed_runs: usize,

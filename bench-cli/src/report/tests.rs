@@ -484,3 +484,28 @@ fn charts_only_with_data() {
     assert!(loss.contains("no loss: no echo lost in any of the 1 runs"));
     assert_eq!(charts::loss_svg(&Report::default()).unwrap(), None);
 }
+
+/// Issue 19: keel-bench now counts warm-up losses apart from
+/// `udp_lost_messages` (among `warmup_errors`); the loss table adds them
+/// back, and does not add them twice on an older line, whose
+/// `udp_lost_messages` already held them.
+#[test]
+fn lost_echoes_are_both_phases_on_new_lines_and_not_doubled_on_old_ones() {
+    let mut new = failed(
+        line("shared", 1, 64, 0.0, 10.0),
+        "warm-up failed: warmup_errors = 537 (udp_lost_warmup_messages = 537)",
+        0,
+    );
+    new["udp_lost_warmup_messages"] = json!(537);
+    new["warmup_errors"] = json!(537);
+    let mut old = failed(
+        line("shared", 1, 16, 0.0, 10.0),
+        "udp_lost_messages = 540",
+        540,
+    );
+    old["udp_lost_warmup_messages"] = json!(520);
+    old["warmup_errors"] = json!(0);
+    let r = report_of(&[new, old]);
+    let lost: Vec<(u64, Vec<u64>)> = r.loss.iter().map(|c| (c.window, c.lost.clone())).collect();
+    assert_eq!(lost, vec![(16, vec![540]), (64, vec![537])]);
+}

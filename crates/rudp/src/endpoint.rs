@@ -19,6 +19,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use crate::admission::{source_key, Admission, RateTable, SourceKey};
+use crate::budget::{RecvBudget, DEFAULT_RECV_BUDGET};
 use crate::config::{Config, ConfigError};
 use crate::connection::{Connection, Event, Side, State};
 use crate::deadlines::Deadlines;
@@ -88,6 +89,12 @@ pub struct EndpointConfig {
     /// expiry is checked against it plus the time since. Defaults to the
     /// system clock.
     pub unix_time_at_start: u64,
+    /// Receive memory all its connections hold at most, in all, beside each
+    /// one's `max_recv_buffer` (default [`DEFAULT_RECV_BUDGET`], 256 MiB).
+    /// At it, frames needing more memory are refused unacknowledged (the
+    /// peers resend) and counted. Clones share it: a [`Server`](crate::Server)
+    /// gives one to all its lanes.
+    pub recv_budget: RecvBudget,
 }
 
 impl EndpointConfig {
@@ -105,6 +112,7 @@ impl EndpointConfig {
             unix_time_at_start: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
+            recv_budget: RecvBudget::new(DEFAULT_RECV_BUDGET),
         }
     }
 }
@@ -182,6 +190,12 @@ pub struct EndpointStats {
     /// Source addresses forgotten by the handshake-rate table
     /// ([`Admission::rate_table_size`]) to make room for another.
     pub rate_table_evictions: u64,
+    /// Message frames of its connections refused because the receive
+    /// budget ([`EndpointConfig::recv_budget`]) was spent.
+    pub budget_refused: u64,
+    /// Message frames of its connections refused as too far ahead of their
+    /// channel's window.
+    pub window_refused: u64,
 }
 
 impl std::ops::Add for EndpointStats {
@@ -210,6 +224,8 @@ impl std::ops::Add for EndpointStats {
             refused_rate_limit: self.refused_rate_limit + o.refused_rate_limit,
             connections_replaced: self.connections_replaced + o.connections_replaced,
             rate_table_evictions: self.rate_table_evictions + o.rate_table_evictions,
+            budget_refused: self.budget_refused + o.budget_refused,
+            window_refused: self.window_refused + o.window_refused,
         }
     }
 }
@@ -348,6 +364,12 @@ impl Endpoint {
     /// Counters.
     pub fn stats(&self) -> EndpointStats {
         self.stats
+    }
+
+    /// The receive budget its connections share (with the other lanes of
+    /// a server): its limit and what is used now.
+    pub fn recv_budget(&self) -> &RecvBudget {
+        &self.cfg.recv_budget
     }
 
     /// Connections held.
@@ -510,7 +532,11 @@ impl Endpoint {
                     return Handled::Dropped;
                 };
                 let before = slot.conn.packets_received();
+                let refusals = slot.conn.recv_refusals();
                 slot.conn.handle_datagram(now, data);
+                let (budget, window) = slot.conn.recv_refusals();
+                self.stats.budget_refused += budget - refusals.0;
+                self.stats.window_refused += window - refusals.1;
                 // A valid packet from a new address moves the connection
                 // there (NAT rebinding); an invalid one moves nothing.
                 if slot.addr != from && slot.conn.packets_received() > before {
@@ -666,6 +692,7 @@ impl Endpoint {
             };
         conn.set_peer_max_ack_delay(Duration::from_micros(max_ack_delay_us));
         let mut token = None;
+        conn.set_recv_budget(self.cfg.recv_budget.clone());
         if let Some(c) = claims {
             self.remember_token(from, &c);
             // One live connection per token: the newest replaces the older.

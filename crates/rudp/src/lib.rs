@@ -10,7 +10,9 @@
 //! * [`Connection`]: channels ([`ChannelKind`]: reliable-ordered,
 //!   reliable-unordered, unreliable-sequenced, unreliable) with per-channel
 //!   ordering, priorities, fragmentation up to `max_message_size` with
-//!   memory caps and backpressure ([`SendError::Backpressure`]); acks as
+//!   memory caps and backpressure ([`SendError::Backpressure`]), receive
+//!   memory taken as bytes arrive against a per-connection cap and a
+//!   server-wide [`RecvBudget`]; acks as
 //!   ranges piggybacked on every packet; RTT and loss detection per
 //!   RFC 6298 / RFC 9002; redundancy for small reliable messages
 //!   ([`Redundancy`]); NewReno congestion control and pacing for bulk
@@ -38,6 +40,7 @@
 #![warn(missing_docs)]
 
 mod admission;
+mod budget;
 mod cc;
 mod channel;
 mod config;
@@ -56,6 +59,7 @@ pub mod sim;
 pub mod wire;
 
 pub use admission::Admission;
+pub use budget::{RecvBudget, DEFAULT_RECV_BUDGET};
 pub use cc::{NewReno, Pacer};
 pub use channel::{ChannelConfig, ChannelKind};
 pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};

@@ -121,14 +121,15 @@ pub enum FullPolicy {
     /// sessions must not lock out new players, at the price that a flood
     /// can evict quiet ones.
     ///
-    /// The choice is a clock (approximate LRU, amortized O(1)): a hand
-    /// visits the lane's sessions in turn, spares one that had a datagram
-    /// since its last visit and evicts the first that had none (if every
-    /// session had one, the idlest of them). A newcomer's first datagram
-    /// does not count, and it takes the evicted slot, behind the hand. So a
-    /// flood of new addresses evicts its own sessions, oldest first, and a
-    /// peer that sends at least once per turn of the hand (about
-    /// `max_sessions` admissions under such a flood) keeps its session.
+    /// The session evicted is the least recently active one (exact LRU,
+    /// O(1) per datagram and per eviction: the lane keeps its sessions in
+    /// a list by activity and moves a session to the end with each of its
+    /// datagrams). A newcomer is the most recently active, so a flood of
+    /// new addresses evicts its own sessions, oldest first, and a peer that
+    /// sends at least once per `max_sessions` admissions under such a
+    /// flood keeps its session. Only a newcomer that
+    /// [`ServerHandler::connect`](crate::ServerHandler::connect) admitted
+    /// evicts anyone: refuse bad first datagrams there.
     EvictIdlest,
 }
 

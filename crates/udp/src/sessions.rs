@@ -11,6 +11,8 @@ use crate::sys::LocalAddr;
 pub(crate) struct Slot<S> {
     pub(crate) peer: SocketAddr,
     pub(crate) state: S,
+    /// When the session last had a datagram (set by the lane, with
+    /// [`Sessions::touch`]).
     pub(crate) last_active: Instant,
     /// This session's timers (cancelled when it ends). Empty, and so not
     /// allocated, for a session that never made one.
@@ -20,10 +22,6 @@ pub(crate) struct Slot<S> {
     /// The local address the peer's last datagram came to, when the socket
     /// is bound to a wildcard address (`IP_PKTINFO`): replies leave from it.
     pub(crate) local: Option<LocalAddr>,
-    /// A datagram came since the eviction hand last visited this slot
-    /// ([`Sessions::evict_candidate`]); a session's first datagram, the one
-    /// that opened it, does not count.
-    pub(crate) heard: bool,
 }
 
 /// Names one session across threads: its slot and the slot's generation
@@ -35,17 +33,40 @@ pub(crate) struct SessionKey {
     pub(crate) gen: u32,
 }
 
+/// No slot (the end of the activity list).
+const NIL: u32 = u32::MAX;
+
+/// A slot's neighbours in the activity list.
+#[derive(Clone, Copy)]
+struct Link {
+    /// Less recently active.
+    prev: u32,
+    /// More recently active.
+    next: u32,
+}
+
 /// Sessions in a slab (stable indices, no allocation per datagram) with an
 /// index by peer address. std's SipHash keyed per process keeps an attacker
 /// who picks source addresses from degrading the map.
+///
+/// The open sessions are also in a doubly linked list by activity (links
+/// by slot index, beside the slab): least recently active first. A
+/// datagram moves its session to the end ([`Sessions::touch`]), so the
+/// session to evict ([`Sessions::evict_candidate`]) and the sessions past
+/// the idle timeout ([`Sessions::idle_before`]) are found from the front,
+/// each step O(1) whatever the table holds.
 pub(crate) struct Sessions<S> {
     slots: Vec<Option<Slot<S>>>,
     /// Per slot: bumped each time a session leaves it.
     gens: Vec<u32>,
+    /// Per slot: its place in the activity list (meaningless while free).
+    links: Vec<Link>,
+    /// Least recently active open session, or [`NIL`].
+    oldest: u32,
+    /// Most recently active open session, or [`NIL`].
+    newest: u32,
     free: Vec<usize>,
     index: HashMap<SocketAddr, usize>,
-    /// The slot the eviction hand visits next.
-    hand: usize,
 }
 
 impl<S> Sessions<S> {
@@ -53,9 +74,11 @@ impl<S> Sessions<S> {
         Sessions {
             slots: Vec::new(),
             gens: Vec::new(),
+            links: Vec::new(),
+            oldest: NIL,
+            newest: NIL,
             free: Vec::new(),
             index: HashMap::new(),
-            hand: 0,
         }
     }
 
@@ -72,12 +95,18 @@ impl<S> Sessions<S> {
         self.index.get(peer).copied()
     }
 
+    /// Opens a session for `peer`, active at `now` (the most recently
+    /// active session).
     pub(crate) fn insert(&mut self, peer: SocketAddr, state: S, now: Instant) -> usize {
         let i = match self.free.pop() {
             Some(i) => i,
             None => {
                 self.slots.push(None);
                 self.gens.push(0);
+                self.links.push(Link {
+                    prev: NIL,
+                    next: NIL,
+                });
                 self.slots.len() - 1
             }
         };
@@ -88,10 +117,48 @@ impl<S> Sessions<S> {
             timers: Vec::new(),
             gen: self.gens[i],
             local: None,
-            heard: false,
         });
         self.index.insert(peer, i);
+        self.push_newest(i as u32);
         i
+    }
+
+    /// The session in slot `i` had a datagram at `now`: it becomes the most
+    /// recently active. O(1).
+    pub(crate) fn touch(&mut self, i: usize, now: Instant) {
+        let Some(slot) = self.slots.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        slot.last_active = now;
+        let i = i as u32;
+        if self.newest != i {
+            self.unlink(i);
+            self.push_newest(i);
+        }
+    }
+
+    fn push_newest(&mut self, i: u32) {
+        self.links[i as usize] = Link {
+            prev: self.newest,
+            next: NIL,
+        };
+        match self.newest {
+            NIL => self.oldest = i,
+            n => self.links[n as usize].next = i,
+        }
+        self.newest = i;
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let Link { prev, next } = self.links[i as usize];
+        match prev {
+            NIL => self.oldest = next,
+            p => self.links[p as usize].next = next,
+        }
+        match next {
+            NIL => self.newest = prev,
+            n => self.links[n as usize].prev = prev,
+        }
     }
 
     pub(crate) fn get_mut(&mut self, i: usize) -> Option<&mut Slot<S>> {
@@ -116,6 +183,7 @@ impl<S> Sessions<S> {
     pub(crate) fn remove_at(&mut self, i: usize) -> Option<Slot<S>> {
         let slot = self.slots.get_mut(i)?.take()?;
         self.index.remove(&slot.peer);
+        self.unlink(i as u32);
         self.gens[i] = self.gens[i].wrapping_add(1);
         self.free.push(i);
         Some(slot)
@@ -127,52 +195,29 @@ impl<S> Sessions<S> {
         self.remove_at(i)
     }
 
-    /// The session to evict for a newcomer when the table is full: a clock
-    /// (approximate LRU). The hand visits the slots in turn; a session heard
-    /// from since the hand's last visit is spared (its mark cleared), and the
-    /// first one not heard from is the one. If every session was heard from,
-    /// the idlest of them goes.
+    /// The session to evict for a newcomer when the table is full: the
+    /// least recently active one (the front of the activity list). O(1).
     ///
-    /// A newcomer takes the slot just evicted (the free list is empty when
-    /// the table is full), behind the hand, unmarked: it has a whole turn to
-    /// send again. So a flood of one-datagram sources evicts its own oldest
-    /// sessions, and a session that sends at least once per turn of the hand
-    /// (about `max_sessions` admissions under such a flood) is not evicted,
-    /// whatever share of the table opened after its last datagram. Taking
-    /// the idlest of a few random sessions instead (as this did before)
-    /// evicts it whenever the sample holds only sessions younger than it:
-    /// with half the table younger, one in 128 samples that include it.
-    ///
-    /// At most one turn; amortized O(1), since every slot passed over had
-    /// its mark set by a datagram (a flood cannot make eviction expensive).
-    pub(crate) fn evict_candidate(&mut self) -> Option<usize> {
-        let n = self.slots.len();
-        let mut idlest: Option<(usize, Instant)> = None;
-        for _ in 0..n {
-            let i = if self.hand < n { self.hand } else { 0 };
-            self.hand = i + 1;
-            let Some(s) = &mut self.slots[i] else {
-                continue;
-            };
-            if !s.heard {
-                return Some(i);
-            }
-            s.heard = false;
-            if idlest.is_none_or(|(_, t)| s.last_active < t) {
-                idlest = Some((i, s.last_active));
-            }
-        }
-        idlest.map(|(i, _)| i)
+    /// A newcomer is the most recently active session, so a flood of
+    /// one-datagram sources evicts its own sessions, oldest first, and a
+    /// session that had a datagram since the last `max_sessions`
+    /// admissions is never the one, whatever the flood.
+    pub(crate) fn evict_candidate(&self) -> Option<usize> {
+        (self.oldest != NIL).then_some(self.oldest as usize)
     }
 
-    /// Indices of sessions idle since before `cutoff`, appended to `out`.
+    /// Indices of sessions idle since before `cutoff`, appended to `out`,
+    /// least recently active first: walks the activity list from the
+    /// front, so it costs O(1 + sessions found), not a scan of the table
+    /// (the lane's times only grow, so the list is in `last_active` order).
     pub(crate) fn idle_before(&self, cutoff: Instant, out: &mut Vec<usize>) {
-        for (i, s) in self.slots.iter().enumerate() {
-            if let Some(s) = s {
-                if s.last_active < cutoff {
-                    out.push(i);
-                }
+        let mut i = self.oldest;
+        while i != NIL {
+            match &self.slots[i as usize] {
+                Some(s) if s.last_active < cutoff => out.push(i as usize),
+                _ => break,
             }
+            i = self.links[i as usize].next;
         }
     }
 
@@ -231,13 +276,6 @@ mod tests {
         assert_eq!(s.by_key(new).unwrap().state, "c");
     }
 
-    /// What a server lane does with a datagram for an open session.
-    fn heard_from<S>(s: &mut Sessions<S>, i: usize, now: Instant) {
-        let slot = s.get_mut(i).unwrap();
-        slot.last_active = now;
-        slot.heard = true;
-    }
-
     /// A full table, one new peer per step (each sends only its first
     /// datagram), and two peers that keep talking: `live` once every 750
     /// admissions (so up to three quarters of the table is younger than it:
@@ -258,10 +296,10 @@ mod tests {
         for step in 0..STEPS {
             let now = at(step);
             if let Some(i) = s.find(&live).filter(|_| step % 750 == 0) {
-                heard_from(&mut s, i, now);
+                s.touch(i, now);
             }
             if let Some(i) = s.find(&quiet).filter(|_| step % (2 * MAX as u32) == 0) {
-                heard_from(&mut s, i, now);
+                s.touch(i, now);
             }
             if s.len() >= MAX {
                 let victim = s.evict_candidate().unwrap();
@@ -276,44 +314,113 @@ mod tests {
             assert!(s.len() <= MAX);
         }
         assert!(s.find(&live).is_some());
-        // The hand does evict a peer silent for a whole turn.
+        // A peer silent for a whole table of admissions does go.
         let at = quiet_evicted_at.expect("the quiet peer outlived the flood");
-        assert!(at < 3 * MAX as u32, "{at}");
+        assert!(at < 2 * MAX as u32, "{at}");
+    }
+
+    /// Issue 19: the candidate is exactly the least recently active
+    /// session, against a model (the open sessions with the step each was
+    /// last active), over random inserts, datagrams, removals and
+    /// evictions. A clock (approximate LRU) picks a session heard from
+    /// since its hand's last visit over an older one it has not reached.
+    #[test]
+    fn the_candidate_is_always_the_least_recently_active_session() {
+        let t = Instant::now();
+        let mut s = Sessions::new();
+        // peer port -> step last active
+        let mut model: HashMap<u16, u64> = HashMap::new();
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for step in 0..20_000u64 {
+            let now = t + Duration::from_micros(step);
+            let port = (next() % 300) as u16;
+            match next() % 8 {
+                0 => {
+                    if let Some(i) = s.find(&addr(port)) {
+                        s.remove_at(i);
+                        model.remove(&port);
+                    }
+                }
+                1 => {
+                    if let Some(i) = s.evict_candidate() {
+                        let gone = s.remove_at(i).unwrap().peer.port();
+                        let oldest = model.values().min().copied();
+                        assert_eq!(Some(model[&gone]), oldest, "step {step}");
+                        model.remove(&gone);
+                    } else {
+                        assert!(model.is_empty());
+                    }
+                }
+                _ => match s.find(&addr(port)) {
+                    Some(i) => {
+                        s.touch(i, now);
+                        model.insert(port, step);
+                    }
+                    None => {
+                        s.insert(addr(port), (), now);
+                        model.insert(port, step);
+                    }
+                },
+            }
+            assert_eq!(s.len(), model.len());
+        }
+        // What the idle sweep finds: exactly the sessions idle before the
+        // cutoff, least recently active first.
+        let cutoff_step = 19_000;
+        let mut out = Vec::new();
+        s.idle_before(t + Duration::from_micros(cutoff_step), &mut out);
+        let found: Vec<u64> = out
+            .iter()
+            .map(|&i| model[&s.get_mut(i).unwrap().peer.port()])
+            .collect();
+        let mut want: Vec<u64> = model
+            .values()
+            .copied()
+            .filter(|&v| v < cutoff_step)
+            .collect();
+        want.sort_unstable();
+        assert_eq!(found, want);
     }
 
     #[test]
-    fn the_hand_spares_sessions_heard_from_and_takes_the_idlest_when_all_were() {
+    fn eviction_and_the_idle_sweep_follow_activity_not_slot_order() {
         let t = Instant::now();
+        let secs = |n| t + Duration::from_secs(n);
         let mut s = Sessions::new();
         for p in 0..4u16 {
-            s.insert(addr(p), (), t);
+            s.insert(addr(p), (), secs(u64::from(p)));
         }
-        // Only their first datagrams: evicted in slot order, each newcomer
-        // into the slot just freed, behind the hand.
-        for (p, expect) in (10..14u16).zip(0..4) {
-            let i = s.evict_candidate().unwrap();
-            assert_eq!(i, expect);
-            s.remove_at(i);
-            assert_eq!(s.insert(addr(p), (), t), i);
-        }
-        // Heard from since the hand's last visit: spared.
-        let secs = |n| t + Duration::from_secs(n);
-        heard_from(&mut s, 0, secs(3));
-        heard_from(&mut s, 1, secs(1));
-        assert_eq!(s.evict_candidate(), Some(2), "the first not heard from");
-        s.remove_at(2);
-        s.insert(addr(20), (), secs(2));
-        // Every one heard from: after a whole turn the idlest goes, every
-        // mark is cleared, and the hand is where it started.
-        for (i, n) in [(0, 4), (1, 2), (2, 5), (3, 6)] {
-            heard_from(&mut s, i, secs(n));
-        }
+        // Only their first datagrams: evicted in the order they came.
+        assert_eq!(s.evict_candidate(), Some(0));
+        // A datagram makes a session the most recent: 1 is now the oldest.
+        s.touch(0, secs(10));
         assert_eq!(s.evict_candidate(), Some(1));
-        assert!(s.slots_mut().all(|(_, slot)| !slot.heard));
-        assert_eq!(s.evict_candidate(), Some(3));
-
+        s.touch(1, secs(11));
+        s.touch(3, secs(12));
+        assert_eq!(s.evict_candidate(), Some(2));
+        // A newcomer takes the evicted slot and is the most recent.
+        s.remove_at(2);
+        assert_eq!(s.insert(addr(20), (), secs(13)), 2);
+        assert_eq!(s.evict_candidate(), Some(0));
         let mut out = Vec::new();
-        s.idle_before(secs(5), &mut out);
+        s.idle_before(secs(12), &mut out);
         assert_eq!(out, [0, 1]);
+        // Removing the oldest and the newest keeps the list whole.
+        s.remove_at(0);
+        s.remove_at(2);
+        assert_eq!(s.evict_candidate(), Some(1));
+        s.remove_at(1);
+        assert_eq!(s.evict_candidate(), Some(3));
+        s.remove_at(3);
+        assert_eq!(s.evict_candidate(), None);
+        out.clear();
+        s.idle_before(secs(100), &mut out);
+        assert!(out.is_empty());
     }
 }

@@ -16,9 +16,9 @@
 //!   gets at least 99 % of its echoes. Under `EvictIdlest` that is not
 //!   luck: each of its pings waits behind up to `AHEAD` flood datagrams, so
 //!   when it is next heard from, up to about 40 % of the table (more on a
-//!   loaded machine) opened after its last datagram; the eviction hand
-//!   spares it because it was heard from since the hand's last visit, one
-//!   turn of the table (about 10,000 admissions) earlier.
+//!   loaded machine) opened after its last datagram; the least recently
+//!   active session goes, and that is the peer only once a whole table of
+//!   sessions (10,000 admissions) opened after its last datagram.
 //!
 //! Load is bounded: 100,000 sends, at most 4,096 ahead of what the server
 //! has taken from its socket (so the kernel buffer never overflows and

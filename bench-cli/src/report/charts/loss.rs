@@ -116,7 +116,7 @@ fn subtitle(runs: &[&Run]) -> Vec<String> {
         format!("{lossy} of {} runs lost echoes", runs.len())
     };
     vec![
-        "cell: median lost echoes per run (udp_lost_messages),".to_string(),
+        "cell: median lost echoes per run (both phases),".to_string(),
         "the worst run, the runs and how many failed (they count too)".to_string(),
         verdict,
         pooled,

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::budget::Refusal;
 use crate::channel::{RecvCtx, RecvOutcome};
 use crate::recovery::SentPacket;
 use crate::wire::{
@@ -202,7 +203,6 @@ impl Connection {
         offset: u32,
         payload: &[u8],
     ) -> bool {
-        let conn_buffered: usize = self.recv.iter().map(|c| c.buffered).sum();
         let events = &mut self.events;
         let delivered = &mut self.stats.messages_delivered;
         let mut deliver = |data: Vec<u8>| {
@@ -211,8 +211,7 @@ impl Connection {
         };
         let mut cx = RecvCtx {
             pool: &mut self.pool,
-            conn_buffered,
-            cap: self.cfg.max_recv_buffer,
+            mem: &mut self.recv_mem,
             deliver: &mut deliver,
         };
         match self.recv[channel as usize].on_frame(seq, total, offset, payload, &mut cx) {
@@ -225,7 +224,14 @@ impl Connection {
                 self.stats.stale_messages += 1;
                 false
             }
-            RecvOutcome::Refused => true,
+            RecvOutcome::Refused(why) => {
+                match why {
+                    Refusal::Budget => self.stats.budget_refused += 1,
+                    Refusal::Window => self.stats.window_refused += 1,
+                    Refusal::Cap | Refusal::Small => {}
+                }
+                true
+            }
             RecvOutcome::Invalid => {
                 self.stats.malformed_packets += 1;
                 true

@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use crate::budget::{RecvBudget, RecvMem};
 use crate::cc::{NewReno, Pacer};
 use crate::channel::{OutMsg, RecvChannel, SendChannel};
 use crate::config::{Config, ConfigError};
@@ -94,6 +95,8 @@ pub struct Connection {
     // Channels.
     send: Vec<SendChannel>,
     recv: Vec<RecvChannel>,
+    /// What `recv` holds, against `max_recv_buffer` and the endpoint's budget.
+    recv_mem: RecvMem,
     order: Vec<u8>,
     chunk_size: usize,
     send_buffered: usize,
@@ -179,6 +182,7 @@ impl Connection {
                 .iter()
                 .map(|c| RecvChannel::new(c.kind))
                 .collect(),
+            recv_mem: RecvMem::new(cfg.max_recv_buffer, cfg.max_message_size),
             order,
             chunk_size,
             send_buffered: 0,
@@ -387,6 +391,26 @@ impl Connection {
         !self.events.is_empty()
     }
 
+    /// Draws this connection's receive memory from `budget` too, beside its
+    /// own `max_recv_buffer`: what an [`Endpoint`](crate::Endpoint) does
+    /// for each connection it creates, so all connections of a server
+    /// share one [`RecvBudget`]. What it holds already moves onto it.
+    pub fn set_recv_budget(&mut self, budget: RecvBudget) {
+        self.recv_mem.set_budget(budget);
+    }
+
+    /// Bytes of receive state held now (cheap: what
+    /// [`Stats::recv_buffered`] reports).
+    pub fn recv_buffered(&self) -> usize {
+        self.recv_mem.held()
+    }
+
+    /// Message frames refused for the shared budget, and for the window
+    /// (cheap: [`Stats::budget_refused`], [`Stats::window_refused`]).
+    pub(crate) fn recv_refusals(&self) -> (u64, u64) {
+        (self.stats.budget_refused, self.stats.window_refused)
+    }
+
     /// Gives a delivered message's buffer back for reuse.
     pub fn recycle(&mut self, data: Vec<u8>) {
         self.pool.give(data);
@@ -415,6 +439,8 @@ impl Connection {
         s.bytes_in_flight = self.recovery.bytes_in_flight;
         s.congestion_window = self.cc.window();
         s.queued_bytes = self.send.iter().map(|c| c.queued_bytes).collect();
+        s.recv_buffered = self.recv_mem.held();
+        s.partials_evicted = self.recv.iter().map(|c| c.evicted).sum();
         s
     }
 

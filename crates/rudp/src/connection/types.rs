@@ -197,8 +197,27 @@ pub struct Stats {
     pub auth_failures: u64,
     /// Authentic packets received again (the replay window): dropped.
     pub replayed_packets: u64,
-    /// Packets not acknowledged for lack of receive memory (the peer resends).
+    /// Packets not acknowledged for lack of receive memory, or because a
+    /// message was too far ahead of its channel's window (the peer
+    /// resends).
     pub refused_packets: u64,
+    /// Bytes of receive state held now (partly received messages, messages
+    /// held back for ordering, de-duplication windows), counted as bytes
+    /// arrive with their bookkeeping; at most `max_recv_buffer` (plus one
+    /// `max_message_size` for the next message a reliable channel waits
+    /// for).
+    pub recv_buffered: usize,
+    /// Message frames refused because the endpoint's shared receive budget
+    /// ([`RecvBudget`](crate::RecvBudget)) was spent.
+    pub budget_refused: u64,
+    /// Message frames refused as too far ahead of their channel's window
+    /// (65,536 messages past the next expected on a reliable-ordered
+    /// channel, 4,096 past the lowest undelivered on a reliable-unordered
+    /// one).
+    pub window_refused: u64,
+    /// Partly received unreliable messages dropped for newer ones (at most
+    /// 4 are kept per unreliable channel).
+    pub partials_evicted: u64,
     /// Messages dropped as older than one delivered (sequenced channels).
     pub stale_messages: u64,
     /// Message copies received again (redundancy and resends).

@@ -50,6 +50,14 @@ pub struct ServerConfig {
     pub udp: UdpConfig,
     /// Connect tokens and sealed packets, or insecure by name.
     pub security: ServerSecurity,
+    /// Bytes of receive state (partly received and held-back messages,
+    /// de-duplication windows) all connections of all lanes hold at most,
+    /// beside each one's `max_recv_buffer` (default
+    /// [`DEFAULT_RECV_BUDGET`](crate::DEFAULT_RECV_BUDGET), 256 MiB). At
+    /// it, frames needing more memory are refused unacknowledged (the
+    /// peers resend) and counted in
+    /// [`EndpointStats::budget_refused`](crate::EndpointStats::budget_refused).
+    pub recv_budget: usize,
 }
 
 impl ServerConfig {
@@ -65,6 +73,7 @@ impl ServerConfig {
             cookie_lifetime: Duration::from_secs(10),
             key: None,
             udp: UdpConfig::default(),
+            recv_budget: crate::budget::DEFAULT_RECV_BUDGET,
         }
     }
 }
@@ -183,6 +192,7 @@ impl<H: Handler> Server<H> {
         let mut selves = Vec::with_capacity(config.lanes);
         let mut stats = Vec::with_capacity(config.lanes);
         let mut endpoints = Vec::with_capacity(config.lanes);
+        let budget = crate::budget::RecvBudget::new(config.recv_budget);
         for lane in 0..config.lanes {
             let mut ec = EndpointConfig::new(
                 lane as u8,
@@ -193,6 +203,7 @@ impl<H: Handler> Server<H> {
             ec.cookie_lifetime = config.cookie_lifetime;
             ec.max_connections = config.max_connections;
             ec.admission = config.admission;
+            ec.recv_budget = budget.clone();
             endpoints.push(Some(Box::new(
                 Endpoint::new(ec, now).map_err(|e| invalid("connection", e))?,
             )));

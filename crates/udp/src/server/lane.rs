@@ -110,11 +110,12 @@ impl<H: ServerHandler> LaneCore<H> {
                 None => return,
             },
         };
+        // The most recently active session now (a new one already is).
+        if known {
+            self.parts.sessions.touch(index, now);
+        }
         // A held datagram has no local address: the session keeps its last.
         if let Some(mut session) = self.parts.session(index, cx) {
-            session.slot.last_active = now;
-            // Marked for the eviction hand by every datagram but the first.
-            session.slot.heard = known;
             if local.is_some() {
                 session.slot.local = local;
             }
