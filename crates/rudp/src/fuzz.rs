@@ -48,6 +48,8 @@ pub(crate) struct Report {
     pub worst_step_index: u64,
     /// The most receive bytes the endpoint held after any step.
     pub peak_held: usize,
+    /// Frames its connections refused for the budget or a window.
+    pub budget_refused: u64,
     /// Packets the attackers' connections accepted (decoded and
     /// authenticated): shows the inputs got past the header and the tag.
     pub packets_accepted: u64,
@@ -75,6 +77,8 @@ pub(crate) enum Failure {
 
 const SERVER_KEY: [u8; 32] = [0x5e; 32];
 const TOKEN_KEY: [u8; 32] = [0x70; 32];
+/// The endpoint's receive budget in a run.
+const FUZZ_RECV_BUDGET: usize = 384 << 10;
 /// Attacker connections per run, each from its own address.
 const ATTACKERS: usize = 3;
 /// Well-behaved clients per run, whose real packets are also mutated.
@@ -175,6 +179,8 @@ impl Target {
         };
         let mut ecfg = EndpointConfig::new(0, SERVER_KEY, config(), security);
         ecfg.unix_time_at_start = 1_000_000;
+        // Less than the connections' caps together, so runs reach it.
+        ecfg.recv_budget = crate::RecvBudget::new(FUZZ_RECV_BUDGET);
         let ep = Endpoint::new(ecfg, now).expect("a valid config");
         let mut t = Target {
             mode,
@@ -280,26 +286,29 @@ impl Target {
         handle
     }
 
-    /// Bytes the endpoint's connections hold for the peer (reassembly,
-    /// out-of-order messages) and the budget they must stay under.
+    /// Receive bytes held beyond a bound: the most any connection holds
+    /// over its cap (the next message a reliable channel waits for may
+    /// pass `max_recv_buffer` by one message), or the endpoint's budget
+    /// over its limit. `(held, limit)` of the worse; `held <= limit` when
+    /// every bound holds.
     fn held(&self) -> (usize, usize) {
-        let held = self
+        let cfg = config();
+        let per_conn = cfg.max_recv_buffer + cfg.max_message_size;
+        let worst_conn = self
             .ep
             .handles()
             .filter_map(|h| self.ep.connection(h))
             .map(|c| c.recv_buffered())
-            .sum();
-        // The next message of an ordered channel is always taken, past
-        // the cap (it unblocks the channel), so each ordered channel may
-        // hold one message more.
-        let cfg = config();
-        let ordered = cfg
-            .channels
-            .iter()
-            .filter(|c| c.kind == ChannelKind::ReliableOrdered)
-            .count();
-        let per_conn = cfg.max_recv_buffer + ordered * cfg.max_message_size;
-        (held, per_conn * self.ep.connection_count())
+            .max()
+            .unwrap_or(0);
+        let budget = self.ep.recv_budget();
+        // One lane: no other lane's frame can be in flight past the check.
+        let (used, limit) = (budget.used(), budget.limit());
+        if worst_conn > per_conn {
+            (worst_conn, per_conn)
+        } else {
+            (used, limit)
+        }
     }
 
     fn attackers_received(&self) -> u64 {
@@ -540,6 +549,7 @@ impl Target {
 
     fn report(&self, r: &mut Report) {
         r.packets_accepted = self.accepted;
+        r.budget_refused = self.ep.recv_budget().refused();
         for h in self.ep.handles() {
             if let Some(c) = self.ep.connection(h) {
                 r.messages_delivered += c.stats().messages_delivered;
@@ -603,10 +613,13 @@ fn gen_frame(rng: &mut Rng, w: &mut Writer<'_>, sent: u64) -> bool {
     let payload = [0xabu8; 1200];
     let plen = |rng: &mut Rng, room: usize| -> usize {
         let max = room.saturating_sub(40).clamp(1, 1200);
-        match rng.next_u64() % 3 {
+        // Slivers (the reassembly's worst case, mostly refused) and pieces
+        // big enough to be taken (what fills the budget).
+        match rng.next_u64() % 4 {
             0 => 1,
             1 => 1 + (rng.next_u64() as usize) % 16,
-            _ => 1 + (rng.next_u64() as usize) % max,
+            2 => 1 + (rng.next_u64() as usize) % max,
+            _ => max,
         }
         .min(max)
     };
@@ -786,7 +799,7 @@ pub(crate) fn run(
             }
         }
         let (held, budget) = t.held();
-        report.peak_held = report.peak_held.max(held);
+        report.peak_held = report.peak_held.max(t.ep.recv_budget().used());
         if held > budget {
             return Err(Failure::OverBudget {
                 step: i,
@@ -877,12 +890,14 @@ mod tests {
         let start = Instant::now();
         match run(mode, seed, inputs, default_step_limit()) {
             Ok(r) => println!(
-                "fuzz {mode:?} seed {seed}: {} inputs in {:?}, worst step {:?} (#{}), peak held {} B, {} packets accepted, {} messages delivered",
+                "fuzz {mode:?} seed {seed}: {} inputs in {:?}, worst step {:?} (#{}), peak held {} B (budget {} B, {} frames refused at it), {} packets accepted, {} messages delivered",
                 r.inputs,
                 start.elapsed(),
                 r.worst_step,
                 r.worst_step_index,
                 r.peak_held,
+                FUZZ_RECV_BUDGET,
+                r.budget_refused,
                 r.packets_accepted,
                 r.messages_delivered
             ),

@@ -444,13 +444,6 @@ impl Connection {
         s
     }
 
-    /// Bytes of the peer's messages held: partly received, or whole and
-    /// held back behind a gap of an ordered channel.
-    #[cfg(test)]
-    pub(crate) fn recv_buffered(&self) -> usize {
-        self.recv.iter().map(|c| c.buffered).sum()
-    }
-
     /// Bytes queued or unacknowledged on `channel` (0 for no such channel).
     pub fn queued_bytes(&self, channel: u8) -> usize {
         self.send
