@@ -47,6 +47,8 @@ mod config;
 mod connection;
 mod deadlines;
 mod endpoint;
+#[cfg(test)]
+mod fuzz;
 mod net;
 mod pool;
 mod ranges;

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The long fuzz run of keel-rudp (the suite runs a short one): the sans-IO
+# endpoint in insecure and token mode, and the frame decoder, each for
+# INPUTS inputs from SEED, in release, one mode per core at a time.
+#
+#   scripts/fuzz.sh                      # 10 million inputs per mode, seed 1
+#   INPUTS=100000 SEED=7 scripts/fuzz.sh # a quick one
+#
+# A panic, a step over 1 ms (timed three times, replayed from the seed),
+# or receive memory beyond the budget fails it; the failing seed and step
+# are printed. Output: one line per mode, also in out/fuzz/<mode>.log.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+INPUTS=${INPUTS:-10000000}
+SEED=${SEED:-1}
+MODES=${MODES:-"insecure tokens decoder"}
+mkdir -p out/fuzz
+cargo test --release -p keel-rudp --lib --no-run -q 2>/dev/null || cargo test --release -p keel-rudp --lib --no-run
+status=0
+pids=()
+for mode in $MODES; do
+  (
+    KEEL_FUZZ_MODE=$mode KEEL_FUZZ_INPUTS=$INPUTS KEEL_FUZZ_SEED=$SEED \
+      cargo test -q --release -p keel-rudp --lib fuzz::tests::long_run -- --ignored --nocapture \
+      >"out/fuzz/$mode.log" 2>&1
+  ) &
+  pids+=($!)
+  # Two at a time: one per core.
+  if [ "${#pids[@]}" -ge 2 ]; then
+    wait "${pids[0]}" || status=1
+    pids=("${pids[@]:1}")
+  fi
+done
+for p in "${pids[@]}"; do wait "$p" || status=1; done
+for mode in $MODES; do
+  grep -h '^fuzz \|panicked\|Failure\|OverBudget\|Slow\|Panic' "out/fuzz/$mode.log" | head -5 || true
+done
+[ "$status" = 0 ] && echo "fuzz.sh: $INPUTS inputs per mode, seed $SEED: no failure" >&2 ||
+  echo "fuzz.sh: FAILED (logs in out/fuzz/)" >&2
+exit "$status"
