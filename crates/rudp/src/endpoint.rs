@@ -39,10 +39,22 @@ pub const REFUSE_SECURITY_MISMATCH: u64 = 3;
 pub const REFUSE_TOKEN: u64 = 4;
 /// CLOSE code of a connection whose peer stopped its
 /// [`Server`](crate::Server) or [`Client`](crate::Client) (`stop`): the
-/// reason is "server stopping" or "client stopping". Codes 1 to 5 are
-/// keel-rudp's own; a game's `close` codes are its own business, but
-/// staying clear of these keeps them unambiguous.
+/// reason is "server stopping" or "client stopping". Codes 1 to 31 are
+/// keel-rudp's own (REFUSEs below 16, CLOSEs from 16); a game's `close`
+/// codes are its own business, but staying clear of these keeps them
+/// unambiguous.
 pub const CLOSE_STOPPED: u64 = 5;
+/// CLOSE code of the connections of a server lane (or of a client) whose
+/// [`Handler`](crate::Handler) panicked: the reason is "handler panicked"
+/// (the panic's message stays on the server, in
+/// [`Server::failed_lanes`](crate::Server::failed_lanes)). Codes 16 and
+/// up are keel-rudp's closes, clear of the REFUSE codes below 16.
+pub const CLOSE_HANDLER_PANIC: u64 = 16;
+/// CLOSE code sent once to a peer that acknowledged nothing for the
+/// connection's `ack_timeout`
+/// ([`DisconnectReason::AckTimeout`](crate::DisconnectReason::AckTimeout)
+/// on this side).
+pub const CLOSE_ACK_TIMEOUT: u64 = 17;
 /// Tokens the replay cache remembers at most (oldest forgotten first).
 pub const REPLAY_CACHE: usize = 8192;
 

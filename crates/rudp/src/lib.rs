@@ -56,11 +56,13 @@ pub use cc::{NewReno, Pacer};
 pub use channel::{ChannelConfig, ChannelKind};
 pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
 pub use connection::{
-    Connection, DisconnectReason, Event, MessageId, SendError, Side, State, Stats,
+    ChannelUndelivered, Connection, DisconnectReason, Event, MessageId, SendError, Side, State,
+    Stats, Undelivered,
 };
 pub use endpoint::{
-    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, CLOSE_STOPPED, COOKIE_LEN,
-    REFUSE_CONFIG_MISMATCH, REFUSE_FULL, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN, REPLAY_CACHE,
+    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, CLOSE_ACK_TIMEOUT,
+    CLOSE_HANDLER_PANIC, CLOSE_STOPPED, COOKIE_LEN, REFUSE_CONFIG_MISMATCH, REFUSE_FULL,
+    REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN, REPLAY_CACHE,
 };
 pub use net::client::{Client, ClientConfig};
 pub use net::handler::{Ctx, Handler};
