@@ -67,7 +67,8 @@ pub use endpoint::{
 pub use net::client::{Client, ClientConfig};
 pub use net::handler::{Ctx, Handler};
 pub use net::sender::Sender;
-pub use net::server::{Server, ServerConfig};
+pub use net::server::{Server, ServerConfig, ServerStatus};
+pub use net::stop::{ConnectionReport, LaneFailure, StopReport, Stopping};
 pub use ranges::RangeSet;
 pub use recovery::PACKET_THRESHOLD;
 pub use rtt::{RttEstimator, GRANULARITY};
