@@ -291,10 +291,14 @@ impl Connection {
         self.recovery.max_ack_delay = d;
     }
 
-    /// When a connection closing or draining from `now` ends: three probe
-    /// timeouts, allowing for the peer's ack delay.
+    /// When a connection draining from `now` (the peer's latest CLOSE)
+    /// ends: three probe timeouts, allowing for the peer's ack delay, and
+    /// at least a quarter of `close_timeout`, two of the longest gaps
+    /// between the peer's repeats of its CLOSE (if it has this end's
+    /// settings): a repeat whose acknowledgement was lost is still
+    /// answered.
     pub(super) fn closing_deadline(&self, now: Instant) -> Instant {
-        now + self.rtt.pto(self.recovery.max_ack_delay) * 3
+        now + (self.rtt.pto(self.recovery.max_ack_delay) * 3).max(self.cfg.close_timeout / 4)
     }
 
     /// The longest the peer holds an acknowledgement back, as it announced
