@@ -447,10 +447,11 @@ impl Connection {
             State::Connected => {
                 let mut t = self.last_recv + self.cfg.idle_timeout;
                 t = t.min(self.last_eliciting_sent + self.cfg.keepalive_interval);
-                for x in [self.flow_timeout(soon), self.ack_timeout_at()] {
-                    if let Some(x) = x {
-                        t = t.min(x);
-                    }
+                for x in [self.flow_timeout(soon), self.ack_timeout_at()]
+                    .into_iter()
+                    .flatten()
+                {
+                    t = t.min(x);
                 }
                 Some(t)
             }

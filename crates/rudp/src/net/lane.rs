@@ -66,6 +66,8 @@ pub(crate) struct LaneState<H: Handler> {
     /// (a stop, a panic).
     ending: Option<(u64, Arc<str>)>,
     stopping: Option<LaneStopping>,
+    /// The stop's report and who waits for it, sent when the state drops.
+    final_report: Option<(LaneStop, Vec<mpsc::Sender<LaneStop>>)>,
     /// Scratch for the handles of the lane's connections.
     handles: Vec<ConnectionHandle>,
 }
@@ -94,6 +96,7 @@ impl<H: Handler> LaneState<H> {
             failure,
             ending: None,
             stopping: None,
+            final_report: None,
             handles: Vec::new(),
         }
     }
@@ -160,10 +163,9 @@ impl<H: Handler> LaneState<H> {
         done: mpsc::Sender<LaneStop>,
     ) {
         if let Some(st) = &mut self.stopping {
-            if st.finished {
-                let _ = done.send(self.lane_stop());
-            } else {
-                st.done.push(done);
+            match &mut self.final_report {
+                Some((_, waiters)) => waiters.push(done),
+                None => st.done.push(done),
             }
             return;
         }
@@ -221,17 +223,10 @@ impl<H: Handler> LaneState<H> {
         let report = self.lane_stop();
         if let Some(st) = &mut self.stopping {
             st.finished = true;
-            let first = st.done.pop();
-            for d in st.done.drain(..) {
-                let _ = d.send(LaneStop {
-                    undelivered: report.undelivered.clone(),
-                    failure: report.failure.clone(),
-                    ..report
-                });
-            }
-            if let Some(first) = first {
-                let _ = first.send(report);
-            }
+            // Sent when the lane's state is dropped, once its socket is
+            // closed: whoever gets the report sees the lane stopped.
+            let waiters = std::mem::take(&mut st.done);
+            self.final_report = Some((report, waiters));
         }
         if let Some(me) = self.me.get() {
             me.close();
@@ -397,6 +392,20 @@ impl<H: Handler> LaneState<H> {
     /// Whether the client's connection has ended.
     pub(crate) fn client_closed(&self) -> bool {
         matches!(&self.conns, Conns::Client { conn, .. } if conn.state() == State::Closed)
+    }
+}
+
+impl<H: Handler> Drop for LaneState<H> {
+    fn drop(&mut self) {
+        if let Some((report, waiters)) = self.final_report.take() {
+            for w in waiters {
+                let _ = w.send(LaneStop {
+                    undelivered: report.undelivered.clone(),
+                    failure: report.failure.clone(),
+                    ..report
+                });
+            }
+        }
     }
 }
 

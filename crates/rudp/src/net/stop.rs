@@ -129,10 +129,13 @@ impl Stopping {
     }
 
     fn finish(&mut self) -> StopReport {
-        // Lanes that did not report in time are closed without it.
+        // Lanes that did not report in time are closed without it (a
+        // lane already closed had nothing left to report: a second stop).
         for (lane, post) in self.waiting.drain(..) {
-            post.close();
-            self.report.unfinished_lanes.push(lane);
+            if !post.is_closed() {
+                post.close();
+                self.report.unfinished_lanes.push(lane);
+            }
         }
         self.report.failed_lanes.sort_by_key(|f| f.lane);
         self.report.unfinished_lanes.sort_unstable();
@@ -141,7 +144,7 @@ impl Stopping {
 
     /// The report, once every lane has given its part (or the deadline and
     /// a grace of 100 ms passed); `None` while lanes are still closing.
-    /// Never blocks.
+    /// Never blocks. A lane gives its part once its socket is closed.
     pub fn poll(&mut self) -> Option<StopReport> {
         while !self.waiting.is_empty() {
             match self.rx.try_recv() {
