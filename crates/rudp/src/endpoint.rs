@@ -160,6 +160,17 @@ pub struct EndpointStats {
     pub tokens_replayed: u64,
     /// Hellos refused: a token to an insecure server, or none to a secure one.
     pub security_mismatches: u64,
+    /// Connections ended because the peer acknowledged nothing for
+    /// `ack_timeout` (`DisconnectReason::AckTimeout`).
+    pub ack_timeouts: u64,
+    /// Connections removed with messages the peer never acknowledged
+    /// (see [`Connection::undelivered`]).
+    pub undelivered_connections: u64,
+    /// Those messages, over all removed connections.
+    pub undelivered_messages: u64,
+    /// Connections removed whose CLOSE (this side's) was never
+    /// acknowledged.
+    pub closes_unacknowledged: u64,
 }
 
 impl std::ops::Add for EndpointStats {
@@ -184,6 +195,10 @@ impl std::ops::Add for EndpointStats {
             tokens_wrong_key: self.tokens_wrong_key + o.tokens_wrong_key,
             tokens_replayed: self.tokens_replayed + o.tokens_replayed,
             security_mismatches: self.security_mismatches + o.security_mismatches,
+            ack_timeouts: self.ack_timeouts + o.ack_timeouts,
+            undelivered_connections: self.undelivered_connections + o.undelivered_connections,
+            undelivered_messages: self.undelivered_messages + o.undelivered_messages,
+            closes_unacknowledged: self.closes_unacknowledged + o.closes_unacknowledged,
         }
     }
 }
@@ -756,6 +771,17 @@ impl Endpoint {
             };
             slot.dirty = false;
             if slot.conn.state() == State::Closed && !slot.conn.has_events() {
+                let left = slot.conn.undelivered();
+                if left.messages > 0 {
+                    self.stats.undelivered_connections += 1;
+                    self.stats.undelivered_messages += left.messages;
+                }
+                if left.close_unacknowledged {
+                    self.stats.closes_unacknowledged += 1;
+                }
+                if slot.conn.ended_by_ack_timeout() {
+                    self.stats.ack_timeouts += 1;
+                }
                 let cid = slot.conn.connection_id();
                 let nonce = slot.nonce;
                 self.by_cid.remove(&cid);

@@ -189,6 +189,17 @@ fn a_stop_reports_what_a_vanished_client_did_not_get() {
     assert_eq!(c.undelivered.channels[0].first_seq, 0);
     assert!(c.undelivered.close_unacknowledged);
     assert_eq!(c.peer.map(|a| a.port()), Some(client.local_addr().port()));
+    // And the server's counters keep it.
+    let s = server.stats();
+    assert_eq!(
+        (
+            s.undelivered_connections,
+            s.undelivered_messages,
+            s.closes_unacknowledged
+        ),
+        (1, 10, 1),
+        "{s:?}"
+    );
     // The deadline bounds the stop (close_timeout, plus scheduling).
     assert!(took < Duration::from_secs(2), "{took:?}");
     // The handler heard of the end too, with what was lost.

@@ -292,6 +292,7 @@ impl Connection {
             self.cfg.ack_timeout.as_millis()
         );
         self.set_close_frame(CLOSE_ACK_TIMEOUT, &reason);
+        self.ack_timed_out = true;
         self.state = State::Closing;
         self.close_deadline = Some(self.now_hint);
         self.close_once = true;
@@ -299,6 +300,11 @@ impl Connection {
         self.begin_close_phase();
         self.events
             .push_back(Event::Disconnected(DisconnectReason::AckTimeout));
+    }
+
+    /// Whether the connection ended on its ack timeout.
+    pub(crate) fn ended_by_ack_timeout(&self) -> bool {
+        self.ack_timed_out
     }
 
     /// When the ack timeout would fire, if packets await acknowledgement.

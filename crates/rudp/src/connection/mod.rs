@@ -131,6 +131,8 @@ pub struct Connection {
     close_event: Option<DisconnectReason>,
     /// Draining: the peer's CLOSE is to be acknowledged.
     drain_ack: bool,
+    /// Ended by `ack_timeout`.
+    ack_timed_out: bool,
     close_pending: bool,
     close_code: u64,
     close_reason: [u8; MAX_REASON_LEN],
@@ -226,6 +228,7 @@ impl Connection {
             close_once: false,
             close_event: None,
             drain_ack: false,
+            ack_timed_out: false,
             close_pending: false,
             close_code: 0,
             close_reason: [0; MAX_REASON_LEN],
