@@ -140,7 +140,7 @@ impl Connection {
             return;
         }
         if !self.close_phase {
-            if now >= self.close_flush_until {
+            if now >= self.close_flush_until || self.flush_done() {
                 self.begin_close_phase();
             } else {
                 self.run_recovery_timer(now);

@@ -220,6 +220,31 @@ impl<H: Handler> LaneState<H> {
                 return;
             }
         }
+        // Out of time: connections still closing (closed before the stop,
+        // with a later deadline of their own) are reported as they are.
+        let mut handles = std::mem::take(&mut self.handles);
+        self.conns.handles(&mut handles);
+        for &h in &handles {
+            let Some(c) = self.conns.get(h) else { continue };
+            if matches!(c.state(), State::Closed | State::Draining) {
+                continue;
+            }
+            let undelivered = c.undelivered();
+            let peer = self.conns.peer_addr(h);
+            if let Some(st) = &mut self.stopping {
+                st.connections += 1;
+                if undelivered.is_empty() {
+                    continue;
+                }
+                st.undelivered.push(ConnectionReport {
+                    lane: self.lane,
+                    conn: h,
+                    peer,
+                    undelivered,
+                });
+            }
+        }
+        self.handles = handles;
         let report = self.lane_stop();
         if let Some(st) = &mut self.stopping {
             st.finished = true;
