@@ -114,6 +114,30 @@ fn a_handler_panic_closes_its_lane_only_and_says_so() {
     ));
     assert!(!server.is_stopped());
 
+    // New players: those that land on the failed lane are turned away
+    // with the code, the others are served.
+    let (mut refused, mut served) = (0, 0);
+    for i in 0..6 {
+        let (cli, rx) = recorder(false);
+        let cc = ClientConfig::new(cfg.clone(), ClientSecurity::Insecure);
+        let c = Client::connect(rt.next_reactor(), server.local_addr(), cc, cli).unwrap();
+        c.sender().send(ORDERED, &payload(i, 16)).unwrap();
+        let seen = collect_until(&rx, Duration::from_secs(10), "a new player's fate", |s| {
+            matches!(s, Seen::Message(..) | Seen::Disconnected(..))
+        });
+        match seen.last() {
+            Some(Seen::Message(..)) => served += 1,
+            Some(Seen::Disconnected(_, DisconnectReason::Remote { code, .. }, _))
+                if *code == CLOSE_HANDLER_PANIC =>
+            {
+                refused += 1
+            }
+            other => panic!("{other:?}"),
+        }
+        clients.push((c, rx));
+    }
+    assert_eq!(refused + served, 6);
+
     let report = server.stop();
     assert_eq!(report.failed_lanes, failed);
     for (c, _) in clients {
