@@ -14,7 +14,9 @@
 //!   ranges piggybacked on every packet; RTT and loss detection per
 //!   RFC 6298 / RFC 9002; redundancy for small reliable messages
 //!   ([`Redundancy`]); NewReno congestion control and pacing for bulk
-//!   channels; keepalive, idle timeout, close with a reason both sides see.
+//!   channels; keepalive, idle and ack timeouts, close with a reason both
+//!   sides see, which flushes what was queued and repeats its CLOSE until
+//!   acknowledged, then tells what was not ([`Connection::undelivered`]).
 //! * [`Endpoint`]: the server side of the handshake, with stateless cookies
 //!   (nothing allocated for a source before it proves it receives at its
 //!   address, never more bytes out than in before that) and routing by
@@ -22,7 +24,9 @@
 //! * [`Server`] and [`Client`]: the protocol on keel-udp lanes, for a
 //!   game's [`Handler`]: one endpoint and one timer per server lane,
 //!   packets steered to their lane by their connection ID, [`Sender`]s to
-//!   send from other threads, sends flushed with keel-udp's batched calls.
+//!   send from other threads, sends flushed with keel-udp's batched calls;
+//!   a stop that reports what was not delivered ([`StopReport`]); a
+//!   handler panic contained to its lane ([`Server::failed_lanes`]).
 //!   `docs/rudp-guide.md` walks through it.
 //! * Security ([`TokenMinter`], [`ServerSecurity`], [`ClientSecurity`]):
 //!   connect tokens minted by the game's backend and sealed with

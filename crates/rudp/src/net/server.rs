@@ -169,7 +169,10 @@ impl<H: Handler> std::fmt::Debug for Server<H> {
 impl<H: Handler> Server<H> {
     /// Binds `config.lanes` sockets to `addr` and starts one lane per
     /// socket, placed round-robin over `reactors`; `handler(i)` makes lane
-    /// `i`'s handler.
+    /// `i`'s handler. A panic in a lane's handler closes that lane's
+    /// connections only, with
+    /// [`CLOSE_HANDLER_PANIC`](crate::CLOSE_HANDLER_PANIC)
+    /// ([`Server::failed_lanes`]); it does not stop the runtime.
     ///
     /// # Errors
     ///
