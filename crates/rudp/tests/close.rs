@@ -164,3 +164,68 @@ fn a_peer_that_never_acknowledges_is_disconnected() {
     assert_eq!(p.a.state(), State::Closed);
     assert!(p.a.stats().packets_received > 10, "b kept sending");
 }
+
+/// The endpoint counts a connection its peer never acknowledged, once it
+/// is removed (driven by hand: the client's packets arrive, the server's
+/// are lost).
+#[test]
+fn the_endpoint_counts_ack_timeouts_and_what_was_lost() {
+    use keel_rudp::{
+        ClientSecurity, Connection, Endpoint, EndpointConfig, Handled, ServerSecurity,
+    };
+    let mut scfg = cfg();
+    scfg.ack_timeout = Duration::from_secs(3);
+    let mut now = Instant::now();
+    let mut server = Endpoint::new(
+        EndpointConfig::new(0, [7; 32], scfg, ServerSecurity::Insecure),
+        now,
+    )
+    .unwrap();
+    let mut client = Connection::connect(cfg(), ClientSecurity::Insecure, [1; 16], now).unwrap();
+    let addr = "192.0.2.1:5000".parse().unwrap();
+    let (mut buf, mut reply) = ([0u8; 1500], [0u8; 1500]);
+    let mut conn = None;
+    for _ in 0..2 {
+        let n = client.poll_transmit(now, &mut buf).unwrap();
+        match server.handle(now, addr, &buf[..n], &mut reply) {
+            Handled::Reply(m) => client.handle_datagram(now, &reply[..m]),
+            Handled::Accepted(h, m) => {
+                client.handle_datagram(now, &reply[..m]);
+                conn = Some(h);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let conn = conn.expect("accepted");
+    server
+        .connection_mut(conn)
+        .unwrap()
+        .send(0, &[5; 100])
+        .unwrap();
+    // 10 s: the client keeps sending keepalives; nothing comes back.
+    let end = now + Duration::from_secs(10);
+    while now < end {
+        while let Some(n) = client.poll_transmit(now, &mut buf) {
+            server.handle(now, addr, &buf[..n], &mut reply);
+        }
+        while server.poll_transmit(now, &mut buf).is_some() {}
+        while server.poll_event().is_some() {}
+        server.handle_timeout(now);
+        if client.poll_timeout().is_some_and(|t| t <= now) {
+            client.handle_timeout(now);
+        }
+        now += Duration::from_millis(50);
+    }
+    let s = server.stats();
+    assert_eq!(s.connections_removed, 1, "{s:?}");
+    assert_eq!(
+        (
+            s.ack_timeouts,
+            s.undelivered_connections,
+            s.undelivered_messages
+        ),
+        (1, 1, 1),
+        "{s:?}"
+    );
+    assert_eq!(s.closes_unacknowledged, 1, "{s:?}");
+}
