@@ -382,8 +382,11 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     );
     let (tally, rtt, client_stats, client_udp) = collect_clients(&clients, &rtt);
     let server_stats = collect_server(&server);
-    for c in &clients {
-        c.stop();
+    // All at once: each stop waits for its CLOSE to be acknowledged (at
+    // most close_timeout), so one after the other could add up.
+    let stops: Vec<_> = clients.iter().map(|c| c.begin_stop()).collect();
+    for s in stops {
+        s.wait();
     }
     let server_udp = server.udp_counters();
     server.stop();

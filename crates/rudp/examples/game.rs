@@ -310,8 +310,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("server: {:?}", s.stats());
         s.stop();
     }
-    for c in &clients {
-        c.stop();
+    // Each stop waits for its CLOSE to be acknowledged: start them all,
+    // then wait.
+    let stops: Vec<_> = clients.iter().map(|c| c.begin_stop()).collect();
+    for s in stops {
+        s.wait();
     }
     rt.stop()?;
     Ok(())

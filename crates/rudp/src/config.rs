@@ -103,6 +103,21 @@ pub struct Config {
     pub redundancy: Redundancy,
     /// Congestion control and pacing of bulk channels (default on).
     pub congestion_control: bool,
+    /// How long a close (and so a `stop`) may take (default 2 s): queued
+    /// reliable messages are flushed (and resent) until acknowledged, for
+    /// at most half of it, then the CLOSE is repeated until the peer
+    /// acknowledges it or the time is up. What was not acknowledged is
+    /// reported ([`Connection::undelivered`](crate::Connection::undelivered)).
+    /// Zero: one CLOSE at once, nothing flushed.
+    pub close_timeout: Duration,
+    /// Disconnect ([`DisconnectReason::AckTimeout`](crate::DisconnectReason::AckTimeout))
+    /// when packets that need an acknowledgement have gone unacknowledged
+    /// this long (default 15 s, past the default `idle_timeout`, so that a
+    /// peer gone silent is reported as idle): a peer that keeps sending
+    /// but never acknowledges is not caught by `idle_timeout`, and would
+    /// make this end hold and resend its data forever. Must exceed
+    /// `keepalive_interval`.
+    pub ack_timeout: Duration,
 }
 
 impl Config {
@@ -121,6 +136,8 @@ impl Config {
             handshake_timeout: Duration::from_secs(10),
             redundancy: Redundancy::default(),
             congestion_control: true,
+            close_timeout: Duration::from_secs(2),
+            ack_timeout: Duration::from_secs(15),
         }
     }
 
@@ -147,6 +164,12 @@ impl Config {
         if self.idle_timeout <= self.keepalive_interval {
             return Err(ConfigError::IdleTimeout {
                 idle: self.idle_timeout,
+                keepalive: self.keepalive_interval,
+            });
+        }
+        if self.ack_timeout <= self.keepalive_interval {
+            return Err(ConfigError::AckTimeout {
+                ack: self.ack_timeout,
                 keepalive: self.keepalive_interval,
             });
         }
@@ -204,6 +227,13 @@ pub enum ConfigError {
         /// What is accepted.
         accepted: &'static str,
     },
+    /// `ack_timeout` must exceed `keepalive_interval`.
+    AckTimeout {
+        /// The ack timeout given.
+        ack: Duration,
+        /// The keepalive interval given.
+        keepalive: Duration,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -230,6 +260,10 @@ impl fmt::Display for ConfigError {
                 value,
                 accepted,
             } => write!(f, "{setting}: {value}, {accepted} accepted"),
+            ConfigError::AckTimeout { ack, keepalive } => write!(
+                f,
+                "ack_timeout ({ack:?}) must be longer than keepalive_interval ({keepalive:?})"
+            ),
         }
     }
 }
@@ -250,5 +284,16 @@ mod tests {
         let e = c.validate().unwrap_err();
         assert_eq!(e, ConfigError::AckDelay(Duration::from_millis(1001)));
         assert_eq!(e.to_string(), "max_ack_delay: 1.001s, 0 to 1 s accepted");
+    }
+
+    #[test]
+    fn ack_timeout_must_exceed_the_keepalive_interval() {
+        let mut c = Config::new(vec![ChannelConfig::new(ChannelKind::Unreliable)]);
+        c.ack_timeout = c.keepalive_interval;
+        let e = c.validate().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "ack_timeout (1s) must be longer than keepalive_interval (1s)"
+        );
     }
 }

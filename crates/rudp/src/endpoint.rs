@@ -43,9 +43,10 @@ pub const REFUSE_SECURITY_MISMATCH: u64 = 3;
 pub const REFUSE_TOKEN: u64 = 4;
 /// CLOSE code of a connection whose peer stopped its
 /// [`Server`](crate::Server) or [`Client`](crate::Client) (`stop`): the
-/// reason is "server stopping" or "client stopping". Codes 1 to 8 are
-/// keel-rudp's own; a game's `close` codes are its own business, but
-/// staying clear of these keeps them unambiguous.
+/// reason is "server stopping" or "client stopping". Codes 1 to 31 are
+/// keel-rudp's own (REFUSEs, `CLOSE_STOPPED` and `CLOSE_REPLACED` below
+/// 16, the other closes from 16); a game's `close` codes are its own
+/// business, but staying clear of these keeps them unambiguous.
 pub const CLOSE_STOPPED: u64 = 5;
 /// CLOSE code of a REFUSE: the hello's source address (its IP, an IPv6
 /// address by its prefix, see [`Admission::ipv6_prefix_len`]) holds
@@ -61,6 +62,17 @@ pub const REFUSE_RATE_LIMIT: u64 = 7;
 /// connection's CLOSE goes to its address, and the server's handler sees
 /// its `disconnected` (as `DisconnectReason::Local` with this code).
 pub const CLOSE_REPLACED: u64 = 8;
+/// CLOSE code of the connections of a server lane (or of a client) whose
+/// [`Handler`](crate::Handler) panicked: the reason is "handler panicked"
+/// (the panic's message stays on the server, in
+/// [`Server::failed_lanes`](crate::Server::failed_lanes)). Codes 16 and
+/// up are keel-rudp's closes.
+pub const CLOSE_HANDLER_PANIC: u64 = 16;
+/// CLOSE code sent once to a peer that acknowledged nothing for the
+/// connection's `ack_timeout`
+/// ([`DisconnectReason::AckTimeout`](crate::DisconnectReason::AckTimeout)
+/// on this side).
+pub const CLOSE_ACK_TIMEOUT: u64 = 17;
 /// Tokens the replay cache ([`ReplayCache`]) of one endpoint remembers at
 /// most by default (oldest forgotten first); a [`Server`](crate::Server)'s
 /// shared cache holds this many per lane.
@@ -208,6 +220,17 @@ pub struct EndpointStats {
     /// Message frames of its connections refused as too far ahead of their
     /// channel's window.
     pub window_refused: u64,
+    /// Connections ended because the peer acknowledged nothing for
+    /// `ack_timeout` (`DisconnectReason::AckTimeout`).
+    pub ack_timeouts: u64,
+    /// Connections removed with messages the peer never acknowledged
+    /// (see [`Connection::undelivered`]).
+    pub undelivered_connections: u64,
+    /// Those messages, over all removed connections.
+    pub undelivered_messages: u64,
+    /// Connections removed whose CLOSE (this side's) was never
+    /// acknowledged.
+    pub closes_unacknowledged: u64,
 }
 
 impl std::ops::Add for EndpointStats {
@@ -238,6 +261,10 @@ impl std::ops::Add for EndpointStats {
             rate_table_evictions: self.rate_table_evictions + o.rate_table_evictions,
             budget_refused: self.budget_refused + o.budget_refused,
             window_refused: self.window_refused + o.window_refused,
+            ack_timeouts: self.ack_timeouts + o.ack_timeouts,
+            undelivered_connections: self.undelivered_connections + o.undelivered_connections,
+            undelivered_messages: self.undelivered_messages + o.undelivered_messages,
+            closes_unacknowledged: self.closes_unacknowledged + o.closes_unacknowledged,
         }
     }
 }
@@ -881,6 +908,17 @@ impl Endpoint {
             };
             slot.dirty = false;
             if slot.conn.state() == State::Closed && !slot.conn.has_events() {
+                let left = slot.conn.undelivered();
+                if left.messages > 0 {
+                    self.stats.undelivered_connections += 1;
+                    self.stats.undelivered_messages += left.messages;
+                }
+                if left.close_unacknowledged {
+                    self.stats.closes_unacknowledged += 1;
+                }
+                if slot.conn.ended_by_ack_timeout() {
+                    self.stats.ack_timeouts += 1;
+                }
                 let cid = slot.conn.connection_id();
                 let nonce = slot.nonce;
                 self.by_cid.remove(&cid);

@@ -16,7 +16,9 @@
 //!   ranges piggybacked on every packet; RTT and loss detection per
 //!   RFC 6298 / RFC 9002; redundancy for small reliable messages
 //!   ([`Redundancy`]); NewReno congestion control and pacing for bulk
-//!   channels; keepalive, idle timeout, close with a reason both sides see.
+//!   channels; keepalive, idle and ack timeouts, close with a reason both
+//!   sides see, which flushes what was queued and repeats its CLOSE until
+//!   acknowledged, then tells what was not ([`Connection::undelivered`]).
 //! * [`Endpoint`]: the server side of the handshake, with stateless cookies
 //!   (nothing allocated for a source before it proves it receives at its
 //!   address, never more bytes out than in before that) and routing by
@@ -24,7 +26,9 @@
 //! * [`Server`] and [`Client`]: the protocol on keel-udp lanes, for a
 //!   game's [`Handler`]: one endpoint and one timer per server lane,
 //!   packets steered to their lane by their connection ID, [`Sender`]s to
-//!   send from other threads, sends flushed with keel-udp's batched calls.
+//!   send from other threads, sends flushed with keel-udp's batched calls;
+//!   a stop that reports what was not delivered ([`StopReport`]); a
+//!   handler panic contained to its lane ([`Server::failed_lanes`]).
 //!   `docs/rudp-guide.md` walks through it.
 //! * Security ([`TokenMinter`], [`ServerSecurity`], [`ClientSecurity`]):
 //!   connect tokens minted by the game's backend and sealed with
@@ -64,17 +68,20 @@ pub use cc::{NewReno, Pacer};
 pub use channel::{ChannelConfig, ChannelKind};
 pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
 pub use connection::{
-    Connection, DisconnectReason, Event, MessageId, SendError, Side, State, Stats,
+    ChannelUndelivered, Connection, DisconnectReason, Event, MessageId, SendError, Side, State,
+    Stats, Undelivered,
 };
 pub use endpoint::{
-    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, CLOSE_REPLACED,
-    CLOSE_STOPPED, COOKIE_LEN, REFUSE_ADDRESS_LIMIT, REFUSE_CONFIG_MISMATCH, REFUSE_FULL,
-    REFUSE_RATE_LIMIT, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN, REPLAY_CACHE,
+    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, CLOSE_ACK_TIMEOUT,
+    CLOSE_HANDLER_PANIC, CLOSE_REPLACED, CLOSE_STOPPED, COOKIE_LEN, REFUSE_ADDRESS_LIMIT,
+    REFUSE_CONFIG_MISMATCH, REFUSE_FULL, REFUSE_RATE_LIMIT, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN,
+    REPLAY_CACHE,
 };
 pub use net::client::{Client, ClientConfig};
 pub use net::handler::{Ctx, Handler};
 pub use net::sender::Sender;
-pub use net::server::{Server, ServerConfig};
+pub use net::server::{Server, ServerConfig, ServerStatus};
+pub use net::stop::{ConnectionReport, LaneFailure, StopReport, Stopping};
 pub use ranges::RangeSet;
 pub use recovery::PACKET_THRESHOLD;
 pub use rtt::{RttEstimator, GRANULARITY};

@@ -306,6 +306,24 @@ impl<H: DatagramSocketHandler> DatagramSocket<H> {
         })
     }
 
+    /// Runs `f` on the socket's lane like [`post`](Self::post), but is
+    /// never refused for a full inbox, only when the socket is closed or
+    /// closing, or its reactor stopped (false): for rare control work (a
+    /// protocol's graceful stop) that a flood of posts must not crowd out.
+    /// `f` does not run if the socket starts closing before it gets to it.
+    pub fn post_control<F>(&self, f: F) -> bool
+    where
+        F: FnOnce(&mut H, &mut DatagramSocketCtx<'_>) + Send + 'static,
+    {
+        self.lane.post_control(move |st, cx| {
+            if st.closing {
+                return;
+            }
+            f(&mut st.handler, &mut ctx(&mut st.tx, cx, st.lane));
+            st.tx.finish(cx);
+        })
+    }
+
     /// Sends `data` to `to` from any thread (the size is checked now, the
     /// send happens on the socket's lane). An accepted send that the socket
     /// closes before it gets to is counted in `send_discarded`.

@@ -30,6 +30,7 @@ impl Connection {
                 Drop::Unexpected => self.stats.dropped_packets += 1,
             }
         }
+        self.after_input();
     }
 
     fn process(&mut self, now: Instant, data: &[u8]) -> Result<(), Drop> {
@@ -37,7 +38,7 @@ impl Connection {
         match Header::decode(&mut r)? {
             Header::Long { ty, cid } => self.on_long(now, ty, cid, r),
             Header::Short { cid, pn, pn_len } => {
-                if matches!(self.state, State::Handshaking | State::Draining) || cid != self.cid {
+                if self.state == State::Handshaking || cid != self.cid {
                     return Err(Drop::Unexpected);
                 }
                 let Some(crypto) = &self.crypto else {
@@ -118,9 +119,11 @@ impl Connection {
                     return Ok(());
                 }
                 self.last_recv = now;
-                if self.state == State::Closing {
-                    // Answer with CLOSE again.
-                    self.close_pending = true;
+                if self.state == State::Draining
+                    || (self.state == State::Closing && self.close_phase)
+                {
+                    // Only a CLOSE (to acknowledge) and ACKs count now.
+                    self.on_packet_at_end(now, pn, r);
                     return Ok(());
                 }
                 self.on_short(now, pn, r);
@@ -158,18 +161,7 @@ impl Connection {
                     eliciting = true;
                     refuse |= self.on_message(channel, seq, total, offset, payload);
                 }
-                Frame::Close { code, reason } => {
-                    if self.state == State::Connected {
-                        self.state = State::Draining;
-                        self.close_deadline = Some(self.closing_deadline(now));
-                        let reason = String::from_utf8_lossy(reason).into_owned();
-                        self.events
-                            .push_back(Event::Disconnected(DisconnectReason::Remote {
-                                code,
-                                reason,
-                            }));
-                    }
-                }
+                Frame::Close { code, reason } => self.on_peer_close(now, code, reason),
                 Frame::Hello { .. } | Frame::Retry { .. } | Frame::Accept { .. } => {}
             }
         }
@@ -239,7 +231,7 @@ impl Connection {
         }
     }
 
-    fn on_ack_frame(&mut self, now: Instant, a: &crate::wire::AckFrame<'_>) {
+    pub(super) fn on_ack_frame(&mut self, now: Instant, a: &crate::wire::AckFrame<'_>) {
         let mut acked = std::mem::take(&mut self.scratch_acked);
         let mut lost = std::mem::take(&mut self.scratch_lost);
         if self
@@ -254,6 +246,8 @@ impl Connection {
                 if p.ack_eliciting {
                     self.stats.packets_acked += 1;
                     self.cc.on_ack(p.time_sent, p.size);
+                    // The peer acknowledges: the ack timeout starts over.
+                    self.unacked_since = None;
                 }
                 if let Some(f) = p.ack_floor_after {
                     self.ack_floor = self.ack_floor.max(f);

@@ -2,6 +2,7 @@
 //! and its life (this file), the receive path (`input`), the send path
 //! (`output`) and the public types (`types`).
 
+mod close;
 mod input;
 mod output;
 mod types;
@@ -23,7 +24,10 @@ use crate::wire::{
     ConnectionId, MAX_COOKIE_LEN, MAX_REASON_LEN, MIN_HELLO_SIZE, SHORT_HEADER_MAX_LEN,
 };
 
-pub use types::{DisconnectReason, Event, MessageId, SendError, Side, State, Stats};
+pub use types::{
+    ChannelUndelivered, DisconnectReason, Event, MessageId, SendError, Side, State, Stats,
+    Undelivered,
+};
 
 /// Room kept for the ACK frame in every packet.
 const ACK_ROOM: usize = 48;
@@ -112,7 +116,26 @@ pub struct Connection {
     last_recv: Instant,
     last_eliciting_sent: Instant,
     now_hint: Instant,
+    /// Since when packets that need an acknowledgement have waited for
+    /// one (the first sent since the last acknowledgement of one).
+    unacked_since: Option<Instant>,
+    // Closing (see `close`): the end of the close (or of draining), the
+    // end of its flush, whether the CLOSE phase began, the first packet
+    // that carried the CLOSE, the next repeat, and the event to emit.
     close_deadline: Option<Instant>,
+    close_flush_until: Instant,
+    close_phase: bool,
+    close_sent: Option<u64>,
+    close_acked: bool,
+    close_next: Instant,
+    close_repeats: u32,
+    /// Closed as soon as the CLOSE is written (ack timeout, no time).
+    close_once: bool,
+    close_event: Option<DisconnectReason>,
+    /// Draining: the peer's CLOSE is to be acknowledged.
+    drain_ack: bool,
+    /// Ended by `ack_timeout`.
+    ack_timed_out: bool,
     close_pending: bool,
     close_code: u64,
     close_reason: [u8; MAX_REASON_LEN],
@@ -198,7 +221,18 @@ impl Connection {
             last_recv: now,
             last_eliciting_sent: now,
             now_hint: now,
+            unacked_since: None,
             close_deadline: None,
+            close_flush_until: now,
+            close_phase: false,
+            close_sent: None,
+            close_acked: false,
+            close_next: now,
+            close_repeats: 0,
+            close_once: false,
+            close_event: None,
+            drain_ack: false,
+            ack_timed_out: false,
             close_pending: false,
             close_code: 0,
             close_reason: [0; MAX_REASON_LEN],
@@ -264,10 +298,14 @@ impl Connection {
         self.recovery.max_ack_delay = d;
     }
 
-    /// When a connection closing or draining from `now` ends: three probe
-    /// timeouts, allowing for the peer's ack delay.
+    /// When a connection draining from `now` (the peer's latest CLOSE)
+    /// ends: three probe timeouts, allowing for the peer's ack delay, and
+    /// at least a quarter of `close_timeout`, two of the longest gaps
+    /// between the peer's repeats of its CLOSE (if it has this end's
+    /// settings): a repeat whose acknowledgement was lost is still
+    /// answered.
     pub(super) fn closing_deadline(&self, now: Instant) -> Instant {
-        now + self.rtt.pto(self.recovery.max_ack_delay) * 3
+        now + (self.rtt.pto(self.recovery.max_ack_delay) * 3).max(self.cfg.close_timeout / 4)
     }
 
     /// The longest the peer holds an acknowledgement back, as it announced
@@ -331,33 +369,6 @@ impl Connection {
 
     fn recount_send_buffered(&mut self) {
         self.send_buffered = self.send.iter().map(|c| c.queued_bytes).sum();
-    }
-
-    /// Closes the connection: the peer's [`Event::Disconnected`] carries
-    /// `code` and `reason` (cut to 128 bytes). This side's comes at once.
-    pub fn close(&mut self, now: Instant, code: u64, reason: &str) {
-        self.now_hint = now;
-        let ev = Event::Disconnected(DisconnectReason::Local {
-            code,
-            reason: reason.to_owned(),
-        });
-        match self.state {
-            State::Connected => {
-                let r = &reason.as_bytes()[..reason.len().min(MAX_REASON_LEN)];
-                self.close_reason[..r.len()].copy_from_slice(r);
-                self.close_reason_len = r.len();
-                self.close_code = code;
-                self.close_pending = true;
-                self.state = State::Closing;
-                self.close_deadline = Some(self.closing_deadline(now));
-                self.events.push_back(ev);
-            }
-            State::Handshaking => {
-                self.state = State::Closed;
-                self.events.push_back(ev);
-            }
-            _ => {}
-        }
     }
 
     /// The next event, if any.
@@ -459,47 +470,70 @@ impl Connection {
         match self.state {
             State::Closed => None,
             State::Handshaking => Some(self.hello_next.min(self.handshake_deadline)),
-            State::Closing if self.close_pending => Some(soon),
-            State::Closing | State::Draining => self.close_deadline,
+            State::Closing => self.closing_timeout(soon),
+            State::Draining if self.drain_ack => Some(soon),
+            State::Draining => self.close_deadline,
             State::Connected => {
                 let mut t = self.last_recv + self.cfg.idle_timeout;
-                let mut at = |x: Option<Instant>| {
-                    if let Some(x) = x {
-                        t = t.min(x);
-                    }
-                };
-                at(self.recovery.timeout(&self.rtt));
-                at(Some(self.last_eliciting_sent + self.cfg.keepalive_interval));
-                if self.ack_eliciting_unacked > 0 {
-                    if self.ack_immediate || self.ack_eliciting_unacked >= 2 {
-                        at(Some(soon));
-                    } else {
-                        at(self.first_unacked_at.map(|f| f + self.cfg.max_ack_delay));
-                    }
-                }
-                if self.probes_pending > 0 {
-                    at(Some(soon));
-                }
-                if self.cfg.congestion_control
-                    && self.recovery.bytes_in_flight + self.cfg.max_datagram_size
-                        <= self.cc.window()
-                    && self.send.iter().any(|c| c.cfg.bulk && c.has_sendable())
+                t = t.min(self.last_eliciting_sent + self.cfg.keepalive_interval);
+                for x in [self.flow_timeout(soon), self.ack_timeout_at()]
+                    .into_iter()
+                    .flatten()
                 {
-                    let mut p = self.pacer.clone();
-                    at(p.delay(
-                        soon,
-                        self.cfg.max_datagram_size,
-                        self.cc.window(),
-                        self.rtt.smoothed(),
-                    ));
+                    t = t.min(x);
                 }
                 Some(t)
             }
         }
     }
 
-    /// Runs the timers due at `now`: loss detection, probes, the idle
-    /// timeout, the handshake timeout, the end of closing.
+    /// The timers of the flow of data: loss detection, delayed
+    /// acknowledgements, probes, the pacer.
+    fn flow_timeout(&self, soon: Instant) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut at = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        at(self.recovery.timeout(&self.rtt));
+        if self.ack_eliciting_unacked > 0 {
+            if self.ack_immediate || self.ack_eliciting_unacked >= 2 {
+                at(Some(soon));
+            } else {
+                at(self.first_unacked_at.map(|f| f + self.cfg.max_ack_delay));
+            }
+        }
+        if self.probes_pending > 0 {
+            at(Some(soon));
+        }
+        if self.cfg.congestion_control
+            && self.recovery.bytes_in_flight + self.cfg.max_datagram_size <= self.cc.window()
+            && self.send.iter().any(|c| c.cfg.bulk && c.has_sendable())
+        {
+            let mut p = self.pacer.clone();
+            at(p.delay(
+                soon,
+                self.cfg.max_datagram_size,
+                self.cc.window(),
+                self.rtt.smoothed(),
+            ));
+        }
+        t
+    }
+
+    /// Loss detection's timer: losses by time, or a probe.
+    fn run_recovery_timer(&mut self, now: Instant) {
+        let mut lost = std::mem::take(&mut self.scratch_lost);
+        if self.recovery.on_timeout(now, &self.rtt, &mut lost) {
+            self.probes_pending = 1;
+        }
+        self.on_lost(now, &mut lost);
+        self.scratch_lost = lost;
+    }
+
+    /// Runs the timers due at `now`: loss detection, probes, the idle and
+    /// ack timeouts, the handshake timeout, the steps and end of closing.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now_hint = now;
         match self.state {
@@ -511,7 +545,8 @@ impl Connection {
                         .push_back(Event::Disconnected(DisconnectReason::HandshakeTimeout));
                 }
             }
-            State::Closing | State::Draining => {
+            State::Closing => self.closing_handle_timeout(now),
+            State::Draining => {
                 if self.close_deadline.is_some_and(|d| now >= d) {
                     self.state = State::Closed;
                 }
@@ -523,12 +558,11 @@ impl Connection {
                         .push_back(Event::Disconnected(DisconnectReason::IdleTimeout));
                     return;
                 }
-                let mut lost = std::mem::take(&mut self.scratch_lost);
-                if self.recovery.on_timeout(now, &self.rtt, &mut lost) {
-                    self.probes_pending = 1;
+                if self.ack_timeout_at().is_some_and(|t| now >= t) {
+                    self.ack_timed_out();
+                    return;
                 }
-                self.on_lost(now, &mut lost);
-                self.scratch_lost = lost;
+                self.run_recovery_timer(now);
             }
         }
     }

@@ -42,7 +42,8 @@ impl Connection {
             budget
         };
         let len = match self.state {
-            State::Closing => self.write_close(now, &mut buf[..room])?,
+            State::Closing => self.write_closing(now, &mut buf[..room])?,
+            State::Draining => self.write_drain_ack(now, &mut buf[..room])?,
             State::Connected => self.write_packet(now, &mut buf[..room])?,
             _ => return None,
         };
@@ -85,7 +86,7 @@ impl Connection {
         Some(w.len())
     }
 
-    fn begin_short(&self, w: &mut Writer<'_>) -> Option<u64> {
+    pub(super) fn begin_short(&self, w: &mut Writer<'_>) -> Option<u64> {
         let pn = self.recovery.next_pn();
         let pn_len = send_packet_number_len(pn, self.recovery.largest_acked());
         Header::Short {
@@ -98,24 +99,7 @@ impl Connection {
         Some(pn)
     }
 
-    fn write_close(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        if !self.close_pending {
-            return None;
-        }
-        self.close_pending = false;
-        let mut w = Writer::new(buf);
-        let pn = self.begin_short(&mut w)?;
-        Frame::Close {
-            code: self.close_code,
-            reason: &self.close_reason[..self.close_reason_len],
-        }
-        .encode(&mut w)
-        .ok()?;
-        self.finish(now, pn, w.len(), false, None, Vec::new());
-        Some(w.len())
-    }
-
-    fn finish(
+    pub(super) fn finish(
         &mut self,
         now: Instant,
         pn: u64,
@@ -126,6 +110,7 @@ impl Connection {
     ) {
         if eliciting {
             self.last_eliciting_sent = now;
+            self.unacked_since.get_or_insert(now);
         }
         self.recovery.on_sent(SentPacket {
             pn,
@@ -139,43 +124,16 @@ impl Connection {
         self.stats.bytes_sent += size as u64;
     }
 
-    fn ack_due(&self, now: Instant) -> bool {
-        self.ack_eliciting_unacked > 0
-            && (self.ack_immediate
-                || self.ack_eliciting_unacked >= 2
-                || self
-                    .first_unacked_at
-                    .is_some_and(|f| now >= f + self.cfg.max_ack_delay))
-    }
-
-    fn bulk_allowed(&mut self, now: Instant, size: usize) -> bool {
-        if !self.cfg.congestion_control {
-            return true;
-        }
-        if self.recovery.bytes_in_flight + size > self.cc.window() {
-            return false;
-        }
-        self.pacer
-            .delay(now, size, self.cc.window(), self.rtt.smoothed())
-            .is_none()
-    }
-
-    fn write_packet(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        let budget = buf.len();
-        let ack_due = self.ack_due(now);
-        let probe = self.probes_pending > 0;
-        let keepalive = now >= self.last_eliciting_sent + self.cfg.keepalive_interval;
-        let bulk_waiting = self.send.iter().any(|c| c.cfg.bulk && c.has_sendable());
-        let bulk_ok = probe || (bulk_waiting && self.bulk_allowed(now, budget));
-        let data = self
-            .send
-            .iter()
-            .any(|c| c.has_sendable() && (!c.cfg.bulk || bulk_ok));
-        if !(ack_due || probe || keepalive || data) {
-            return None;
-        }
-        let mut w = Writer::new(buf);
-        let pn = self.begin_short(&mut w)?;
+    /// Writes an ACK frame of the packets received from the ack floor up,
+    /// if there are any, and returns the floor once it is acknowledged.
+    /// `beside_data`: the frame keeps to `ACK_ROOM` and the first ranges;
+    /// otherwise it takes the room left (less a byte for a PING).
+    pub(super) fn write_ack(
+        &mut self,
+        now: Instant,
+        w: &mut Writer<'_>,
+        beside_data: bool,
+    ) -> Option<u64> {
         let mut ack_floor_after = None;
         let floor = self.ack_floor;
         let n = self.received.count_from(floor);
@@ -186,7 +144,7 @@ impl Connection {
             // A packet with data keeps ACK_ROOM for the ACK (chunks are cut
             // to fit beside it); one without gives the ACK all its room, so
             // a receiver of reordered data reports every range it can.
-            let (room, most) = if data || probe {
+            let (room, most) = if beside_data {
                 (ACK_ROOM, MAX_ACK_RANGES_SENT)
             } else {
                 // Less a byte for a keepalive PING.
@@ -212,6 +170,47 @@ impl Connection {
             self.first_unacked_at = None;
             self.ack_immediate = false;
         }
+        ack_floor_after
+    }
+
+    fn ack_due(&self, now: Instant) -> bool {
+        self.ack_eliciting_unacked > 0
+            && (self.ack_immediate
+                || self.ack_eliciting_unacked >= 2
+                || self
+                    .first_unacked_at
+                    .is_some_and(|f| now >= f + self.cfg.max_ack_delay))
+    }
+
+    fn bulk_allowed(&mut self, now: Instant, size: usize) -> bool {
+        if !self.cfg.congestion_control {
+            return true;
+        }
+        if self.recovery.bytes_in_flight + size > self.cc.window() {
+            return false;
+        }
+        self.pacer
+            .delay(now, size, self.cc.window(), self.rtt.smoothed())
+            .is_none()
+    }
+
+    pub(super) fn write_packet(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let budget = buf.len();
+        let ack_due = self.ack_due(now);
+        let probe = self.probes_pending > 0;
+        let keepalive = now >= self.last_eliciting_sent + self.cfg.keepalive_interval;
+        let bulk_waiting = self.send.iter().any(|c| c.cfg.bulk && c.has_sendable());
+        let bulk_ok = probe || (bulk_waiting && self.bulk_allowed(now, budget));
+        let data = self
+            .send
+            .iter()
+            .any(|c| c.has_sendable() && (!c.cfg.bulk || bulk_ok));
+        if !(ack_due || probe || keepalive || data) {
+            return None;
+        }
+        let mut w = Writer::new(buf);
+        let pn = self.begin_short(&mut w)?;
+        let ack_floor_after = self.write_ack(now, &mut w, data || probe);
         let mut chunks = self.chunk_pool.pop().unwrap_or_default();
         let mut eliciting = false;
         let mut had_data = false;

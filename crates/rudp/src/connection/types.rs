@@ -20,9 +20,12 @@ pub enum State {
     Handshaking,
     /// Messages flow.
     Connected,
-    /// Closed locally; CLOSE is repeated to the peer for a while.
+    /// Closed locally: queued reliable messages are flushed, then the
+    /// CLOSE is repeated until the peer acknowledges it or
+    /// `close_timeout` passes.
     Closing,
-    /// Closed by the peer; waiting out stray packets.
+    /// Closed by the peer: its repeated CLOSEs are acknowledged, stray
+    /// packets waited out.
     Draining,
     /// Done: nothing is sent or received.
     Closed,
@@ -49,6 +52,51 @@ pub enum DisconnectReason {
     IdleTimeout,
     /// No ACCEPT within `handshake_timeout`.
     HandshakeTimeout,
+    /// The peer acknowledged nothing for `ack_timeout` while packets
+    /// awaited its acknowledgement (it may still be sending). A CLOSE
+    /// with [`CLOSE_ACK_TIMEOUT`](crate::CLOSE_ACK_TIMEOUT) was sent once.
+    AckTimeout,
+}
+
+/// What a connection had not delivered when it was asked
+/// ([`Connection::undelivered`](super::Connection::undelivered)), e.g.
+/// once it ended: messages queued or sent and not acknowledged (reliable
+/// channels; they may or may not have arrived), or never sent
+/// (unreliable channels), and whether the peer acknowledged the CLOSE.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Undelivered {
+    /// Messages not acknowledged, over all channels.
+    pub messages: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Per channel, only the channels with something left, by channel.
+    pub channels: Vec<ChannelUndelivered>,
+    /// This end sent a CLOSE and the peer never acknowledged it: the peer
+    /// may not have seen the code and reason (it then ends at its idle
+    /// timeout), or only its acknowledgement was lost.
+    pub close_unacknowledged: bool,
+}
+
+impl Undelivered {
+    /// Nothing left: every message acknowledged and, if a CLOSE was sent,
+    /// its acknowledgement received.
+    pub fn is_empty(&self) -> bool {
+        self.messages == 0 && !self.close_unacknowledged
+    }
+}
+
+/// One channel's part of [`Undelivered`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelUndelivered {
+    /// The channel.
+    pub channel: u8,
+    /// Messages not acknowledged (or, unreliable, never sent).
+    pub messages: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// The sequence number of the oldest of them ([`MessageId::seq`]): on
+    /// an ordered channel, everything before it was acknowledged.
+    pub first_seq: u64,
 }
 
 /// Something that happened on a connection.

@@ -2,8 +2,8 @@
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use keel_reactor::Handle;
 use keel_udp::{CounterSnapshot, DatagramSocket, DatagramSocketCtx, EndpointConfig as UdpConfig};
@@ -15,6 +15,7 @@ use crate::net::handler::{Ctx, Handler};
 use crate::net::lane::LaneState;
 use crate::net::sender::{Job, Post, Sender};
 use crate::net::server::{invalid, os_random};
+use crate::net::stop::{StopReport, Stopping};
 use crate::security::ClientSecurity;
 
 /// Settings of a [`Client`].
@@ -54,6 +55,10 @@ impl<H: Handler> Post for LanePost<H> {
     fn is_closed(&self) -> bool {
         self.0.is_closed()
     }
+
+    fn close(&self) {
+        self.0.close();
+    }
 }
 
 /// A connection to a keel-rudp server on its own lane: `Send + Sync +
@@ -63,6 +68,8 @@ pub struct Client<H: Handler> {
     socket: DatagramSocket<LaneState<H>>,
     post: Arc<dyn Post>,
     server: SocketAddr,
+    failure: Arc<Mutex<Option<String>>>,
+    close_timeout: Duration,
 }
 
 impl<H: Handler> Clone for Client<H> {
@@ -71,6 +78,8 @@ impl<H: Handler> Clone for Client<H> {
             socket: self.socket.clone(),
             post: self.post.clone(),
             server: self.server,
+            failure: self.failure.clone(),
+            close_timeout: self.close_timeout,
         }
     }
 }
@@ -110,6 +119,7 @@ impl<H: Handler> Client<H> {
             SocketAddr::V6(_) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
         });
         let me = Arc::new(OnceLock::<Arc<dyn Post>>::new());
+        let failure = Arc::new(Mutex::new(None));
         let conns = Conns::Client {
             conn: Box::new(conn),
             server,
@@ -122,6 +132,7 @@ impl<H: Handler> Client<H> {
             config.connection.max_datagram_size,
             me.clone(),
             None,
+            failure.clone(),
         );
         let socket = DatagramSocket::bind(reactor, local, config.udp, state)?;
         let post: Arc<dyn Post> = Arc::new(LanePost(socket.clone()));
@@ -130,6 +141,8 @@ impl<H: Handler> Client<H> {
             socket,
             post,
             server,
+            failure,
+            close_timeout: config.connection.close_timeout,
         })
     }
 
@@ -159,33 +172,70 @@ impl<H: Handler> Client<H> {
     }
 
     /// Closes the connection with `code` and `reason` (the server's
-    /// `disconnected` sees them); the socket stays open until
-    /// [`Client::stop`].
+    /// `disconnected` sees them): queued reliable messages are flushed
+    /// first, the CLOSE is repeated until acknowledged (by the
+    /// connection's `close_timeout`), then this side's `disconnected`
+    /// runs, where [`Ctx::undelivered`] tells what was not
+    /// acknowledged. The socket stays open until [`Client::stop`].
     pub fn close(&self, code: u64, reason: &str) -> bool {
         let reason = reason.to_owned();
         self.post(move |_, ctx| ctx.close(CLIENT_CONN, code, &reason))
     }
 
-    /// Closes the connection with a CLOSE ([`CLOSE_STOPPED`], "client
-    /// stopping": the server frees its slot at once rather than at its
-    /// idle timeout), then the socket. Best effort: one CLOSE. The handler
-    /// sees no `disconnected` for it.
+    /// Closes the connection as [`close`](Self::close) does with
+    /// [`CLOSE_STOPPED`] ("client stopping": the server frees its slot at
+    /// once rather than at its idle timeout), then the socket. Blocks
+    /// until done: at once when nothing is pending, at most the
+    /// connection's `close_timeout` (default 2 s) plus 100 ms. The
+    /// handler's `disconnected` runs before it returns; the report says
+    /// what the server did not acknowledge. From a game loop that turns
+    /// the reactor itself, use [`Client::begin_stop`].
     ///
     /// [`CLOSE_STOPPED`]: crate::CLOSE_STOPPED
-    pub fn stop(&self) {
-        self.socket.close_with(|st: &mut LaneState<H>, udp| {
-            st.close_all(udp, crate::CLOSE_STOPPED, "client stopping")
-        });
+    pub fn stop(&self) -> StopReport {
+        self.begin_stop().wait()
     }
 
-    /// Whether the connection has ended (asks the lane; false while its
-    /// inbox is full).
+    /// Starts the stop of [`stop`](Self::stop) and returns at once.
+    pub fn begin_stop(&self) -> Stopping {
+        let deadline = Instant::now() + self.close_timeout;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let posted = self.socket.post_control(move |st: &mut LaneState<H>, udp| {
+            st.begin_stop(udp, crate::CLOSE_STOPPED, "client stopping", deadline, tx)
+        });
+        let waiting = if posted {
+            vec![(0, self.post.clone())]
+        } else {
+            Vec::new()
+        };
+        Stopping {
+            rx,
+            waiting,
+            deadline,
+            report: StopReport::default(),
+        }
+    }
+
+    /// The message of the handler's panic, once it panicked: the
+    /// connection was then closed with
+    /// [`CLOSE_HANDLER_PANIC`](crate::CLOSE_HANDLER_PANIC) and the
+    /// handler is not called again.
+    pub fn panic_message(&self) -> Option<String> {
+        self.failure.lock().ok()?.clone()
+    }
+
+    /// Whether the connection has ended (asks the lane, and waits for
+    /// it: not from the thread that turns its reactor; false while its
+    /// inbox is full). True once the client is stopped.
     pub fn is_closed(&self) -> bool {
         let (tx, rx) = std::sync::mpsc::channel();
         let posted = self.socket.post(move |st, _| {
             let _ = tx.send(st.client_closed());
         });
-        posted && rx.recv().unwrap_or(true)
+        if !posted {
+            return self.socket.is_closed();
+        }
+        rx.recv().unwrap_or(true)
     }
 
     /// The socket's local address.

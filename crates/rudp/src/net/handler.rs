@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::connection::{DisconnectReason, MessageId, SendError, Stats};
+use crate::connection::{DisconnectReason, MessageId, SendError, Stats, Undelivered};
 use crate::endpoint::ConnectionHandle;
 use crate::net::conns::Conns;
 use crate::net::sender::{Post, Sender};
@@ -25,7 +25,16 @@ pub trait Handler: Send + 'static {
     fn message(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle, channel: u8, data: &[u8]);
 
     /// The connection ended; `reason` says who ended it and why (a close's
-    /// code and reason reach both sides). The handle is invalid afterwards.
+    /// code and reason reach both sides). [`Ctx::undelivered`] tells, here,
+    /// what the peer did not acknowledge. A close from this side comes
+    /// here once it is done (flushed and its CLOSE acknowledged, or its
+    /// `close_timeout` passed), a stop's too. The handle is invalid
+    /// afterwards.
+    ///
+    /// A panic in any method of a handler is caught at the lane: the
+    /// handler is not called again, and the lane's connections are
+    /// closed with [`CLOSE_HANDLER_PANIC`](crate::CLOSE_HANDLER_PANIC)
+    /// ([`Server::failed_lanes`](crate::Server::failed_lanes)).
     fn disconnected(
         &mut self,
         ctx: &mut Ctx<'_>,
@@ -81,12 +90,20 @@ impl Ctx<'_> {
     }
 
     /// Closes `conn` with `code` and `reason` (cut to 128 bytes); both
-    /// sides' `disconnected` see them.
+    /// sides' `disconnected` see them. Its queued reliable messages are
+    /// flushed first and the CLOSE repeated until acknowledged, by the
+    /// connection's `close_timeout`; this side's `disconnected` comes then.
     pub fn close(&mut self, conn: ConnectionHandle, code: u64, reason: &str) {
         let now = self.now;
         if let Some(c) = self.conns.get_mut(conn) {
             c.close(now, code, reason);
         }
+    }
+
+    /// What `conn`'s peer has not acknowledged (messages per channel, the
+    /// CLOSE): in [`Handler::disconnected`], what was lost with it.
+    pub fn undelivered(&self, conn: ConnectionHandle) -> Option<Undelivered> {
+        self.conns.get(conn).map(|c| c.undelivered())
     }
 
     /// `conn`'s counters and estimates (RTT, loss, queued bytes).

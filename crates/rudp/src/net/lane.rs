@@ -6,6 +6,8 @@
 //! sure of at the earliest deadline ([`LaneState::arm`]).
 
 use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -13,10 +15,24 @@ use keel_reactor::TimerId;
 use keel_udp::{DatagramSocketCtx, DatagramSocketHandler};
 
 use crate::connection::{Event, SendError, State};
-use crate::endpoint::EndpointStats;
+use crate::endpoint::{ConnectionHandle, EndpointStats, CLOSE_HANDLER_PANIC};
 use crate::net::conns::Conns;
 use crate::net::handler::{Ctx, Handler};
 use crate::net::sender::{Job, Op, Post};
+use crate::net::stop::{ConnectionReport, LaneStop};
+
+/// The reason of the CLOSE sent when a lane's handler panicked.
+pub(crate) const PANIC_REASON: &str = "handler panicked";
+
+/// A stop under way on a lane.
+struct LaneStopping {
+    deadline: Instant,
+    /// Who waits for the report (more than one if `stop` was called again).
+    done: Vec<mpsc::Sender<LaneStop>>,
+    connections: usize,
+    undelivered: Vec<ConnectionReport>,
+    finished: bool,
+}
 
 /// Events handed to the handler in one round at most (then the round ends
 /// and the lane comes back at once).
@@ -42,6 +58,18 @@ pub(crate) struct LaneState<H: Handler> {
     pub(crate) me: Arc<OnceLock<Arc<dyn Post>>>,
     /// The endpoint's counters as of the last round (servers).
     published: Option<Arc<Mutex<EndpointStats>>>,
+    /// The message of the handler's panic, once it panicked: it is never
+    /// called again. Also published for the server's `failed_lanes`.
+    poisoned: Option<String>,
+    failure: Arc<Mutex<Option<String>>>,
+    /// The code and reason new connections are closed with at once
+    /// (a stop, a panic).
+    ending: Option<(u64, Arc<str>)>,
+    stopping: Option<LaneStopping>,
+    /// The stop's report and who waits for it, sent when the state drops.
+    final_report: Option<(LaneStop, Vec<mpsc::Sender<LaneStop>>)>,
+    /// Scratch for the handles of the lane's connections.
+    handles: Vec<ConnectionHandle>,
 }
 
 impl<H: Handler> LaneState<H> {
@@ -52,6 +80,7 @@ impl<H: Handler> LaneState<H> {
         max_datagram: usize,
         me: Arc<OnceLock<Arc<dyn Post>>>,
         published: Option<Arc<Mutex<EndpointStats>>>,
+        failure: Arc<Mutex<Option<String>>>,
     ) -> Self {
         LaneState {
             handler,
@@ -63,15 +92,24 @@ impl<H: Handler> LaneState<H> {
             tick: None,
             me,
             published,
+            poisoned: None,
+            failure,
+            ending: None,
+            stopping: None,
+            final_report: None,
+            handles: Vec::new(),
         }
     }
 
-    /// Runs `f` with the handler and a context.
-    pub(crate) fn with_ctx<R>(
-        &mut self,
-        now: Instant,
-        f: impl FnOnce(&mut H, &mut Ctx<'_>) -> R,
-    ) -> R {
+    /// Runs `f` with the handler and a context, unless the handler has
+    /// panicked. A panic is caught here, at the lane's boundary: the
+    /// handler is poisoned (never called again) and the lane's
+    /// connections are closed with [`CLOSE_HANDLER_PANIC`]; the lane and
+    /// the runtime go on.
+    pub(crate) fn with_ctx(&mut self, now: Instant, f: impl FnOnce(&mut H, &mut Ctx<'_>)) {
+        if self.poisoned.is_some() {
+            return;
+        }
         let mut ctx = Ctx {
             conns: &mut self.conns,
             now,
@@ -79,7 +117,166 @@ impl<H: Handler> LaneState<H> {
             post: self.me.get(),
             tick: &mut self.tick,
         };
-        f(&mut self.handler, &mut ctx)
+        let handler = &mut self.handler;
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| f(handler, &mut ctx))) {
+            self.poison(now, panic_message(payload.as_ref()));
+        }
+    }
+
+    /// The handler panicked: keep the message, close every connection
+    /// with [`CLOSE_HANDLER_PANIC`], and close new ones as they come.
+    fn poison(&mut self, now: Instant, message: String) {
+        if let Ok(mut f) = self.failure.lock() {
+            f.get_or_insert_with(|| message.clone());
+        }
+        self.poisoned = Some(message);
+        self.tick = None;
+        self.ending = Some((CLOSE_HANDLER_PANIC, PANIC_REASON.into()));
+        self.close_every(now, CLOSE_HANDLER_PANIC, PANIC_REASON, None);
+    }
+
+    /// Closes every connection of the lane with `code` and `reason`, by
+    /// `deadline` (else each by its `close_timeout`).
+    fn close_every(&mut self, now: Instant, code: u64, reason: &str, deadline: Option<Instant>) {
+        let mut handles = std::mem::take(&mut self.handles);
+        self.conns.handles(&mut handles);
+        for &h in &handles {
+            if let Some(c) = self.conns.get_mut(h) {
+                match deadline {
+                    Some(d) => c.close_until(now, code, reason, d),
+                    None => c.close(now, code, reason),
+                }
+            }
+        }
+        self.handles = handles;
+    }
+
+    /// Starts a graceful stop: every connection closes by `deadline`;
+    /// when all are done (or at the deadline) `done` gets the lane's
+    /// report and the socket closes.
+    pub(crate) fn begin_stop(
+        &mut self,
+        udp: &mut DatagramSocketCtx<'_>,
+        code: u64,
+        reason: &str,
+        deadline: Instant,
+        done: mpsc::Sender<LaneStop>,
+    ) {
+        if let Some(st) = &mut self.stopping {
+            match &mut self.final_report {
+                Some((_, waiters)) => waiters.push(done),
+                None => st.done.push(done),
+            }
+            return;
+        }
+        let now = Instant::now();
+        self.stopping = Some(LaneStopping {
+            deadline,
+            done: vec![done],
+            connections: 0,
+            undelivered: Vec::new(),
+            finished: false,
+        });
+        if self.poisoned.is_none() {
+            self.ending = Some((code, reason.into()));
+        }
+        self.tick = None;
+        self.close_every(now, code, reason, Some(deadline));
+        self.arm(udp, Some(deadline));
+        self.pump(udp);
+    }
+
+    /// This lane's part of the stop report, as it stands.
+    fn lane_stop(&self) -> LaneStop {
+        let (connections, undelivered) = match &self.stopping {
+            Some(st) => (st.connections, st.undelivered.clone()),
+            None => (0, Vec::new()),
+        };
+        LaneStop {
+            lane: self.lane,
+            connections,
+            undelivered,
+            failure: self.poisoned.clone(),
+        }
+    }
+
+    /// During a stop, after a round: once no connection is still
+    /// closing (or the deadline passed), report and close the socket.
+    fn check_stop(&mut self, now: Instant) {
+        let Some(st) = &self.stopping else { return };
+        if st.finished {
+            return;
+        }
+        if now < st.deadline {
+            let mut handles = std::mem::take(&mut self.handles);
+            self.conns.handles(&mut handles);
+            let busy = handles.iter().any(|&h| {
+                self.conns.get(h).is_some_and(|c| {
+                    !matches!(c.state(), State::Closed | State::Draining) || c.has_events()
+                })
+            });
+            self.handles = handles;
+            if busy {
+                return;
+            }
+        }
+        // Out of time: connections still closing (closed before the stop,
+        // with a later deadline of their own) are reported as they are.
+        let mut handles = std::mem::take(&mut self.handles);
+        self.conns.handles(&mut handles);
+        for &h in &handles {
+            let Some(c) = self.conns.get(h) else { continue };
+            if matches!(c.state(), State::Closed | State::Draining) {
+                continue;
+            }
+            let undelivered = c.undelivered();
+            let peer = self.conns.peer_addr(h);
+            if let Some(st) = &mut self.stopping {
+                st.connections += 1;
+                if undelivered.is_empty() {
+                    continue;
+                }
+                st.undelivered.push(ConnectionReport {
+                    lane: self.lane,
+                    conn: h,
+                    peer,
+                    undelivered,
+                });
+            }
+        }
+        self.handles = handles;
+        let report = self.lane_stop();
+        if let Some(st) = &mut self.stopping {
+            st.finished = true;
+            // Sent when the lane's state is dropped, once its socket is
+            // closed: whoever gets the report sees the lane stopped.
+            let waiters = std::mem::take(&mut st.done);
+            self.final_report = Some((report, waiters));
+        }
+        if let Some(me) = self.me.get() {
+            me.close();
+        }
+    }
+
+    /// A connection ended: during a stop, count it and keep what it left
+    /// undelivered.
+    fn record_end(&mut self, conn: ConnectionHandle) {
+        let Some(st) = &mut self.stopping else { return };
+        if st.finished {
+            return;
+        }
+        st.connections += 1;
+        if let Some(c) = self.conns.get(conn) {
+            let undelivered = c.undelivered();
+            if !undelivered.is_empty() {
+                st.undelivered.push(ConnectionReport {
+                    lane: self.lane,
+                    conn,
+                    peer: self.conns.peer_addr(conn),
+                    undelivered,
+                });
+            }
+        }
     }
 
     /// A job from a [`Sender`](crate::Sender); a round follows at once.
@@ -122,7 +319,20 @@ impl<H: Handler> LaneState<H> {
         let mut events = 0;
         while let Some((conn, event)) = self.conns.poll_event() {
             match event {
-                Event::Connected => self.with_ctx(now, |h, ctx| h.connected(ctx, conn)),
+                Event::Connected => match &self.ending {
+                    // Stopping or poisoned: a new connection ends at once.
+                    Some((code, reason)) => {
+                        let (code, reason) = (*code, reason.clone());
+                        let deadline = self.stopping.as_ref().map(|s| s.deadline);
+                        if let Some(c) = self.conns.get_mut(conn) {
+                            match deadline {
+                                Some(d) => c.close_until(now, code, &reason, d),
+                                None => c.close(now, code, &reason),
+                            }
+                        }
+                    }
+                    None => self.with_ctx(now, |h, ctx| h.connected(ctx, conn)),
+                },
                 Event::Message { channel, data } => {
                     self.with_ctx(now, |h, ctx| h.message(ctx, conn, channel, &data));
                     if let Some(c) = self.conns.get_mut(conn) {
@@ -130,6 +340,7 @@ impl<H: Handler> LaneState<H> {
                     }
                 }
                 Event::Disconnected(reason) => {
+                    self.record_end(conn);
                     self.with_ctx(now, |h, ctx| h.disconnected(ctx, conn, &reason))
                 }
             }
@@ -166,6 +377,9 @@ impl<H: Handler> LaneState<H> {
                 *s = endpoint.stats();
             }
         }
+        if !more {
+            self.check_stop(now);
+        }
     }
 
     /// Makes sure the lane wakes by `next`: the lane's one timing need is
@@ -200,27 +414,34 @@ impl<H: Handler> LaneState<H> {
         self.armed[slot] = Some((udp.timer(next, None), next));
     }
 
-    /// Closes every connection of the lane with `code` and `reason` and
-    /// sends their CLOSE packets now: the lane's last round before its
-    /// socket closes. The handler sees no `disconnected` for them (it
-    /// asked for the end).
-    pub(crate) fn close_all(&mut self, udp: &mut DatagramSocketCtx<'_>, code: u64, reason: &str) {
-        let now = Instant::now();
-        let mut handles = Vec::new();
-        self.conns.handles(&mut handles);
-        for h in handles {
-            if let Some(c) = self.conns.get_mut(h) {
-                c.close(now, code, reason);
-            }
-        }
-        while let Some((to, from, n)) = self.conns.poll_transmit(now, &mut self.buf) {
-            let _ = udp.send_from(to, from, &self.buf[..n]);
-        }
-    }
-
     /// Whether the client's connection has ended.
     pub(crate) fn client_closed(&self) -> bool {
         matches!(&self.conns, Conns::Client { conn, .. } if conn.state() == State::Closed)
+    }
+}
+
+impl<H: Handler> Drop for LaneState<H> {
+    fn drop(&mut self) {
+        if let Some((report, waiters)) = self.final_report.take() {
+            for w in waiters {
+                let _ = w.send(LaneStop {
+                    undelivered: report.undelivered.clone(),
+                    failure: report.failure.clone(),
+                    ..report
+                });
+            }
+        }
+    }
+}
+
+/// A panic's message, if it was a string.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
     }
 }
 

@@ -15,3 +15,4 @@ pub(crate) mod handler;
 pub(crate) mod lane;
 pub(crate) mod sender;
 pub(crate) mod server;
+pub(crate) mod stop;

@@ -28,6 +28,8 @@ pub(crate) trait Post: Send + Sync {
     fn post(&self, job: Job) -> bool;
     /// The lane has closed.
     fn is_closed(&self) -> bool;
+    /// Closes the lane's socket (after what already arrived is handled).
+    fn close(&self);
 }
 
 /// Sends on one connection from any thread: `Send + Sync + Clone`.

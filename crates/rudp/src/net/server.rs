@@ -18,6 +18,7 @@ use crate::net::conns::Conns;
 use crate::net::handler::{Ctx, Handler};
 use crate::net::lane::LaneState;
 use crate::net::sender::{Job, Post};
+use crate::net::stop::{LaneFailure, StopReport, Stopping};
 use crate::security::ServerSecurity;
 use crate::wire::LONG_HEADER_BIT;
 
@@ -100,6 +101,10 @@ impl<H: Handler> Post for LanePost<H> {
     fn is_closed(&self) -> bool {
         self.0.is_closed()
     }
+
+    fn close(&self) {
+        self.0.close();
+    }
 }
 
 /// A running server: `Send + Sync + Clone`.
@@ -137,6 +142,11 @@ impl<H: Handler> Post for LanePost<H> {
 pub struct Server<H: Handler> {
     group: DatagramSockets<LaneState<H>>,
     stats: Arc<[Arc<Mutex<EndpointStats>>]>,
+    /// Each lane's handler panic, once it panicked.
+    failures: Arc<[Arc<Mutex<Option<String>>>]>,
+    /// Each lane, to close it when it does not report a stop in time.
+    posts: Arc<[Arc<dyn Post>]>,
+    close_timeout: Duration,
 }
 
 impl<H: Handler> Clone for Server<H> {
@@ -144,8 +154,30 @@ impl<H: Handler> Clone for Server<H> {
         Server {
             group: self.group.clone(),
             stats: self.stats.clone(),
+            failures: self.failures.clone(),
+            posts: self.posts.clone(),
+            close_timeout: self.close_timeout,
         }
     }
+}
+
+/// What [`Server::status`] reports (as keel-udp's `ServerStatus`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerStatus {
+    /// Every lane is serving.
+    Running,
+    /// Every lane has closed ([`Server::stop`], or its runtime stopped).
+    Stopped,
+    /// The handler of `lane` panicked: that lane's connections were
+    /// closed with [`CLOSE_HANDLER_PANIC`](crate::CLOSE_HANDLER_PANIC)
+    /// and it refuses new ones; the other lanes keep serving
+    /// ([`Server::failed_lanes`] lists every failed lane).
+    Failed {
+        /// The first lane (by index) whose handler panicked.
+        lane: usize,
+        /// The panic's message.
+        message: String,
+    },
 }
 
 impl<H: Handler> std::fmt::Debug for Server<H> {
@@ -160,7 +192,10 @@ impl<H: Handler> std::fmt::Debug for Server<H> {
 impl<H: Handler> Server<H> {
     /// Binds `config.lanes` sockets to `addr` and starts one lane per
     /// socket, placed round-robin over `reactors`; `handler(i)` makes lane
-    /// `i`'s handler.
+    /// `i`'s handler. A panic in a lane's handler closes that lane's
+    /// connections only, with
+    /// [`CLOSE_HANDLER_PANIC`](crate::CLOSE_HANDLER_PANIC)
+    /// ([`Server::failed_lanes`]); it does not stop the runtime.
     ///
     /// # Errors
     ///
@@ -202,6 +237,8 @@ impl<H: Handler> Server<H> {
         // One cache for all lanes: a token taken on one is refused on
         // every other for another IP.
         let replay_cache = ReplayCache::with_capacity(REPLAY_CACHE * config.lanes);
+        let failures: Vec<Arc<Mutex<Option<String>>>> =
+            (0..config.lanes).map(|_| Arc::default()).collect();
         for lane in 0..config.lanes {
             let mut ec = EndpointConfig::new(
                 lane as u8,
@@ -247,15 +284,22 @@ impl<H: Handler> Server<H> {
                 max_datagram,
                 selves[i].clone(),
                 Some(stats[i].clone()),
+                failures[i].clone(),
             )
         })?;
+        let mut posts: Vec<Arc<dyn Post>> = Vec::with_capacity(config.lanes);
         for (i, me) in selves.iter().enumerate() {
             let socket = group.lane(i).expect("a socket per lane").clone();
-            let _ = me.set(Arc::new(LanePost(socket)));
+            let post: Arc<dyn Post> = Arc::new(LanePost(socket));
+            let _ = me.set(post.clone());
+            posts.push(post);
         }
         Ok(Server {
             group,
             stats: stats.into(),
+            failures: failures.into(),
+            posts: posts.into(),
+            close_timeout: config.connection.close_timeout,
         })
     }
 
@@ -305,23 +349,89 @@ impl<H: Handler> Server<H> {
         })
     }
 
-    /// Closes every connection with a CLOSE ([`CLOSE_STOPPED`], "server
-    /// stopping"), so clients learn at once rather than at their idle
-    /// timeout, then closes every lane. One CLOSE per connection, best
-    /// effort: a client whose CLOSE is lost still ends at its idle
-    /// timeout. The handler sees no `disconnected` for these.
+    /// Stops the server without losing anything silently: every
+    /// connection flushes its queued reliable messages, then sends a
+    /// CLOSE ([`CLOSE_STOPPED`], "server stopping") and repeats it until
+    /// the client acknowledges it, all by the connections'
+    /// `close_timeout` (default 2 s) from now; then every lane closes.
+    /// The handler's `disconnected` runs for each connection as it ends.
+    ///
+    /// Blocks until every lane is done: at once when nothing is pending,
+    /// at most `close_timeout` plus 100 ms. Returns what was not
+    /// delivered, per connection, and which lanes had failed. Do not call
+    /// it on the thread that turns the reactor the lanes run on (a game
+    /// loop's `Reactor::turn`): use [`Server::begin_stop`] there.
     ///
     /// [`CLOSE_STOPPED`]: crate::CLOSE_STOPPED
-    pub fn stop(&self) {
-        self.stop_with(crate::CLOSE_STOPPED, "server stopping");
+    pub fn stop(&self) -> StopReport {
+        self.stop_with(crate::CLOSE_STOPPED, "server stopping")
     }
 
     /// [`stop`](Self::stop) with the game's own code and reason (at most
     /// 128 bytes are sent), e.g. "map change, reconnect in 5 s".
-    pub fn stop_with(&self, code: u64, reason: &str) {
+    pub fn stop_with(&self, code: u64, reason: &str) -> StopReport {
+        self.begin_stop(code, reason).wait()
+    }
+
+    /// Starts the stop of [`stop_with`](Self::stop_with) and returns at
+    /// once; the [`Stopping`] gives the report ([`Stopping::wait`], or
+    /// [`Stopping::poll`] from a game loop that turns the reactor).
+    pub fn begin_stop(&self, code: u64, reason: &str) -> Stopping {
+        let deadline = Instant::now() + self.close_timeout;
+        let (tx, rx) = std::sync::mpsc::channel();
         let reason: Arc<str> = reason.into();
-        self.group
-            .close_with(move |st: &mut LaneState<H>, udp| st.close_all(udp, code, &reason));
+        let mut waiting = Vec::with_capacity(self.lanes());
+        for (i, post) in self.posts.iter().enumerate() {
+            let Some(socket) = self.group.lane(i) else {
+                continue;
+            };
+            let (tx, reason) = (tx.clone(), reason.clone());
+            let posted = socket.post_control(move |st: &mut LaneState<H>, udp| {
+                st.begin_stop(udp, code, &reason, deadline, tx)
+            });
+            if posted {
+                waiting.push((i, post.clone()));
+            }
+        }
+        Stopping {
+            rx,
+            waiting,
+            deadline,
+            report: StopReport {
+                failed_lanes: self.failed_lanes(),
+                ..StopReport::default()
+            },
+        }
+    }
+
+    /// The lanes whose handler panicked, with the panic's message, by
+    /// lane. Their connections were closed with
+    /// [`CLOSE_HANDLER_PANIC`](crate::CLOSE_HANDLER_PANIC); the other
+    /// lanes keep serving.
+    pub fn failed_lanes(&self) -> Vec<LaneFailure> {
+        self.failures
+            .iter()
+            .enumerate()
+            .filter_map(|(lane, f)| {
+                let message = f.lock().ok()?.clone()?;
+                Some(LaneFailure { lane, message })
+            })
+            .collect()
+    }
+
+    /// Running, stopped, or failed because a handler panicked on a lane.
+    pub fn status(&self) -> ServerStatus {
+        if let Some(f) = self.failed_lanes().into_iter().next() {
+            return ServerStatus::Failed {
+                lane: f.lane,
+                message: f.message,
+            };
+        }
+        if self.is_stopped() {
+            ServerStatus::Stopped
+        } else {
+            ServerStatus::Running
+        }
     }
 
     /// Whether every lane has closed.
