@@ -231,6 +231,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for name in 0..args.clients.max(1) {
             let mut cc = ClientConfig::new(channels(), keel_rudp::ClientSecurity::Insecure);
             if in_process {
+                // Each player from its own loopback address, as players on
+                // the internet would be: the server admits 16 connections
+                // per address (`Admission`).
+                cc.local = Some(format!("127.0.{}.{}:0", name / 250, name % 250 + 1).parse()?);
                 let spec = &args.impair;
                 cc.udp.send_impairment = Some(format!("{spec},seed={}", 2 * name + 1).parse()?);
                 cc.udp.recv_impairment = Some(format!("{spec},seed={}", 2 * name + 2).parse()?);

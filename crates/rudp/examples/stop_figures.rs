@@ -47,6 +47,15 @@ fn config() -> Config {
     c
 }
 
+/// Each player from its own loopback address, as on the internet: the
+/// server admits 16 connections per address, and steers handshakes to a
+/// lane by address, so one address would put every player on one lane.
+fn player_addr(k: usize) -> std::net::SocketAddr {
+    format!("127.0.{}.{}:0", k / 250, k % 250 + 1)
+        .parse()
+        .expect("a loopback address")
+}
+
 fn bind_server(rt: &Runtime, tx: &mpsc::Sender<Seen>) -> Server<Report> {
     let mut sc = ServerConfig::new(config(), ServerSecurity::Insecure);
     sc.lanes = 2;
@@ -93,6 +102,7 @@ fn stop_with_over_loss(players: usize, loss: f64, run: u64) {
         };
         cc.udp.send_impairment = imp(2 * k);
         cc.udp.recv_impairment = imp(2 * k + 1);
+        cc.local = Some(player_addr(k as usize));
         clients.push(
             Client::connect(
                 rt.next_reactor(),
@@ -227,9 +237,10 @@ fn panic_on_one_lane(players: usize) {
     })
     .unwrap();
     let mut clients = Vec::new();
-    for _ in 0..players {
+    for k in 0..players {
         let (tx, rx) = mpsc::channel();
-        let cc = ClientConfig::new(config(), ClientSecurity::Insecure);
+        let mut cc = ClientConfig::new(config(), ClientSecurity::Insecure);
+        cc.local = Some(player_addr(k));
         let c = Client::connect(rt.next_reactor(), server.local_addr(), cc, Report(tx)).unwrap();
         clients.push((c, rx));
     }

@@ -51,10 +51,14 @@ fn a_handler_panic_closes_its_lane_only_and_says_so() {
         }
     })
     .unwrap();
+    // Handshakes are steered to a lane by source IP: the clients come
+    // from 127.0.0.1 to 127.0.0.12, which spread over both lanes.
+    let local = |i: usize| Some(format!("127.0.0.{}:0", i + 1).parse().unwrap());
     let mut clients: Vec<(Client<Recorder>, Receiver<Seen>)> = Vec::new();
-    for _ in 0..CLIENTS {
+    for i in 0..CLIENTS {
         let (cli, rx) = recorder(false);
-        let cc = ClientConfig::new(cfg.clone(), ClientSecurity::Insecure);
+        let mut cc = ClientConfig::new(cfg.clone(), ClientSecurity::Insecure);
+        cc.local = local(i);
         let c = Client::connect(rt.next_reactor(), server.local_addr(), cc, cli).unwrap();
         clients.push((c, rx));
     }
@@ -67,7 +71,7 @@ fn a_handler_panic_closes_its_lane_only_and_says_so() {
     let (zero, one): (Vec<_>, Vec<_>) = clients.iter().partition(|(c, _)| lane(c) == 0);
     assert!(
         !zero.is_empty() && !one.is_empty(),
-        "{CLIENTS} clients all hashed to one lane"
+        "{CLIENTS} clients all steered to one lane"
     );
     for (_, rx) in &clients {
         collect_until(rx, Duration::from_secs(10), "connected", |s| {
@@ -119,7 +123,8 @@ fn a_handler_panic_closes_its_lane_only_and_says_so() {
     let (mut refused, mut served) = (0, 0);
     for i in 0..6 {
         let (cli, rx) = recorder(false);
-        let cc = ClientConfig::new(cfg.clone(), ClientSecurity::Insecure);
+        let mut cc = ClientConfig::new(cfg.clone(), ClientSecurity::Insecure);
+        cc.local = local(i as usize);
         let c = Client::connect(rt.next_reactor(), server.local_addr(), cc, cli).unwrap();
         c.sender().send(ORDERED, &payload(i, 16)).unwrap();
         let seen = collect_until(&rx, Duration::from_secs(10), "a new player's fate", |s| {

@@ -249,6 +249,9 @@ fn a_stop_with_a_reason_reaches_every_client_over_a_lossy_link() {
         };
         cc.udp.send_impairment = lossy(2 * k + 1);
         cc.udp.recv_impairment = lossy(2 * k + 2);
+        // Players from 20 hosts: the admission limits give one host a
+        // burst of 16 handshakes.
+        cc.local = Some(format!("127.0.0.{}:0", k + 1).parse().unwrap());
         let (cli, rx) = recorder(false);
         let c = Client::connect(rt.next_reactor(), server.local_addr(), cc, cli).unwrap();
         clients.push((c, rx));
