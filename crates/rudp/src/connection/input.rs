@@ -135,6 +135,7 @@ impl Connection {
     fn on_short(&mut self, now: Instant, pn: u64, mut r: Reader<'_>) {
         let mut eliciting = false;
         let mut refuse = false;
+        let mut invalid = false;
         while !r.is_empty() {
             let Ok(frame) = Frame::decode(&mut r) else {
                 break;
@@ -149,7 +150,11 @@ impl Connection {
                     payload,
                 } => {
                     eliciting = true;
-                    refuse |= self.on_message(channel, seq, payload.len() as u32, 0, payload);
+                    match self.on_message(channel, seq, payload.len() as u32, 0, payload) {
+                        Taken::Yes => {}
+                        Taken::Refused => refuse = true,
+                        Taken::Invalid => invalid = true,
+                    }
                 }
                 Frame::Fragment {
                     channel,
@@ -159,11 +164,21 @@ impl Connection {
                     payload,
                 } => {
                     eliciting = true;
-                    refuse |= self.on_message(channel, seq, total, offset, payload);
+                    match self.on_message(channel, seq, total, offset, payload) {
+                        Taken::Yes => {}
+                        Taken::Refused => refuse = true,
+                        Taken::Invalid => invalid = true,
+                    }
                 }
                 Frame::Close { code, reason } => self.on_peer_close(now, code, reason),
                 Frame::Hello { .. } | Frame::Retry { .. } | Frame::Accept { .. } => {}
             }
+        }
+        if invalid {
+            // Contradicts what came before (a message's total changed):
+            // counted once, as malformed, and not acknowledged.
+            self.stats.malformed_packets += 1;
+            return;
         }
         self.stats.packets_received += 1;
         if refuse {
@@ -186,7 +201,7 @@ impl Connection {
         }
     }
 
-    /// Returns true when the packet must not be acknowledged.
+    /// What became of a message frame, for its packet.
     fn on_message(
         &mut self,
         channel: u8,
@@ -194,7 +209,7 @@ impl Connection {
         total: u32,
         offset: u32,
         payload: &[u8],
-    ) -> bool {
+    ) -> Taken {
         let events = &mut self.events;
         let delivered = &mut self.stats.messages_delivered;
         let mut deliver = |data: Vec<u8>| {
@@ -207,14 +222,14 @@ impl Connection {
             deliver: &mut deliver,
         };
         match self.recv[channel as usize].on_frame(seq, total, offset, payload, &mut cx) {
-            RecvOutcome::Accepted => false,
+            RecvOutcome::Accepted => Taken::Yes,
             RecvOutcome::Duplicate => {
                 self.stats.duplicate_messages += 1;
-                false
+                Taken::Yes
             }
             RecvOutcome::Stale => {
                 self.stats.stale_messages += 1;
-                false
+                Taken::Yes
             }
             RecvOutcome::Refused(why) => {
                 match why {
@@ -222,12 +237,9 @@ impl Connection {
                     Refusal::Window => self.stats.window_refused += 1,
                     Refusal::Cap | Refusal::Small => {}
                 }
-                true
+                Taken::Refused
             }
-            RecvOutcome::Invalid => {
-                self.stats.malformed_packets += 1;
-                true
-            }
+            RecvOutcome::Invalid => Taken::Invalid,
         }
     }
 
@@ -350,6 +362,16 @@ impl Connection {
             _ => Err(Drop::Unexpected),
         }
     }
+}
+
+/// What a message frame means for the packet that carried it.
+enum Taken {
+    /// Taken, a duplicate or stale: the packet may be acknowledged.
+    Yes,
+    /// No room for it: the packet must not be acknowledged (resent later).
+    Refused,
+    /// It contradicts what came before: the packet is malformed.
+    Invalid,
 }
 
 /// Why a datagram was dropped.
