@@ -11,12 +11,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::config::ConfigError;
-use crate::endpoint::REPLAY_CACHE;
-#[cfg(doc)]
-use crate::endpoint::{
-    EndpointConfig, EndpointStats, CLOSE_REPLACED, REFUSE_ADDRESS_LIMIT, REFUSE_RATE_LIMIT,
-    REFUSE_TOKEN,
-};
+
+/// Tokens the replay cache ([`ReplayCache`]) of one endpoint remembers at
+/// most by default (oldest forgotten first); a [`Server`](crate::Server)'s
+/// shared cache holds this many per lane.
+pub const REPLAY_CACHE: usize = 8192;
 
 /// Limits on admission: how many connections, and how many handshakes a
 /// second, one source address gets on one endpoint (a server lane), so
@@ -38,7 +37,7 @@ use crate::endpoint::{
 /// live connection. A new connection made with the token of a connected
 /// one (from the same IP, any port: a client that crashed and came back;
 /// from another IP it is refused as replayed) replaces it, and the old one
-/// is closed with [`CLOSE_REPLACED`]. An attacker holding one token thus
+/// is closed with [`CLOSE_REPLACED`](crate::CLOSE_REPLACED). An attacker holding one token thus
 /// holds one live connection, however many hellos it sends. On a server
 /// this too is server-wide: the same IP reaches the same lane, which
 /// replaces; another IP is refused on every lane, as the lanes share one
@@ -71,7 +70,7 @@ use crate::endpoint::{
 pub struct Admission {
     /// Connections one source address holds at most (default 16), closing
     /// ones included until they are removed; past it a hello gets a
-    /// REFUSE with [`REFUSE_ADDRESS_LIMIT`]. At least 1.
+    /// REFUSE with [`REFUSE_ADDRESS_LIMIT`](crate::REFUSE_ADDRESS_LIMIT). At least 1.
     pub max_connections_per_ip: usize,
     /// IPv6 sources are grouped by this many leading bits (default 64: one
     /// subscriber's LAN). 32 to 128; 128 counts every IPv6 address alone.
@@ -79,7 +78,7 @@ pub struct Admission {
     /// Handshakes one source address may start per second, sustained
     /// (default 4): a token bucket refilled at this rate. Each validated
     /// hello that asks for a new connection takes one, whatever its
-    /// outcome; past it the hello gets a REFUSE with [`REFUSE_RATE_LIMIT`].
+    /// outcome; past it the hello gets a REFUSE with [`REFUSE_RATE_LIMIT`](crate::REFUSE_RATE_LIMIT).
     /// At least 1.
     pub handshakes_per_sec: u32,
     /// Handshakes one source address may start at once: the bucket's size
@@ -88,7 +87,7 @@ pub struct Admission {
     /// Source addresses whose handshake rate is remembered at once
     /// (default 4,096, about 64 bytes each): when full, the one tracked
     /// longest is forgotten (counted in
-    /// [`EndpointStats::rate_table_evictions`]) and starts again with a
+    /// [`EndpointStats::rate_table_evictions`](crate::EndpointStats::rate_table_evictions)) and starts again with a
     /// full bucket when it comes back. At least 1.
     pub rate_table_size: usize,
 }
@@ -155,11 +154,11 @@ impl Default for Admission {
 
 /// The connect tokens in use, each bound to the client IP that used it
 /// first, so that a token copied off the wire is refused
-/// ([`REFUSE_TOKEN`], "connect token in use from another address") from
+/// ([`REFUSE_TOKEN`](crate::REFUSE_TOKEN), "connect token in use from another address") from
 /// any other IP until it expires. Clones share one cache: a
 /// [`Server`](crate::Server) makes one and gives it to every lane's
-/// endpoint ([`EndpointConfig::replay_cache`]), so a token taken on one
-/// lane is refused on all; [`EndpointConfig::new`] makes each endpoint its
+/// endpoint ([`EndpointConfig::replay_cache`](crate::EndpointConfig::replay_cache)), so a token taken on one
+/// lane is refused on all; [`EndpointConfig::new`](crate::EndpointConfig::new) makes each endpoint its
 /// own.
 ///
 /// Only a hello with a fresh cookie and a valid token reaches it (one lock,

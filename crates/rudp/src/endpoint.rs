@@ -73,10 +73,6 @@ pub const CLOSE_HANDLER_PANIC: u64 = 16;
 /// ([`DisconnectReason::AckTimeout`](crate::DisconnectReason::AckTimeout)
 /// on this side).
 pub const CLOSE_ACK_TIMEOUT: u64 = 17;
-/// Tokens the replay cache ([`ReplayCache`]) of one endpoint remembers at
-/// most by default (oldest forgotten first); a [`Server`](crate::Server)'s
-/// shared cache holds this many per lane.
-pub const REPLAY_CACHE: usize = 8192;
 
 /// Settings of an [`Endpoint`].
 #[derive(Debug, Clone)]

@@ -62,7 +62,7 @@ mod security;
 pub mod sim;
 pub mod wire;
 
-pub use admission::{Admission, ReplayCache};
+pub use admission::{Admission, ReplayCache, REPLAY_CACHE};
 pub use budget::{RecvBudget, DEFAULT_RECV_BUDGET};
 pub use cc::{NewReno, Pacer};
 pub use channel::{ChannelConfig, ChannelKind};
@@ -75,7 +75,6 @@ pub use endpoint::{
     ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, CLOSE_ACK_TIMEOUT,
     CLOSE_HANDLER_PANIC, CLOSE_REPLACED, CLOSE_STOPPED, COOKIE_LEN, REFUSE_ADDRESS_LIMIT,
     REFUSE_CONFIG_MISMATCH, REFUSE_FULL, REFUSE_RATE_LIMIT, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN,
-    REPLAY_CACHE,
 };
 pub use net::client::{Client, ClientConfig};
 pub use net::handler::{Ctx, Handler};

@@ -11,9 +11,10 @@ use keel_udp::{
     EndpointConfig as UdpConfig, LaneSteering, LanesConfig,
 };
 
+use crate::admission::REPLAY_CACHE;
 use crate::admission::{Admission, ReplayCache};
 use crate::config::Config;
-use crate::endpoint::{Endpoint, EndpointConfig, EndpointStats, REPLAY_CACHE};
+use crate::endpoint::{Endpoint, EndpointConfig, EndpointStats};
 use crate::net::conns::Conns;
 use crate::net::handler::{Ctx, Handler};
 use crate::net::lane::LaneState;
