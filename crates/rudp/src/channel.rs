@@ -129,6 +129,8 @@ pub(crate) struct SendChannel {
     next_chunk: u32,
     pub retransmit: VecDeque<(u64, u32)>,
     pub queued_bytes: usize,
+    /// Messages queued or unacknowledged (those `queued_bytes` counts).
+    pub queued_msgs: usize,
 }
 
 impl SendChannel {
@@ -142,6 +144,7 @@ impl SendChannel {
             next_chunk: 0,
             retransmit: VecDeque::new(),
             queued_bytes: 0,
+            queued_msgs: 0,
         }
     }
 
@@ -174,6 +177,7 @@ impl SendChannel {
         }
         self.msgs.push_back(Some(m));
         self.queued_bytes += data.len();
+        self.queued_msgs += 1;
         self.next_seq += 1;
         self.next_seq - 1
     }
@@ -226,6 +230,7 @@ impl SendChannel {
         if let Some(slot) = self.msgs.get_mut(idx as usize) {
             if let Some(m) = slot.take() {
                 self.queued_bytes -= m.data.len();
+                self.queued_msgs -= 1;
                 if m.data.capacity() <= 64 * 1024 {
                     free.push(m);
                 }

@@ -227,6 +227,14 @@ pub enum ConfigError {
         /// What is accepted.
         accepted: &'static str,
     },
+    /// An endpoint's `send_budget` must hold at least one message of
+    /// `max_message_size`.
+    SendBudget {
+        /// The budget given.
+        budget: usize,
+        /// The message size given.
+        message: usize,
+    },
     /// `ack_timeout` must exceed `keepalive_interval`.
     AckTimeout {
         /// The ack timeout given.
@@ -260,6 +268,10 @@ impl fmt::Display for ConfigError {
                 value,
                 accepted,
             } => write!(f, "{setting}: {value}, {accepted} accepted"),
+            ConfigError::SendBudget { budget, message } => write!(
+                f,
+                "send_budget: {budget} bytes cannot hold one message of max_message_size ({message} bytes)"
+            ),
             ConfigError::AckTimeout { ack, keepalive } => write!(
                 f,
                 "ack_timeout ({ack:?}) must be longer than keepalive_interval ({keepalive:?})"
