@@ -271,3 +271,64 @@ fn a_send_budget_below_one_message_is_refused_by_name() {
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     assert!(e.to_string().starts_with("send_budget: "), "{e}");
 }
+
+/// On "go", sends 8 messages of `MSG` bytes and reports what became of
+/// them: (accepted, refused for the budget, the connection's count).
+struct Burst(std::sync::mpsc::Sender<(usize, usize, u64)>);
+
+impl Handler for Burst {
+    fn message(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle, _: u8, data: &[u8]) {
+        if data != b"go" {
+            return;
+        }
+        let (mut ok, mut spent) = (0, 0);
+        for _ in 0..8 {
+            match ctx.send(conn, 0, &DATA) {
+                Ok(_) => ok += 1,
+                Err(SendError::BudgetSpent { .. }) => spent += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let counted = ctx.stats(conn).unwrap().send_budget_refused;
+        let _ = self.0.send((ok, spent, counted));
+    }
+}
+
+#[test]
+fn a_server_holds_its_connections_to_the_configured_send_budget() {
+    use keel_reactor::{IoModel, Runtime};
+    use keel_rudp::{Client, ClientConfig};
+    struct Quiet;
+    impl Handler for Quiet {
+        fn message(&mut self, _: &mut Ctx<'_>, _: ConnectionHandle, _: u8, _: &[u8]) {}
+    }
+    let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
+    let mut c = cfg();
+    c.max_message_size = MSG; // the budget must hold one message
+    let mut sc = ServerConfig::new(c, ServerSecurity::Insecure);
+    sc.send_budget = 3 * (MSG + SEND_MESSAGE_OVERHEAD);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let server = Server::bind(rt.handles(), "127.0.0.1:0".parse().unwrap(), sc, |_| {
+        Burst(tx.clone())
+    })
+    .unwrap();
+    let client = Client::connect(
+        rt.handle(),
+        server.local_addr(),
+        ClientConfig::new(cfg(), ClientSecurity::Insecure),
+        Quiet,
+    )
+    .unwrap();
+    client.sender().send(0, b"go").unwrap();
+    let got = rx.recv_timeout(Duration::from_secs(10)).expect("the burst");
+    assert_eq!(got, (3, 5, 5), "3 fit the budget; the other 5 are refused");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while server.stats().send_budget_refused < 5 {
+        assert!(Instant::now() < deadline, "{:?}", server.stats());
+        std::thread::yield_now();
+    }
+    assert_eq!(server.stats().send_budget_refused, 5);
+    client.stop();
+    server.stop();
+    rt.stop().unwrap();
+}
