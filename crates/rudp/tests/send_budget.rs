@@ -15,6 +15,9 @@ use keel_rudp::{
 
 const CID: ConnectionId = ConnectionId([0, 1, 2, 3, 4, 5, 6, 7]);
 const MSG: usize = 16 << 10;
+/// What a message of `MSG` bytes counts for in a send budget: its data,
+/// an eighth more, and the per-message overhead.
+const COST: usize = MSG + MSG / 8 + SEND_MESSAGE_OVERHEAD;
 static DATA: [u8; MSG] = [5; MSG];
 
 fn cfg() -> Config {
@@ -114,7 +117,7 @@ fn peers_that_never_acknowledge_cannot_make_the_endpoint_hold_past_its_send_budg
                 Ok(_) => sent += 1,
                 Err(SendError::BudgetSpent { used, len, limit }) => {
                     assert_eq!((len, limit), (MSG, 1 << 20));
-                    assert!(used + len + SEND_MESSAGE_OVERHEAD > limit, "{used}");
+                    assert!(used + COST > limit, "{used}");
                     spent += 1;
                 }
                 Err(e) => panic!("{e}"),
@@ -122,13 +125,8 @@ fn peers_that_never_acknowledge_cannot_make_the_endpoint_hold_past_its_send_budg
             assert!(budget.used() <= budget.limit(), "{}", budget.used());
         }
     }
-    let per_msg = MSG + SEND_MESSAGE_OVERHEAD;
-    assert_eq!(
-        sent,
-        budget.limit() / per_msg,
-        "sends fill the budget exactly"
-    );
-    assert_eq!(budget.used(), sent * per_msg);
+    assert_eq!(sent, budget.limit() / COST, "sends fill the budget exactly");
+    assert_eq!(budget.used(), sent * COST);
     assert_eq!(spent, 16 * 32 - sent as u64);
     // Counted by the connections, the endpoint (before and after it
     // settles) and the budget alike.
@@ -150,7 +148,7 @@ fn peers_that_never_acknowledge_cannot_make_the_endpoint_hold_past_its_send_budg
     // Sent and unacknowledged, it stays counted: the peers are silent.
     let mut acking = vec![false; clients.len()];
     pump(&mut server, &mut clients, &acking, &mut now, 20);
-    assert_eq!(budget.used(), sent * per_msg);
+    assert_eq!(budget.used(), sent * COST);
     let (_, last) = clients[15];
     assert!(matches!(
         server.connection_mut(last).unwrap().send(0, &DATA),
@@ -165,8 +163,8 @@ fn peers_that_never_acknowledge_cannot_make_the_endpoint_hold_past_its_send_budg
     acking[0] = true;
     pump(&mut server, &mut clients, &acking, &mut now, 100);
     assert_eq!(server.connection(first).unwrap().send_buffered(), 0);
-    let back = first_held / MSG * per_msg;
-    assert_eq!(budget.used(), sent * per_msg - back);
+    let back = first_held / MSG * COST;
+    assert_eq!(budget.used(), sent * COST - back);
     server.connection_mut(last).unwrap().send(0, &DATA).unwrap();
 
     // Closing the silent connections gives their bytes back once they go.
@@ -195,7 +193,7 @@ fn a_slow_connection_and_a_spent_budget_are_told_apart() {
     let mut c = cfg();
     c.max_send_buffer = 4 * MSG;
     let mut conn = Connection::established(c.clone(), Side::Server, CID, now).unwrap();
-    let budget = SendBudget::new(6 * (MSG + SEND_MESSAGE_OVERHEAD));
+    let budget = SendBudget::new(6 * COST);
     conn.set_send_budget(budget.clone());
     for _ in 0..4 {
         conn.send(0, &DATA).unwrap();
@@ -214,7 +212,7 @@ fn a_slow_connection_and_a_spent_budget_are_told_apart() {
     assert_eq!(
         err,
         SendError::BudgetSpent {
-            used: 6 * (MSG + SEND_MESSAGE_OVERHEAD),
+            used: 6 * COST,
             len: 1,
             limit: budget.limit(),
         }
@@ -224,7 +222,7 @@ fn a_slow_connection_and_a_spent_budget_are_told_apart() {
     assert_eq!(conn.stats().send_budget_refused, 0);
     // Dropping a connection gives back all it held.
     drop(conn);
-    assert_eq!(budget.used(), 2 * (MSG + SEND_MESSAGE_OVERHEAD));
+    assert_eq!(budget.used(), 2 * COST);
     other.send(0, b"x").unwrap();
 }
 
@@ -237,7 +235,7 @@ fn unreliable_messages_leave_the_budget_once_sent() {
     for _ in 0..8 {
         conn.send(1, &DATA[..1000]).unwrap();
     }
-    assert_eq!(budget.used(), 8 * (1000 + SEND_MESSAGE_OVERHEAD));
+    assert_eq!(budget.used(), 8 * (1000 + 1000 / 8 + SEND_MESSAGE_OVERHEAD));
     let mut buf = [0u8; 1500];
     while conn.poll_transmit(now, &mut buf).is_some() {}
     assert_eq!(budget.used(), 0);
@@ -306,7 +304,7 @@ fn a_server_holds_its_connections_to_the_configured_send_budget() {
     let mut c = cfg();
     c.max_message_size = MSG; // the budget must hold one message
     let mut sc = ServerConfig::new(c, ServerSecurity::Insecure);
-    sc.send_budget = 3 * (MSG + SEND_MESSAGE_OVERHEAD);
+    sc.send_budget = 3 * COST;
     let (tx, rx) = std::sync::mpsc::channel();
     let server = Server::bind(rt.handles(), "127.0.0.1:0".parse().unwrap(), sc, |_| {
         Burst(tx.clone())

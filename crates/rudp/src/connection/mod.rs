@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::budget::{RecvBudget, RecvMem, SendBudget, SendMem, SEND_MESSAGE_OVERHEAD};
+use crate::budget::{send_cost, RecvBudget, RecvMem, SendBudget, SendMem};
 use crate::cc::{NewReno, Pacer};
 use crate::channel::{OutMsg, RecvChannel, SendChannel};
 use crate::config::{Config, ConfigError};
@@ -374,7 +374,7 @@ impl Connection {
                 cap: self.cfg.max_send_buffer,
             });
         }
-        if let Err((used, limit)) = self.send_mem.try_take(data.len() + SEND_MESSAGE_OVERHEAD) {
+        if let Err((used, limit)) = self.send_mem.try_take(send_cost(data.len())) {
             self.stats.send_budget_refused += 1;
             return Err(SendError::BudgetSpent {
                 used,
@@ -391,13 +391,13 @@ impl Connection {
     /// acknowledgement, unreliable messages sent): the shared budget sees
     /// the difference in one atomic operation, none if there is none.
     fn recount_send_buffered(&mut self) {
-        let (mut bytes, mut msgs) = (0, 0);
+        let (mut bytes, mut cost) = (0, 0);
         for c in &self.send {
             bytes += c.queued_bytes;
-            msgs += c.queued_msgs;
+            cost += c.queued_cost;
         }
         self.send_buffered = bytes;
-        self.send_mem.set_held(bytes + msgs * SEND_MESSAGE_OVERHEAD);
+        self.send_mem.set_held(cost);
     }
 
     /// Draws this connection's send queues from `budget` too, beside its

@@ -161,7 +161,7 @@ pub enum SendError {
     /// are the peers that do not acknowledge.
     BudgetSpent {
         /// Bytes the connections sharing the budget hold now (each message
-        /// counted with [`SEND_MESSAGE_OVERHEAD`](crate::SEND_MESSAGE_OVERHEAD)).
+        /// counted with its bookkeeping, see [`SendBudget`](crate::SendBudget)).
         used: usize,
         /// The message's length.
         len: usize,

@@ -67,8 +67,8 @@ pub struct ServerConfig {
     /// [`EndpointStats::budget_refused`](crate::EndpointStats::budget_refused).
     pub recv_budget: usize,
     /// Bytes of messages all connections of all lanes hold to send
-    /// (queued, or awaiting acknowledgement; each message counted with
-    /// [`SEND_MESSAGE_OVERHEAD`](crate::SEND_MESSAGE_OVERHEAD)), beside
+    /// (queued, or awaiting acknowledgement; each message counted with its
+    /// bookkeeping, see [`SendBudget`](crate::SendBudget)), beside
     /// each one's `max_send_buffer` (default
     /// [`DEFAULT_SEND_BUDGET`](crate::DEFAULT_SEND_BUDGET), 256 MiB; at
     /// least `connection.max_message_size`). At it, sends fail with
