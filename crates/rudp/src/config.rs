@@ -75,7 +75,9 @@ pub struct Config {
     pub max_message_size: usize,
     /// Bytes of messages queued or awaiting acknowledgement over all
     /// channels; past it `send` fails with `SendError::Backpressure`
-    /// (default 4 MiB).
+    /// (default 4 MiB). The connections of a server together are held to
+    /// its send budget too ([`SendBudget`](crate::SendBudget),
+    /// `SendError::BudgetSpent`).
     pub max_send_buffer: usize,
     /// Bytes of partly received or held-back messages; past it incoming
     /// packets are refused unacknowledged so the peer resends them later
