@@ -1,6 +1,8 @@
 //! Receive memory: what one connection holds for its peer (partly
 //! received messages, held-back messages, de-duplication windows), its
-//! cap, and the budget all connections of a server share.
+//! cap, and the budget all connections of a server share; and the send
+//! side's budget: messages queued or awaiting acknowledgement over all
+//! connections of a server.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -9,6 +11,34 @@ use std::sync::Arc;
 /// connections can hold at the default `max_recv_buffer` (4 MiB), or 1/16
 /// of a 4 GiB game server.
 pub const DEFAULT_RECV_BUDGET: usize = 256 << 20;
+
+/// The default [`SendBudget`] of an endpoint or server: 256 MiB. What
+/// 64 connections hold at the default `max_send_buffer` (4 MiB), so the
+/// 16 GiB that 4,096 connections could hold at their caps is out of reach;
+/// 64 KiB of reliable data in flight for each of 4,096 players (320 KB/s
+/// each at 200 ms of RTT, far above a game's reliable traffic: its
+/// snapshots are unreliable and leave the queue once sent); and with
+/// [`DEFAULT_RECV_BUDGET`] 512 MiB in all, 1/8 of a 4 GiB game server.
+pub const DEFAULT_SEND_BUDGET: usize = 256 << 20;
+
+/// Bytes a queued message is counted for in the [`SendBudget`] besides
+/// its data and an eighth of it (see [`SendBudget`]), so that neither
+/// many small messages nor large ones hold much more memory than the
+/// budget says. Per message: its 64-byte slot in the channel's queue, its
+/// chunk list, the allocations' headers and the data's smallest
+/// allocation; per packet that carries a piece of it while
+/// unacknowledged, the loss-recovery record (the eighth of the data
+/// covers that for messages of several packets). Measured with
+/// `examples/hostile_send.rs`, each message or fragment in a packet of
+/// its own (the worst case): a 16-byte message holds about 400 bytes, a
+/// 1,024-byte one 1,340, a 16 KiB one in 15 fragments 19,300.
+pub const SEND_MESSAGE_OVERHEAD: usize = 384;
+
+/// What a message of `len` bytes counts for in the send budget: its data,
+/// an eighth more, and [`SEND_MESSAGE_OVERHEAD`].
+pub(crate) fn send_cost(len: usize) -> usize {
+    len + len / 8 + SEND_MESSAGE_OVERHEAD
+}
 
 /// Whole messages one connection holds back for ordering at most, over
 /// all its channels: the message that fills a gap releases them all in
@@ -41,25 +71,64 @@ pub(crate) const MAX_HELD_MESSAGES: usize = 16_384;
 /// ```
 #[derive(Debug, Clone)]
 pub struct RecvBudget {
-    inner: Arc<Inner>,
+    inner: Arc<Counter>,
 }
 
+/// A limit in bytes shared by the connections of an endpoint (or of all
+/// the lanes of a server): what is used, and how often it refused. The
+/// state behind both [`RecvBudget`] and [`SendBudget`].
 #[derive(Debug)]
-struct Inner {
+struct Counter {
     limit: usize,
     used: AtomicUsize,
     refused: AtomicU64,
+}
+
+impl Counter {
+    fn new(limit: usize) -> Arc<Self> {
+        Arc::new(Counter {
+            limit,
+            used: AtomicUsize::new(0),
+            refused: AtomicU64::new(0),
+        })
+    }
+
+    fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Takes `n` bytes if they fit (one read-modify-write when they do;
+    /// the check and the take are separate operations, so concurrent
+    /// takers can pass the limit by one take each), else counts a refusal
+    /// and returns the bytes used.
+    fn try_take(&self, n: usize) -> Result<(), usize> {
+        let used = self.used.load(Ordering::Relaxed);
+        if used.saturating_add(n) > self.limit {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return Err(used);
+        }
+        self.used.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn force_take(&self, n: usize) {
+        self.used.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn give(&self, n: usize) {
+        self.used.fetch_sub(n, Ordering::Relaxed);
+    }
 }
 
 impl RecvBudget {
     /// A budget of `limit` bytes.
     pub fn new(limit: usize) -> Self {
         RecvBudget {
-            inner: Arc::new(Inner {
-                limit,
-                used: AtomicUsize::new(0),
-                refused: AtomicU64::new(0),
-            }),
+            inner: Counter::new(limit),
         }
     }
 
@@ -70,30 +139,144 @@ impl RecvBudget {
 
     /// Bytes held now by the connections sharing it.
     pub fn used(&self) -> usize {
-        self.inner.used.load(Ordering::Relaxed)
+        self.inner.used()
     }
 
     /// Frames refused because it was spent, over all connections sharing it.
     pub fn refused(&self) -> u64 {
-        self.inner.refused.load(Ordering::Relaxed)
+        self.inner.refused()
     }
 
     fn try_take(&self, n: usize) -> bool {
-        let used = self.inner.used.load(Ordering::Relaxed);
-        if used.saturating_add(n) > self.inner.limit {
-            self.inner.refused.fetch_add(1, Ordering::Relaxed);
-            return false;
-        }
-        self.inner.used.fetch_add(n, Ordering::Relaxed);
-        true
+        self.inner.try_take(n).is_ok()
     }
 
     fn force_take(&self, n: usize) {
-        self.inner.used.fetch_add(n, Ordering::Relaxed);
+        self.inner.force_take(n);
     }
 
     fn give(&self, n: usize) {
-        self.inner.used.fetch_sub(n, Ordering::Relaxed);
+        self.inner.give(n);
+    }
+}
+
+/// Bytes of messages all the connections of a server hold to send: queued,
+/// or sent and awaiting the peer's acknowledgement (reliable channels),
+/// each message counted with its bookkeeping: its length, an eighth more,
+/// and [`SEND_MESSAGE_OVERHEAD`] (a 1,024-byte message counts 1,536
+/// bytes, a 16-byte one 402), so that what the connections hold in memory
+/// stays within the budget whatever the size of the messages. Cloning shares the budget: every lane of a
+/// [`Server`](crate::Server) draws on one.
+///
+/// Each connection is also held to its own `max_send_buffer`
+/// ([`SendError::Backpressure`](crate::SendError::Backpressure): that
+/// connection is slow); this bounds their sum. When it is spent,
+/// [`Connection::send`](crate::Connection::send) refuses with
+/// [`SendError::BudgetSpent`](crate::SendError::BudgetSpent) (the server
+/// is out of send memory, whatever the connection), queues nothing, and
+/// counts it in [`Stats::send_budget_refused`](crate::Stats::send_budget_refused),
+/// [`EndpointStats::send_budget_refused`](crate::EndpointStats::send_budget_refused)
+/// and [`SendBudget::refused`]. Bytes come back as the peers acknowledge
+/// (unreliable messages once sent) and when a connection is dropped.
+/// Lanes check and take with separate atomic operations, so the budget
+/// can be passed by at most one message per lane at a time.
+///
+/// # Examples
+///
+/// ```
+/// use keel_rudp::SendBudget;
+///
+/// let budget = SendBudget::new(64 << 20);
+/// let shared = budget.clone();
+/// assert_eq!((shared.limit(), shared.used(), shared.refused()), (64 << 20, 0, 0));
+/// ```
+#[derive(Debug, Clone)]
+pub struct SendBudget {
+    inner: Arc<Counter>,
+}
+
+impl SendBudget {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: usize) -> Self {
+        SendBudget {
+            inner: Counter::new(limit),
+        }
+    }
+
+    /// The limit in bytes.
+    pub fn limit(&self) -> usize {
+        self.inner.limit
+    }
+
+    /// Bytes held now by the connections sharing it (messages counted
+    /// with their bookkeeping, as above).
+    pub fn used(&self) -> usize {
+        self.inner.used()
+    }
+
+    /// Sends refused because it was spent, over all connections sharing it.
+    pub fn refused(&self) -> u64 {
+        self.inner.refused()
+    }
+}
+
+/// What one connection's send queues hold against the shared
+/// [`SendBudget`]. Dropping it gives its bytes back.
+#[derive(Debug, Default)]
+pub(crate) struct SendMem {
+    held: usize,
+    budget: Option<SendBudget>,
+}
+
+impl SendMem {
+    /// Bytes held now (data and overhead).
+    #[cfg(test)]
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    /// Draws on `budget` from now on (moving what is held onto it).
+    pub fn set_budget(&mut self, budget: SendBudget) {
+        if let Some(old) = self.budget.take() {
+            old.inner.give(self.held);
+        }
+        budget.inner.force_take(self.held);
+        self.budget = Some(budget);
+    }
+
+    /// Takes `n` bytes for a message about to be queued if the budget
+    /// allows; else the bytes it has used and its limit.
+    pub fn try_take(&mut self, n: usize) -> Result<(), (usize, usize)> {
+        if let Some(b) = &self.budget {
+            b.inner.try_take(n).map_err(|used| (used, b.limit()))?;
+        }
+        self.held += n;
+        Ok(())
+    }
+
+    /// Sets what is held to `total` (after acknowledgements, sends of
+    /// unreliable messages): at most one atomic operation, none when
+    /// nothing changed.
+    pub fn set_held(&mut self, total: usize) {
+        if total == self.held {
+            return;
+        }
+        if let Some(b) = &self.budget {
+            if total > self.held {
+                b.inner.force_take(total - self.held);
+            } else {
+                b.inner.give(self.held - total);
+            }
+        }
+        self.held = total;
+    }
+}
+
+impl Drop for SendMem {
+    fn drop(&mut self) {
+        if let Some(b) = &self.budget {
+            b.inner.give(self.held);
+        }
     }
 }
 
@@ -236,5 +419,26 @@ mod tests {
         assert_eq!(budget.used(), 10);
         b.give(10);
         assert_eq!((b.held(), budget.used()), (0, 0));
+    }
+
+    #[test]
+    fn send_budget_is_shared_and_given_back_when_dropped() {
+        let budget = SendBudget::new(100);
+        let mut a = SendMem::default();
+        let mut b = SendMem::default();
+        a.try_take(30).unwrap();
+        a.set_budget(budget.clone());
+        b.set_budget(budget.clone());
+        assert_eq!(budget.used(), 30, "what was held moves onto it");
+        assert_eq!(a.try_take(50), Ok(()));
+        assert_eq!(b.try_take(30), Err((80, 100)));
+        assert_eq!((b.held(), budget.refused()), (0, 1));
+        assert_eq!(b.try_take(20), Ok(()));
+        a.set_held(10);
+        assert_eq!(budget.used(), 30);
+        drop(a);
+        assert_eq!(budget.used(), 20);
+        b.set_held(0);
+        assert_eq!(budget.used(), 0);
     }
 }

@@ -129,6 +129,9 @@ pub(crate) struct SendChannel {
     next_chunk: u32,
     pub retransmit: VecDeque<(u64, u32)>,
     pub queued_bytes: usize,
+    /// What those messages count for in the send budget
+    /// ([`send_cost`](crate::budget::send_cost)).
+    pub queued_cost: usize,
 }
 
 impl SendChannel {
@@ -142,6 +145,7 @@ impl SendChannel {
             next_chunk: 0,
             retransmit: VecDeque::new(),
             queued_bytes: 0,
+            queued_cost: 0,
         }
     }
 
@@ -174,6 +178,7 @@ impl SendChannel {
         }
         self.msgs.push_back(Some(m));
         self.queued_bytes += data.len();
+        self.queued_cost += crate::budget::send_cost(data.len());
         self.next_seq += 1;
         self.next_seq - 1
     }
@@ -226,6 +231,7 @@ impl SendChannel {
         if let Some(slot) = self.msgs.get_mut(idx as usize) {
             if let Some(m) = slot.take() {
                 self.queued_bytes -= m.data.len();
+                self.queued_cost -= crate::budget::send_cost(m.data.len());
                 if m.data.capacity() <= 64 * 1024 {
                     free.push(m);
                 }

@@ -75,7 +75,9 @@ pub struct Config {
     pub max_message_size: usize,
     /// Bytes of messages queued or awaiting acknowledgement over all
     /// channels; past it `send` fails with `SendError::Backpressure`
-    /// (default 4 MiB).
+    /// (default 4 MiB). The connections of a server together are held to
+    /// its send budget too ([`SendBudget`](crate::SendBudget),
+    /// `SendError::BudgetSpent`).
     pub max_send_buffer: usize,
     /// Bytes of partly received or held-back messages; past it incoming
     /// packets are refused unacknowledged so the peer resends them later
@@ -227,6 +229,14 @@ pub enum ConfigError {
         /// What is accepted.
         accepted: &'static str,
     },
+    /// An endpoint's `send_budget` must hold at least one message of
+    /// `max_message_size`.
+    SendBudget {
+        /// The budget given.
+        budget: usize,
+        /// The message size given.
+        message: usize,
+    },
     /// `ack_timeout` must exceed `keepalive_interval`.
     AckTimeout {
         /// The ack timeout given.
@@ -260,6 +270,10 @@ impl fmt::Display for ConfigError {
                 value,
                 accepted,
             } => write!(f, "{setting}: {value}, {accepted} accepted"),
+            ConfigError::SendBudget { budget, message } => write!(
+                f,
+                "send_budget: {budget} bytes cannot hold one message of max_message_size ({message} bytes)"
+            ),
             ConfigError::AckTimeout { ack, keepalive } => write!(
                 f,
                 "ack_timeout ({ack:?}) must be longer than keepalive_interval ({keepalive:?})"

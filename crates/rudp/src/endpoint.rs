@@ -19,7 +19,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use crate::admission::{source_key, Admission, RateTable, ReplayCache, SourceKey};
-use crate::budget::{RecvBudget, DEFAULT_RECV_BUDGET};
+use crate::budget::{RecvBudget, SendBudget, DEFAULT_RECV_BUDGET, DEFAULT_SEND_BUDGET};
 use crate::config::{Config, ConfigError};
 use crate::connection::{Connection, Event, Side, State};
 use crate::deadlines::Deadlines;
@@ -114,6 +114,14 @@ pub struct EndpointConfig {
     /// peers resend) and counted. Clones share it: a [`Server`](crate::Server)
     /// gives one to all its lanes.
     pub recv_budget: RecvBudget,
+    /// Bytes of messages all its connections hold to send (queued, or
+    /// awaiting acknowledgement), in all, beside each one's
+    /// `max_send_buffer` (default [`DEFAULT_SEND_BUDGET`], 256 MiB; at
+    /// least `max_message_size`, checked in [`Endpoint::new`]). At it,
+    /// `send` fails with [`SendError::BudgetSpent`](crate::SendError::BudgetSpent),
+    /// counted. Clones share it: a [`Server`](crate::Server) gives one to
+    /// all its lanes.
+    pub send_budget: SendBudget,
 }
 
 impl EndpointConfig {
@@ -133,6 +141,7 @@ impl EndpointConfig {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
             recv_budget: RecvBudget::new(DEFAULT_RECV_BUDGET),
+            send_budget: SendBudget::new(DEFAULT_SEND_BUDGET),
         }
     }
 }
@@ -216,6 +225,10 @@ pub struct EndpointStats {
     /// Message frames of its connections refused as too far ahead of their
     /// channel's window.
     pub window_refused: u64,
+    /// Sends on its connections refused because the send budget
+    /// ([`EndpointConfig::send_budget`]) was spent
+    /// ([`SendError::BudgetSpent`](crate::SendError::BudgetSpent)).
+    pub send_budget_refused: u64,
     /// Connections ended because the peer acknowledged nothing for
     /// `ack_timeout` (`DisconnectReason::AckTimeout`).
     pub ack_timeouts: u64,
@@ -257,6 +270,7 @@ impl std::ops::Add for EndpointStats {
             rate_table_evictions: self.rate_table_evictions + o.rate_table_evictions,
             budget_refused: self.budget_refused + o.budget_refused,
             window_refused: self.window_refused + o.window_refused,
+            send_budget_refused: self.send_budget_refused + o.send_budget_refused,
             ack_timeouts: self.ack_timeouts + o.ack_timeouts,
             undelivered_connections: self.undelivered_connections + o.undelivered_connections,
             undelivered_messages: self.undelivered_messages + o.undelivered_messages,
@@ -280,6 +294,9 @@ struct Slot {
     ready: bool,
     /// In `evented`: it may have events.
     evented: bool,
+    /// Its sends refused for the send budget, as far as the endpoint's
+    /// stats count them (the rest are counted when it is settled).
+    send_refused_seen: u64,
 }
 
 /// The connections of one server lane, sans-IO, with the server's half of
@@ -364,6 +381,12 @@ impl Endpoint {
     pub fn new(cfg: EndpointConfig, now: Instant) -> Result<Self, ConfigError> {
         cfg.connection.validate()?;
         cfg.admission.validate()?;
+        if cfg.send_budget.limit() < cfg.connection.max_message_size {
+            return Err(ConfigError::SendBudget {
+                budget: cfg.send_budget.limit(),
+                message: cfg.connection.max_message_size,
+            });
+        }
         let cfg_kid = cfg.security.clone();
         Ok(Endpoint {
             digest: cfg.connection.digest(),
@@ -391,7 +414,21 @@ impl Endpoint {
 
     /// Counters.
     pub fn stats(&self) -> EndpointStats {
-        self.stats
+        let mut s = self.stats;
+        // Sends since the last settle: only connections handed out by
+        // `connection_mut` (and so dirty) can have refused one.
+        for &i in &self.dirty {
+            if let Some(slot) = &self.slots[i] {
+                s.send_budget_refused += slot.conn.send_budget_refusals() - slot.send_refused_seen;
+            }
+        }
+        s
+    }
+
+    /// The send budget its connections share (with the other lanes of a
+    /// server): its limit, what is used now, the sends it refused.
+    pub fn send_budget(&self) -> &SendBudget {
+        &self.cfg.send_budget
     }
 
     /// The receive budget its connections share (with the other lanes of
@@ -721,6 +758,7 @@ impl Endpoint {
         conn.set_peer_max_ack_delay(Duration::from_micros(max_ack_delay_us));
         let mut token = None;
         conn.set_recv_budget(self.cfg.recv_budget.clone());
+        conn.set_send_budget(self.cfg.send_budget.clone());
         if let Some(c) = claims {
             // One live connection per token: the newest replaces the older.
             if let Some(old) = self.by_token.remove(&c.tag) {
@@ -738,6 +776,7 @@ impl Endpoint {
             dirty: false,
             ready: false,
             evented: false,
+            send_refused_seen: 0,
         };
         let idx = match self.free.pop() {
             Some(i) => {
@@ -903,6 +942,9 @@ impl Endpoint {
                 continue;
             };
             slot.dirty = false;
+            let refused = slot.conn.send_budget_refusals();
+            self.stats.send_budget_refused += refused - slot.send_refused_seen;
+            slot.send_refused_seen = refused;
             if slot.conn.state() == State::Closed && !slot.conn.has_events() {
                 let left = slot.conn.undelivered();
                 if left.messages > 0 {

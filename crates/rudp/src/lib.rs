@@ -10,9 +10,10 @@
 //! * [`Connection`]: channels ([`ChannelKind`]: reliable-ordered,
 //!   reliable-unordered, unreliable-sequenced, unreliable) with per-channel
 //!   ordering, priorities, fragmentation up to `max_message_size` with
-//!   memory caps and backpressure ([`SendError::Backpressure`]), receive
-//!   memory taken as bytes arrive against a per-connection cap and a
-//!   server-wide [`RecvBudget`]; acks as
+//!   memory caps and backpressure ([`SendError::Backpressure`] per
+//!   connection, [`SendError::BudgetSpent`] for the server-wide
+//!   [`SendBudget`]), receive memory taken as bytes arrive against a
+//!   per-connection cap and a server-wide [`RecvBudget`]; acks as
 //!   ranges piggybacked on every packet; RTT and loss detection per
 //!   RFC 6298 / RFC 9002; redundancy for small reliable messages
 //!   ([`Redundancy`]); NewReno congestion control and pacing for bulk
@@ -63,7 +64,9 @@ pub mod sim;
 pub mod wire;
 
 pub use admission::{Admission, ReplayCache, REPLAY_CACHE};
-pub use budget::{RecvBudget, DEFAULT_RECV_BUDGET};
+pub use budget::{
+    RecvBudget, SendBudget, DEFAULT_RECV_BUDGET, DEFAULT_SEND_BUDGET, SEND_MESSAGE_OVERHEAD,
+};
 pub use cc::{NewReno, Pacer};
 pub use channel::{ChannelConfig, ChannelKind};
 pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};

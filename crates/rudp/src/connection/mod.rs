@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::budget::{RecvBudget, RecvMem};
+use crate::budget::{send_cost, RecvBudget, RecvMem, SendBudget, SendMem};
 use crate::cc::{NewReno, Pacer};
 use crate::channel::{OutMsg, RecvChannel, SendChannel};
 use crate::config::{Config, ConfigError};
@@ -103,7 +103,10 @@ pub struct Connection {
     recv_mem: RecvMem,
     order: Vec<u8>,
     chunk_size: usize,
+    /// Bytes of messages queued or unacknowledged (`max_send_buffer`).
     send_buffered: usize,
+    /// Those with their overhead, against the endpoint's send budget.
+    send_mem: SendMem,
     // Reuse.
     pool: BufPool,
     msg_free: Vec<OutMsg>,
@@ -209,6 +212,7 @@ impl Connection {
             order,
             chunk_size,
             send_buffered: 0,
+            send_mem: SendMem::default(),
             pool: BufPool::default(),
             msg_free: Vec::new(),
             chunk_pool: Vec::new(),
@@ -341,6 +345,14 @@ impl Connection {
 
     /// Queues a message on `channel`. Reliable channels keep it until the
     /// peer acknowledges it; the others send it once.
+    ///
+    /// # Errors
+    ///
+    /// Nothing is queued on an error. [`SendError::Backpressure`]: this
+    /// connection holds `max_send_buffer` (its peer is slow or does not
+    /// acknowledge); [`SendError::BudgetSpent`]: the endpoint's shared
+    /// [`SendBudget`] is spent (the server as a whole holds too much,
+    /// whatever this connection does); the others name the setting.
     pub fn send(&mut self, channel: u8, data: &[u8]) -> Result<MessageId, SendError> {
         if !matches!(self.state, State::Connected | State::Handshaking) {
             return Err(SendError::Closed);
@@ -362,13 +374,52 @@ impl Connection {
                 cap: self.cfg.max_send_buffer,
             });
         }
+        if let Err((used, limit)) = self.send_mem.try_take(send_cost(data.len())) {
+            self.stats.send_budget_refused += 1;
+            return Err(SendError::BudgetSpent {
+                used,
+                len: data.len(),
+                limit,
+            });
+        }
         let seq = self.send[channel as usize].push(data, self.chunk_size, &mut self.msg_free);
         self.recount_send_buffered();
         Ok(MessageId { channel, seq })
     }
 
+    /// Recounts what the send queues hold after a change (a send, an
+    /// acknowledgement, unreliable messages sent): the shared budget sees
+    /// the difference in one atomic operation, none if there is none.
     fn recount_send_buffered(&mut self) {
-        self.send_buffered = self.send.iter().map(|c| c.queued_bytes).sum();
+        let (mut bytes, mut cost) = (0, 0);
+        for c in &self.send {
+            bytes += c.queued_bytes;
+            cost += c.queued_cost;
+        }
+        self.send_buffered = bytes;
+        self.send_mem.set_held(cost);
+    }
+
+    /// Draws this connection's send queues from `budget` too, beside its
+    /// own `max_send_buffer`: what an [`Endpoint`](crate::Endpoint) does
+    /// for each connection it creates, so all connections of a server
+    /// share one [`SendBudget`]. What it holds already moves onto it.
+    pub fn set_send_budget(&mut self, budget: SendBudget) {
+        self.send_mem.set_budget(budget);
+    }
+
+    /// Bytes of messages queued or awaiting acknowledgement over all
+    /// channels (what `max_send_buffer` bounds; cheap, unlike
+    /// [`Connection::stats`]): the connections holding the most are the
+    /// ones to look at when sends fail with [`SendError::BudgetSpent`].
+    pub fn send_buffered(&self) -> usize {
+        self.send_buffered
+    }
+
+    /// Sends refused for the shared send budget (cheap:
+    /// [`Stats::send_budget_refused`]).
+    pub(crate) fn send_budget_refusals(&self) -> u64 {
+        self.stats.send_budget_refused
     }
 
     /// The next event, if any.

@@ -152,6 +152,22 @@ pub enum SendError {
         /// The cap.
         cap: usize,
     },
+    /// Queueing it would pass the endpoint's shared
+    /// [`SendBudget`](crate::SendBudget) (`EndpointConfig::send_budget`,
+    /// `ServerConfig::send_budget`): the server as a whole holds that much
+    /// unacknowledged data, whatever this connection holds. Retry after
+    /// acknowledgements; if it lasts, the connections holding the most
+    /// ([`Connection::send_buffered`](super::Connection::send_buffered))
+    /// are the peers that do not acknowledge.
+    BudgetSpent {
+        /// Bytes the connections sharing the budget hold now (each message
+        /// counted with its bookkeeping, see [`SendBudget`](crate::SendBudget)).
+        used: usize,
+        /// The message's length.
+        len: usize,
+        /// The budget's limit.
+        limit: usize,
+    },
     /// The connection is closing or closed (or, for a [`Sender`](crate::Sender),
     /// its lane is).
     Closed,
@@ -173,6 +189,10 @@ impl fmt::Display for SendError {
             SendError::Backpressure { queued, len, cap } => write!(
                 f,
                 "send buffer full: {queued} bytes queued + {len} would pass max_send_buffer ({cap} bytes); retry after acknowledgements"
+            ),
+            SendError::BudgetSpent { used, len, limit } => write!(
+                f,
+                "server send budget spent: its connections hold {used} bytes; {len} more would pass send_budget ({limit} bytes); retry after acknowledgements"
             ),
             SendError::Closed => f.write_str("connection is closing or closed"),
             SendError::InboxFull => f.write_str(
@@ -263,6 +283,10 @@ pub struct Stats {
     /// channel, 4,096 past the lowest undelivered on a reliable-unordered
     /// one).
     pub window_refused: u64,
+    /// Sends refused because the endpoint's shared send budget
+    /// ([`SendBudget`](crate::SendBudget)) was spent
+    /// ([`SendError::BudgetSpent`]).
+    pub send_budget_refused: u64,
     /// Partly received unreliable messages dropped for newer ones (at most
     /// 4 are kept per unreliable channel).
     pub partials_evicted: u64,

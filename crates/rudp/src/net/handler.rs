@@ -45,7 +45,8 @@ pub trait Handler: Send + 'static {
     }
 
     /// A message from a [`Sender`] was refused on the lane (backpressure,
-    /// a closed connection, an unknown channel); nothing was queued.
+    /// the server's send budget spent, a closed connection, an unknown
+    /// channel); nothing was queued.
     fn send_failed(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle, error: SendError) {
         let _ = (ctx, conn, error);
     }

@@ -39,7 +39,7 @@ pub(crate) trait Post: Send + Sync {
 /// queues it on the connection and flushes with its next batch. Past the
 /// bound a call fails at once with [`SendError::InboxFull`] instead of
 /// growing memory. What the connection itself refuses on the lane
-/// (backpressure, a closed connection) reaches
+/// (backpressure, the send budget spent, a closed connection) reaches
 /// [`Handler::send_failed`](crate::Handler::send_failed).
 ///
 /// Get one from [`Ctx::sender`](crate::Ctx::sender) or

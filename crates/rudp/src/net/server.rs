@@ -66,6 +66,15 @@ pub struct ServerConfig {
     /// peers resend) and counted in
     /// [`EndpointStats::budget_refused`](crate::EndpointStats::budget_refused).
     pub recv_budget: usize,
+    /// Bytes of messages all connections of all lanes hold to send
+    /// (queued, or awaiting acknowledgement; each message counted with its
+    /// bookkeeping, see [`SendBudget`](crate::SendBudget)), beside
+    /// each one's `max_send_buffer` (default
+    /// [`DEFAULT_SEND_BUDGET`](crate::DEFAULT_SEND_BUDGET), 256 MiB; at
+    /// least `connection.max_message_size`). At it, sends fail with
+    /// [`SendError::BudgetSpent`](crate::SendError::BudgetSpent), counted
+    /// in [`EndpointStats::send_budget_refused`](crate::EndpointStats::send_budget_refused).
+    pub send_budget: usize,
 }
 
 impl ServerConfig {
@@ -82,6 +91,7 @@ impl ServerConfig {
             key: None,
             udp: UdpConfig::default(),
             recv_budget: crate::budget::DEFAULT_RECV_BUDGET,
+            send_budget: crate::budget::DEFAULT_SEND_BUDGET,
         }
     }
 }
@@ -225,6 +235,15 @@ impl<H: Handler> Server<H> {
             .admission
             .validate()
             .map_err(|e| invalid("admission", e))?;
+        if config.send_budget < config.connection.max_message_size {
+            return Err(invalid(
+                "send_budget",
+                format!(
+                    "expected at least connection.max_message_size ({} bytes), got {}",
+                    config.connection.max_message_size, config.send_budget
+                ),
+            ));
+        }
         let key = match config.key {
             Some(k) => k,
             None => os_random()?,
@@ -235,6 +254,7 @@ impl<H: Handler> Server<H> {
         let mut stats = Vec::with_capacity(config.lanes);
         let mut endpoints = Vec::with_capacity(config.lanes);
         let budget = crate::budget::RecvBudget::new(config.recv_budget);
+        let send_budget = crate::budget::SendBudget::new(config.send_budget);
         // One cache for all lanes: a token taken on one is refused on
         // every other for another IP.
         let replay_cache = ReplayCache::with_capacity(REPLAY_CACHE * config.lanes);
@@ -251,6 +271,7 @@ impl<H: Handler> Server<H> {
             ec.max_connections = config.max_connections;
             ec.admission = config.admission;
             ec.recv_budget = budget.clone();
+            ec.send_budget = send_budget.clone();
             ec.replay_cache = replay_cache.clone();
             endpoints.push(Some(Box::new(
                 Endpoint::new(ec, now).map_err(|e| invalid("connection", e))?,
