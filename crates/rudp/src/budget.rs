@@ -77,11 +77,23 @@ pub struct RecvBudget {
 /// A limit in bytes shared by the connections of an endpoint (or of all
 /// the lanes of a server): what is used, and how often it refused. The
 /// state behind both [`RecvBudget`] and [`SendBudget`].
+///
+/// A quarter of the limit is a reserve, split evenly over the connections
+/// the endpoints drawing on it may hold (their `max_connections`, added up
+/// as each endpoint is made): each connection's first bytes up to its
+/// quota come from it, whatever the others hold, and the rest of the limit
+/// is open to all. So connections that fill the budget (peers that never
+/// acknowledge, or that send unfinished fragments) cannot starve the
+/// others of their quota, and what is used never passes the limit.
 #[derive(Debug)]
 struct Counter {
     limit: usize,
     used: AtomicUsize,
+    /// Of `used`, the bytes taken within the connections' quotas.
+    reserved: AtomicUsize,
     refused: AtomicU64,
+    /// Connections the endpoints drawing on it may hold, in all.
+    slots: AtomicUsize,
 }
 
 impl Counter {
@@ -89,7 +101,9 @@ impl Counter {
         Arc::new(Counter {
             limit,
             used: AtomicUsize::new(0),
+            reserved: AtomicUsize::new(0),
             refused: AtomicU64::new(0),
+            slots: AtomicUsize::new(0),
         })
     }
 
@@ -101,27 +115,112 @@ impl Counter {
         self.refused.load(Ordering::Relaxed)
     }
 
-    /// Takes `n` bytes if they fit (one read-modify-write when they do;
-    /// the check and the take are separate operations, so concurrent
-    /// takers can pass the limit by one take each), else counts a refusal
-    /// and returns the bytes used.
-    fn try_take(&self, n: usize) -> Result<(), usize> {
-        let used = self.used.load(Ordering::Relaxed);
-        if used.saturating_add(n) > self.limit {
-            self.refused.fetch_add(1, Ordering::Relaxed);
-            return Err(used);
+    /// The reserve: a quarter of the limit, once an endpoint said how
+    /// many connections it may hold (none before: all of it is open).
+    fn reserve(&self) -> usize {
+        if self.slots.load(Ordering::Relaxed) == 0 {
+            0
+        } else {
+            self.limit / 4
         }
-        self.used.fetch_add(n, Ordering::Relaxed);
-        Ok(())
     }
 
+    /// What each connection is sure to get: the reserve over the slots.
+    fn quota(&self) -> usize {
+        self.reserve() / self.slots.load(Ordering::Relaxed).max(1)
+    }
+
+    /// Takes `n` bytes for a connection that holds `in_quota` bytes within
+    /// its quota: from its quota first, the rest from the open part if it
+    /// fits there (the check and the take are separate operations, so
+    /// concurrent takers can pass the open part by one take each). Returns
+    /// how many came from the quota; else counts a refusal and returns the
+    /// bytes used.
+    fn try_take(&self, n: usize, in_quota: usize) -> Result<usize, usize> {
+        let from_quota = n.min(self.quota().saturating_sub(in_quota));
+        let open = n - from_quota;
+        let used = self.used.load(Ordering::Relaxed);
+        if open > 0 {
+            let used_open = used.saturating_sub(self.reserved.load(Ordering::Relaxed));
+            if used_open.saturating_add(open) > self.limit - self.reserve() {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                return Err(used);
+            }
+        }
+        self.used.fetch_add(n, Ordering::Relaxed);
+        if from_quota > 0 {
+            self.reserved.fetch_add(from_quota, Ordering::Relaxed);
+        }
+        Ok(from_quota)
+    }
+
+    /// Takes `n` bytes from the open part whatever the limit.
     fn force_take(&self, n: usize) {
         self.used.fetch_add(n, Ordering::Relaxed);
     }
 
-    fn give(&self, n: usize) {
+    /// Gives back `n` bytes, `from_quota` of them within a quota.
+    fn give(&self, n: usize, from_quota: usize) {
         self.used.fetch_sub(n, Ordering::Relaxed);
+        if from_quota > 0 {
+            self.reserved.fetch_sub(from_quota, Ordering::Relaxed);
+        }
     }
+}
+
+/// A connection's bytes against a shared [`Counter`]: all it holds, and
+/// how many of them are within its quota (given back last).
+#[derive(Debug, Default)]
+struct Share {
+    held: usize,
+    in_quota: usize,
+}
+
+impl Share {
+    fn try_take(&mut self, c: &Counter, n: usize) -> Result<(), usize> {
+        let q = c.try_take(n, self.in_quota)?;
+        self.held += n;
+        self.in_quota += q;
+        Ok(())
+    }
+
+    fn force_take(&mut self, c: Option<&Counter>, n: usize) {
+        if let Some(c) = c {
+            c.force_take(n);
+        }
+        self.held += n;
+    }
+
+    fn give(&mut self, c: Option<&Counter>, n: usize) {
+        let n = n.min(self.held);
+        // The open part goes back first, so the quota stays held longest.
+        let from_quota = n.saturating_sub(self.held - self.in_quota);
+        if let Some(c) = c {
+            c.give(n, from_quota);
+        }
+        self.held -= n;
+        self.in_quota -= from_quota;
+    }
+
+    /// Moves everything held from `old` (if any) to `new`, as open bytes.
+    fn rehome(&mut self, old: Option<&Counter>, new: &Counter) {
+        let held = self.held;
+        self.give(old, held);
+        self.force_take(Some(new), held);
+    }
+}
+
+/// Connections an endpoint drawing on a budget may hold: the reserve of
+/// a budget is split over these, added up over its endpoints.
+pub(crate) fn add_slots(c: &RecvBudget, s: &SendBudget, n: usize) {
+    c.inner.slots.fetch_add(n, Ordering::Relaxed);
+    s.inner.slots.fetch_add(n, Ordering::Relaxed);
+}
+
+/// An endpoint that drew on the budgets goes: its slots with it.
+pub(crate) fn remove_slots(c: &RecvBudget, s: &SendBudget, n: usize) {
+    c.inner.slots.fetch_sub(n, Ordering::Relaxed);
+    s.inner.slots.fetch_sub(n, Ordering::Relaxed);
 }
 
 impl RecvBudget {
@@ -145,18 +244,6 @@ impl RecvBudget {
     /// Frames refused because it was spent, over all connections sharing it.
     pub fn refused(&self) -> u64 {
         self.inner.refused()
-    }
-
-    fn try_take(&self, n: usize) -> bool {
-        self.inner.try_take(n).is_ok()
-    }
-
-    fn force_take(&self, n: usize) {
-        self.inner.force_take(n);
-    }
-
-    fn give(&self, n: usize) {
-        self.inner.give(n);
     }
 }
 
@@ -224,7 +311,7 @@ impl SendBudget {
 /// [`SendBudget`]. Dropping it gives its bytes back.
 #[derive(Debug, Default)]
 pub(crate) struct SendMem {
-    held: usize,
+    share: Share,
     budget: Option<SendBudget>,
 }
 
@@ -232,51 +319,54 @@ impl SendMem {
     /// Bytes held now (data and overhead).
     #[cfg(test)]
     pub fn held(&self) -> usize {
-        self.held
+        self.share.held
     }
 
     /// Draws on `budget` from now on (moving what is held onto it).
     pub fn set_budget(&mut self, budget: SendBudget) {
-        if let Some(old) = self.budget.take() {
-            old.inner.give(self.held);
-        }
-        budget.inner.force_take(self.held);
+        let old = self.budget.take();
+        self.share
+            .rehome(old.as_ref().map(|b| &*b.inner), &budget.inner);
         self.budget = Some(budget);
     }
 
     /// Takes `n` bytes for a message about to be queued if the budget
     /// allows; else the bytes it has used and its limit.
     pub fn try_take(&mut self, n: usize) -> Result<(), (usize, usize)> {
-        if let Some(b) = &self.budget {
-            b.inner.try_take(n).map_err(|used| (used, b.limit()))?;
+        match &self.budget {
+            Some(b) => self
+                .share
+                .try_take(&b.inner, n)
+                .map_err(|used| (used, b.limit())),
+            None => {
+                self.share.held += n;
+                Ok(())
+            }
         }
-        self.held += n;
-        Ok(())
     }
 
     /// Sets what is held to `total` (after acknowledgements, sends of
-    /// unreliable messages): at most one atomic operation, none when
+    /// unreliable messages): at most two atomic operations, none when
     /// nothing changed.
     pub fn set_held(&mut self, total: usize) {
-        if total == self.held {
+        let held = self.share.held;
+        if total == held {
             return;
         }
-        if let Some(b) = &self.budget {
-            if total > self.held {
-                b.inner.force_take(total - self.held);
-            } else {
-                b.inner.give(self.held - total);
-            }
+        let c = self.budget.as_ref().map(|b| &*b.inner);
+        if total > held {
+            self.share.force_take(c, total - held);
+        } else {
+            self.share.give(c, held - total);
         }
-        self.held = total;
     }
 }
 
 impl Drop for SendMem {
     fn drop(&mut self) {
-        if let Some(b) = &self.budget {
-            b.inner.give(self.held);
-        }
+        let held = self.share.held;
+        let c = self.budget.as_ref().map(|b| &*b.inner);
+        self.share.give(c, held);
     }
 }
 
@@ -297,7 +387,7 @@ pub(crate) enum Refusal {
 /// Dropping it gives its bytes back to the budget.
 #[derive(Debug)]
 pub(crate) struct RecvMem {
-    held: usize,
+    share: Share,
     /// Whole messages held back for ordering ([`MAX_HELD_MESSAGES`]).
     held_messages: usize,
     /// `max_recv_buffer`: frames that are not the next one a reliable
@@ -313,7 +403,7 @@ pub(crate) struct RecvMem {
 impl RecvMem {
     pub fn new(cap: usize, max_message: usize) -> Self {
         RecvMem {
-            held: 0,
+            share: Share::default(),
             held_messages: 0,
             cap,
             exempt_cap: cap.saturating_add(max_message),
@@ -323,15 +413,14 @@ impl RecvMem {
 
     /// Bytes held now.
     pub fn held(&self) -> usize {
-        self.held
+        self.share.held
     }
 
     /// Draws on `budget` from now on (moving what is held onto it).
     pub fn set_budget(&mut self, budget: RecvBudget) {
-        if let Some(old) = self.budget.take() {
-            old.give(self.held);
-        }
-        budget.force_take(self.held);
+        let old = self.budget.take();
+        self.share
+            .rehome(old.as_ref().map(|b| &*b.inner), &budget.inner);
         self.budget = Some(budget);
     }
 
@@ -342,16 +431,19 @@ impl RecvMem {
             return Ok(());
         }
         let cap = if exempt { self.exempt_cap } else { self.cap };
-        if self.held + n > cap {
+        if self.share.held + n > cap {
             return Err(Refusal::Cap);
         }
-        if let Some(b) = &self.budget {
-            if !b.try_take(n) {
-                return Err(Refusal::Budget);
+        match &self.budget {
+            Some(b) => self
+                .share
+                .try_take(&b.inner, n)
+                .map_err(|_| Refusal::Budget),
+            None => {
+                self.share.held += n;
+                Ok(())
             }
         }
-        self.held += n;
-        Ok(())
     }
 
     /// Counts one more held-back message, if under [`MAX_HELD_MESSAGES`]
@@ -372,28 +464,27 @@ impl RecvMem {
     /// Takes `n` bytes whatever the limits: for moves that free at least
     /// as much right after (a completed message leaving its partial).
     pub fn force_take(&mut self, n: usize) {
-        if let Some(b) = &self.budget {
-            b.force_take(n);
-        }
-        self.held += n;
+        let c = self.budget.as_ref().map(|b| &*b.inner);
+        self.share.force_take(c, n);
     }
 
     /// Gives `n` bytes back.
     pub fn give(&mut self, n: usize) {
-        debug_assert!(n <= self.held, "gives back {n} of {}", self.held);
-        let n = n.min(self.held);
-        if let Some(b) = &self.budget {
-            b.give(n);
-        }
-        self.held -= n;
+        debug_assert!(
+            n <= self.share.held,
+            "gives back {n} of {}",
+            self.share.held
+        );
+        let c = self.budget.as_ref().map(|b| &*b.inner);
+        self.share.give(c, n);
     }
 }
 
 impl Drop for RecvMem {
     fn drop(&mut self) {
-        if let Some(b) = &self.budget {
-            b.give(self.held);
-        }
+        let held = self.share.held;
+        let c = self.budget.as_ref().map(|b| &*b.inner);
+        self.share.give(c, held);
     }
 }
 
@@ -410,14 +501,18 @@ mod tests {
         b.set_budget(budget.clone());
         assert_eq!(a.take(60, false), Ok(()));
         assert_eq!(a.take(30, false), Err(Refusal::Cap));
-        assert_eq!(a.take(30, true), Ok(()), "the exempt cap is higher");
-        assert_eq!(b.take(20, false), Err(Refusal::Budget));
+        assert_eq!(a.take(15, true), Ok(()), "the exempt cap is higher");
+        assert_eq!(b.take(30, false), Err(Refusal::Budget), "past the limit");
         assert_eq!(budget.refused(), 1);
-        assert_eq!(b.take(10, false), Ok(()));
+        assert_eq!(
+            b.take(25, false),
+            Ok(()),
+            "the last quarter, within its share"
+        );
         assert_eq!(budget.used(), 100);
         drop(a);
-        assert_eq!(budget.used(), 10);
-        b.give(10);
+        assert_eq!(budget.used(), 25);
+        b.give(25);
         assert_eq!((b.held(), budget.used()), (0, 0));
     }
 
@@ -440,5 +535,53 @@ mod tests {
         assert_eq!(budget.used(), 20);
         b.set_held(0);
         assert_eq!(budget.used(), 0);
+    }
+
+    /// Connections that fill the budget cannot starve one that holds
+    /// little: a quarter of the limit is split over the connections the
+    /// endpoints may hold, each sure of its quota.
+    #[test]
+    fn a_connection_gets_its_quota_of_a_budget_others_spent() {
+        let budget = RecvBudget::new(1000);
+        // As an endpoint of 10 connections would: a reserve of 250, a
+        // quota of 25 each, 750 open to all.
+        budget.inner.slots.fetch_add(10, Ordering::Relaxed);
+        let mut hogs: Vec<RecvMem> = (0..9).map(|_| RecvMem::new(10_000, 0)).collect();
+        let mut player = RecvMem::new(10_000, 0);
+        for h in &mut hogs {
+            h.set_budget(budget.clone());
+        }
+        player.set_budget(budget.clone());
+        for h in &mut hogs[..3] {
+            assert_eq!(h.take(250, false), Ok(()));
+        }
+        assert_eq!(
+            hogs[3].take(100, false),
+            Ok(()),
+            "the open part, to its end"
+        );
+        assert_eq!(
+            hogs[0].take(1, false),
+            Err(Refusal::Budget),
+            "open part spent"
+        );
+        assert_eq!(player.take(25, false), Ok(()), "its quota, though spent");
+        assert_eq!(
+            player.take(1, false),
+            Err(Refusal::Budget),
+            "past its quota"
+        );
+        for h in &mut hogs[4..] {
+            assert_eq!(h.take(25, false), Ok(()), "each its quota");
+        }
+        assert_eq!(budget.used(), budget.limit(), "and never past the limit");
+        // A hog that goes gives its open bytes back: the player may take them.
+        drop(hogs.remove(0));
+        assert_eq!(player.take(100, false), Ok(()));
+        player.give(125);
+        assert_eq!(player.held(), 0);
+        drop(hogs);
+        assert_eq!(budget.used(), 0);
+        assert_eq!(budget.inner.reserved.load(Ordering::Relaxed), 0);
     }
 }

@@ -366,6 +366,16 @@ pub struct Endpoint {
     rates: RateTable,
 }
 
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        crate::budget::remove_slots(
+            &self.cfg.recv_budget,
+            &self.cfg.send_budget,
+            self.cfg.max_connections,
+        );
+    }
+}
+
 impl fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Endpoint")
@@ -388,6 +398,9 @@ impl Endpoint {
             });
         }
         let cfg_kid = cfg.security.clone();
+        // The budgets' reserves are split over the connections their
+        // endpoints may hold (given back in Drop).
+        crate::budget::add_slots(&cfg.recv_budget, &cfg.send_budget, cfg.max_connections);
         Ok(Endpoint {
             digest: cfg.connection.digest(),
             cfg,

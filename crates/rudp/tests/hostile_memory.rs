@@ -226,3 +226,58 @@ fn the_endpoint_budget_holds_across_connections_and_counts_refusals() {
     drop(server);
     assert_eq!(budget.used(), 0);
 }
+
+/// Attackers that spend the endpoint's budget cannot starve a player: a
+/// quarter of the budget is split over the connections the endpoint may
+/// hold, so the player's fragmented message, within its quota, still
+/// arrives.
+#[test]
+fn a_player_gets_its_share_of_a_budget_attackers_spent() {
+    let now = Instant::now();
+    let mut ec = EndpointConfig::new(0, [9; 32], cfg(), ServerSecurity::Insecure);
+    ec.recv_budget = RecvBudget::new(512 << 10);
+    // A quota of 512 KiB / 4 / 16 = 8 KiB a connection.
+    ec.max_connections = 16;
+    let budget = ec.recv_budget.clone();
+    let mut server = Endpoint::new(ec, now).unwrap();
+    let mut reply = [0u8; 1500];
+    let attackers: Vec<_> = (0..8u8)
+        .map(|n| {
+            let addr = format!("192.0.2.{}:4000", n + 1).parse().unwrap();
+            (addr, connect(&mut server, now, addr, n))
+        })
+        .collect();
+    let player_addr = "192.0.2.100:4000".parse().unwrap();
+    let player = connect(&mut server, now, player_addr, 100);
+    // Each attacker opens messages that never finish until refused.
+    for (addr, cid) in &attackers {
+        for seq in 1..200 {
+            let p = packet(*cid, seq, &[fragment(0, seq, 1 << 20, 0, 1000)]);
+            server.handle(now, *addr, &p, &mut reply);
+        }
+    }
+    assert!(budget.used() > budget.limit() * 3 / 4, "{}", budget.used());
+    let refused_before = budget.refused();
+    assert!(refused_before > 0);
+    // The player's 6 KB message, in 1,000-byte fragments, out of order
+    // (the last first, so every piece is held until the first arrives).
+    let total = 6_000u32;
+    for (i, off) in (0..6u32).rev().enumerate() {
+        let p = packet(
+            player,
+            i as u64 + 1,
+            &[fragment(0, 0, total, off * 1000, 1000)],
+        );
+        server.handle(now, player_addr, &p, &mut reply);
+    }
+    assert_eq!(
+        budget.refused(),
+        refused_before,
+        "the player was not refused"
+    );
+    let delivered = std::iter::from_fn(|| server.poll_event()).any(|(_, e)| {
+        matches!(e, Event::Message { channel: 0, ref data } if data.len() == total as usize)
+    });
+    assert!(delivered, "the player's message arrived");
+    assert!(budget.used() <= budget.limit());
+}

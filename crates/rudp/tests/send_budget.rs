@@ -100,10 +100,13 @@ fn pump(
 #[test]
 fn peers_that_never_acknowledge_cannot_make_the_endpoint_hold_past_its_send_budget() {
     // Before: each connection was held only to its own max_send_buffer
-    // (4 MiB), so these 16 connections queued all 8 MiB sent to them.
+    // (4 MiB), so these 16 connections queued all 9 MiB sent to them.
     let mut now = Instant::now();
     let mut ec = EndpointConfig::new(0, [9; 32], cfg(), ServerSecurity::Insecure);
-    ec.send_budget = SendBudget::new(1 << 20);
+    ec.send_budget = SendBudget::new(2 << 20);
+    // A quarter of the budget is split over the connections the endpoint
+    // may hold: 32 KiB each (one message), whatever the others hold.
+    ec.max_connections = 16;
     let budget = ec.send_budget.clone();
     let mut server = Endpoint::new(ec, now).unwrap();
     let mut clients: Vec<_> = (0..16)
@@ -112,20 +115,32 @@ fn peers_that_never_acknowledge_cannot_make_the_endpoint_hold_past_its_send_budg
     let (mut sent, mut spent) = (0usize, 0u64);
     for (_, h) in &clients {
         let conn = server.connection_mut(*h).unwrap();
+        let mut mine = 0;
         for _ in 0..32 {
             match conn.send(0, &DATA) {
-                Ok(_) => sent += 1,
+                Ok(_) => {
+                    sent += 1;
+                    mine += 1;
+                }
                 Err(SendError::BudgetSpent { used, len, limit }) => {
-                    assert_eq!((len, limit), (MSG, 1 << 20));
-                    assert!(used + COST > limit, "{used}");
+                    assert_eq!((len, limit), (MSG, 2 << 20));
+                    // Past three quarters, only a connection under its
+                    // share (limit / 16) may take the last quarter.
+                    assert!(used + COST > limit - limit / 4, "{used}");
                     spent += 1;
                 }
                 Err(e) => panic!("{e}"),
             }
             assert!(budget.used() <= budget.limit(), "{}", budget.used());
         }
+        // The first connections spent the open part; each later one still
+        // sends, on its quota.
+        assert!(mine >= 1, "a connection got nothing of the budget");
     }
-    assert_eq!(sent, budget.limit() / COST, "sends fill the budget exactly");
+    assert!(
+        budget.used() + 16 * COST > budget.limit(),
+        "the budget is spent"
+    );
     assert_eq!(budget.used(), sent * COST);
     assert_eq!(spent, 16 * 32 - sent as u64);
     // Counted by the connections, the endpoint (before and after it
@@ -305,6 +320,9 @@ fn a_server_holds_its_connections_to_the_configured_send_budget() {
     c.max_message_size = MSG; // the budget must hold one message
     let mut sc = ServerConfig::new(c, ServerSecurity::Insecure);
     sc.send_budget = 3 * COST;
+    // One connection: its quota is the whole reserved quarter, so all
+    // three messages fit.
+    sc.max_connections = 1;
     let (tx, rx) = std::sync::mpsc::channel();
     let server = Server::bind(rt.handles(), "127.0.0.1:0".parse().unwrap(), sc, |_| {
         Burst(tx.clone())
