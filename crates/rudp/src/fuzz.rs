@@ -89,6 +89,8 @@ pub(crate) enum Failure {
 
 const SERVER_KEY: [u8; 32] = [0x5e; 32];
 const TOKEN_KEY: [u8; 32] = [0x70; 32];
+/// Real packets kept to mutate.
+const CORPUS: usize = 256;
 /// The endpoint's receive budget in a run.
 const FUZZ_RECV_BUDGET: usize = 384 << 10;
 /// How much the process's RSS may grow in a long run: the budget, the
@@ -297,7 +299,8 @@ impl Target {
             let Some(n) = conn.poll_transmit(self.now, &mut self.buf) else {
                 break;
             };
-            self.corpus.push(self.buf[..n].to_vec());
+            let d = self.buf[..n].to_vec();
+            self.keep(d);
             match timed(&mut self.max_call, || {
                 self.ep
                     .handle(self.now, addr, &self.buf[..n], &mut self.reply)
@@ -336,6 +339,18 @@ impl Target {
             (worst_conn, per_conn)
         } else {
             (used, limit)
+        }
+    }
+
+    /// Adds a real packet to the corpus: the first `CORPUS` as they come,
+    /// then each in place of a random one (a reservoir), so the corpus
+    /// keeps changing and stays bounded.
+    fn keep(&mut self, d: Vec<u8>) {
+        if self.corpus.len() < CORPUS {
+            self.corpus.push(d);
+        } else if self.rng.chance(0.05) {
+            let i = (self.rng.next_u64() as usize) % CORPUS;
+            self.corpus[i] = d;
         }
     }
 
@@ -559,9 +574,8 @@ impl Target {
             };
             if let Some(p) = self.players.iter_mut().find(|p| p.addr == to) {
                 p.conn.handle_datagram(self.now, &self.buf[..n]);
-                if self.corpus.len() < 256 {
-                    self.corpus.push(self.buf[..n].to_vec());
-                }
+                let d = self.buf[..n].to_vec();
+                self.keep(d);
             }
         }
         for i in 0..self.players.len() {
@@ -569,9 +583,8 @@ impl Target {
                 let Some(n) = self.players[i].conn.poll_transmit(self.now, &mut self.buf) else {
                     break;
                 };
-                if self.corpus.len() < 256 {
-                    self.corpus.push(self.buf[..n].to_vec());
-                }
+                let d = self.buf[..n].to_vec();
+                self.keep(d);
                 let from = self.players[i].addr;
                 timed(&mut self.max_call, || {
                     self.ep
