@@ -1020,12 +1020,13 @@ mod tests {
                     r.rss_start
                 );
                 println!(
-                "fuzz {mode:?} seed {seed}: {} inputs in {:?}, worst step {:?} as first timed ({} over 1 ms, re-timed: worst {:?}), RSS {} MiB at most ({} MiB at the start), peak held {} B (budget {} B, {} frames refused at it), {} packets accepted, {} messages delivered",
+                "fuzz {mode:?} seed {seed}: {} inputs in {:?}, worst step {:?} as first timed ({} over 1 ms, re-timed: worst {:?} at input {:?}), RSS {} MiB at most ({} MiB at the start), peak held {} B (budget {} B, {} frames refused at it), {} packets accepted, {} messages delivered",
                 r.inputs,
                 start.elapsed(),
                 r.worst_step,
                 r.slow_steps,
                 r.worst_step_retimed,
+                r.worst_retimed_index,
                 r.rss_peak >> 20,
                 r.rss_start >> 20,
                 r.peak_held,
