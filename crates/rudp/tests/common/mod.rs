@@ -1,14 +1,15 @@
 //! What the real-socket tests share: the channels, a handler that reports
-//! every event to the test thread (and may echo), and waiting with a
-//! deadline.
+//! every event to the test thread (and may echo), a connected server and
+//! client, and waiting with a deadline.
 #![allow(dead_code)]
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use keel_reactor::{Handle, IoModel, Runtime};
 use keel_rudp::{
-    ChannelConfig, ChannelKind, Config, ConnectionHandle, Ctx, DisconnectReason, Handler,
-    SendError, Sender,
+    ChannelConfig, ChannelKind, Client, ClientConfig, ClientSecurity, Config, ConnectionHandle,
+    Ctx, DisconnectReason, Handler, SendError, Sender, Server, ServerConfig, ServerSecurity,
 };
 
 /// Channel numbers of [`config`].
@@ -129,4 +130,78 @@ pub fn index(data: &[u8]) -> u32 {
     let i = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
     assert_eq!(data, &payload(i, data.len())[..], "message {i} corrupted");
     i
+}
+
+/// A server on `rt` (insecure, one handler) and a client on `client_on`,
+/// both of `cfg`, once each end's handler saw the connection; each end
+/// records its handler's events (no echo).
+pub fn connect(
+    rt: &Runtime,
+    client_on: &Handle,
+    cfg: Config,
+) -> (
+    Server<Recorder>,
+    Receiver<Seen>,
+    Client<Recorder>,
+    Receiver<Seen>,
+) {
+    let (srv, srv_rx) = recorder(false);
+    let mut srv = Some(srv);
+    let server = Server::bind(
+        rt.handles(),
+        "127.0.0.1:0".parse().unwrap(),
+        ServerConfig::new(cfg.clone(), ServerSecurity::Insecure),
+        |_| srv.take().expect("one lane"),
+    )
+    .unwrap();
+    let (cli, cli_rx) = recorder(false);
+    let client = Client::connect(
+        client_on,
+        server.local_addr(),
+        ClientConfig::new(cfg, ClientSecurity::Insecure),
+        cli,
+    )
+    .unwrap();
+    for (rx, who) in [(&cli_rx, "client"), (&srv_rx, "server")] {
+        collect_until(rx, Duration::from_secs(10), who, |s| {
+            matches!(s, Seen::Connected(..))
+        });
+    }
+    (server, srv_rx, client, cli_rx)
+}
+
+/// [`connect`] on a runtime of `threads` threads, the client on its next
+/// reactor, with idle timeouts of a minute: an end that learns of the
+/// other's stop within seconds learned it from a CLOSE.
+pub fn connected_pair(
+    threads: usize,
+) -> (
+    Runtime,
+    Server<Recorder>,
+    Receiver<Seen>,
+    Client<Recorder>,
+    Receiver<Seen>,
+) {
+    let rt = Runtime::new(IoModel::Shared { threads }).unwrap();
+    let mut cfg = config();
+    cfg.idle_timeout = Duration::from_secs(60);
+    let (server, srv_rx, client, cli_rx) = connect(&rt, rt.next_reactor(), cfg);
+    (rt, server, srv_rx, client, cli_rx)
+}
+
+/// The events `rx` gets until its handler's `disconnected`, each given to
+/// `seen` (that one too), and the reason.
+pub fn until_disconnected(
+    rx: &Receiver<Seen>,
+    who: &str,
+    mut seen: impl FnMut(&Seen),
+) -> DisconnectReason {
+    let got = collect_until(rx, Duration::from_secs(10), who, |s| {
+        seen(s);
+        matches!(s, Seen::Disconnected(..))
+    });
+    match got.last() {
+        Some(Seen::Disconnected(_, r, _)) => r.clone(),
+        other => panic!("{who}: {other:?}"),
+    }
 }
