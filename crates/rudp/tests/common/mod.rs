@@ -1,8 +1,10 @@
-//! What the real-socket tests share: the channels, a handler that reports
+//! What the integration tests share: the channels, a handler that reports
 //! every event to the test thread (and may echo), a connected server and
-//! client, and waiting with a deadline.
+//! client, waiting with a deadline, and the connect-token tests' key and
+//! clock.
 #![allow(dead_code)]
 
+use std::net::SocketAddr;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -11,6 +13,25 @@ use keel_rudp::{
     ChannelConfig, ChannelKind, Client, ClientConfig, ClientSecurity, Config, ConnectionHandle,
     Ctx, DisconnectReason, Handler, SendError, Sender, Server, ServerConfig, ServerSecurity,
 };
+
+/// The connect-token key of the token tests.
+pub const KEY: [u8; 32] = [0x5e; 32];
+/// The unix time the server's clock starts at (sans-IO token tests).
+pub const T0: u64 = 1_800_000_000;
+
+/// One reliable ordered channel.
+pub fn one_channel() -> Config {
+    Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)])
+}
+
+pub fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+/// The server's address in the tokens of the token tests.
+pub fn public_addr() -> SocketAddr {
+    addr("203.0.113.7:4000")
+}
 
 /// Channel numbers of [`config`].
 pub const ORDERED: u8 = 0;
