@@ -1,7 +1,7 @@
 //! What the integration tests share: the channels, a handler that reports
 //! every event to the test thread (and may echo), a connected server and
-//! client, waiting with a deadline, and the connect-token tests' key and
-//! clock.
+//! client, waiting with a deadline, the connect-token tests' key and
+//! clock, and the hostile tests' crafted packets.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
@@ -9,9 +9,11 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use keel_reactor::{Handle, IoModel, Runtime};
+use keel_rudp::wire::{Frame, Header, Writer};
 use keel_rudp::{
     ChannelConfig, ChannelKind, Client, ClientConfig, ClientSecurity, Config, ConnectionHandle,
-    Ctx, DisconnectReason, Handler, SendError, Sender, Server, ServerConfig, ServerSecurity,
+    ConnectionId, Ctx, DisconnectReason, Handler, SendError, Sender, Server, ServerConfig,
+    ServerSecurity,
 };
 
 /// The connect-token key of the token tests.
@@ -224,5 +226,64 @@ pub fn until_disconnected(
     match got.last() {
         Some(Seen::Disconnected(_, r, _)) => r.clone(),
         other => panic!("{who}: {other:?}"),
+    }
+}
+
+/// The connection ID of the hostile tests' crafted packets.
+pub const CID: ConnectionId = ConnectionId([0, 1, 2, 3, 4, 5, 6, 7]);
+/// Payload bytes for crafted frames.
+pub static BYTES: [u8; 1100] = [7; 1100];
+
+/// A short packet (unsealed: for connections made with `established` or
+/// by an insecure endpoint) from `cid` numbered `pn`: its header, then
+/// what `body` writes in the rest of `size` bytes.
+pub fn short_packet(
+    cid: ConnectionId,
+    pn: u64,
+    size: usize,
+    body: impl FnOnce(&mut Writer<'_>),
+) -> Vec<u8> {
+    let mut buf = vec![0u8; size];
+    let mut w = Writer::new(&mut buf);
+    Header::Short { cid, pn, pn_len: 4 }.encode(&mut w).unwrap();
+    body(&mut w);
+    let n = w.len();
+    buf.truncate(n);
+    buf
+}
+
+/// A short packet carrying `frames` (a panic if they pass 1,400 bytes).
+pub fn packet(cid: ConnectionId, pn: u64, frames: &[Frame<'_>]) -> Vec<u8> {
+    short_packet(cid, pn, 1400, |w| {
+        for f in frames {
+            f.encode(w).unwrap();
+        }
+    })
+}
+
+/// A packet of [`CID`] of frames made by `next` until 1,200 bytes are full.
+pub fn fill<'a>(pn: u64, mut next: impl FnMut() -> Frame<'a>) -> Vec<u8> {
+    short_packet(CID, pn, 1200, |w| while next().encode(w).is_ok() {})
+}
+
+/// A FRAGMENT of `len` bytes of [`BYTES`].
+pub fn fragment(channel: u8, seq: u64, total: u32, offset: u32, len: usize) -> Frame<'static> {
+    Frame::Fragment {
+        channel,
+        seq,
+        total,
+        offset,
+        payload: &BYTES[..len],
+    }
+}
+
+/// xorshift64: the same attack on every run.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
     }
 }
