@@ -16,6 +16,7 @@
 //! memory case in a process of its own (RSS is not given back between).
 
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use keel_rudp::wire::{Frame, Header, Writer};
@@ -45,59 +46,55 @@ fn mib(b: usize) -> f64 {
     b as f64 / (1 << 20) as f64
 }
 
-/// A short packet (unsealed) of `frames`, as many as fit in 1,200 bytes.
-fn packet(cid: ConnectionId, pn: u64, frames: &[Frame<'_>]) -> Vec<u8> {
+/// A short packet (unsealed) from `cid` numbered `pn`: its header, then
+/// what `body` writes in the rest of 1,200 bytes.
+fn short_packet(cid: ConnectionId, pn: u64, body: impl FnOnce(&mut Writer<'_>)) -> Vec<u8> {
     let mut buf = vec![0u8; 1200];
     let mut w = Writer::new(&mut buf);
     Header::Short { cid, pn, pn_len: 4 }.encode(&mut w).unwrap();
-    for f in frames {
-        if f.encode(&mut w).is_err() {
-            break;
-        }
-    }
+    body(&mut w);
     let n = w.len();
     buf.truncate(n);
     buf
 }
 
+/// A short packet (unsealed) of `frames`, as many as fit in 1,200 bytes.
+fn packet(cid: ConnectionId, pn: u64, frames: &[Frame<'_>]) -> Vec<u8> {
+    short_packet(cid, pn, |w| {
+        for f in frames {
+            if f.encode(w).is_err() {
+                break;
+            }
+        }
+    })
+}
+
 /// Frames made by `next` until the packet is full.
 fn fill<'a>(cid: ConnectionId, pn: u64, mut next: impl FnMut() -> Frame<'a>) -> Vec<u8> {
-    let mut buf = vec![0u8; 1200];
-    let mut w = Writer::new(&mut buf);
-    Header::Short { cid, pn, pn_len: 4 }.encode(&mut w).unwrap();
-    while next().encode(&mut w).is_ok() {}
-    let n = w.len();
-    buf.truncate(n);
-    buf
+    short_packet(cid, pn, |w| while next().encode(w).is_ok() {})
+}
+
+/// One full packet of [`CID`] a number in `pns`, of the frames `next` makes
+/// (given the packet number).
+fn fills<'a>(pns: Range<u64>, mut next: impl FnMut(u64) -> Frame<'a>) -> Vec<Vec<u8>> {
+    pns.map(|pn| fill(CID, pn, || next(pn))).collect()
 }
 
 /// `count` full packets from `first_pn` of the frames `next` makes, in
 /// order: a frame that does not fit opens the next packet.
 fn fill_all<'a>(first_pn: u64, count: usize, mut next: impl FnMut() -> Frame<'a>) -> Vec<Vec<u8>> {
-    let mut out = Vec::with_capacity(count);
     let mut carry = None;
-    for pn in first_pn..first_pn + count as u64 {
-        let mut buf = vec![0u8; 1200];
-        let mut w = Writer::new(&mut buf);
-        Header::Short {
-            cid: CID,
-            pn,
-            pn_len: 4,
-        }
-        .encode(&mut w)
-        .unwrap();
-        loop {
-            let f = carry.take().unwrap_or_else(&mut next);
-            if f.encode(&mut w).is_err() {
-                carry = Some(f);
-                break;
-            }
-        }
-        let n = w.len();
-        buf.truncate(n);
-        out.push(buf);
-    }
-    out
+    (first_pn..first_pn + count as u64)
+        .map(|pn| {
+            short_packet(CID, pn, |w| loop {
+                let f = carry.take().unwrap_or_else(&mut next);
+                if f.encode(w).is_err() {
+                    carry = Some(f);
+                    break;
+                }
+            })
+        })
+        .collect()
 }
 
 struct Rng(u64);
@@ -195,20 +192,36 @@ fn memory(n: usize, budget: usize, packets_per_conn: u64) {
     );
 }
 
+/// The size of an attack shape's frames, which sets the well-behaved
+/// traffic it is compared with (tiny frames cost more per byte than large
+/// ones whoever sends them).
+#[derive(Clone, Copy)]
+enum Frames {
+    /// Under 64 bytes: compared with 1-byte messages.
+    Small,
+    /// Compared with 64-byte and 64 KiB messages.
+    Large,
+}
+use Frames::{Large, Small};
+
 struct Shape {
     name: &'static str,
     bytes: usize,
     time: Duration,
     worst: Duration,
     packets: usize,
-    /// Frames under 64 bytes.
-    small: bool,
+    frames: Frames,
 }
 
 /// Feeds `packets` to connections made by `setup`, [`REPS`] times; a
 /// packet's cost is the least of its runs (a preempted run does not
 /// count), the worst packet the largest of those.
-fn run(name: &'static str, setup: &dyn Fn() -> Connection, packets: &[Vec<u8>]) -> Shape {
+fn run(
+    name: &'static str,
+    frames: Frames,
+    setup: &dyn Fn() -> Connection,
+    packets: &[Vec<u8>],
+) -> Shape {
     let now = Instant::now();
     let mut best = vec![Duration::MAX; packets.len()];
     let mut buf = [0u8; 1500];
@@ -234,7 +247,7 @@ fn run(name: &'static str, setup: &dyn Fn() -> Connection, packets: &[Vec<u8>]) 
         time: best.iter().sum(),
         worst: best.iter().copied().max().unwrap_or_default(),
         packets: packets.len(),
-        small: false,
+        frames,
     }
 }
 
@@ -243,6 +256,31 @@ const REPS: usize = 5;
 
 fn server(config: Config, now: Instant) -> Connection {
     Connection::established(config, Side::Server, CID, now).unwrap()
+}
+
+/// The shapes measured so far, in the order they are printed.
+struct Shapes {
+    now: Instant,
+    done: Vec<Shape>,
+}
+
+impl Shapes {
+    /// Measures `packets` against a fresh server connection of [`cfg`].
+    fn measure(&mut self, name: &'static str, frames: Frames, packets: &[Vec<u8>]) {
+        let now = self.now;
+        self.measure_on(name, frames, &|| server(cfg(), now), packets);
+    }
+
+    /// Measures `packets` against connections made by `setup`.
+    fn measure_on(
+        &mut self,
+        name: &'static str,
+        frames: Frames,
+        setup: &dyn Fn() -> Connection,
+        packets: &[Vec<u8>],
+    ) {
+        self.done.push(run(name, frames, setup, packets));
+    }
 }
 
 /// A real sender's packets for `msgs` messages of `size` bytes on `channel`.
@@ -261,44 +299,43 @@ fn sent_by_a_peer(config: &Config, channel: u8, size: usize, msgs: usize) -> Vec
     out
 }
 
+/// How many of the first shapes are the well-behaved traffic of large
+/// frames, and how many after them that of small ones.
+const WELL_BEHAVED_LARGE: usize = 3;
+const WELL_BEHAVED_SMALL: usize = 2;
+
 fn cpu() {
     let now = Instant::now();
-    let mut shapes = Vec::new();
+    let mut shapes = Shapes {
+        now,
+        done: Vec::new(),
+    };
 
-    // Well-behaved: small reliable messages, and 64 KiB ones in fragments.
+    // Well-behaved: small reliable messages, and 64 KiB ones in fragments
+    // (large frames, then 1-byte messages (small)).
     let c = cfg();
-    let pk = sent_by_a_peer(&c, 0, 64, 60_000);
-    shapes.push(run(
-        "well-behaved: 64 B ordered messages",
-        &|| server(c.clone(), now),
-        &pk,
-    ));
-    let pk = sent_by_a_peer(&c, 0, 64 << 10, 60);
-    shapes.push(run(
-        "well-behaved: 64 KiB messages (fragments)",
-        &|| server(c.clone(), now),
-        &pk,
-    ));
-    let pk = sent_by_a_peer(&c, 1, 64, 60_000);
-    shapes.push(run(
-        "well-behaved: 64 B unordered messages",
-        &|| server(c.clone(), now),
-        &pk,
-    ));
-    let pk = sent_by_a_peer(&c, 0, 1, 200_000);
-    shapes.push(run(
-        "well-behaved: 1 B ordered messages",
-        &|| server(c.clone(), now),
-        &pk,
-    ));
-    shapes.last_mut().unwrap().small = true;
-    let pk = sent_by_a_peer(&c, 1, 1, 200_000);
-    shapes.push(run(
-        "well-behaved: 1 B unordered messages",
-        &|| server(c.clone(), now),
-        &pk,
-    ));
-    shapes.last_mut().unwrap().small = true;
+    for (name, channel, size, msgs, frames) in [
+        ("well-behaved: 64 B ordered messages", 0, 64, 60_000, Large),
+        (
+            "well-behaved: 64 KiB messages (fragments)",
+            0,
+            64 << 10,
+            60,
+            Large,
+        ),
+        (
+            "well-behaved: 64 B unordered messages",
+            1,
+            64,
+            60_000,
+            Large,
+        ),
+        ("well-behaved: 1 B ordered messages", 0, 1, 200_000, Small),
+        ("well-behaved: 1 B unordered messages", 1, 1, 200_000, Small),
+    ] {
+        let pk = sent_by_a_peer(&c, channel, size, msgs);
+        shapes.measure(name, frames, &pk);
+    }
 
     // 1-byte fragments at alternating offsets of one 1 MiB message.
     let mut pn = 0;
@@ -327,12 +364,7 @@ fn cpu() {
             }
         }));
     }
-    shapes.push(run(
-        "1-byte fragments, alternating offsets",
-        &|| server(cfg(), now),
-        &pk,
-    ));
-    shapes.last_mut().unwrap().small = true;
+    shapes.measure("1-byte fragments, alternating offsets", Small, &pk);
 
     // 1-byte fragments extending the received prefix (valid), many messages.
     let mut pk = Vec::new();
@@ -364,87 +396,51 @@ fn cpu() {
             payload: &BYTES[..1],
         }
     }));
-    shapes.push(run(
+    shapes.measure(
         "1-byte fragments in order, 1,000 partial messages",
-        &|| server(cfg(), now),
+        Small,
         &pk,
-    ));
-    shapes.last_mut().unwrap().small = true;
+    );
 
     // 512-byte pieces at random offsets of 2,000 messages (cap-bound).
     let mut rng = Rng(11);
-    let pk: Vec<Vec<u8>> = (0..20_000u64)
-        .map(|pn| {
-            fill(CID, pn, || {
-                let seq = 1 + rng.next() % 2000;
-                let offset = (rng.next() % 2040) as u32 * 512;
-                Frame::Fragment {
-                    channel: 1,
-                    seq,
-                    total: 1 << 20,
-                    offset,
-                    payload: &BYTES[..512],
-                }
-            })
-        })
-        .collect();
-    shapes.push(run(
-        "512 B pieces, random offsets and seqs",
-        &|| server(cfg(), now),
-        &pk,
-    ));
+    let pk = fills(0..20_000, |_| {
+        let seq = 1 + rng.next() % 2000;
+        let offset = (rng.next() % 2040) as u32 * 512;
+        Frame::Fragment {
+            channel: 1,
+            seq,
+            total: 1 << 20,
+            offset,
+            payload: &BYTES[..512],
+        }
+    });
+    shapes.measure("512 B pieces, random offsets and seqs", Large, &pk);
 
     // Random sequence numbers on the unordered channel (in and past the window).
     let mut rng = Rng(3);
-    let pk: Vec<Vec<u8>> = (0..20_000u64)
-        .map(|pn| {
-            fill(CID, pn, || Frame::Message {
-                channel: 1,
-                seq: 1 + rng.next() % 8192,
-                payload: &BYTES[..1],
-            })
-        })
-        .collect();
-    shapes.push(run(
-        "random seqs, unordered, 1 B messages",
-        &|| server(cfg(), now),
-        &pk,
-    ));
-    shapes.last_mut().unwrap().small = true;
+    let pk = fills(0..20_000, |_| Frame::Message {
+        channel: 1,
+        seq: 1 + rng.next() % 8192,
+        payload: &BYTES[..1],
+    });
+    shapes.measure("random seqs, unordered, 1 B messages", Small, &pk);
     let mut rng = Rng(5);
-    let pk: Vec<Vec<u8>> = (0..5_000u64)
-        .map(|pn| {
-            fill(CID, pn, || Frame::Message {
-                channel: 1,
-                seq: rng.next() >> 3,
-                payload: &BYTES[..1],
-            })
-        })
-        .collect();
-    shapes.push(run(
-        "random 61-bit seqs, unordered",
-        &|| server(cfg(), now),
-        &pk,
-    ));
-    shapes.last_mut().unwrap().small = true;
+    let pk = fills(0..5_000, |_| Frame::Message {
+        channel: 1,
+        seq: rng.next() >> 3,
+        payload: &BYTES[..1],
+    });
+    shapes.measure("random 61-bit seqs, unordered", Small, &pk);
 
     // Sparse sequence numbers on the ordered channel (held back to the cap).
     let mut rng = Rng(9);
-    let pk: Vec<Vec<u8>> = (0..20_000u64)
-        .map(|pn| {
-            fill(CID, pn, || Frame::Message {
-                channel: 0,
-                seq: 1 + rng.next() % 65_535,
-                payload: &BYTES[..1],
-            })
-        })
-        .collect();
-    shapes.push(run(
-        "sparse seqs, ordered, 1 B messages",
-        &|| server(cfg(), now),
-        &pk,
-    ));
-    shapes.last_mut().unwrap().small = true;
+    let pk = fills(0..20_000, |_| Frame::Message {
+        channel: 0,
+        seq: 1 + rng.next() % 65_535,
+        payload: &BYTES[..1],
+    });
+    shapes.measure("sparse seqs, ordered, 1 B messages", Small, &pk);
 
     // The message a full ordered channel waits for, last: it releases
     // every held-back one (each delivered once, paid for when it came).
@@ -466,12 +462,7 @@ fn cpu() {
             payload: &BYTES[..1],
         }],
     ));
-    shapes.push(run(
-        "ordered: the gap filled after 16,384 held back",
-        &|| server(cfg(), now),
-        &pk,
-    ));
-    shapes.last_mut().unwrap().small = true;
+    shapes.measure("ordered: the gap filled after 16,384 held back", Small, &pk);
 
     // Sparse packet numbers: 1,024 ranges of received packets, then the holes.
     let mut pk: Vec<Vec<u8>> = (0..4096u64)
@@ -479,12 +470,7 @@ fn cpu() {
         .collect();
     let mut rng = Rng(13);
     pk.extend((0..4096u64).map(|_| packet(CID, 2 * (rng.next() % 4096) + 1, &[Frame::Ping])));
-    shapes.push(run(
-        "sparse packet numbers (PING)",
-        &|| server(cfg(), now),
-        &pk,
-    ));
-    shapes.last_mut().unwrap().small = true;
+    shapes.measure("sparse packet numbers (PING)", Small, &pk);
 
     // Maximal ACK ranges against 4,000 packets in flight.
     let in_flight = || {
@@ -497,44 +483,33 @@ fn cpu() {
         conn
     };
     let sent = in_flight().stats().packets_sent;
-    let mut pk = Vec::new();
     let mut rng = Rng(17);
-    for pn in 0..2000u64 {
-        let mut b = vec![0u8; 1200];
-        let mut w = Writer::new(&mut b);
-        Header::Short {
-            cid: CID,
-            pn,
-            pn_len: 4,
-        }
-        .encode(&mut w)
-        .unwrap();
-        // Several ACK frames a packet, each with as many ranges as fit:
-        // every other packet of a random stretch below the largest sent.
-        loop {
-            let top = sent - 1 - rng.next() % (sent / 2);
-            let ranges: Vec<(u64, u64)> = (0..300u64)
-                .take_while(|i| top >= 2 * i + 2)
-                .map(|i| (top - 2 * i, top - 2 * i))
-                .collect();
-            let before = w.len();
-            if Frame::encode_ack(&mut w, 0, &ranges).is_err()
-                || w.remaining() < 16
-                || w.len() == before
-            {
-                break;
-            }
-        }
-        let n = w.len();
-        b.truncate(n);
-        pk.push(b);
-    }
-    shapes.push(run(
+    let pk: Vec<Vec<u8>> = (0..2000u64)
+        .map(|pn| {
+            // Several ACK frames a packet, each with as many ranges as fit:
+            // every other packet of a random stretch below the largest sent.
+            short_packet(CID, pn, |w| loop {
+                let top = sent - 1 - rng.next() % (sent / 2);
+                let ranges: Vec<(u64, u64)> = (0..300u64)
+                    .take_while(|i| top >= 2 * i + 2)
+                    .map(|i| (top - 2 * i, top - 2 * i))
+                    .collect();
+                let before = w.len();
+                if Frame::encode_ack(w, 0, &ranges).is_err()
+                    || w.remaining() < 16
+                    || w.len() == before
+                {
+                    break;
+                }
+            })
+        })
+        .collect();
+    shapes.measure_on(
         "maximal ACK ranges, 4,000 packets in flight",
+        Small,
         &in_flight,
         &pk,
-    ));
-    shapes.last_mut().unwrap().small = true;
+    );
 
     // Each frame type at its limits.
     let pk: Vec<Vec<u8>> = (0..5000u64)
@@ -544,62 +519,33 @@ fn cpu() {
             b
         })
         .collect();
-    shapes.push(run("PADDING, 1,200 B packets", &|| server(cfg(), now), &pk));
-    let pk: Vec<Vec<u8>> = (5000..10_000u64)
-        .map(|pn| fill(CID, pn, || Frame::Ping))
-        .collect();
-    shapes.push(run("PING, 1,187 a packet", &|| server(cfg(), now), &pk));
-    shapes.last_mut().unwrap().small = true;
-    let pk: Vec<Vec<u8>> = (10_000..15_000u64)
-        .map(|pn| {
-            fill(CID, pn, || Frame::Fragment {
-                channel: 2,
-                seq: pn,
-                total: u32::MAX,
-                offset: 0,
-                payload: &BYTES[..1],
-            })
-        })
-        .collect();
-    shapes.push(run(
-        "FRAGMENT claiming 4 GiB (refused as malformed)",
-        &|| server(cfg(), now),
-        &pk,
-    ));
-    shapes.last_mut().unwrap().small = true;
+    shapes.measure("PADDING, 1,200 B packets", Large, &pk);
+    let pk = fills(5000..10_000, |_| Frame::Ping);
+    shapes.measure("PING, 1,187 a packet", Small, &pk);
+    let pk = fills(10_000..15_000, |pn| Frame::Fragment {
+        channel: 2,
+        seq: pn,
+        total: u32::MAX,
+        offset: 0,
+        payload: &BYTES[..1],
+    });
+    shapes.measure("FRAGMENT claiming 4 GiB (refused as malformed)", Small, &pk);
     let mut rng = Rng(19);
-    let pk: Vec<Vec<u8>> = (15_000..20_000u64)
-        .map(|pn| {
-            fill(CID, pn, || Frame::Message {
-                channel: 2,
-                seq: rng.next() >> 3,
-                payload: &BYTES[..0],
-            })
-        })
-        .collect();
-    shapes.push(run(
-        "empty unreliable MESSAGEs",
-        &|| server(cfg(), now),
-        &pk,
-    ));
-    shapes.last_mut().unwrap().small = true;
+    let pk = fills(15_000..20_000, |_| Frame::Message {
+        channel: 2,
+        seq: rng.next() >> 3,
+        payload: &BYTES[..0],
+    });
+    shapes.measure("empty unreliable MESSAGEs", Small, &pk);
     let mut rng = Rng(23);
-    let pk: Vec<Vec<u8>> = (20_000..25_000u64)
-        .map(|pn| {
-            fill(CID, pn, || Frame::Fragment {
-                channel: 2,
-                seq: rng.next() >> 3,
-                total: 1 << 20,
-                offset: 0,
-                payload: &BYTES[..520],
-            })
-        })
-        .collect();
-    shapes.push(run(
-        "unreliable partials, random seqs",
-        &|| server(cfg(), now),
-        &pk,
-    ));
+    let pk = fills(20_000..25_000, |_| Frame::Fragment {
+        channel: 2,
+        seq: rng.next() >> 3,
+        total: 1 << 20,
+        offset: 0,
+        payload: &BYTES[..520],
+    });
+    shapes.measure("unreliable partials, random seqs", Large, &pk);
 
     // 256 channels, frames spread over all of them.
     let many = Config::new(
@@ -615,39 +561,46 @@ fn cpu() {
     );
 
     let mut rng = Rng(29);
-    let pk: Vec<Vec<u8>> = (0..10_000u64)
-        .map(|pn| {
-            fill(CID, pn, || Frame::Message {
-                channel: (rng.next() % 256) as u8,
-                seq: 1 + rng.next() % 4000,
-                payload: &BYTES[..1],
-            })
-        })
-        .collect();
-    shapes.push(run(
+    let pk = fills(0..10_000, |_| Frame::Message {
+        channel: (rng.next() % 256) as u8,
+        seq: 1 + rng.next() % 4000,
+        payload: &BYTES[..1],
+    });
+    shapes.measure_on(
         "256 channels, random seqs",
+        Small,
         &|| server(many.clone(), now),
         &pk,
-    ));
-    shapes.last_mut().unwrap().small = true;
+    );
 
+    let shapes = shapes.done;
     let per_byte = |s: &Shape| s.time.as_nanos() as f64 / s.bytes as f64;
     // Tiny frames cost more per byte than large ones whoever sends them:
     // each shape is set against the well-behaved traffic of its frame
     // sizes' order (1-byte messages for frames under 64 bytes).
-    let small = shapes[3..5].iter().map(per_byte).fold(0.0, f64::max);
-    let large = shapes[..3].iter().map(per_byte).fold(0.0, f64::max);
+    let large = shapes[..WELL_BEHAVED_LARGE]
+        .iter()
+        .map(per_byte)
+        .fold(0.0, f64::max);
+    let small = shapes[WELL_BEHAVED_LARGE..WELL_BEHAVED_LARGE + WELL_BEHAVED_SMALL]
+        .iter()
+        .map(per_byte)
+        .fold(0.0, f64::max);
     println!(
         "cpu: shape | packets | worst packet (us) | ns per byte | x well-behaved of its frame size"
     );
     for s in &shapes {
+        let against = match s.frames {
+            Small => small,
+            Large => large,
+        };
         println!(
             "  {:<50} {:>6} {:>9.1} {:>8.2} {:>6.2}",
             s.name,
             s.packets,
             s.worst.as_secs_f64() * 1e6,
             per_byte(s),
-            per_byte(s) / if s.small { small } else { large }
+            per_byte(s) / against
         );
     }
 }

@@ -135,7 +135,16 @@ fn stop_with_over_loss(players: usize, loss: f64, run: u64) {
     rt.stop().unwrap();
 }
 
-fn stops_with_queued(n: u32) {
+/// A runtime of two threads, a server on it (its handlers' events on the
+/// first receiver) and one client (its events on the second), once the
+/// client saw the connection.
+fn one_client() -> (
+    Runtime,
+    Server<Report>,
+    mpsc::Receiver<Seen>,
+    Client<Report>,
+    mpsc::Receiver<Seen>,
+) {
     let rt = Runtime::new(IoModel::Shared { threads: 2 }).unwrap();
     let (stx, srx) = mpsc::channel();
     let server = bind_server(&rt, &stx);
@@ -150,6 +159,11 @@ fn stops_with_queued(n: u32) {
     count(&rx, 1, Duration::from_secs(5), |s| {
         matches!(s, Seen::Connected)
     });
+    (rt, server, srx, client, rx)
+}
+
+fn stops_with_queued(n: u32) {
+    let (rt, server, srx, client, rx) = one_client();
     count(&srx, 1, Duration::from_secs(5), |s| {
         matches!(s, Seen::Connected)
     });
@@ -183,20 +197,7 @@ fn stops_with_queued(n: u32) {
     rt.stop().unwrap();
 
     // Client::stop right after n sends.
-    let rt = Runtime::new(IoModel::Shared { threads: 2 }).unwrap();
-    let (stx, srx) = mpsc::channel();
-    let server = bind_server(&rt, &stx);
-    let (tx, rx) = mpsc::channel();
-    let client = Client::connect(
-        rt.next_reactor(),
-        server.local_addr(),
-        ClientConfig::new(config(), ClientSecurity::Insecure),
-        Report(tx),
-    )
-    .unwrap();
-    count(&rx, 1, Duration::from_secs(5), |s| {
-        matches!(s, Seen::Connected)
-    });
+    let (rt, server, srx, client, _rx) = one_client();
     let sender = client.sender();
     for i in 0..n {
         sender.send(0, &i.to_be_bytes().repeat(16)).unwrap();

@@ -9,29 +9,13 @@ mod common;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::{addr, one_channel, public_addr, KEY, T0};
 use keel_rudp::wire::{Header, Reader};
 use keel_rudp::{
-    Admission, ChannelConfig, ChannelKind, ClientSecurity, Config, ConfigError, ConnectToken,
-    Connection, DisconnectReason, Endpoint, EndpointConfig, Event, Handled, ReplayCache,
-    ServerSecurity, State, TokenMinter, TokenSpec, CLOSE_REPLACED, REFUSE_ADDRESS_LIMIT,
-    REFUSE_FULL, REFUSE_RATE_LIMIT, REFUSE_TOKEN,
+    Admission, ClientSecurity, ConfigError, ConnectToken, Connection, DisconnectReason, Endpoint,
+    EndpointConfig, Event, Handled, ReplayCache, ServerSecurity, State, TokenMinter, TokenSpec,
+    CLOSE_REPLACED, REFUSE_ADDRESS_LIMIT, REFUSE_FULL, REFUSE_RATE_LIMIT, REFUSE_TOKEN,
 };
-
-const KEY: [u8; 32] = [0x5e; 32];
-/// The unix time the server's clock starts at.
-const T0: u64 = 1_800_000_000;
-
-fn cfg() -> Config {
-    Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)])
-}
-
-fn addr(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
-
-fn public_addr() -> SocketAddr {
-    addr("203.0.113.7:4000")
-}
 
 fn tokens() -> ServerSecurity {
     ServerSecurity::Tokens {
@@ -40,11 +24,25 @@ fn tokens() -> ServerSecurity {
     }
 }
 
+/// A token for [`T0`], the sans-IO server's clock.
 fn token(client_id: u64) -> ConnectToken {
+    token_expiring(client_id, T0 + 120)
+}
+
+/// A token for the real clock (what a real Server reads).
+fn live_token(client_id: u64) -> ConnectToken {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    token_expiring(client_id, now + 60)
+}
+
+fn token_expiring(client_id: u64, expires_at: u64) -> ConnectToken {
     TokenMinter::new(KEY)
         .mint(&TokenSpec {
             server_addrs: vec![public_addr()],
-            expires_at: T0 + 120,
+            expires_at,
             client_id,
             timeout_secs: 10,
             user_data: Vec::new(),
@@ -70,7 +68,7 @@ struct World {
 
 impl World {
     fn new(security: ServerSecurity, max_connections: usize, admission: Admission) -> World {
-        let mut ec = EndpointConfig::new(0, [9; 32], cfg(), security);
+        let mut ec = EndpointConfig::new(0, [9; 32], one_channel(), security);
         ec.max_connections = max_connections;
         ec.admission = admission;
         World::with(ec)
@@ -94,7 +92,8 @@ impl World {
     /// Connects a new client from `from`, `nonce` its hello nonce: its
     /// first event (Connected, or the REFUSE as Disconnected).
     fn connect(&mut self, from: SocketAddr, security: ClientSecurity, nonce: u128) -> Event {
-        let c = Connection::connect(cfg(), security, nonce.to_be_bytes(), self.now).unwrap();
+        let c =
+            Connection::connect(one_channel(), security, nonce.to_be_bytes(), self.now).unwrap();
         self.clients.push((from, c));
         let i = self.clients.len() - 1;
         for _ in 0..4 {
@@ -291,7 +290,7 @@ fn a_reconnect_with_the_same_token_replaces_the_old_connection() {
 fn endpoints_sharing_a_replay_cache_refuse_a_token_taken_on_the_other() {
     let shared = ReplayCache::new();
     let lane = |i: u8, cache: &ReplayCache| {
-        let mut ec = EndpointConfig::new(i, [9; 32], cfg(), tokens());
+        let mut ec = EndpointConfig::new(i, [9; 32], one_channel(), tokens());
         ec.replay_cache = cache.clone();
         World::with(ec)
     };
@@ -377,7 +376,8 @@ fn the_handshake_rate_limits_validated_sources_only() {
 
     // A spoofer sends 10,000 hellos "from" the victim; it never sees the
     // RETRYs, so it never returns a cookie.
-    let mut c = Connection::connect(cfg(), ClientSecurity::Insecure, [0xee; 16], w.now).unwrap();
+    let mut c =
+        Connection::connect(one_channel(), ClientSecurity::Insecure, [0xee; 16], w.now).unwrap();
     let mut hello = vec![0u8; 1500];
     let n = c.poll_transmit(w.now, &mut hello).unwrap();
     let mut reply = vec![0u8; 1500];
@@ -496,7 +496,7 @@ fn admission_settings_out_of_range_are_refused_by_name() {
         ),
     ];
     for (spoil, message) in cases {
-        let mut ec = EndpointConfig::new(0, [9; 32], cfg(), ServerSecurity::Insecure);
+        let mut ec = EndpointConfig::new(0, [9; 32], one_channel(), ServerSecurity::Insecure);
         spoil(&mut ec.admission);
         let e = Endpoint::new(ec, Instant::now()).unwrap_err();
         assert!(matches!(e, ConfigError::Admission { .. }), "{e:?}");
@@ -528,21 +528,7 @@ fn through_a_server_a_token_holds_one_connection_and_an_address_its_share() {
     })
     .unwrap();
     // Tokens here carry the server's unix time, not the test's T0.
-    let mint = |id| {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        TokenMinter::new(KEY)
-            .mint(&TokenSpec {
-                server_addrs: vec![public_addr()],
-                expires_at: now + 60,
-                client_id: id,
-                timeout_secs: 10,
-                user_data: Vec::new(),
-            })
-            .unwrap()
-    };
+    let mint = live_token;
     let connect = |t: ConnectToken, local: &str| {
         let (h, rx) = recorder(false);
         let mut cc = ClientConfig::new(config(), ClientSecurity::Token(t));
@@ -624,7 +610,7 @@ fn server_bind_names_a_bad_admission_setting() {
     use keel_rudp::{Server, ServerConfig};
 
     let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
-    let mut sc = ServerConfig::new(cfg(), ServerSecurity::Insecure);
+    let mut sc = ServerConfig::new(one_channel(), ServerSecurity::Insecure);
     sc.admission.handshake_burst = 0;
     let e = Server::bind(rt.handles(), addr("127.0.0.1:0"), sc, |_| {
         common::recorder(false).0
@@ -671,19 +657,7 @@ mod lanes {
 
     /// A token for the server's clock.
     pub fn mint(id: u64) -> ConnectToken {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        TokenMinter::new(KEY)
-            .mint(&TokenSpec {
-                server_addrs: vec![public_addr()],
-                expires_at: now + 60,
-                client_id: id,
-                timeout_secs: 10,
-                user_data: Vec::new(),
-            })
-            .unwrap()
+        live_token(id)
     }
 
     /// A client from a fresh port of `ip` and its first event: connected

@@ -4,13 +4,13 @@
 //! Structural checks (sizes of state, counts); the timings are in
 //! `examples/hostile_recv.rs` and docs/security.md.
 
+mod common;
+
 use std::time::Instant;
 
+use common::{fill, Rng, BYTES, CID};
 use keel_rudp::wire::{varint, Frame, Header, Writer};
-use keel_rudp::{ChannelConfig, ChannelKind, Config, Connection, ConnectionId, Side};
-
-const CID: ConnectionId = ConnectionId([0, 1, 2, 3, 4, 5, 6, 7]);
-static BYTES: [u8; 1100] = [7; 1100];
+use keel_rudp::{ChannelConfig, ChannelKind, Config, Connection, Side};
 
 fn cfg() -> Config {
     Config::new(vec![
@@ -19,41 +19,9 @@ fn cfg() -> Config {
     ])
 }
 
-/// A packet of frames made by `next` until 1,200 bytes are full.
-fn fill<'a>(pn: u64, mut next: impl FnMut() -> Frame<'a>) -> Vec<u8> {
-    let mut buf = vec![0u8; 1200];
-    let mut w = Writer::new(&mut buf);
-    Header::Short {
-        cid: CID,
-        pn,
-        pn_len: 4,
-    }
-    .encode(&mut w)
-    .unwrap();
-    while next().encode(&mut w).is_ok() {}
-    let n = w.len();
-    buf.truncate(n);
-    buf
-}
-
+/// A FRAGMENT of a 1 MiB message on the ordered channel.
 fn fragment(seq: u64, offset: u32, len: usize) -> Frame<'static> {
-    Frame::Fragment {
-        channel: 0,
-        seq,
-        total: 1 << 20,
-        offset,
-        payload: &BYTES[..len],
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
+    common::fragment(0, seq, 1 << 20, offset, len)
 }
 
 #[test]

@@ -4,16 +4,16 @@
 //! (`max_recv_buffer`) and across an endpoint (`recv_budget`), and every
 //! refusal is counted. Connections are driven sans-IO with crafted frames.
 
+mod common;
+
 use std::time::Instant;
 
-use keel_rudp::wire::{Frame, Header, Writer};
+use common::{fragment, packet, CID};
+use keel_rudp::wire::Frame;
 use keel_rudp::{
     ChannelConfig, ChannelKind, ClientSecurity, Config, Connection, ConnectionId, Endpoint,
     EndpointConfig, Event, Handled, RecvBudget, ServerSecurity, Side,
 };
-
-const CID: ConnectionId = ConnectionId([0, 1, 2, 3, 4, 5, 6, 7]);
-static BYTES: [u8; 1100] = [7; 1100];
 
 fn cfg() -> Config {
     Config::new(vec![
@@ -21,30 +21,6 @@ fn cfg() -> Config {
         ChannelConfig::new(ChannelKind::ReliableUnordered),
         ChannelConfig::new(ChannelKind::Unreliable),
     ])
-}
-
-/// A short packet (unsealed: connections made with `established` or by an
-/// insecure endpoint) carrying `frames`.
-fn packet(cid: ConnectionId, pn: u64, frames: &[Frame<'_>]) -> Vec<u8> {
-    let mut buf = vec![0u8; 1400];
-    let mut w = Writer::new(&mut buf);
-    Header::Short { cid, pn, pn_len: 4 }.encode(&mut w).unwrap();
-    for f in frames {
-        f.encode(&mut w).unwrap();
-    }
-    let n = w.len();
-    buf.truncate(n);
-    buf
-}
-
-fn fragment(channel: u8, seq: u64, total: u32, offset: u32, len: usize) -> Frame<'static> {
-    Frame::Fragment {
-        channel,
-        seq,
-        total,
-        offset,
-        payload: &BYTES[..len],
-    }
 }
 
 fn rss_bytes() -> usize {

@@ -214,59 +214,16 @@ fn garbage_is_counted_and_never_stops_a_server() {
     rt.stop().unwrap();
 }
 
-/// A server and one connected client on a runtime, each end recording its
-/// handler's events; the idle timeout is a minute, so an end that learns
-/// of the other's stop within seconds learned it from a CLOSE.
-fn connected_pair() -> (
-    Runtime,
-    Server<Recorder>,
-    Receiver<Seen>,
-    Client<Recorder>,
-    Receiver<Seen>,
-) {
-    let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
-    let mut cfg = config();
-    cfg.idle_timeout = Duration::from_secs(60);
-    let (srv, srv_rx) = recorder(false);
-    let mut srv = Some(srv);
-    let server = Server::bind(
-        rt.handles(),
-        "127.0.0.1:0".parse().unwrap(),
-        ServerConfig::new(cfg.clone(), keel_rudp::ServerSecurity::Insecure),
-        |_| srv.take().expect("one lane"),
-    )
-    .unwrap();
-    let (cli, cli_rx) = recorder(false);
-    let client = Client::connect(
-        rt.next_reactor(),
-        server.local_addr(),
-        ClientConfig::new(cfg, keel_rudp::ClientSecurity::Insecure),
-        cli,
-    )
-    .unwrap();
-    for (rx, who) in [(&cli_rx, "client"), (&srv_rx, "server")] {
-        collect_until(rx, Duration::from_secs(10), who, |s| {
-            matches!(s, Seen::Connected(..))
-        });
-    }
-    (rt, server, srv_rx, client, cli_rx)
-}
-
 fn remote_close(rx: &Receiver<Seen>, who: &str) -> (u64, String) {
-    let seen = collect_until(rx, Duration::from_secs(10), who, |s| {
-        matches!(s, Seen::Disconnected(..))
-    });
-    match seen.last() {
-        Some(Seen::Disconnected(_, DisconnectReason::Remote { code, reason }, _)) => {
-            (*code, reason.clone())
-        }
+    match until_disconnected(rx, who, |_| {}) {
+        DisconnectReason::Remote { code, reason } => (code, reason),
         other => panic!("{who}: {other:?}"),
     }
 }
 
 #[test]
 fn stopping_a_server_tells_its_clients() {
-    let (rt, server, _srv_rx, client, cli_rx) = connected_pair();
+    let (rt, server, _srv_rx, client, cli_rx) = connected_pair(1);
     server.stop();
     assert_eq!(
         remote_close(&cli_rx, "client"),
@@ -278,7 +235,7 @@ fn stopping_a_server_tells_its_clients() {
 
 #[test]
 fn a_server_can_say_why_it_stops() {
-    let (rt, server, _srv_rx, client, cli_rx) = connected_pair();
+    let (rt, server, _srv_rx, client, cli_rx) = connected_pair(1);
     server.stop_with(4000, "map change");
     assert_eq!(
         remote_close(&cli_rx, "client"),
@@ -290,7 +247,7 @@ fn a_server_can_say_why_it_stops() {
 
 #[test]
 fn stopping_a_client_frees_its_place_on_the_server() {
-    let (rt, server, srv_rx, client, _cli_rx) = connected_pair();
+    let (rt, server, srv_rx, client, _cli_rx) = connected_pair(1);
     client.stop();
     assert_eq!(
         remote_close(&srv_rx, "server"),

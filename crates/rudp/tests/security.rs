@@ -2,34 +2,21 @@
 //! Endpoint and a client Connection exchanging datagrams directly (sans-IO,
 //! virtual clock, deterministic).
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::{addr, one_channel, public_addr, KEY, T0};
 use keel_rudp::wire::{Frame, Header, LongType, Writer};
 use keel_rudp::{
-    ChannelConfig, ChannelKind, ClientSecurity, Config, ConnectToken, Connection, ConnectionHandle,
-    DisconnectReason, Endpoint, EndpointConfig, EndpointStats, Event, Handled, ServerSecurity,
-    TokenMinter, TokenSpec, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN,
+    ClientSecurity, ConnectToken, Connection, ConnectionHandle, DisconnectReason, Endpoint,
+    EndpointConfig, EndpointStats, Event, Handled, ServerSecurity, TokenMinter, TokenSpec,
+    REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN,
 };
 
-const KEY: [u8; 32] = [0x5e; 32];
-/// The unix time the server's clock starts at.
-const T0: u64 = 1_800_000_000;
-
-fn cfg() -> Config {
-    Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)])
-}
-
-fn addr(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
-
-fn server_addr() -> SocketAddr {
-    addr("203.0.113.7:4000")
-}
-
 fn server(now: Instant, security: ServerSecurity) -> Endpoint {
-    let mut ec = EndpointConfig::new(0, [9; 32], cfg(), security);
+    let mut ec = EndpointConfig::new(0, [9; 32], one_channel(), security);
     ec.unix_time_at_start = T0;
     Endpoint::new(ec, now).unwrap()
 }
@@ -39,14 +26,14 @@ fn secure_server(now: Instant) -> Endpoint {
         now,
         ServerSecurity::Tokens {
             key: KEY,
-            public_addrs: vec![server_addr()],
+            public_addrs: vec![public_addr()],
         },
     )
 }
 
 fn spec() -> TokenSpec {
     TokenSpec {
-        server_addrs: vec![addr("198.51.100.1:4000"), server_addr()],
+        server_addrs: vec![addr("198.51.100.1:4000"), public_addr()],
         expires_at: T0 + 60,
         client_id: 4242,
         timeout_secs: 10,
@@ -93,7 +80,13 @@ fn handshake(
 }
 
 fn connect(token: ConnectToken, nonce: u8, now: Instant) -> Connection {
-    Connection::connect(cfg(), ClientSecurity::Token(token), [nonce; 16], now).unwrap()
+    Connection::connect(
+        one_channel(),
+        ClientSecurity::Token(token),
+        [nonce; 16],
+        now,
+    )
+    .unwrap()
 }
 
 fn refused(e: Option<Event>) -> (u64, String) {
@@ -257,7 +250,7 @@ fn bad_tokens_are_refused_and_counted_per_cause() {
 fn insecure_and_secure_peers_refuse_each_other_with_a_reason() {
     let now = Instant::now();
     let mut s = secure_server(now);
-    let mut c = Connection::connect(cfg(), ClientSecurity::Insecure, [1; 16], now).unwrap();
+    let mut c = Connection::connect(one_channel(), ClientSecurity::Insecure, [1; 16], now).unwrap();
     let (code, reason) = refused(handshake(now, &mut s, &mut c, addr("192.0.2.1:1")).0);
     assert_eq!(code, REFUSE_SECURITY_MISMATCH);
     assert_eq!(
@@ -348,7 +341,7 @@ fn hello_with(cookie: &[u8], token: &[u8]) -> Vec<u8> {
     .unwrap();
     Frame::Hello {
         nonce: [3; 16],
-        config_digest: cfg().digest(),
+        config_digest: one_channel().digest(),
         max_ack_delay_us: 5_000,
         cookie,
         token,

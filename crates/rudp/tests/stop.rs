@@ -17,62 +17,21 @@ use keel_udp::Impairment;
 
 const N: u32 = 2_000;
 
-/// A server and one connected client; idle timeouts of a minute, so an
-/// end that learns of a stop within seconds learned it from a CLOSE.
-fn pair() -> (
-    Runtime,
-    Server<Recorder>,
-    Receiver<Seen>,
-    Client<Recorder>,
-    Receiver<Seen>,
-) {
-    let rt = Runtime::new(IoModel::Shared { threads: 2 }).unwrap();
-    let mut cfg = config();
-    cfg.idle_timeout = Duration::from_secs(60);
-    let (srv, srv_rx) = recorder(false);
-    let mut srv = Some(srv);
-    let server = Server::bind(
-        rt.handles(),
-        "127.0.0.1:0".parse().unwrap(),
-        ServerConfig::new(cfg.clone(), ServerSecurity::Insecure),
-        |_| srv.take().expect("one lane"),
-    )
-    .unwrap();
-    let (cli, cli_rx) = recorder(false);
-    let client = Client::connect(
-        rt.next_reactor(),
-        server.local_addr(),
-        ClientConfig::new(cfg, ClientSecurity::Insecure),
-        cli,
-    )
-    .unwrap();
-    for (rx, who) in [(&cli_rx, "client"), (&srv_rx, "server")] {
-        collect_until(rx, Duration::from_secs(10), who, |s| {
-            matches!(s, Seen::Connected(..))
-        });
-    }
-    (rt, server, srv_rx, client, cli_rx)
-}
-
 /// The ordered messages `rx` gets until its handler's `disconnected`,
 /// and the reason.
 fn messages_then_end(rx: &Receiver<Seen>, who: &str) -> (Vec<u32>, DisconnectReason) {
     let mut got = Vec::new();
-    let seen = collect_until(rx, Duration::from_secs(10), who, |s| {
+    let end = until_disconnected(rx, who, |s| {
         if let Seen::Message(_, ORDERED, d) = s {
             got.push(index(d));
         }
-        matches!(s, Seen::Disconnected(..))
     });
-    match seen.last() {
-        Some(Seen::Disconnected(_, r, _)) => (got, r.clone()),
-        other => panic!("{who}: {other:?}"),
-    }
+    (got, end)
 }
 
 #[test]
 fn a_client_stop_right_after_its_sends_delivers_them() {
-    let (rt, server, srv_rx, client, _cli_rx) = pair();
+    let (rt, server, srv_rx, client, _cli_rx) = connected_pair(2);
     // The client's lane is held busy while the sends and the stop are
     // queued behind each other in its inbox, as when a game sends its
     // last words and stops at once.
@@ -107,7 +66,7 @@ fn a_client_stop_right_after_its_sends_delivers_them() {
 
 #[test]
 fn a_server_stop_with_messages_queued_delivers_them() {
-    let (rt, server, _srv_rx, client, cli_rx) = pair();
+    let (rt, server, _srv_rx, client, cli_rx) = connected_pair(2);
     // Queue them on the lane, and know they are queued, before the stop.
     let (queued, is_queued) = mpsc::channel();
     assert!(server.post(0, move |_, ctx| {
@@ -145,28 +104,7 @@ fn a_stop_reports_what_a_vanished_client_did_not_get() {
     let mut cfg = config();
     cfg.idle_timeout = Duration::from_secs(60);
     cfg.close_timeout = Duration::from_millis(500);
-    let (srv, srv_rx) = recorder(false);
-    let mut srv = Some(srv);
-    let server = Server::bind(
-        rt.handles(),
-        "127.0.0.1:0".parse().unwrap(),
-        ServerConfig::new(cfg.clone(), ServerSecurity::Insecure),
-        |_| srv.take().expect("one lane"),
-    )
-    .unwrap();
-    let (cli, cli_rx) = recorder(false);
-    let client = Client::connect(
-        client_rt.handle(),
-        server.local_addr(),
-        ClientConfig::new(cfg, ClientSecurity::Insecure),
-        cli,
-    )
-    .unwrap();
-    for (rx, who) in [(&cli_rx, "client"), (&srv_rx, "server")] {
-        collect_until(rx, Duration::from_secs(10), who, |s| {
-            matches!(s, Seen::Connected(..))
-        });
-    }
+    let (server, srv_rx, client, _cli_rx) = connect(&rt, client_rt.handle(), cfg);
     client_rt.stop().unwrap();
     let (queued, is_queued) = mpsc::channel();
     assert!(server.post(0, move |_, ctx| {
