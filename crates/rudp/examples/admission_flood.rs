@@ -249,7 +249,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     // The players, one every 250 ms while the attack runs.
     let mut players = Vec::new();
-    let (tx, rx) = mpsc::channel();
     let mut next_player = start + Duration::from_millis(250);
     while next_player < end {
         std::thread::sleep(next_player.saturating_duration_since(Instant::now()));
@@ -262,8 +261,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
         );
         cc.local = Some("127.0.0.2:0".parse()?);
+        // A channel of its own: its stop below reports its disconnect too.
+        let (tx, rx) = mpsc::channel();
         let asked = Instant::now();
-        let p = Client::connect(rt.next_reactor(), target, cc, Player(tx.clone()))?;
+        let p = Client::connect(rt.next_reactor(), target, cc, Player(tx))?;
         let outcome = match rx.recv_timeout(Duration::from_secs(5)) {
             Ok(Ok(at)) => Ok(at - asked),
             Ok(Err(r)) => Err(format!("{r:?}")),
