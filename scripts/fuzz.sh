@@ -6,6 +6,7 @@
 #   scripts/fuzz.sh                      # 10 million inputs per mode, seed 1
 #   INPUTS=100000 SEED=7 scripts/fuzz.sh # a quick one
 #
+# SECONDS_PER_MODE bounds each mode in time as well (default: none).
 # A panic, a step over 1 ms (timed three times, replayed from the seed),
 # or receive memory beyond the budget fails it; the failing seed and step
 # are printed. Output: one line per mode, also in out/fuzz/<mode>.log.
@@ -13,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 INPUTS=${INPUTS:-10000000}
 SEED=${SEED:-1}
+SECONDS_PER_MODE=${SECONDS_PER_MODE:-}
 MODES=${MODES:-"insecure tokens decoder"}
 mkdir -p out/fuzz
 cargo test --release -p keel-rudp --lib --no-run -q 2>/dev/null || cargo test --release -p keel-rudp --lib --no-run
@@ -20,7 +22,8 @@ status=0
 pids=()
 for mode in $MODES; do
   (
-    KEEL_FUZZ_MODE=$mode KEEL_FUZZ_INPUTS=$INPUTS KEEL_FUZZ_SEED=$SEED \
+    env KEEL_FUZZ_MODE=$mode KEEL_FUZZ_INPUTS=$INPUTS KEEL_FUZZ_SEED=$SEED \
+      ${SECONDS_PER_MODE:+KEEL_FUZZ_SECONDS=$SECONDS_PER_MODE} \
       cargo test -q --release -p keel-rudp --lib fuzz::tests::long_run -- --ignored --nocapture \
       >"out/fuzz/$mode.log" 2>&1
   ) &
@@ -35,6 +38,6 @@ for p in "${pids[@]}"; do wait "$p" || status=1; done
 for mode in $MODES; do
   grep -h '^fuzz \|panicked\|Failure\|OverBudget\|Slow\|Panic' "out/fuzz/$mode.log" | head -5 || true
 done
-[ "$status" = 0 ] && echo "fuzz.sh: $INPUTS inputs per mode, seed $SEED: no failure" >&2 ||
+[ "$status" = 0 ] && echo "fuzz.sh: seed $SEED, up to $INPUTS inputs per mode${SECONDS_PER_MODE:+ or $SECONDS_PER_MODE s}: no failure" >&2 ||
   echo "fuzz.sh: FAILED (logs in out/fuzz/)" >&2
 exit "$status"
