@@ -15,13 +15,13 @@ INPUTS=${INPUTS:-10000000}
 SEED=${SEED:-1}
 MODES=${MODES:-"insecure tokens decoder"}
 mkdir -p out/fuzz
-cargo test --release -p keel-rudp --lib --no-run -q 2>/dev/null || cargo test --release -p keel-rudp --lib --no-run
+cargo test --release -p keel-rudp-proto --lib --no-run -q 2>/dev/null || cargo test --release -p keel-rudp-proto --lib --no-run
 status=0
 pids=()
 for mode in $MODES; do
   (
     KEEL_FUZZ_MODE=$mode KEEL_FUZZ_INPUTS=$INPUTS KEEL_FUZZ_SEED=$SEED \
-      cargo test -q --release -p keel-rudp --lib fuzz::tests::long_run -- --ignored --nocapture \
+      cargo test -q --release -p keel-rudp-proto --lib fuzz::tests::long_run -- --ignored --nocapture \
       >"out/fuzz/$mode.log" 2>&1
   ) &
   pids+=($!)

@@ -178,7 +178,7 @@ pub struct TokenClaims {
 /// The backend's side: mints tokens under the key it shares with servers.
 ///
 /// ```
-/// use keel_rudp::{TokenMinter, TokenSpec};
+/// use keel_rudp_proto::{TokenMinter, TokenSpec};
 /// let minter = TokenMinter::new([9; 32]);
 /// let token = minter.mint(&TokenSpec {
 ///     server_addrs: vec!["203.0.113.7:4000".parse().unwrap()],
@@ -511,8 +511,12 @@ impl ReplayWindow {
     }
 }
 
-/// N random bytes from the OS.
-pub(crate) fn os_random<const N: usize>() -> io::Result<[u8; N]> {
+/// `N` random bytes from the OS, for keys, nonces and connection IDs: a
+/// driver of this crate calls it for what [`Connection::connect`] and
+/// [`TokenMinter::mint`] need from it.
+///
+/// [`Connection::connect`]: crate::Connection::connect
+pub fn os_random<const N: usize>() -> io::Result<[u8; N]> {
     use std::io::Read;
     let mut b = [0u8; N];
     std::fs::File::open("/dev/urandom")
