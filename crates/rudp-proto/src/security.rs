@@ -511,17 +511,26 @@ impl ReplayWindow {
     }
 }
 
-/// `N` random bytes from the OS, for keys, nonces and connection IDs: a
-/// driver of this crate calls it for what [`Connection::connect`] and
-/// [`TokenMinter::mint`] need from it.
+/// `N` random bytes from the operating system's generator, for keys,
+/// nonces and connection IDs (through the `getrandom` crate, so it works on
+/// every target a driver runs on: Linux, Windows, macOS, Android, iOS).
+///
+/// A driver of this crate calls it for what [`Connection::connect`] and
+/// [`TokenMinter::mint`] need from it; the error names what failed.
 ///
 /// [`Connection::connect`]: crate::Connection::connect
+///
+/// ```
+/// let key: [u8; 32] = keel_rudp_proto::os_random().unwrap();
+/// assert_eq!(key.len(), 32);
+/// ```
 pub fn os_random<const N: usize>() -> io::Result<[u8; N]> {
-    use std::io::Read;
     let mut b = [0u8; N];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(|e| io::Error::new(e.kind(), format!("reading /dev/urandom for a key: {e}")))?;
+    getrandom::fill(&mut b).map_err(|e| {
+        io::Error::other(format!(
+            "reading {N} random bytes from the OS for a key (getrandom): {e}"
+        ))
+    })?;
     Ok(b)
 }
 
