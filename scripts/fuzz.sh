@@ -17,14 +17,14 @@ SEED=${SEED:-1}
 SECONDS_PER_MODE=${SECONDS_PER_MODE:-}
 MODES=${MODES:-"insecure tokens decoder"}
 mkdir -p out/fuzz
-cargo test --release -p keel-rudp --lib --no-run -q 2>/dev/null || cargo test --release -p keel-rudp --lib --no-run
+cargo test --release -p keel-rudp-proto --lib --no-run -q 2>/dev/null || cargo test --release -p keel-rudp-proto --lib --no-run
 status=0
 pids=()
 for mode in $MODES; do
   (
     env KEEL_FUZZ_MODE=$mode KEEL_FUZZ_INPUTS=$INPUTS KEEL_FUZZ_SEED=$SEED \
       ${SECONDS_PER_MODE:+KEEL_FUZZ_SECONDS=$SECONDS_PER_MODE} \
-      cargo test -q --release -p keel-rudp --lib fuzz::tests::long_run -- --ignored --nocapture \
+      cargo test -q --release -p keel-rudp-proto --lib fuzz::tests::long_run -- --ignored --nocapture \
       >"out/fuzz/$mode.log" 2>&1
   ) &
   pids+=($!)

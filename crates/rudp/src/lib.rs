@@ -1,11 +1,16 @@
 //! keel-rudp: connections, channels and reliable delivery over datagrams.
 //!
-//! The core is sans-IO (as smoltcp and quinn-proto): no clocks, sockets or
-//! threads. Every entry point takes `now: Instant`; the caller feeds
-//! datagrams in ([`Connection::handle_datagram`], [`Endpoint::handle`]),
+//! This crate is the driver a game uses: [`Server`] and [`Client`] run the
+//! protocol on keel-udp lanes. The protocol itself is the crate
+//! keel-rudp-proto, sans-IO (as smoltcp and quinn-proto): no clocks,
+//! sockets or threads. Every entry point takes `now: Instant`; the caller
+//! feeds datagrams in ([`Connection::handle_datagram`], [`Endpoint::handle`]),
 //! sends what [`Connection::poll_transmit`] fills, and wakes the core at
 //! [`Connection::poll_timeout`]. Tests drive two ends with a virtual clock
-//! through a seeded simulated link ([`sim`]) and never sleep.
+//! through a seeded simulated link ([`sim`]) and never sleep. Everything of
+//! keel-rudp-proto is re-exported here (its modules as [`wire`] and
+//! [`sim`]), so a game depends on this crate alone; the C API and other
+//! drivers build on keel-rudp-proto directly.
 //!
 //! * [`Connection`]: channels ([`ChannelKind`]: reliable-ordered,
 //!   reliable-unordered, unreliable-sequenced, unreliable) with per-channel
@@ -44,54 +49,38 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-mod admission;
-mod budget;
-mod cc;
-mod channel;
-mod config;
-mod connection;
-mod deadlines;
-mod endpoint;
-#[cfg(test)]
-mod fuzz;
 mod net;
-mod pool;
-mod ranges;
-mod recovery;
-mod rtt;
-mod security;
-pub mod sim;
-pub mod wire;
 
-pub use admission::{Admission, ReplayCache, REPLAY_CACHE};
-pub use budget::{
-    RecvBudget, SendBudget, DEFAULT_RECV_BUDGET, DEFAULT_SEND_BUDGET, SEND_MESSAGE_OVERHEAD,
-};
-pub use cc::{NewReno, Pacer};
-pub use channel::{ChannelConfig, ChannelKind};
-pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
-pub use connection::{
+pub use keel_rudp_proto::{sim, wire};
+
+pub use keel_rudp_proto::{Admission, ReplayCache, REPLAY_CACHE};
+pub use keel_rudp_proto::{ChannelConfig, ChannelKind};
+pub use keel_rudp_proto::{
     ChannelUndelivered, Connection, DisconnectReason, Event, MessageId, SendError, Side, State,
     Stats, Undelivered,
 };
-pub use endpoint::{
+pub use keel_rudp_proto::{
+    ClientSecurity, ConnectToken, ServerSecurity, TokenClaims, TokenError, TokenMinter, TokenSpec,
+    MAX_TOKEN_ADDRS, MAX_TOKEN_LEN, MAX_USER_DATA, REPLAY_WINDOW, TAG_LEN,
+};
+pub use keel_rudp_proto::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
+pub use keel_rudp_proto::{
     ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, CLOSE_ACK_TIMEOUT,
     CLOSE_HANDLER_PANIC, CLOSE_REPLACED, CLOSE_STOPPED, COOKIE_LEN, REFUSE_ADDRESS_LIMIT,
     REFUSE_CONFIG_MISMATCH, REFUSE_FULL, REFUSE_RATE_LIMIT, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN,
 };
+pub use keel_rudp_proto::{ConnectionId, RangeSet};
+pub use keel_rudp_proto::{NewReno, Pacer};
+pub use keel_rudp_proto::{
+    RecvBudget, SendBudget, DEFAULT_RECV_BUDGET, DEFAULT_SEND_BUDGET, SEND_MESSAGE_OVERHEAD,
+};
+pub use keel_rudp_proto::{RttEstimator, GRANULARITY, PACKET_THRESHOLD};
+
 pub use net::client::{Client, ClientConfig};
 pub use net::handler::{Ctx, Handler};
 pub use net::sender::Sender;
 pub use net::server::{Server, ServerConfig, ServerStatus};
 pub use net::stop::{ConnectionReport, LaneFailure, StopReport, Stopping};
-pub use ranges::RangeSet;
-pub use recovery::PACKET_THRESHOLD;
-pub use rtt::{RttEstimator, GRANULARITY};
-pub use security::{
-    ClientSecurity, ConnectToken, ServerSecurity, TokenClaims, TokenError, TokenMinter, TokenSpec,
-    MAX_TOKEN_ADDRS, MAX_TOKEN_LEN, MAX_USER_DATA, REPLAY_WINDOW, TAG_LEN,
-};
-pub use wire::ConnectionId;
 
 /// The guide, `docs/rudp-guide.md`: each of its Rust blocks is a doctest,
 /// so the guide compiles and runs against this crate as it is

@@ -8,15 +8,15 @@ use std::time::{Duration, Instant};
 use keel_reactor::Handle;
 use keel_udp::{CounterSnapshot, DatagramSocket, DatagramSocketCtx, EndpointConfig as UdpConfig};
 
-use crate::config::Config;
-use crate::connection::Connection;
 use crate::net::conns::{Conns, CLIENT_CONN};
 use crate::net::handler::{Ctx, Handler};
 use crate::net::lane::LaneState;
 use crate::net::sender::{Job, Post, Sender};
 use crate::net::server::{invalid, os_random};
 use crate::net::stop::{StopReport, Stopping};
-use crate::security::ClientSecurity;
+use keel_rudp_proto::ClientSecurity;
+use keel_rudp_proto::Config;
+use keel_rudp_proto::Connection;
 
 /// Settings of a [`Client`].
 #[derive(Debug, Clone)]

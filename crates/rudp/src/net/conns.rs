@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use keel_udp::LocalAddr;
 
-use crate::connection::{Connection, Event};
-use crate::endpoint::{ConnectionHandle, Endpoint, Handled};
+use keel_rudp_proto::{Connection, Event};
+use keel_rudp_proto::{ConnectionHandle, Endpoint, Handled};
 
 /// The handle of a client's connection.
 pub(crate) const CLIENT_CONN: ConnectionHandle = ConnectionHandle(0);

@@ -5,11 +5,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::connection::{DisconnectReason, MessageId, SendError, Stats, Undelivered};
-use crate::endpoint::ConnectionHandle;
 use crate::net::conns::Conns;
 use crate::net::sender::{Post, Sender};
-use crate::security::TokenClaims;
+use keel_rudp_proto::ConnectionHandle;
+use keel_rudp_proto::TokenClaims;
+use keel_rudp_proto::{DisconnectReason, MessageId, SendError, Stats, Undelivered};
 
 /// What a game does with its connections. Its methods run on the lane that
 /// owns the connection (a server lane, or the client's lane), one at a

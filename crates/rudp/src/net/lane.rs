@@ -14,12 +14,12 @@ use std::time::Instant;
 use keel_reactor::TimerId;
 use keel_udp::{DatagramSocketCtx, DatagramSocketHandler};
 
-use crate::connection::{Event, SendError, State};
-use crate::endpoint::{ConnectionHandle, EndpointStats, CLOSE_HANDLER_PANIC};
 use crate::net::conns::Conns;
 use crate::net::handler::{Ctx, Handler};
 use crate::net::sender::{Job, Op, Post};
 use crate::net::stop::{ConnectionReport, LaneStop};
+use keel_rudp_proto::{ConnectionHandle, EndpointStats, CLOSE_HANDLER_PANIC};
+use keel_rudp_proto::{Event, SendError, State};
 
 /// The reason of the CLOSE sent when a lane's handler panicked.
 pub(crate) const PANIC_REASON: &str = "handler panicked";

@@ -4,9 +4,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::connection::SendError;
-use crate::endpoint::ConnectionHandle;
 use crate::wire::ConnectionId;
+use keel_rudp_proto::ConnectionHandle;
+use keel_rudp_proto::SendError;
 
 /// What a [`Sender`] asks its lane to do.
 pub(crate) enum Op {

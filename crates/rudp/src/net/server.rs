@@ -11,17 +11,17 @@ use keel_udp::{
     EndpointConfig as UdpConfig, LaneSteering, LanesConfig,
 };
 
-use crate::admission::REPLAY_CACHE;
-use crate::admission::{Admission, ReplayCache};
-use crate::config::Config;
-use crate::endpoint::{Endpoint, EndpointConfig, EndpointStats};
 use crate::net::conns::Conns;
 use crate::net::handler::{Ctx, Handler};
 use crate::net::lane::LaneState;
 use crate::net::sender::{Job, Post};
 use crate::net::stop::{LaneFailure, StopReport, Stopping};
-use crate::security::ServerSecurity;
 use crate::wire::LONG_HEADER_BIT;
+use keel_rudp_proto::Config;
+use keel_rudp_proto::ServerSecurity;
+use keel_rudp_proto::REPLAY_CACHE;
+use keel_rudp_proto::{Admission, ReplayCache};
+use keel_rudp_proto::{Endpoint, EndpointConfig, EndpointStats};
 
 /// Settings of a [`Server`].
 #[derive(Debug, Clone)]
@@ -90,13 +90,13 @@ impl ServerConfig {
             cookie_lifetime: Duration::from_secs(10),
             key: None,
             udp: UdpConfig::default(),
-            recv_budget: crate::budget::DEFAULT_RECV_BUDGET,
-            send_budget: crate::budget::DEFAULT_SEND_BUDGET,
+            recv_budget: keel_rudp_proto::DEFAULT_RECV_BUDGET,
+            send_budget: keel_rudp_proto::DEFAULT_SEND_BUDGET,
         }
     }
 }
 
-pub(crate) use crate::security::os_random;
+pub(crate) use keel_rudp_proto::os_random;
 
 pub(crate) fn invalid(what: &str, e: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("{what}: {e}"))
@@ -253,8 +253,8 @@ impl<H: Handler> Server<H> {
         let mut selves = Vec::with_capacity(config.lanes);
         let mut stats = Vec::with_capacity(config.lanes);
         let mut endpoints = Vec::with_capacity(config.lanes);
-        let budget = crate::budget::RecvBudget::new(config.recv_budget);
-        let send_budget = crate::budget::SendBudget::new(config.send_budget);
+        let budget = keel_rudp_proto::RecvBudget::new(config.recv_budget);
+        let send_budget = keel_rudp_proto::SendBudget::new(config.send_budget);
         // One cache for all lanes: a token taken on one is refused on
         // every other for another IP.
         let replay_cache = ReplayCache::with_capacity(REPLAY_CACHE * config.lanes);

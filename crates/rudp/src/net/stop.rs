@@ -8,9 +8,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::connection::Undelivered;
-use crate::endpoint::ConnectionHandle;
 use crate::net::sender::Post;
+use keel_rudp_proto::ConnectionHandle;
+use keel_rudp_proto::Undelivered;
 
 /// How long past the stop deadline a stop waits for a lane's report (the
 /// lane's last round, on a busy runtime) before it closes the lane

@@ -50,7 +50,7 @@ pub(crate) const MAX_HELD_MESSAGES: usize = 16_384;
 /// all: partly received messages, messages held back for ordering and
 /// de-duplication windows, counted as bytes arrive (not as a header
 /// claims) with their bookkeeping. Cloning shares the budget: every lane
-/// of a [`Server`](crate::Server) draws on one.
+/// of a `keel_rudp::Server` draws on one.
 ///
 /// When it is spent, a frame that would need more memory is refused: its
 /// packet is not acknowledged, so the peer resends it later, and the
@@ -63,7 +63,7 @@ pub(crate) const MAX_HELD_MESSAGES: usize = 16_384;
 /// # Examples
 ///
 /// ```
-/// use keel_rudp::RecvBudget;
+/// use keel_rudp_proto::RecvBudget;
 ///
 /// let budget = RecvBudget::new(64 << 20);
 /// let shared = budget.clone();
@@ -253,7 +253,7 @@ impl RecvBudget {
 /// and [`SEND_MESSAGE_OVERHEAD`] (a 1,024-byte message counts 1,536
 /// bytes, a 16-byte one 402), so that what the connections hold in memory
 /// stays within the budget whatever the size of the messages. Cloning shares the budget: every lane of a
-/// [`Server`](crate::Server) draws on one.
+/// `keel_rudp::Server` draws on one.
 ///
 /// Each connection is also held to its own `max_send_buffer`
 /// ([`SendError::Backpressure`](crate::SendError::Backpressure): that
@@ -271,7 +271,7 @@ impl RecvBudget {
 /// # Examples
 ///
 /// ```
-/// use keel_rudp::SendBudget;
+/// use keel_rudp_proto::SendBudget;
 ///
 /// let budget = SendBudget::new(64 << 20);
 /// let shared = budget.clone();

@@ -56,7 +56,7 @@ const PROBE_CHUNKS: usize = 64;
 ///
 /// ```
 /// use std::time::Instant;
-/// use keel_rudp::{ChannelConfig, ChannelKind, Config, Connection, ConnectionId, Event, Side};
+/// use keel_rudp_proto::{ChannelConfig, ChannelKind, Config, Connection, ConnectionId, Event, Side};
 ///
 /// let config = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
 /// let now = Instant::now();

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::config::ConfigError;
 
 /// Tokens the replay cache ([`ReplayCache`]) of one endpoint remembers at
-/// most by default (oldest forgotten first); a [`Server`](crate::Server)'s
+/// most by default (oldest forgotten first); a `keel_rudp::Server`'s
 /// shared cache holds this many per lane.
 pub const REPLAY_CACHE: usize = 8192;
 
@@ -29,7 +29,7 @@ pub const REPLAY_CACHE: usize = 8192;
 /// that returned their cookie (they receive at that address), so a spoofer
 /// cannot spend a victim's share; RETRY stays stateless and unlimited.
 /// Each endpoint (lane) counts its own sources; on a multi-lane
-/// [`Server`](crate::Server) the limits still hold server-wide, because
+/// `keel_rudp::Server` the limits still hold server-wide, because
 /// its lanes' steering program sends every handshake of one source address
 /// (an IPv6 one by its prefix, up to /64) to one lane, whatever the port.
 ///
@@ -54,7 +54,7 @@ pub const REPLAY_CACHE: usize = 8192;
 /// # Examples
 ///
 /// ```
-/// use keel_rudp::Admission;
+/// use keel_rudp_proto::Admission;
 ///
 /// let mut a = Admission::default();
 /// assert_eq!(a.max_connections_per_ip, 16);
@@ -156,7 +156,7 @@ impl Default for Admission {
 /// first, so that a token copied off the wire is refused
 /// ([`REFUSE_TOKEN`](crate::REFUSE_TOKEN), "connect token in use from another address") from
 /// any other IP until it expires. Clones share one cache: a
-/// [`Server`](crate::Server) makes one and gives it to every lane's
+/// `keel_rudp::Server` makes one and gives it to every lane's
 /// endpoint ([`EndpointConfig::replay_cache`](crate::EndpointConfig::replay_cache)), so a token taken on one
 /// lane is refused on all; [`EndpointConfig::new`](crate::EndpointConfig::new) makes each endpoint its
 /// own.
@@ -171,9 +171,9 @@ impl Default for Admission {
 /// # Examples
 ///
 /// ```
-/// use keel_rudp::ReplayCache;
+/// use keel_rudp_proto::ReplayCache;
 ///
-/// let shared = ReplayCache::with_capacity(2 * keel_rudp::REPLAY_CACHE);
+/// let shared = ReplayCache::with_capacity(2 * keel_rudp_proto::REPLAY_CACHE);
 /// let lane_1 = shared.clone(); // the same cache
 /// assert_eq!((shared.len(), lane_1.capacity()), (0, 16_384));
 /// ```

@@ -56,7 +56,7 @@ impl Default for Redundancy {
 /// # Examples
 ///
 /// ```
-/// use keel_rudp::{ChannelConfig, ChannelKind, Config};
+/// use keel_rudp_proto::{ChannelConfig, ChannelKind, Config};
 ///
 /// let config = Config::new(vec![
 ///     ChannelConfig::new(ChannelKind::UnreliableSequenced), // snapshots

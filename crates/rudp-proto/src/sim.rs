@@ -8,8 +8,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use keel_rudp::sim::{LinkConfig, Pair};
-//! use keel_rudp::{ChannelConfig, ChannelKind, Config, Event};
+//! use keel_rudp_proto::sim::{LinkConfig, Pair};
+//! use keel_rudp_proto::{ChannelConfig, ChannelKind, Config, Event};
 //!
 //! let config = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
 //! let link = LinkConfig { loss: 0.2, delay: Duration::from_millis(30), ..LinkConfig::default() };

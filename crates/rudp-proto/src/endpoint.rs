@@ -42,7 +42,7 @@ pub const REFUSE_SECURITY_MISMATCH: u64 = 3;
 /// why: forged, expired, another key, another server, replayed).
 pub const REFUSE_TOKEN: u64 = 4;
 /// CLOSE code of a connection whose peer stopped its
-/// [`Server`](crate::Server) or [`Client`](crate::Client) (`stop`): the
+/// `keel_rudp::Server` or `keel_rudp::Client` (`stop`): the
 /// reason is "server stopping" or "client stopping". Codes 1 to 31 are
 /// keel-rudp's own (REFUSEs, `CLOSE_STOPPED` and `CLOSE_REPLACED` below
 /// 16, the other closes from 16); a game's `close` codes are its own
@@ -63,9 +63,9 @@ pub const REFUSE_RATE_LIMIT: u64 = 7;
 /// its `disconnected` (as `DisconnectReason::Local` with this code).
 pub const CLOSE_REPLACED: u64 = 8;
 /// CLOSE code of the connections of a server lane (or of a client) whose
-/// [`Handler`](crate::Handler) panicked: the reason is "handler panicked"
+/// `keel_rudp::Handler` panicked: the reason is "handler panicked"
 /// (the panic's message stays on the server, in
-/// [`Server::failed_lanes`](crate::Server::failed_lanes)). Codes 16 and
+/// `keel_rudp::Server::failed_lanes`). Codes 16 and
 /// up are keel-rudp's closes.
 pub const CLOSE_HANDLER_PANIC: u64 = 16;
 /// CLOSE code sent once to a peer that acknowledged nothing for the
@@ -97,7 +97,7 @@ pub struct EndpointConfig {
     pub security: ServerSecurity,
     /// The connect tokens in use and the IP each is bound to: its own by
     /// default ([`EndpointConfig::new`]); endpoints given clones of one
-    /// cache (the lanes of one [`Server`](crate::Server)) refuse a token
+    /// cache (the lanes of one `keel_rudp::Server`) refuse a token
     /// any of them took for another IP. Sharing it is only half of the
     /// one-live-connection rule: a token's earlier connection is replaced
     /// only by the endpoint that holds it, so whoever shares a cache must
@@ -111,7 +111,7 @@ pub struct EndpointConfig {
     /// Receive memory all its connections hold at most, in all, beside each
     /// one's `max_recv_buffer` (default [`DEFAULT_RECV_BUDGET`], 256 MiB).
     /// At it, frames needing more memory are refused unacknowledged (the
-    /// peers resend) and counted. Clones share it: a [`Server`](crate::Server)
+    /// peers resend) and counted. Clones share it: a `keel_rudp::Server`
     /// gives one to all its lanes.
     pub recv_budget: RecvBudget,
     /// Bytes of messages all its connections hold to send (queued, or
@@ -119,7 +119,7 @@ pub struct EndpointConfig {
     /// `max_send_buffer` (default [`DEFAULT_SEND_BUDGET`], 256 MiB; at
     /// least `max_message_size`, checked in [`Endpoint::new`]). At it,
     /// `send` fails with [`SendError::BudgetSpent`](crate::SendError::BudgetSpent),
-    /// counted. Clones share it: a [`Server`](crate::Server) gives one to
+    /// counted. Clones share it: a `keel_rudp::Server` gives one to
     /// all its lanes.
     pub send_budget: SendBudget,
 }
@@ -311,8 +311,8 @@ struct Slot {
 ///
 /// ```
 /// use std::time::Instant;
-/// use keel_rudp::{ChannelConfig, ChannelKind, ClientSecurity, Config, Connection, Endpoint};
-/// use keel_rudp::{EndpointConfig, Event, Handled, ServerSecurity};
+/// use keel_rudp_proto::{ChannelConfig, ChannelKind, ClientSecurity, Config, Connection, Endpoint};
+/// use keel_rudp_proto::{EndpointConfig, Event, Handled, ServerSecurity};
 ///
 /// let config = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
 /// let now = Instant::now();

@@ -168,10 +168,10 @@ pub enum SendError {
         /// The budget's limit.
         limit: usize,
     },
-    /// The connection is closing or closed (or, for a [`Sender`](crate::Sender),
+    /// The connection is closing or closed (or, for a `keel_rudp::Sender`,
     /// its lane is).
     Closed,
-    /// A [`Sender`](crate::Sender)'s lane has `inbox_capacity` jobs
+    /// A `keel_rudp::Sender`'s lane has `inbox_capacity` jobs
     /// waiting (keel-udp's `EndpointConfig::inbox_capacity`): nothing was
     /// queued; the lane is behind, send again later.
     InboxFull,

@@ -178,7 +178,7 @@ pub struct TokenClaims {
 /// The backend's side: mints tokens under the key it shares with servers.
 ///
 /// ```
-/// use keel_rudp::{TokenMinter, TokenSpec};
+/// use keel_rudp_proto::{TokenMinter, TokenSpec};
 /// let minter = TokenMinter::new([9; 32]);
 /// let token = minter.mint(&TokenSpec {
 ///     server_addrs: vec!["203.0.113.7:4000".parse().unwrap()],
@@ -511,13 +511,26 @@ impl ReplayWindow {
     }
 }
 
-/// N random bytes from the OS.
-pub(crate) fn os_random<const N: usize>() -> io::Result<[u8; N]> {
-    use std::io::Read;
+/// `N` random bytes from the operating system's generator, for keys,
+/// nonces and connection IDs (through the `getrandom` crate, so it works on
+/// every target a driver runs on: Linux, Windows, macOS, Android, iOS).
+///
+/// A driver of this crate calls it for what [`Connection::connect`] and
+/// [`TokenMinter::mint`] need from it; the error names what failed.
+///
+/// [`Connection::connect`]: crate::Connection::connect
+///
+/// ```
+/// let key: [u8; 32] = keel_rudp_proto::os_random().unwrap();
+/// assert_eq!(key.len(), 32);
+/// ```
+pub fn os_random<const N: usize>() -> io::Result<[u8; N]> {
     let mut b = [0u8; N];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(|e| io::Error::new(e.kind(), format!("reading /dev/urandom for a key: {e}")))?;
+    getrandom::fill(&mut b).map_err(|e| {
+        io::Error::other(format!(
+            "reading {N} random bytes from the OS for a key (getrandom): {e}"
+        ))
+    })?;
     Ok(b)
 }
 

@@ -44,7 +44,7 @@ impl ChannelKind {
 /// # Examples
 ///
 /// ```
-/// use keel_rudp::{ChannelConfig, ChannelKind};
+/// use keel_rudp_proto::{ChannelConfig, ChannelKind};
 ///
 /// let chat = ChannelConfig::new(ChannelKind::ReliableOrdered);
 /// let map = ChannelConfig::new(ChannelKind::ReliableOrdered).bulk().with_priority(200);

@@ -11,7 +11,7 @@ pub const GRANULARITY: Duration = Duration::from_millis(1);
 ///
 /// ```
 /// use std::time::Duration;
-/// use keel_rudp::RttEstimator;
+/// use keel_rudp_proto::RttEstimator;
 ///
 /// let ms = Duration::from_millis;
 /// let mut rtt = RttEstimator::new(ms(333));

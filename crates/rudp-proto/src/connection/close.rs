@@ -38,9 +38,10 @@ impl Connection {
 
     /// [`Connection::close`] with the end of the close at `deadline`
     /// rather than `close_timeout` from now (a server's stop gives all
-    /// its connections one). At least one CLOSE is sent, even if
-    /// `deadline` has passed.
-    pub(crate) fn close_until(&mut self, now: Instant, code: u64, reason: &str, deadline: Instant) {
+    /// its connections one, and so would any driver that stops with a
+    /// deadline). At least one CLOSE is sent, even if `deadline` has
+    /// passed.
+    pub fn close_until(&mut self, now: Instant, code: u64, reason: &str, deadline: Instant) {
         self.now_hint = now;
         let local = DisconnectReason::Local {
             code,
@@ -87,8 +88,8 @@ impl Connection {
     /// What the peer has not acknowledged: messages per channel and
     /// whether a CLOSE this end sent was acknowledged. Cheap enough to ask
     /// once per connection at its end (it walks the send queues); a
-    /// [`Handler`](crate::Handler) asks with
-    /// [`Ctx::undelivered`](crate::Ctx::undelivered) in `disconnected`.
+    /// `keel_rudp::Handler` asks with
+    /// `keel_rudp::Ctx::undelivered` in `disconnected`.
     pub fn undelivered(&self) -> Undelivered {
         let mut u = Undelivered::default();
         for (i, ch) in self.send.iter().enumerate() {
