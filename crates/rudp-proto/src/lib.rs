@@ -60,6 +60,7 @@ mod recovery;
 mod rtt;
 mod security;
 pub mod sim;
+mod token_format;
 pub mod wire;
 
 pub use admission::{Admission, ReplayCache, REPLAY_CACHE};
@@ -85,4 +86,5 @@ pub use security::{
     os_random, ClientSecurity, ConnectToken, ServerSecurity, TokenClaims, TokenError, TokenMinter,
     TokenSpec, MAX_TOKEN_ADDRS, MAX_TOKEN_LEN, MAX_USER_DATA, REPLAY_WINDOW, TAG_LEN,
 };
+pub use token_format::{TokenParseError, TOKEN_MAGIC};
 pub use wire::ConnectionId;

@@ -6,7 +6,10 @@
 //! ```
 //!
 //! The key is the one the servers run with (`ServerSecurity::Tokens`).
-//! Prints the public part and the sealed part in hex, one field a line.
+//! Prints, on stdout, the token's text form (base64url, what the backend
+//! hands the client, which reads it back with `text.parse::<ConnectToken>()`;
+//! `docs/security.md`, "A token as bytes and as text"), and on stderr what
+//! it says, one field a line. `TOKEN=$(mint_token ...)` keeps the text.
 
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -64,12 +67,15 @@ fn run() -> Result<(), String> {
             user_data: Vec::new(),
         })
         .map_err(|e| e.to_string())?;
-    println!("server_addrs {server}");
-    println!("expires_at {}", token.expires_at);
-    println!("client_id {}", token.client_id);
-    println!("client_to_server_key {}", hex(&token.client_to_server_key));
-    println!("server_to_client_key {}", hex(&token.server_to_client_key));
-    println!("sealed {}", hex(&token.sealed));
+    println!("{}", token.to_text());
+    eprintln!("server_addrs {server}");
+    eprintln!("expires_at {}", token.expires_at);
+    eprintln!("client_id {}", token.client_id);
+    eprintln!(
+        "sealed {} bytes: {}",
+        token.sealed.len(),
+        hex(&token.sealed)
+    );
     Ok(())
 }
 

@@ -60,8 +60,9 @@ pub use keel_rudp_proto::{
     Stats, Undelivered,
 };
 pub use keel_rudp_proto::{
-    ClientSecurity, ConnectToken, ServerSecurity, TokenClaims, TokenError, TokenMinter, TokenSpec,
-    MAX_TOKEN_ADDRS, MAX_TOKEN_LEN, MAX_USER_DATA, REPLAY_WINDOW, TAG_LEN,
+    ClientSecurity, ConnectToken, ServerSecurity, TokenClaims, TokenError, TokenMinter,
+    TokenParseError, TokenSpec, MAX_TOKEN_ADDRS, MAX_TOKEN_LEN, MAX_USER_DATA, REPLAY_WINDOW,
+    TAG_LEN, TOKEN_MAGIC,
 };
 pub use keel_rudp_proto::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
 pub use keel_rudp_proto::{
