@@ -406,3 +406,22 @@ fn a_flood_of_spoofed_hellos_allocates_nothing_and_never_amplifies() {
     assert!(h.is_some());
     assert_eq!(s.connection_count(), 1);
 }
+
+/// What a backend hands a client as text connects like the token itself.
+#[test]
+fn a_token_handed_over_as_text_connects() {
+    let now = Instant::now();
+    let mut server = secure_server(now);
+    let text = token(KEY, &spec()).to_text();
+    let parsed: ConnectToken = text.parse().unwrap();
+    let mut client = connect(parsed, 9, now);
+    let (e, h) = handshake(now, &mut server, &mut client, addr("192.0.2.9:5000"));
+    assert_eq!(e, Some(Event::Connected));
+    let conn = server.connection(h.unwrap()).unwrap();
+    assert!(conn.is_secure() && client.is_secure());
+    assert_eq!(conn.token_claims().unwrap().client_id, 4242);
+    // A text cut short is refused by name, not taken for another token.
+    let cut = &text[..text.len() - 8];
+    let err = cut.parse::<ConnectToken>().unwrap_err();
+    assert!(err.to_string().starts_with("connect token"), "{err}");
+}
