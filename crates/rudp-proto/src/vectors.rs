@@ -1,0 +1,299 @@
+//! The test vectors of `docs/rudp-vectors.md`, checked against this code.
+//!
+//! Every `name = value` line in the file's fenced blocks is what this code
+//! computes from the fixed inputs below (inputs included, so the file
+//! states them), and every value this code computes is in the file: one
+//! changed byte on either side fails the test. The file is the reference a
+//! second implementation checks itself against; to regenerate it after a
+//! deliberate change of the wire format, run this test and copy the values
+//! it prints on failure.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use crate::security::{open_token, token_key_id, PacketCrypto, SessionKeys};
+use crate::wire::ConnectionId;
+use crate::{
+    ChannelConfig, ChannelKind, ClientSecurity, Config, Connection, Endpoint, EndpointConfig,
+    Event, Handled, ServerSecurity, TokenMinter, TokenSpec,
+};
+
+const FILE: &str = include_str!("../../../docs/rudp-vectors.md");
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The `name = value` lines of the fenced blocks; a line that starts with
+/// spaces continues the value above it (long hex is wrapped).
+fn parse(file: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut fenced = false;
+    for line in file.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if !fenced || line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        if line.starts_with(' ') {
+            let last = out.last_mut().expect("a continuation line follows a value");
+            last.1.push_str(line.trim());
+        } else {
+            let (k, v) = line.split_once(" =").expect("a line is `name = value`");
+            out.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    out
+}
+
+struct Out(Vec<(String, String)>);
+
+impl Out {
+    fn put(&mut self, k: &str, v: impl Into<String>) {
+        self.0.push((k.to_string(), v.into()));
+    }
+    fn bytes(&mut self, k: &str, v: &[u8]) {
+        self.put(k, hex(v));
+    }
+}
+
+fn two_channels() -> Vec<ChannelConfig> {
+    vec![
+        ChannelConfig::new(ChannelKind::ReliableOrdered),
+        ChannelConfig::new(ChannelKind::Unreliable),
+    ]
+}
+
+fn spec() -> TokenSpec {
+    TokenSpec {
+        server_addrs: vec![
+            "192.0.2.1:4000".parse().unwrap(),
+            "192.0.2.2:4001".parse().unwrap(),
+        ],
+        expires_at: 1_900_000_000,
+        client_id: 0x0102_0304_0506_0708,
+        timeout_secs: 10,
+        user_data: b"team=red".to_vec(),
+    }
+}
+
+fn seq(start: u8, n: usize) -> Vec<u8> {
+    (0..n).map(|i| start.wrapping_add(i as u8)).collect()
+}
+
+fn arr<const N: usize>(start: u8) -> [u8; N] {
+    seq(start, N).try_into().unwrap()
+}
+
+fn compute() -> Out {
+    let mut o = Out(Vec::new());
+
+    // (a) Config digests.
+    let a = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
+    o.put("digest.a.kinds", "0");
+    o.put("digest.a", format!("{:016x}", a.digest()));
+    let b = Config::new(vec![
+        ChannelConfig::new(ChannelKind::ReliableOrdered),
+        ChannelConfig::new(ChannelKind::ReliableUnordered),
+        ChannelConfig::new(ChannelKind::UnreliableSequenced),
+        ChannelConfig::new(ChannelKind::Unreliable),
+    ]);
+    o.put("digest.b.kinds", "0 1 2 3");
+    o.put("digest.b", format!("{:016x}", b.digest()));
+
+    // (b) Key id, (c) a sealed token.
+    let key: [u8; 32] = arr(0x00);
+    let nonce: [u8; 24] = arr(0x40);
+    let c2s: [u8; 32] = arr(0x80);
+    let s2c: [u8; 32] = arr(0xa0);
+    let s = spec();
+    o.bytes("token.key", &key);
+    o.bytes("token.key_id", &token_key_id(&key));
+    o.bytes("token.nonce", &nonce);
+    o.bytes("token.c2s", &c2s);
+    o.bytes("token.s2c", &s2c);
+    o.put(
+        "token.server_addrs",
+        s.server_addrs
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
+    o.put("token.expires_at", s.expires_at.to_string());
+    o.put("token.client_id", format!("{:016x}", s.client_id));
+    o.put("token.timeout_secs", s.timeout_secs.to_string());
+    o.bytes("token.user_data", &s.user_data);
+    let t = TokenMinter::new(key)
+        .mint_with(&s, nonce, c2s, s2c)
+        .unwrap();
+    o.bytes("token.sealed", &t.sealed);
+    let own: [SocketAddr; 1] = ["192.0.2.2:4001".parse().unwrap()];
+    let claims = open_token(&key, &token_key_id(&key), &own, 1_899_999_999, &t.sealed)
+        .expect("the vector's token opens");
+    assert_eq!(
+        (claims.client_id, claims.timeout_secs, &claims.user_data),
+        (s.client_id, s.timeout_secs, &s.user_data)
+    );
+    assert_eq!((claims.c2s, claims.s2c), (c2s, s2c));
+    o.put("token.text", t.to_text());
+
+    // (d) Packet keys, (e) a sealed short packet.
+    let keys = SessionKeys { c2s, s2c };
+    let hello_nonce: [u8; 16] = arr(0xc0);
+    let cid = ConnectionId(arr(0xd0));
+    o.bytes("packet.hello_nonce", &hello_nonce);
+    o.bytes("packet.connection_id", &cid.0);
+    o.bytes(
+        "packet.c2s_key",
+        &crate::security::packet_key(&c2s, b"c2s", &hello_nonce, cid),
+    );
+    o.bytes(
+        "packet.s2c_key",
+        &crate::security::packet_key(&s2c, b"s2c", &hello_nonce, cid),
+    );
+    let client = PacketCrypto::new(&keys, true, &hello_nonce, cid);
+    let server = PacketCrypto::new(&keys, false, &hello_nonce, cid);
+    let pn: u64 = 0x1234;
+    // Short header: 0x41 (packet number in 2 bytes), the ID, pn's low bytes.
+    let mut header = vec![0x41];
+    header.extend_from_slice(&cid.0);
+    header.extend_from_slice(&(pn as u16).to_be_bytes());
+    // Frames: PING, then MESSAGE on channel 0, sequence 0, "hello".
+    let mut frames = vec![0x01, 0x03, 0x00, 0x00, 0x05];
+    frames.extend_from_slice(b"hello");
+    o.put("packet.number", format!("{pn:x}"));
+    o.bytes("packet.header", &header);
+    o.bytes("packet.frames", &frames);
+    let mut buf = [0u8; 128];
+    buf[..header.len()].copy_from_slice(&header);
+    buf[header.len()..header.len() + frames.len()].copy_from_slice(&frames);
+    let n = client
+        .seal(pn, &mut buf, header.len(), header.len() + frames.len())
+        .unwrap();
+    o.bytes("packet.sealed_c2s", &buf[..n]);
+    let mut plain = [0u8; 128];
+    let m = server
+        .open(pn, &buf[..n], header.len(), &mut plain)
+        .unwrap();
+    assert_eq!(&plain[..m], &frames[..]);
+
+    // (f) A handshake in token mode, then one message each way.
+    let cfg = Config::new(two_channels());
+    let server_key: [u8; 32] = arr(0xe0);
+    let server_addr: SocketAddr = "192.0.2.1:4000".parse().unwrap();
+    let client_addr: SocketAddr = "192.0.2.100:50000".parse().unwrap();
+    let mut ecfg = EndpointConfig::new(
+        0,
+        server_key,
+        cfg.clone(),
+        ServerSecurity::Tokens {
+            key,
+            public_addrs: vec![server_addr],
+        },
+    );
+    ecfg.unix_time_at_start = 1_800_000_000;
+    let t0 = Instant::now();
+    let mut ep = Endpoint::new(ecfg, t0).unwrap();
+    let mut c =
+        Connection::connect(cfg, ClientSecurity::Token(t.clone()), hello_nonce, t0).unwrap();
+    o.bytes("handshake.server_secret", &server_key);
+    o.put("handshake.unix_time_at_start", "1800000000");
+    o.put("handshake.client_addr", client_addr.to_string());
+    o.put("handshake.server_addr", server_addr.to_string());
+    let (mut out, mut reply) = ([0u8; 1500], [0u8; 1500]);
+    // At t0: HELLO without a cookie, RETRY.
+    let n = c.poll_transmit(t0, &mut out).unwrap();
+    o.bytes("handshake.1.client_hello", &out[..n]);
+    let Handled::Reply(m) = ep.handle(t0, client_addr, &out[..n], &mut reply) else {
+        panic!("no retry")
+    };
+    o.bytes("handshake.2.server_retry", &reply[..m]);
+    // 1.5 s later: HELLO with the cookie, ACCEPT.
+    let t1 = t0 + Duration::from_millis(1500);
+    c.handle_datagram(t1, &reply[..m]);
+    let n = c.poll_transmit(t1, &mut out).unwrap();
+    o.bytes("handshake.3.client_hello", &out[..n]);
+    let Handled::Accepted(h, m) = ep.handle(t1, client_addr, &out[..n], &mut reply) else {
+        panic!("no accept")
+    };
+    o.bytes("handshake.4.server_accept", &reply[..m]);
+    c.handle_datagram(t1, &reply[..m]);
+    assert_eq!(c.poll_event(), Some(Event::Connected));
+    // The client's first short packet: "hi" on channel 0.
+    c.send(0, b"hi").unwrap();
+    let n = c.poll_transmit(t1, &mut out).unwrap();
+    o.bytes("handshake.5.client_packet", &out[..n]);
+    assert!(matches!(
+        ep.handle(t1, client_addr, &out[..n], &mut reply),
+        Handled::Routed(_)
+    ));
+    let mut got = Vec::new();
+    while let Some((_, e)) = ep.poll_event() {
+        got.push(e);
+    }
+    assert!(
+        got.iter()
+            .any(|e| matches!(e, Event::Message { data, .. } if &data[..] == b"hi")),
+        "{got:?}"
+    );
+    // The server's answer: "ok" on channel 0 (with its ACK).
+    ep.connection_mut(h).unwrap().send(0, b"ok").unwrap();
+    let (_, to, n) = ep.poll_transmit(t1, &mut out).unwrap();
+    assert_eq!(to, client_addr);
+    o.bytes("handshake.6.server_packet", &out[..n]);
+    c.handle_datagram(t1, &out[..n]);
+    let mut got = Vec::new();
+    while let Some(e) = c.poll_event() {
+        got.push(e);
+    }
+    assert!(
+        got.iter()
+            .any(|e| matches!(e, Event::Message { data, .. } if &data[..] == b"ok")),
+        "{got:?}"
+    );
+    o
+}
+
+/// The file as this code would write it (for regeneration).
+fn render(o: &Out) -> String {
+    let mut s = String::new();
+    for (k, v) in &o.0 {
+        if v.len() <= 64 {
+            s.push_str(&format!("{k} = {v}\n"));
+        } else {
+            s.push_str(&format!("{k} =\n"));
+            for chunk in v.as_bytes().chunks(64) {
+                s.push_str("    ");
+                s.push_str(std::str::from_utf8(chunk).unwrap());
+                s.push('\n');
+            }
+        }
+    }
+    s
+}
+
+#[test]
+fn the_vectors_file_matches_the_code() {
+    let computed = compute();
+    let file = parse(FILE);
+    let mismatch = computed.0 != file;
+    if mismatch {
+        for (k, v) in &computed.0 {
+            match file.iter().find(|(fk, _)| fk == k) {
+                None => eprintln!("missing in docs/rudp-vectors.md: {k}"),
+                Some((_, fv)) if fv != v => eprintln!("differs: {k}\n  file {fv}\n  code {v}"),
+                _ => {}
+            }
+        }
+        for (k, _) in &file {
+            if !computed.0.iter().any(|(ck, _)| ck == k) {
+                eprintln!("in the file but not computed: {k}");
+            }
+        }
+        eprintln!("--- the code's values ---\n{}", render(&computed));
+    }
+    assert!(!mismatch, "docs/rudp-vectors.md differs from the code");
+}
