@@ -222,10 +222,35 @@ fn compute() -> Out {
     o.bytes("handshake.4.server_accept", &reply[..m]);
     c.handle_datagram(t1, &reply[..m]);
     assert_eq!(c.poll_event(), Some(Event::Connected));
+    let hcid = ConnectionId(reply[5..13].try_into().unwrap());
+    assert_eq!(hcid, c.connection_id());
+    o.bytes("handshake.connection_id", &hcid.0);
+    o.bytes(
+        "handshake.c2s_key",
+        &crate::security::packet_key(&c2s, b"c2s", &hello_nonce, hcid),
+    );
+    o.bytes(
+        "handshake.s2c_key",
+        &crate::security::packet_key(&s2c, b"s2c", &hello_nonce, hcid),
+    );
+    // Opens a short packet of this connection: (header, frames).
+    let open = |client_sent: bool, p: &[u8]| {
+        let crypto = PacketCrypto::new(&keys, !client_sent, &hello_nonce, hcid);
+        let len = usize::from(p[0] & 3) + 1;
+        let pn = p[9..9 + len]
+            .iter()
+            .fold(0u64, |a, &b| (a << 8) | u64::from(b));
+        let mut plain = [0u8; 1500];
+        let n = crypto.open(pn, p, 9 + len, &mut plain).unwrap();
+        (p[..9 + len].to_vec(), plain[..n].to_vec())
+    };
     // The client's first short packet: "hi" on channel 0.
     c.send(0, b"hi").unwrap();
     let n = c.poll_transmit(t1, &mut out).unwrap();
     o.bytes("handshake.5.client_packet", &out[..n]);
+    let (hd, fr) = open(true, &out[..n]);
+    o.bytes("handshake.5.header", &hd);
+    o.bytes("handshake.5.frames", &fr);
     assert!(matches!(
         ep.handle(t1, client_addr, &out[..n], &mut reply),
         Handled::Routed(_)
@@ -244,6 +269,9 @@ fn compute() -> Out {
     let (_, to, n) = ep.poll_transmit(t1, &mut out).unwrap();
     assert_eq!(to, client_addr);
     o.bytes("handshake.6.server_packet", &out[..n]);
+    let (hd, fr) = open(false, &out[..n]);
+    o.bytes("handshake.6.header", &hd);
+    o.bytes("handshake.6.frames", &fr);
     c.handle_datagram(t1, &out[..n]);
     let mut got = Vec::new();
     while let Some(e) = c.poll_event() {
@@ -296,4 +324,174 @@ fn the_vectors_file_matches_the_code() {
         eprintln!("--- the code's values ---\n{}", render(&computed));
     }
     assert!(!mismatch, "docs/rudp-vectors.md differs from the code");
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    use hmac::{Hmac, Mac};
+    let mut m = <Hmac<sha2::Sha256> as Mac>::new_from_slice(key).unwrap();
+    for p in parts {
+        m.update(p);
+    }
+    m.finalize().into_bytes().into()
+}
+
+/// The constructions as `docs/rudp.md` states them, written from the page
+/// with the primitives alone (no code of this crate), give the file's
+/// values: the page says what the code does.
+#[test]
+fn the_constructions_of_the_page_give_the_vectors() {
+    use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+    use chacha20poly1305::{ChaCha20Poly1305, XChaCha20Poly1305};
+    let v: std::collections::HashMap<String, String> = parse(FILE).into_iter().collect();
+    let b = |k: &str| unhex(&v[k]);
+    let version = 0x6b72_0003u32.to_be_bytes();
+
+    // Config digest: FNV-1a over version, count, kind codes.
+    for (name, kinds) in [("digest.a", vec![0u8]), ("digest.b", vec![0, 1, 2, 3])] {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut bytes = version.to_vec();
+        bytes.push(kinds.len() as u8);
+        bytes.extend_from_slice(&kinds);
+        for x in bytes {
+            h ^= u64::from(x);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        assert_eq!(format!("{h:016x}"), v[name], "{name}");
+    }
+
+    // Key id and the sealed token.
+    let key = b("token.key");
+    let kid = &hmac(&key, &[b"keel-rudp key id"])[..4];
+    assert_eq!(kid, &b("token.key_id")[..]);
+    let expires: u64 = v["token.expires_at"].parse().unwrap();
+    let mut plain = Vec::new();
+    plain.extend_from_slice(&b("token.client_id"));
+    plain.extend_from_slice(
+        &v["token.timeout_secs"]
+            .parse::<u32>()
+            .unwrap()
+            .to_be_bytes(),
+    );
+    let addrs: Vec<SocketAddr> = v["token.server_addrs"]
+        .split(' ')
+        .map(|a| a.parse().unwrap())
+        .collect();
+    plain.push(addrs.len() as u8);
+    for a in &addrs {
+        let SocketAddr::V4(a4) = a else { panic!() };
+        plain.extend_from_slice(&a4.ip().to_ipv6_mapped().octets());
+        plain.extend_from_slice(&a4.port().to_be_bytes());
+    }
+    plain.extend_from_slice(&b("token.c2s"));
+    plain.extend_from_slice(&b("token.s2c"));
+    let ud = b("token.user_data");
+    plain.extend_from_slice(&(ud.len() as u16).to_be_bytes());
+    plain.extend_from_slice(&ud);
+    let mut aad = b"keel-rudp token".to_vec();
+    aad.extend_from_slice(&version);
+    aad.extend_from_slice(kid);
+    aad.extend_from_slice(&expires.to_be_bytes());
+    assert_eq!(aad.len(), 31);
+    let nonce = b("token.nonce");
+    let ct = XChaCha20Poly1305::new_from_slice(&key)
+        .unwrap()
+        .encrypt(
+            nonce[..].into(),
+            Payload {
+                msg: &plain,
+                aad: &aad,
+            },
+        )
+        .unwrap();
+    let mut sealed = kid.to_vec();
+    sealed.extend_from_slice(&expires.to_be_bytes());
+    sealed.extend_from_slice(&nonce);
+    sealed.extend_from_slice(&ct);
+    assert_eq!(sealed.len(), 131 + 18 * addrs.len() + ud.len());
+    assert_eq!(sealed, b("token.sealed"));
+
+    // Packet keys and the sealed packet.
+    let pk = |session: &str, label: &[u8], nonce: &[u8], cid: &[u8]| {
+        hmac(&b(session), &[b"keel-rudp packet key ", label, nonce, cid])
+    };
+    let (hn, cid) = (b("packet.hello_nonce"), b("packet.connection_id"));
+    let c2s_key = pk("token.c2s", b"c2s", &hn, &cid);
+    assert_eq!(&c2s_key[..], &b("packet.c2s_key")[..]);
+    assert_eq!(
+        &pk("token.s2c", b"s2c", &hn, &cid)[..],
+        &b("packet.s2c_key")[..]
+    );
+    let seal = |key: &[u8], pn: u64, header: &[u8], frames: &[u8]| {
+        let mut n = [0u8; 12];
+        n[4..].copy_from_slice(&pn.to_be_bytes());
+        let mut out = header.to_vec();
+        out.extend(
+            ChaCha20Poly1305::new_from_slice(key)
+                .unwrap()
+                .encrypt(
+                    (&n).into(),
+                    Payload {
+                        msg: frames,
+                        aad: header,
+                    },
+                )
+                .unwrap(),
+        );
+        out
+    };
+    let pn = u64::from_str_radix(&v["packet.number"], 16).unwrap();
+    assert_eq!(
+        seal(&c2s_key, pn, &b("packet.header"), &b("packet.frames")),
+        b("packet.sealed_c2s")
+    );
+
+    // The handshake: cookie, connection ID, and the two sealed packets.
+    let secret = b("handshake.server_secret");
+    let client: SocketAddr = v["handshake.client_addr"].parse().unwrap();
+    let SocketAddr::V4(c4) = client else { panic!() };
+    let ts = 0u32.to_be_bytes();
+    let mac = hmac(
+        &secret,
+        &[
+            b"keel-rudp cookie",
+            &version,
+            &c4.ip().to_ipv6_mapped().octets(),
+            &c4.port().to_be_bytes(),
+            &ts,
+            &hn,
+        ],
+    );
+    let mut cookie = ts.to_vec();
+    cookie.extend_from_slice(&mac[..16]);
+    let retry = b("handshake.2.server_retry");
+    assert!(retry.ends_with(&cookie), "the cookie as the page builds it");
+    assert!(b("handshake.3.client_hello")
+        .windows(cookie.len())
+        .any(|w| w == cookie));
+    let id = hmac(&secret, &[b"keel-rudp connection id", &1u64.to_be_bytes()]);
+    let mut hcid = vec![0u8];
+    hcid.extend_from_slice(&id[..7]);
+    assert_eq!(hcid, b("handshake.connection_id"));
+    assert_eq!(&b("handshake.4.server_accept")[5..13], &hcid[..]);
+    let hc2s = pk("token.c2s", b"c2s", &hn, &hcid);
+    let hs2c = pk("token.s2c", b"s2c", &hn, &hcid);
+    assert_eq!(&hc2s[..], &b("handshake.c2s_key")[..]);
+    assert_eq!(&hs2c[..], &b("handshake.s2c_key")[..]);
+    for (step, key) in [("5", hc2s), ("6", hs2c)] {
+        let header = b(&format!("handshake.{step}.header"));
+        let frames = b(&format!("handshake.{step}.frames"));
+        let packet = if step == "5" {
+            "handshake.5.client_packet"
+        } else {
+            "handshake.6.server_packet"
+        };
+        assert_eq!(seal(&key, 0, &header, &frames), b(packet), "step {step}");
+    }
 }
