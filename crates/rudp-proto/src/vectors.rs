@@ -138,6 +138,7 @@ fn compute() -> Out {
         (s.client_id, s.timeout_secs, &s.user_data)
     );
     assert_eq!((claims.c2s, claims.s2c), (c2s, s2c));
+    o.bytes("token.bytes", &t.to_bytes());
     o.put("token.text", t.to_text());
 
     // (d) Packet keys, (e) a sealed short packet.
@@ -272,6 +273,50 @@ fn compute() -> Out {
     let (hd, fr) = open(false, &out[..n]);
     o.bytes("handshake.6.header", &hd);
     o.bytes("handshake.6.frames", &fr);
+    c.handle_datagram(t1, &out[..n]);
+    let mut got = Vec::new();
+    while let Some(e) = c.poll_event() {
+        got.push(e);
+    }
+    assert!(
+        got.iter()
+            .any(|e| matches!(e, Event::Message { data, .. } if &data[..] == b"ok")),
+        "{got:?}"
+    );
+
+    // (g) The same handshake in insecure mode: no token, nothing sealed.
+    let cfg = Config::new(two_channels());
+    let mut ep = Endpoint::new(
+        EndpointConfig::new(0, server_key, cfg.clone(), ServerSecurity::Insecure),
+        t0,
+    )
+    .unwrap();
+    let mut c = Connection::connect(cfg, ClientSecurity::Insecure, hello_nonce, t0).unwrap();
+    let n = c.poll_transmit(t0, &mut out).unwrap();
+    o.bytes("insecure.1.client_hello", &out[..n]);
+    let Handled::Reply(m) = ep.handle(t0, client_addr, &out[..n], &mut reply) else {
+        panic!("no retry")
+    };
+    o.bytes("insecure.2.server_retry", &reply[..m]);
+    c.handle_datagram(t1, &reply[..m]);
+    let n = c.poll_transmit(t1, &mut out).unwrap();
+    o.bytes("insecure.3.client_hello", &out[..n]);
+    let Handled::Accepted(h, m) = ep.handle(t1, client_addr, &out[..n], &mut reply) else {
+        panic!("no accept")
+    };
+    o.bytes("insecure.4.server_accept", &reply[..m]);
+    c.handle_datagram(t1, &reply[..m]);
+    assert_eq!(c.poll_event(), Some(Event::Connected));
+    c.send(0, b"hi").unwrap();
+    let n = c.poll_transmit(t1, &mut out).unwrap();
+    o.bytes("insecure.5.client_packet", &out[..n]);
+    assert!(matches!(
+        ep.handle(t1, client_addr, &out[..n], &mut reply),
+        Handled::Routed(_)
+    ));
+    ep.connection_mut(h).unwrap().send(0, b"ok").unwrap();
+    let (_, _, n) = ep.poll_transmit(t1, &mut out).unwrap();
+    o.bytes("insecure.6.server_packet", &out[..n]);
     c.handle_datagram(t1, &out[..n]);
     let mut got = Vec::new();
     while let Some(e) = c.poll_event() {
