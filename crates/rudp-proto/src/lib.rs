@@ -61,6 +61,8 @@ mod rtt;
 mod security;
 pub mod sim;
 mod token_format;
+#[cfg(test)]
+mod vectors;
 pub mod wire;
 
 pub use admission::{Admission, ReplayCache, REPLAY_CACHE};

@@ -392,13 +392,25 @@ pub(crate) struct SessionKeys {
     pub s2c: [u8; 32],
 }
 
-fn derive(key: &[u8; 32], label: &[u8], nonce: &[u8; 16], cid: ConnectionId) -> ChaCha20Poly1305 {
+/// One direction's packet key: HMAC-SHA256 under the token's key for that
+/// direction over `"keel-rudp packet key "`, the label (`c2s` or `s2c`),
+/// the hello nonce and the connection ID (`docs/rudp.md`, "Packet keys").
+pub(crate) fn packet_key(
+    key: &[u8; 32],
+    label: &[u8],
+    nonce: &[u8; 16],
+    cid: ConnectionId,
+) -> [u8; 32] {
     let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC accepts any key length");
     m.update(b"keel-rudp packet key ");
     m.update(label);
     m.update(nonce);
     m.update(&cid.0);
-    let k = m.finalize().into_bytes();
+    m.finalize().into_bytes().into()
+}
+
+fn derive(key: &[u8; 32], label: &[u8], nonce: &[u8; 16], cid: ConnectionId) -> ChaCha20Poly1305 {
+    let k = packet_key(key, label, nonce, cid);
     ChaCha20Poly1305::new(Key::from_slice(&k))
 }
 
