@@ -15,8 +15,9 @@
  * Errors: functions return KEEL_OK (0) or a negative KEEL_ERR_* code
  * (keel_error_message names it); poll returns 1 (an event), 0 (none).
  *
- * Not yet: stats, Python/C# bindings, ASan runs, token-mode tests, other
- * platforms than Linux (see docs/c-api.md).
+ * Not yet: stats, Python/C# tests, ASan runs, a token-mode test in C
+ * (token mode is tested from Rust), platforms other than Linux (see
+ * docs/c-api.md).
  */
 
 
@@ -274,6 +275,20 @@ int32_t keel_client_connect_token(const struct keel_config *cfg,
                                   const char *server_addr,
                                   const char *token_text,
                                   struct keel_client **out);
+
+/*
+ As `keel_client_connect_token`, with the token as the `len` bytes at
+ `token` (its binary form, as keel-rudp-proto's `ConnectToken::to_bytes`
+ writes it); the bytes are read during the call only.
+
+ # Safety
+ As `keel_client_connect_insecure`; `token` points to `len` readable bytes.
+ */
+int32_t keel_client_connect_token_bytes(const struct keel_config *cfg,
+                                        const char *server_addr,
+                                        const uint8_t *token,
+                                        size_t len,
+                                        struct keel_client **out);
 
 /*
  Frees a client and its socket; NULL is ignored. Does not send a close:

@@ -322,6 +322,40 @@ pub unsafe extern "C" fn keel_client_connect_token(
     }
 }
 
+/// As `keel_client_connect_token`, with the token as the `len` bytes at
+/// `token` (its binary form, as keel-rudp-proto's `ConnectToken::to_bytes`
+/// writes it); the bytes are read during the call only.
+///
+/// # Safety
+/// As `keel_client_connect_insecure`; `token` points to `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn keel_client_connect_token_bytes(
+    cfg: *const keel_config,
+    server_addr: *const c_char,
+    token: *const u8,
+    len: usize,
+    out: *mut *mut keel_client,
+) -> i32 {
+    // SAFETY: the caller's contract covers each pointer.
+    let r = unsafe { config(cfg).and_then(|c| Ok((c, address(server_addr)?, bytes(token, len)?))) };
+    let (cfg, addr, tok) = match r {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    if out.is_null() {
+        return KEEL_ERR_NULL;
+    }
+    let token = match ConnectToken::from_bytes(tok) {
+        Ok(t) => t,
+        Err(_) => return KEEL_ERR_TOKEN,
+    };
+    match connect(cfg, addr, ClientSecurity::Token(token)) {
+        // SAFETY: out is non-NULL and valid for a write by the contract.
+        Ok(c) => unsafe { put(out, Box::into_raw(c)) },
+        Err(e) => e,
+    }
+}
+
 /// Frees a client and its socket; NULL is ignored. Does not send a close:
 /// call `keel_client_close` and poll until DISCONNECTED first for the
 /// server to learn why. Pointers from its events become invalid.

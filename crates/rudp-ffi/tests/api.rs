@@ -70,6 +70,17 @@ fn token_text(key: [u8; 32], addr: &str) -> CString {
     CString::new(t.to_text()).unwrap()
 }
 
+fn client_bytes(addr: &str, token: &[u8]) -> *mut keel_client {
+    let mut c = ptr::null_mut();
+    let a = CString::new(addr).unwrap();
+    // SAFETY: valid config, NUL-terminated address, token bytes, out slot.
+    let rc = unsafe {
+        keel_client_connect_token_bytes(&cfg(), a.as_ptr(), token.as_ptr(), token.len(), &mut c)
+    };
+    assert_eq!(rc, KEEL_OK);
+    c
+}
+
 fn client(addr: &str, token: &CString) -> *mut keel_client {
     let mut c = ptr::null_mut();
     let a = CString::new(addr).unwrap();
@@ -133,6 +144,25 @@ fn token_mode_connects_and_echoes() {
     // SAFETY: data/len of a MESSAGE, valid until the next poll.
     assert_eq!(unsafe { std::slice::from_raw_parts(ev.data, ev.len) }, msg);
     assert_eq!(seen[0].0, KEEL_EVENT_CONNECTED);
+    // SAFETY: handles from create/connect, destroyed once.
+    unsafe {
+        keel_client_destroy(c);
+        keel_server_destroy(s);
+    }
+}
+
+#[test]
+fn token_bytes_connect() {
+    let key = [9u8; 32];
+    let (s, addr) = server(&key);
+    let text = token_text(key, &addr);
+    let bytes = keel_rudp_proto::ConnectToken::from_text(text.to_str().unwrap())
+        .unwrap()
+        .to_bytes();
+    let c = client_bytes(&addr, &bytes);
+    let mut seen = Vec::new();
+    let ev = next_client_event(s, c, &mut seen);
+    assert_eq!(ev.kind, KEEL_EVENT_CONNECTED);
     // SAFETY: handles from create/connect, destroyed once.
     unsafe {
         keel_client_destroy(c);
