@@ -35,6 +35,8 @@ need_pkg sockperf sockperf
 need_pkg ip iproute2
 need_pkg nft nftables
 need_pkg tc iproute2
+# cbindgen 0.24 (Debian) generates the C header of keel-rudp-ffi.
+need_pkg cbindgen cbindgen
 
 echo "== cargo fmt --check" >&2
 cargo fmt --all -- --check
@@ -42,9 +44,29 @@ echo "== cargo clippy" >&2
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== import cycles" >&2
 # Modules depend one way inside each crate.
-python3 scripts/import-cycles.py crates/reactor crates/udp crates/rudp-proto crates/rudp bench-cli
+python3 scripts/import-cycles.py crates/reactor crates/udp crates/rudp-proto crates/rudp crates/rudp-ffi bench-cli
 echo "== tools/loopback-floor.c builds without warnings" >&2
 cc -O2 -Wall -Wextra -Werror -o target/loopback-floor tools/loopback-floor.c
+echo "== keel-rudp-ffi: the C header is up to date" >&2
+# Regenerated into target/ and compared with the checked-in one; another
+# cbindgen version may format differently, so only 0.24 is compared.
+mkdir -p target/c-api
+if command -v cbindgen >/dev/null 2>&1 && cbindgen --version | grep -q '^cbindgen 0\.24\.'; then
+  (cd crates/rudp-ffi && cbindgen --quiet --config cbindgen.toml --crate keel-rudp-ffi \
+    --output ../../target/c-api/keel_rudp.h)
+  diff -u crates/rudp-ffi/include/keel_rudp.h target/c-api/keel_rudp.h || {
+    echo "test.sh: crates/rudp-ffi/include/keel_rudp.h is stale; regenerate it with" \
+      "(cd crates/rudp-ffi && cbindgen --config cbindgen.toml --crate keel-rudp-ffi --output include/keel_rudp.h)" >&2
+    exit 1
+  }
+else
+  echo "test.sh: cbindgen 0.24 missing; skipping the check that keel_rudp.h is up to date" >&2
+fi
+echo "== keel-rudp-ffi: the C loopback test (tests/c/loopback.c against the static library)" >&2
+cargo build -p keel-rudp-ffi
+cc -std=c99 -Wall -Wextra -Werror -Icrates/rudp-ffi/include -o target/c-api/loopback \
+  crates/rudp-ffi/tests/c/loopback.c target/debug/libkeel_rudp_ffi.a -lpthread -ldl -lm
+timeout 20 target/c-api/loopback
 echo "== cargo test" >&2
 cargo test --workspace
 # The lane scheduling state machine, model-checked with loom (its own target

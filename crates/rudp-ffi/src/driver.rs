@@ -1,0 +1,379 @@
+//! The safe layer under the C API: a client and a server that own a
+//! non-blocking UDP socket and drive keel-rudp-proto on the caller's thread
+//! when polled (no threads of their own).
+
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use keel_rudp_proto::{
+    os_random, ClientSecurity, Config, Connection, ConnectionHandle, Endpoint, EndpointConfig,
+    SendError, ServerSecurity, State,
+};
+
+pub use keel_rudp_proto::Event;
+
+/// Datagrams read per poll before timers and sends get their turn: a flood
+/// cannot keep one poll call reading forever.
+const MAX_READS_PER_DRIVE: usize = 1024;
+/// Receive and transmit buffer size: the largest UDP payload.
+const BUF_LEN: usize = 65536;
+
+/// What a call of the C API can fail with; each maps to one `KEEL_ERR_*`
+/// code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    /// The configuration was refused (see keel-rudp-proto's `ConfigError`).
+    Config,
+    /// A socket operation failed.
+    Io,
+    /// No such channel.
+    UnknownChannel,
+    /// Over `max_message_size`.
+    MessageTooLarge,
+    /// The connection holds `max_send_buffer`: poll and send again.
+    Backpressure,
+    /// The server's shared send budget is spent: poll and send again.
+    BudgetSpent,
+    /// The connection is closing or closed.
+    Closed,
+    /// No connection has this handle.
+    UnknownConnection,
+}
+
+impl From<SendError> for Error {
+    fn from(e: SendError) -> Self {
+        match e {
+            SendError::UnknownChannel { .. } => Error::UnknownChannel,
+            SendError::MessageTooLarge { .. } => Error::MessageTooLarge,
+            SendError::Backpressure { .. } => Error::Backpressure,
+            SendError::BudgetSpent { .. } | SendError::InboxFull => Error::BudgetSpent,
+            SendError::Closed => Error::Closed,
+        }
+    }
+}
+
+fn io_err(_: io::Error) -> Error {
+    Error::Io
+}
+
+/// Errors a UDP `recv_from` reports that are not the socket failing: an
+/// ICMP error of an earlier send, an interrupted call.
+fn transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+    )
+}
+
+/// Blocks on `sock` for at most `d` (at least 1 ms) for one datagram, then
+/// puts the socket back in non-blocking mode.
+fn wait(
+    sock: &UdpSocket,
+    buf: &mut [u8],
+    d: Duration,
+) -> Result<Option<(usize, SocketAddr)>, Error> {
+    sock.set_nonblocking(false).map_err(io_err)?;
+    sock.set_read_timeout(Some(d.max(Duration::from_millis(1))))
+        .map_err(io_err)?;
+    let r = sock.recv_from(buf);
+    sock.set_nonblocking(true).map_err(io_err)?;
+    match r {
+        Ok(x) => Ok(Some(x)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) || transient(&e) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(io_err(e)),
+    }
+}
+
+/// Sends one datagram; a full socket buffer drops it (the protocol resends
+/// what is reliable) and counts it.
+fn send_to(sock: &UdpSocket, data: &[u8], to: SocketAddr, dropped: &mut u64) -> Result<(), Error> {
+    match sock.send_to(data, to) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock || transient(&e) => {
+            *dropped += 1;
+            Ok(())
+        }
+        Err(e) => Err(io_err(e)),
+    }
+}
+
+/// A client: one connection to one server.
+pub struct Client {
+    sock: UdpSocket,
+    server: SocketAddr,
+    conn: Connection,
+    rx: Vec<u8>,
+    tx: Vec<u8>,
+    /// Datagrams from addresses other than the server's, ignored.
+    pub foreign_datagrams: u64,
+    /// Datagrams not sent because the socket buffer was full.
+    pub send_dropped: u64,
+}
+
+impl Client {
+    /// Binds an ephemeral port of the server's address family and starts
+    /// the handshake (the hello goes out on the first poll).
+    pub fn connect(
+        cfg: Config,
+        server: SocketAddr,
+        security: ClientSecurity,
+    ) -> Result<Client, Error> {
+        let bind: SocketAddr = if server.is_ipv4() {
+            "0.0.0.0:0".parse().expect("literal address")
+        } else {
+            "[::]:0".parse().expect("literal address")
+        };
+        let sock = UdpSocket::bind(bind).map_err(io_err)?;
+        sock.set_nonblocking(true).map_err(io_err)?;
+        let nonce = os_random::<16>().map_err(io_err)?;
+        let conn =
+            Connection::connect(cfg, security, nonce, Instant::now()).map_err(|_| Error::Config)?;
+        Ok(Client {
+            sock,
+            server,
+            conn,
+            rx: vec![0; BUF_LEN],
+            tx: vec![0; BUF_LEN],
+            foreign_datagrams: 0,
+            send_dropped: 0,
+        })
+    }
+
+    /// The connection's state.
+    pub fn state(&self) -> State {
+        self.conn.state()
+    }
+
+    /// Queues `data` on `channel`; it goes out on the next poll.
+    pub fn send(&mut self, channel: u8, data: &[u8]) -> Result<(), Error> {
+        self.conn.send(channel, data)?;
+        Ok(())
+    }
+
+    /// Starts closing with `code` and `reason` (at most 255 bytes are
+    /// sent); poll until the `Disconnected` event.
+    pub fn close(&mut self, code: u64, reason: &str) {
+        self.conn.close(Instant::now(), code, reason);
+    }
+
+    /// Gives a message's buffer back for later messages.
+    pub fn recycle(&mut self, data: Vec<u8>) {
+        self.conn.recycle(data);
+    }
+
+    fn input(&mut self, n: usize, from: SocketAddr) {
+        if from == self.server {
+            self.conn.handle_datagram(Instant::now(), &self.rx[..n]);
+        } else {
+            self.foreign_datagrams += 1;
+        }
+    }
+
+    fn drive(&mut self) -> Result<(), Error> {
+        for _ in 0..MAX_READS_PER_DRIVE {
+            match self.sock.recv_from(&mut self.rx) {
+                Ok((n, from)) => self.input(n, from),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if transient(&e) => continue,
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        let now = Instant::now();
+        if self.conn.poll_timeout().is_some_and(|t| t <= now) {
+            self.conn.handle_timeout(now);
+        }
+        while let Some(n) = self.conn.poll_transmit(now, &mut self.tx) {
+            send_to(
+                &self.sock,
+                &self.tx[..n],
+                self.server,
+                &mut self.send_dropped,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Reads what arrived, runs due timers, sends what is queued, and
+    /// returns the next event; waits up to `timeout` for one (zero: only
+    /// what is there now).
+    pub fn poll(&mut self, timeout: Duration) -> Result<Option<Event>, Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.drive()?;
+            if let Some(e) = self.conn.poll_event() {
+                return Ok(Some(e));
+            }
+            let now = Instant::now();
+            if now >= deadline || self.conn.state() == State::Closed {
+                return Ok(None);
+            }
+            let wake = self
+                .conn
+                .poll_timeout()
+                .map_or(deadline, |t| t.min(deadline));
+            let d = wake.saturating_duration_since(now);
+            if d.is_zero() {
+                continue;
+            }
+            if let Some((n, from)) = wait(&self.sock, &mut self.rx, d)? {
+                self.input(n, from);
+            }
+        }
+    }
+}
+
+/// A server: one endpoint (all its connections) on one socket.
+pub struct Server {
+    sock: UdpSocket,
+    endpoint: Endpoint,
+    rx: Vec<u8>,
+    tx: Vec<u8>,
+    /// Datagrams not sent because the socket buffer was full.
+    pub send_dropped: u64,
+}
+
+/// The C handle of a connection: its endpoint slot plus one (0 is never a
+/// connection).
+fn to_handle(h: ConnectionHandle) -> u64 {
+    h.0 as u64 + 1
+}
+
+fn from_handle(h: u64) -> Option<ConnectionHandle> {
+    let i = usize::try_from(h.checked_sub(1)?).ok()?;
+    Some(ConnectionHandle(i))
+}
+
+impl Server {
+    /// Binds `addr` and starts accepting. With tokens, the bound address is
+    /// the address clients reach it at (`public_addrs`) unless `security`
+    /// names others.
+    pub fn bind(cfg: Config, addr: SocketAddr, security: ServerSecurity) -> Result<Server, Error> {
+        let sock = UdpSocket::bind(addr).map_err(io_err)?;
+        sock.set_nonblocking(true).map_err(io_err)?;
+        let local = sock.local_addr().map_err(io_err)?;
+        let security = match security {
+            ServerSecurity::Tokens { key, public_addrs } if public_addrs.is_empty() => {
+                ServerSecurity::Tokens {
+                    key,
+                    public_addrs: vec![local],
+                }
+            }
+            s => s,
+        };
+        let key = os_random::<32>().map_err(io_err)?;
+        let ecfg = EndpointConfig::new(0, key, cfg, security);
+        let endpoint = Endpoint::new(ecfg, Instant::now()).map_err(|_| Error::Config)?;
+        Ok(Server {
+            sock,
+            endpoint,
+            rx: vec![0; BUF_LEN],
+            tx: vec![0; BUF_LEN],
+            send_dropped: 0,
+        })
+    }
+
+    /// The address the socket is bound to.
+    pub fn local_addr(&self) -> Result<SocketAddr, Error> {
+        self.sock.local_addr().map_err(io_err)
+    }
+
+    /// Connections held now (including those closing).
+    pub fn connection_count(&self) -> usize {
+        self.endpoint.connection_count()
+    }
+
+    /// Queues `data` on `channel` of connection `conn`; it goes out on the
+    /// next poll.
+    pub fn send(&mut self, conn: u64, channel: u8, data: &[u8]) -> Result<(), Error> {
+        let c = from_handle(conn)
+            .and_then(|h| self.endpoint.connection_mut(h))
+            .ok_or(Error::UnknownConnection)?;
+        c.send(channel, data)?;
+        Ok(())
+    }
+
+    /// Starts closing connection `conn` with `code` and `reason`.
+    pub fn close(&mut self, conn: u64, code: u64, reason: &str) -> Result<(), Error> {
+        let c = from_handle(conn)
+            .and_then(|h| self.endpoint.connection_mut(h))
+            .ok_or(Error::UnknownConnection)?;
+        c.close(Instant::now(), code, reason);
+        Ok(())
+    }
+
+    /// Gives a message's buffer back to connection `conn`, if it is still
+    /// there.
+    pub fn recycle(&mut self, conn: u64, data: Vec<u8>) {
+        if let Some(c) = from_handle(conn).and_then(|h| self.endpoint.connection_mut(h)) {
+            c.recycle(data);
+        }
+    }
+
+    fn input(&mut self, n: usize, from: SocketAddr) -> Result<(), Error> {
+        use keel_rudp_proto::Handled;
+        let now = Instant::now();
+        match self.endpoint.handle(now, from, &self.rx[..n], &mut self.tx) {
+            Handled::Reply(len) | Handled::Accepted(_, len) => {
+                send_to(&self.sock, &self.tx[..len], from, &mut self.send_dropped)
+            }
+            Handled::Routed(_) | Handled::Dropped => Ok(()),
+        }
+    }
+
+    fn drive(&mut self) -> Result<(), Error> {
+        for _ in 0..MAX_READS_PER_DRIVE {
+            match self.sock.recv_from(&mut self.rx) {
+                Ok((n, from)) => self.input(n, from)?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if transient(&e) => continue,
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        let now = Instant::now();
+        if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+            self.endpoint.handle_timeout(now);
+        }
+        while let Some((_, to, n)) = self.endpoint.poll_transmit(now, &mut self.tx) {
+            send_to(&self.sock, &self.tx[..n], to, &mut self.send_dropped)?;
+        }
+        Ok(())
+    }
+
+    /// Reads what arrived, runs due timers, sends what is queued, and
+    /// returns the next event with its connection's handle; waits up to
+    /// `timeout` for one (zero: only what is there now).
+    pub fn poll(&mut self, timeout: Duration) -> Result<Option<(u64, Event)>, Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.drive()?;
+            if let Some((h, e)) = self.endpoint.poll_event() {
+                return Ok(Some((to_handle(h), e)));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            let wake = self
+                .endpoint
+                .poll_timeout()
+                .map_or(deadline, |t| t.min(deadline));
+            let d = wake.saturating_duration_since(now);
+            if d.is_zero() {
+                continue;
+            }
+            if let Some((n, from)) = wait(&self.sock, &mut self.rx, d)? {
+                self.input(n, from)?;
+            }
+        }
+    }
+}
