@@ -67,6 +67,8 @@ cargo build -p keel-rudp-ffi
 cc -std=c99 -Wall -Wextra -Werror -Icrates/rudp-ffi/include -o target/c-api/loopback \
   crates/rudp-ffi/tests/c/loopback.c target/debug/libkeel_rudp_ffi.a -lpthread -ldl -lm
 timeout 20 target/c-api/loopback
+echo "== keel-rudp-ffi: the Python loopback test (tests/python/loopback.py, ctypes, the shared library)" >&2
+timeout 20 python3 crates/rudp-ffi/tests/python/loopback.py target/debug/libkeel_rudp_ffi.so
 echo "== cargo test" >&2
 cargo test --workspace
 # The lane scheduling state machine, model-checked with loom (its own target

@@ -15,7 +15,7 @@
  * Errors: functions return KEEL_OK (0) or a negative KEEL_ERR_* code
  * (keel_error_message names it); poll returns 1 (an event), 0 (none).
  *
- * Not yet: stats, Python/C# tests, ASan runs, a token-mode test in C
+ * Not yet: stats, C# tests, ASan runs, a token-mode test in C
  * (token mode is tested from Rust), platforms other than Linux (see
  * docs/c-api.md).
  */
