@@ -243,17 +243,41 @@ unsafe fn put<T>(out: *mut T, v: T) -> i32 {
     KEEL_OK
 }
 
-fn connect(
-    cfg: Config,
-    addr: SocketAddr,
-    security: ClientSecurity,
-) -> Result<Box<keel_client>, i32> {
-    let inner = Client::connect(cfg, addr, security).map_err(code)?;
-    Ok(Box::new(keel_client {
-        inner,
-        msg: Vec::new(),
-        reason: CString::default(),
-    }))
+/// The common end of the `keel_client_connect_*` functions: `parsed` is
+/// their arguments as read (config, address, and the token's form), then
+/// `out` is checked, `security` makes the token (or none) and the client is
+/// connected into `*out`. The order of the checks is the errors' order.
+///
+/// # Safety
+/// `out` is NULL or valid for a write.
+unsafe fn connect_into<T>(
+    parsed: Result<(Config, SocketAddr, T), i32>,
+    out: *mut *mut keel_client,
+    security: impl FnOnce(T) -> Result<ClientSecurity, i32>,
+) -> i32 {
+    let (cfg, addr, tok) = match parsed {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    if out.is_null() {
+        return KEEL_ERR_NULL;
+    }
+    let security = match security(tok) {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    match Client::connect(cfg, addr, security).map_err(code) {
+        Ok(inner) => {
+            let c = Box::new(keel_client {
+                inner,
+                msg: Vec::new(),
+                reason: CString::default(),
+            });
+            // SAFETY: out is non-NULL and valid for a write by the contract.
+            unsafe { put(out, Box::into_raw(c)) }
+        }
+        Err(e) => e,
+    }
 }
 
 /// Creates a client and starts connecting to `server_addr` (`IP:port`) in
@@ -273,18 +297,9 @@ pub unsafe extern "C" fn keel_client_connect_insecure(
     out: *mut *mut keel_client,
 ) -> i32 {
     // SAFETY: the caller's contract covers each pointer.
-    let r = unsafe { config(cfg).and_then(|c| Ok((c, address(server_addr)?))) };
-    let (cfg, addr) = match r {
-        Ok(x) => x,
-        Err(e) => return e,
-    };
-    if out.is_null() {
-        return KEEL_ERR_NULL;
-    }
-    match connect(cfg, addr, ClientSecurity::Insecure) {
-        // SAFETY: out is non-NULL and valid for a write by the contract.
-        Ok(c) => unsafe { put(out, Box::into_raw(c)) },
-        Err(e) => e,
+    unsafe {
+        let parsed = config(cfg).and_then(|c| Ok((c, address(server_addr)?, ())));
+        connect_into(parsed, out, |()| Ok(ClientSecurity::Insecure))
     }
 }
 
@@ -303,22 +318,12 @@ pub unsafe extern "C" fn keel_client_connect_token(
     out: *mut *mut keel_client,
 ) -> i32 {
     // SAFETY: the caller's contract covers each pointer.
-    let r = unsafe { config(cfg).and_then(|c| Ok((c, address(server_addr)?, text(token_text)?))) };
-    let (cfg, addr, tok) = match r {
-        Ok(x) => x,
-        Err(e) => return e,
-    };
-    if out.is_null() {
-        return KEEL_ERR_NULL;
-    }
-    let token = match ConnectToken::from_text(tok) {
-        Ok(t) => t,
-        Err(_) => return KEEL_ERR_TOKEN,
-    };
-    match connect(cfg, addr, ClientSecurity::Token(token)) {
-        // SAFETY: out is non-NULL and valid for a write by the contract.
-        Ok(c) => unsafe { put(out, Box::into_raw(c)) },
-        Err(e) => e,
+    unsafe {
+        let parsed = config(cfg).and_then(|c| Ok((c, address(server_addr)?, text(token_text)?)));
+        connect_into(parsed, out, |tok| {
+            let token = ConnectToken::from_text(tok).map_err(|_| KEEL_ERR_TOKEN)?;
+            Ok(ClientSecurity::Token(token))
+        })
     }
 }
 
@@ -337,22 +342,12 @@ pub unsafe extern "C" fn keel_client_connect_token_bytes(
     out: *mut *mut keel_client,
 ) -> i32 {
     // SAFETY: the caller's contract covers each pointer.
-    let r = unsafe { config(cfg).and_then(|c| Ok((c, address(server_addr)?, bytes(token, len)?))) };
-    let (cfg, addr, tok) = match r {
-        Ok(x) => x,
-        Err(e) => return e,
-    };
-    if out.is_null() {
-        return KEEL_ERR_NULL;
-    }
-    let token = match ConnectToken::from_bytes(tok) {
-        Ok(t) => t,
-        Err(_) => return KEEL_ERR_TOKEN,
-    };
-    match connect(cfg, addr, ClientSecurity::Token(token)) {
-        // SAFETY: out is non-NULL and valid for a write by the contract.
-        Ok(c) => unsafe { put(out, Box::into_raw(c)) },
-        Err(e) => e,
+    unsafe {
+        let parsed = config(cfg).and_then(|c| Ok((c, address(server_addr)?, bytes(token, len)?)));
+        connect_into(parsed, out, |tok| {
+            let token = ConnectToken::from_bytes(tok).map_err(|_| KEEL_ERR_TOKEN)?;
+            Ok(ClientSecurity::Token(token))
+        })
     }
 }
 
