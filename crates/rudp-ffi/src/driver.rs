@@ -242,15 +242,15 @@ pub struct Server {
     pub send_dropped: u64,
 }
 
-/// The C handle of a connection: its endpoint slot plus one (0 is never a
-/// connection).
+/// The C handle of a connection: its endpoint slot and the slot's
+/// generation ([`ConnectionHandle::to_bits`], never 0), so a stale handle
+/// never reaches a later connection in the same slot.
 fn to_handle(h: ConnectionHandle) -> u64 {
-    h.0 as u64 + 1
+    h.to_bits()
 }
 
 fn from_handle(h: u64) -> Option<ConnectionHandle> {
-    let i = usize::try_from(h.checked_sub(1)?).ok()?;
-    Some(ConnectionHandle(i))
+    Some(ConnectionHandle::from_bits(h))
 }
 
 impl Server {

@@ -146,12 +146,59 @@ impl EndpointConfig {
     }
 }
 
-/// Names one connection of an endpoint. Valid until the connection is
-/// closed and its `Disconnected` event was read: the next
-/// [`Endpoint::poll_timeout`] or [`Endpoint::handle_timeout`] then removes
-/// it and may reuse the handle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ConnectionHandle(pub usize);
+/// Names one connection of an endpoint: its slot and the slot's
+/// generation. Valid until the connection is closed and its
+/// `Disconnected` event was read: the next [`Endpoint::poll_timeout`] or
+/// [`Endpoint::handle_timeout`] then removes it. A later connection may
+/// take the same slot, but with the next generation, so a stale handle
+/// finds nothing ([`Endpoint::connection`] returns `None`) instead of
+/// reaching the new connection.
+///
+/// # Examples
+///
+/// ```
+/// use keel_rudp_proto::ConnectionHandle;
+///
+/// let h = ConnectionHandle::from_bits((7 << 32) | 3);
+/// assert_eq!((h.index(), h.generation()), (3, 7));
+/// assert_eq!(ConnectionHandle::from_bits(h.to_bits()), h);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionHandle {
+    index: u32,
+    generation: u32,
+}
+
+impl ConnectionHandle {
+    /// The slot: a small number, unique among the live connections of one
+    /// endpoint (a table indexed by connection can use it), reused after a
+    /// connection is removed.
+    pub fn index(self) -> usize {
+        self.index as usize
+    }
+
+    /// How many connections took this slot before, plus one (never 0 for
+    /// an endpoint's connection).
+    pub fn generation(self) -> u32 {
+        self.generation
+    }
+
+    /// The handle as one number (generation in the high 32 bits, slot in
+    /// the low), never 0 for an endpoint's connection: what the C API
+    /// hands out.
+    pub fn to_bits(self) -> u64 {
+        (u64::from(self.generation) << 32) | u64::from(self.index)
+    }
+
+    /// The handle [`ConnectionHandle::to_bits`] gave; any other number
+    /// names no connection (lookups with it find nothing).
+    pub const fn from_bits(bits: u64) -> Self {
+        ConnectionHandle {
+            index: bits as u32,
+            generation: (bits >> 32) as u32,
+        }
+    }
+}
 
 /// What [`Endpoint::handle`] did with a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -341,6 +388,9 @@ pub struct Endpoint {
     epoch: Instant,
     digest: u64,
     slots: Vec<Option<Slot>>,
+    /// Each slot's generation: bumped when a connection takes the slot, so
+    /// handles of its earlier connections no longer match.
+    generations: Vec<u32>,
     free: Vec<usize>,
     by_cid: HashMap<ConnectionId, usize>,
     by_nonce: HashMap<[u8; 16], usize>,
@@ -406,6 +456,7 @@ impl Endpoint {
             cfg,
             epoch: now,
             slots: Vec::new(),
+            generations: Vec::new(),
             free: Vec::new(),
             by_cid: HashMap::new(),
             by_nonce: HashMap::new(),
@@ -457,15 +508,33 @@ impl Endpoint {
 
     /// A connection.
     pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
-        self.slots.get(h.0)?.as_ref().map(|s| &s.conn)
+        let i = self.live(h)?;
+        self.slots[i].as_ref().map(|s| &s.conn)
+    }
+
+    /// The slot of `h` if `h` names a connection held now (its generation
+    /// matches).
+    fn live(&self, h: ConnectionHandle) -> Option<usize> {
+        let i = h.index();
+        (self.generations.get(i) == Some(&h.generation) && self.slots.get(i)?.is_some())
+            .then_some(i)
+    }
+
+    /// The handle of the connection in slot `i`.
+    fn handle_of(&self, i: usize) -> ConnectionHandle {
+        ConnectionHandle {
+            index: i as u32,
+            generation: self.generations[i],
+        }
     }
 
     /// A connection, to send on or close. The endpoint takes it that the
     /// connection changed: it will be polled for datagrams, events and its
     /// deadline.
     pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
-        self.touch(h.0);
-        self.slots.get_mut(h.0)?.as_mut().map(|s| &mut s.conn)
+        let i = self.live(h)?;
+        self.touch(i);
+        self.slots[i].as_mut().map(|s| &mut s.conn)
     }
 
     /// The handles of the connections held, in slot order.
@@ -474,7 +543,7 @@ impl Endpoint {
             .iter()
             .enumerate()
             .filter(|(_, s)| s.is_some())
-            .map(|(i, _)| ConnectionHandle(i))
+            .map(|(i, _)| self.handle_of(i))
     }
 
     /// Marks connection `i` as changed: to be polled for datagrams and
@@ -499,7 +568,8 @@ impl Endpoint {
 
     /// The address a connection's packets go to (its latest source).
     pub fn peer_addr(&self, h: ConnectionHandle) -> Option<SocketAddr> {
-        self.slots.get(h.0)?.as_ref().map(|s| s.addr)
+        let i = self.live(h)?;
+        self.slots[i].as_ref().map(|s| s.addr)
     }
 
     fn mac(&self) -> HmacSha256 {
@@ -622,7 +692,7 @@ impl Endpoint {
                     self.stats.address_changes += 1;
                 }
                 self.touch(idx);
-                Handled::Routed(ConnectionHandle(idx))
+                Handled::Routed(self.handle_of(idx))
             }
             Header::Long {
                 ty: LongType::Hello,
@@ -794,10 +864,13 @@ impl Endpoint {
         let idx = match self.free.pop() {
             Some(i) => {
                 self.slots[i] = Some(slot);
+                // 0 is never a generation: a handle's bits are never 0.
+                self.generations[i] = self.generations[i].checked_add(1).unwrap_or(1);
                 i
             }
             None => {
                 self.slots.push(Some(slot));
+                self.generations.push(1);
                 self.slots.len() - 1
             }
         };
@@ -809,7 +882,7 @@ impl Endpoint {
         *self.per_source.entry(source).or_insert(0) += 1;
         self.stats.connections_created += 1;
         self.touch(idx);
-        Handled::Accepted(ConnectionHandle(idx), n)
+        Handled::Accepted(self.handle_of(idx), n)
     }
 
     /// Closes connection `i`, whose connect token a new connection took:
@@ -917,7 +990,11 @@ impl Endpoint {
                     self.dirty.push(i);
                 }
                 self.ready.push_back(i);
-                return Some((ConnectionHandle(i), addr, len));
+                let h = ConnectionHandle {
+                    index: i as u32,
+                    generation: self.generations[i],
+                };
+                return Some((h, addr, len));
             }
             slot.ready = false;
         }
@@ -938,7 +1015,11 @@ impl Endpoint {
                         slot.dirty = true;
                         self.dirty.push(i);
                     }
-                    return Some((ConnectionHandle(i), e));
+                    let h = ConnectionHandle {
+                        index: i as u32,
+                        generation: self.generations[i],
+                    };
+                    return Some((h, e));
                 }
                 slot.evented = false;
             }

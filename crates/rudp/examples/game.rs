@@ -58,12 +58,16 @@ impl Handler for Game {
     fn connected(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle) {
         println!(
             "server: player {} joined from {:?}",
-            conn.0,
+            conn.index(),
             ctx.peer_addr(conn)
         );
         let map: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
         let _ = ctx.send(conn, MAP, &map);
-        let _ = ctx.send(conn, CHAT, format!("welcome, player {}", conn.0).as_bytes());
+        let _ = ctx.send(
+            conn,
+            CHAT,
+            format!("welcome, player {}", conn.index()).as_bytes(),
+        );
         self.players.push((conn, 0));
     }
 
@@ -75,7 +79,7 @@ impl Handler for Game {
                 }
             }
             CHAT => {
-                let line = format!("player {}: {}", conn.0, String::from_utf8_lossy(data));
+                let line = format!("player {}: {}", conn.index(), String::from_utf8_lossy(data));
                 println!("server: chat {line}");
                 ctx.connections(&mut self.conns);
                 for &c in &self.conns {
@@ -87,7 +91,7 @@ impl Handler for Game {
     }
 
     fn disconnected(&mut self, _: &mut Ctx<'_>, conn: ConnectionHandle, reason: &DisconnectReason) {
-        println!("server: player {} left: {reason:?}", conn.0);
+        println!("server: player {} left: {reason:?}", conn.index());
         self.players.retain(|p| p.0 != conn);
     }
 }
@@ -100,7 +104,7 @@ impl Game {
         let mut snap = Vec::with_capacity(4 + 8 * self.players.len());
         snap.extend_from_slice(&self.tick.to_be_bytes());
         for (c, x) in &self.players {
-            snap.extend_from_slice(&(c.0 as u32).to_be_bytes());
+            snap.extend_from_slice(&(c.index() as u32).to_be_bytes());
             snap.extend_from_slice(&x.to_be_bytes());
         }
         for (c, _) in &self.players {
@@ -118,10 +122,13 @@ struct Player {
     last_tick: u32,
     stale: u32,
     last_report: Instant,
+    /// Its connection, from `connected` on.
+    conn: Option<ConnectionHandle>,
 }
 
 impl Handler for Player {
-    fn connected(&mut self, _: &mut Ctx<'_>, _: ConnectionHandle) {
+    fn connected(&mut self, _: &mut Ctx<'_>, conn: ConnectionHandle) {
+        self.conn = Some(conn);
         println!(
             "client {}: connected after {:?}",
             self.name,
@@ -247,6 +254,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 last_tick: 0,
                 stale: 0,
                 last_report: Instant::now(),
+                conn: None,
             };
             clients.push(Client::connect(rt.next_reactor(), target, cc, player)?);
         }
@@ -282,7 +290,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for c in &clients {
         let (tx, rx) = mpsc::channel();
         c.post(move |p: &mut Player, ctx| {
-            let s = ctx.stats(ConnectionHandle(0));
+            let s = p.conn.and_then(|h| ctx.stats(h));
             let _ = tx.send((
                 p.name,
                 p.snapshots,

@@ -10,7 +10,7 @@ use keel_rudp_proto::{Connection, Event};
 use keel_rudp_proto::{ConnectionHandle, Endpoint, Handled};
 
 /// The handle of a client's connection.
-pub(crate) const CLIENT_CONN: ConnectionHandle = ConnectionHandle(0);
+pub(crate) const CLIENT_CONN: ConnectionHandle = ConnectionHandle::from_bits(0);
 
 /// A lane's connections (both boxed: each is hundreds of bytes, held for
 /// the lane's life).
@@ -78,10 +78,10 @@ impl Conns {
                     Handled::Accepted(h, n) => (h, Some(n)),
                     Handled::Routed(h) => (h, None),
                 };
-                if locals.len() <= h.0 {
-                    locals.resize(h.0 + 1, None);
+                if locals.len() <= h.index() {
+                    locals.resize(h.index() + 1, None);
                 }
-                locals[h.0] = local;
+                locals[h.index()] = local;
                 n
             }
             Conns::Client {
@@ -116,7 +116,7 @@ impl Conns {
         match self {
             Conns::Server { endpoint, locals } => {
                 let (h, to, n) = endpoint.poll_transmit(now, buf)?;
-                Some((to, locals.get(h.0).copied().flatten(), n))
+                Some((to, locals.get(h.index()).copied().flatten(), n))
             }
             Conns::Client { conn, server, .. } => {
                 conn.poll_transmit(now, buf).map(|n| (*server, None, n))
