@@ -1,13 +1,18 @@
 /*
- * keel-rudp C API (keel-rudp-ffi), first slice: an insecure or token client
- * and server over UDP, poll-based, on the caller's thread (no threads of
- * its own). docs/c-api.md walks through it.
+ * keel-rudp C API (keel-rudp-ffi): a client and a server of keel-rudp's
+ * reliable UDP protocol (channels, tokens, encryption), poll-based, on the
+ * caller's thread (no threads of its own). docs/c-api.md walks through it.
  *
  * Ownership: a keel_client / keel_server is created by *_connect_* /
  * *_create_* and owned by the caller until *_destroy. Configs, addresses,
- * reasons and send buffers are read during the call and copied; the caller
- * keeps them. Pointers in a keel_event (data, reason) point into the handle
- * and are valid until the next poll or destroy call on that handle.
+ * reasons, tokens and send buffers are read during the call and copied;
+ * the caller keeps them. Pointers in a keel_event (data, reason) point
+ * into the handle and are valid until the next poll or destroy call on
+ * that handle. Stats structs are the caller's; the library writes them.
+ *
+ * Connections of a server are named by 64-bit handles (never 0) that
+ * carry a generation: a handle whose DISCONNECTED event was returned names
+ * nothing, even after a later connection takes its slot.
  *
  * Threads: a handle may be used from any thread, but from one thread at a
  * time; different handles are independent. No callbacks.
@@ -15,9 +20,8 @@
  * Errors: functions return KEEL_OK (0) or a negative KEEL_ERR_* code
  * (keel_error_message names it); poll returns 1 (an event), 0 (none).
  *
- * Not yet: stats, C# tests, ASan runs, a token-mode test in C
- * (token mode is tested from Rust), platforms other than Linux (see
- * docs/c-api.md).
+ * ABI: not stable before 1.0. Stats structs only grow at the end (pass
+ * their sizeof); keel_config may grow.
  */
 
 
@@ -136,6 +140,86 @@
 #define KEEL_EVENT_DISCONNECTED 3
 
 /*
+ `keel_event.kind`, server only, once after `keel_server_stop`: every
+ connection ended (or the stop's deadline passed); destroy the server.
+ */
+#define KEEL_EVENT_STOPPED 4
+
+/*
+ `keel_server_connection_state`: the handshake is not finished.
+ */
+#define KEEL_STATE_HANDSHAKING 0
+
+/*
+ `keel_server_connection_state`: messages flow.
+ */
+#define KEEL_STATE_CONNECTED 1
+
+/*
+ `keel_server_connection_state`: closed by this side; queued reliable
+ messages are flushed, the close repeated until acknowledged.
+ */
+#define KEEL_STATE_CLOSING 2
+
+/*
+ `keel_server_connection_state`: closed by the peer.
+ */
+#define KEEL_STATE_DRAINING 3
+
+/*
+ `keel_server_connection_state`: ended; its DISCONNECTED event is
+ waiting to be polled.
+ */
+#define KEEL_STATE_CLOSED 4
+
+/*
+ Close code of keel itself: the server refused the handshake, the two
+ ends configure different channels.
+ */
+#define KEEL_REFUSE_CONFIG_MISMATCH 1
+
+/*
+ Close code: the server was full (`max_connections`).
+ */
+#define KEEL_REFUSE_FULL 2
+
+/*
+ Close code: a token to an insecure server, or none to one requiring tokens.
+ */
+#define KEEL_REFUSE_SECURITY_MISMATCH 3
+
+/*
+ Close code: the connect token was refused (the reason says why).
+ */
+#define KEEL_REFUSE_TOKEN 4
+
+/*
+ Close code: the peer stopped (`keel_server_stop`'s usual code).
+ */
+#define KEEL_CLOSE_STOPPED 5
+
+/*
+ Close code: the client's address holds the most connections one
+ address may.
+ */
+#define KEEL_REFUSE_ADDRESS_LIMIT 6
+
+/*
+ Close code: the client's address made too many handshakes.
+ */
+#define KEEL_REFUSE_RATE_LIMIT 7
+
+/*
+ Close code: a new connection with the same connect token replaced it.
+ */
+#define KEEL_CLOSE_REPLACED 8
+
+/*
+ Close code: the peer acknowledged nothing for the ack timeout.
+ */
+#define KEEL_CLOSE_ACK_TIMEOUT 17
+
+/*
  `keel_event.disconnect`: this side called close (`code`, `reason` as given).
  */
 #define KEEL_DISCONNECT_LOCAL 1
@@ -191,6 +275,110 @@ typedef struct keel_config {
 } keel_config;
 
 /*
+ One connection's counters and estimates, from
+ `keel_client_get_stats` or `keel_server_get_connection_stats`. Fields
+ are only ever added at the end: a caller compiled against an older
+ header passes its smaller `sizeof` and gets the fields it knows.
+ */
+typedef struct keel_connection_stats {
+  /*
+   Smoothed round-trip time, microseconds.
+   */
+  uint64_t rtt_us;
+  /*
+   Its variation, microseconds.
+   */
+  uint64_t rtt_var_us;
+  /*
+   Least round-trip time seen, microseconds.
+   */
+  uint64_t rtt_min_us;
+  /*
+   Latest sample, microseconds.
+   */
+  uint64_t rtt_latest_us;
+  /*
+   Packets lost over packets acknowledged or lost (0 to 1).
+   */
+  double loss_rate;
+  /*
+   Packets sent.
+   */
+  uint64_t packets_sent;
+  /*
+   Packets received and accepted.
+   */
+  uint64_t packets_received;
+  /*
+   Packets declared lost.
+   */
+  uint64_t packets_lost;
+  /*
+   Message pieces sent again after a loss.
+   */
+  uint64_t retransmissions;
+  /*
+   Bytes sent in datagrams.
+   */
+  uint64_t bytes_sent;
+  /*
+   Bytes received in datagrams.
+   */
+  uint64_t bytes_received;
+  /*
+   Messages delivered to this side.
+   */
+  uint64_t messages_delivered;
+  /*
+   Bytes queued or unacknowledged, all channels.
+   */
+  uint64_t send_queued_bytes;
+  /*
+   Bytes sent and not yet acknowledged or lost.
+   */
+  uint64_t bytes_in_flight;
+  /*
+   The congestion window, bytes.
+   */
+  uint64_t congestion_window;
+  /*
+   Datagrams dropped as malformed.
+   */
+  uint64_t malformed_packets;
+  /*
+   Datagrams dropped as received twice.
+   */
+  uint64_t duplicate_packets;
+  /*
+   Datagrams dropped: failed authentication.
+   */
+  uint64_t auth_failures;
+  /*
+   Datagrams dropped: replayed.
+   */
+  uint64_t replayed_packets;
+  /*
+   Datagrams not acknowledged for lack of receive memory or window
+   (the peer resends).
+   */
+  uint64_t refused_packets;
+  /*
+   Messages dropped as older than one delivered (sequenced channels).
+   */
+  uint64_t stale_messages;
+  /*
+   Partly received unreliable messages dropped for newer ones.
+   */
+  uint64_t partials_evicted;
+  /*
+   Client only: datagrams not sent because the socket buffer was full
+   (reliable ones are resent). Server connections: 0 (see
+   `keel_server_stats`).
+   */
+  uint64_t datagrams_unsent;
+} keel_connection_stats;
+
+/*
  One event from a poll call. Pointers in it point into the handle that
  was polled and stay valid until the next poll or destroy call on that
  handle; copy what you keep.
@@ -235,6 +423,79 @@ typedef struct keel_event {
    */
   size_t reason_len;
 } keel_event;
+
+/*
+ A server's counters, from `keel_server_get_stats`. Fields are only
+ ever added at the end (see `keel_connection_stats`).
+ */
+typedef struct keel_server_stats {
+  /*
+   Connections held now (closing ones included).
+   */
+  uint64_t connections;
+  /*
+   Connections made.
+   */
+  uint64_t connections_created;
+  /*
+   Connections removed after they ended.
+   */
+  uint64_t connections_removed;
+  /*
+   Handshake packets received.
+   */
+  uint64_t hellos;
+  /*
+   Handshakes refused, whatever the cause (config, full, token,
+   security, admission limits).
+   */
+  uint64_t handshakes_refused;
+  /*
+   Of those, for a token (forged, expired, another server or key, replayed).
+   */
+  uint64_t tokens_refused;
+  /*
+   Of those, for the per-address connection limit.
+   */
+  uint64_t refused_address_limit;
+  /*
+   Of those, for the per-address handshake rate.
+   */
+  uint64_t refused_rate_limit;
+  /*
+   Datagrams dropped as malformed.
+   */
+  uint64_t malformed;
+  /*
+   Datagrams dropped: for no known connection.
+   */
+  uint64_t unknown_connection;
+  /*
+   Datagrams not sent because the socket buffer was full.
+   */
+  uint64_t datagrams_unsent;
+  /*
+   Message pieces refused: the shared receive budget was spent.
+   */
+  uint64_t budget_refused;
+  /*
+   Sends refused: the shared send budget was spent.
+   */
+  uint64_t send_budget_refused;
+  /*
+   Broadcast copies not queued (a connection's send buffer or the send
+   budget was full).
+   */
+  uint64_t broadcast_refused;
+  /*
+   Connections ended because the peer acknowledged nothing.
+   */
+  uint64_t ack_timeouts;
+  /*
+   Messages never acknowledged by connections that were removed.
+   */
+  uint64_t undelivered_messages;
+} keel_server_stats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -317,7 +578,7 @@ int32_t keel_client_send(struct keel_client *client,
 
 /*
  Starts closing with `code` and `reason` (NUL-terminated UTF-8; at most
- 255 bytes are sent; NULL: empty). What was queued is flushed first; the
+ 128 bytes are sent; NULL: empty). What was queued is flushed first; the
  server sees the code and reason. Poll until the DISCONNECTED event
  (LOCAL) before destroying.
 
@@ -325,6 +586,17 @@ int32_t keel_client_send(struct keel_client *client,
  `client` is a live client; `reason` is NULL or a NUL-terminated string.
  */
 int32_t keel_client_close(struct keel_client *client, uint64_t code, const char *reason);
+
+/*
+ Fills `*out` with the client's counters and estimates: RTT, loss,
+ bytes, drops. Pass `sizeof(keel_connection_stats)` as `out_size`.
+
+ # Safety
+ `client` is a live client; `out` is valid for `out_size` bytes of writes.
+ */
+int32_t keel_client_get_stats(const struct keel_client *client,
+                              struct keel_connection_stats *out,
+                              size_t out_size);
 
 /*
  Does the client's work on the calling thread: reads what arrived, runs
@@ -406,7 +678,7 @@ int32_t keel_server_send(struct keel_server *server,
 
 /*
  Starts closing `connection` with `code` and `reason` (NUL-terminated
- UTF-8, at most 255 bytes sent; NULL: empty). The client sees both; the
+ UTF-8, at most 128 bytes sent; NULL: empty). The client sees both; the
  server gets the connection's DISCONNECTED event (LOCAL) once it ends.
 
  # Safety
@@ -418,11 +690,92 @@ int32_t keel_server_close(struct keel_server *server,
                           const char *reason);
 
 /*
+ Fills `*out` with the server's counters: connections, handshakes and
+ their refusals, drops. Pass `sizeof(keel_server_stats)` as `out_size`.
+
+ # Safety
+ `server` is a live server; `out` is valid for `out_size` bytes of writes.
+ */
+int32_t keel_server_get_stats(const struct keel_server *server,
+                              struct keel_server_stats *out,
+                              size_t out_size);
+
+/*
+ Fills `*out` with `connection`'s counters and estimates (RTT, loss,
+ bytes, drops). Pass `sizeof(keel_connection_stats)` as `out_size`.
+ `KEEL_ERR_UNKNOWN_CONNECTION` once its DISCONNECTED event was returned.
+
+ # Safety
+ `server` is a live server; `out` is valid for `out_size` bytes of writes.
+ */
+int32_t keel_server_get_connection_stats(const struct keel_server *server,
+                                         uint64_t connection,
+                                         struct keel_connection_stats *out,
+                                         size_t out_size);
+
+/*
+ Connections the server holds now, closing ones included.
+
+ # Safety
+ `server` is NULL (0 is returned) or a live server.
+ */
+size_t keel_server_connection_count(const struct keel_server *server);
+
+/*
+ Writes `connection`'s state (`KEEL_STATE_*`) to `*state`: whether it is
+ still handshaking, connected (sends are accepted), or closing.
+ `KEEL_ERR_UNKNOWN_CONNECTION` once its DISCONNECTED event was returned.
+
+ # Safety
+ `server` is a live server; `state` is valid for a write.
+ */
+int32_t keel_server_connection_state(const struct keel_server *server,
+                                     uint64_t connection,
+                                     uint32_t *state);
+
+/*
+ Queues the `len` bytes at `data` on `channel` of every connected
+ connection (not those handshaking or closing); they go out on the next
+ poll. The bytes are copied. `*queued` (if not NULL) is how many
+ connections got it; a connection whose send buffer or the send budget
+ is full is skipped and counted in `keel_server_stats.broadcast_refused`.
+ An unknown channel or a message over `max_message_size` is an error
+ and nothing is queued.
+
+ # Safety
+ `server` is a live server; `data` points to `len` readable bytes (may
+ be NULL when `len` is 0); `queued` is NULL or valid for a write.
+ */
+int32_t keel_server_broadcast(struct keel_server *server,
+                              uint8_t channel,
+                              const uint8_t *data,
+                              size_t len,
+                              size_t *queued);
+
+/*
+ Stops the server: closes every connection with `code` (usually
+ `KEEL_CLOSE_STOPPED`) and `reason` (NUL-terminated UTF-8, at most 128
+ bytes sent; NULL: empty), flushing what each has queued first, and
+ closes connections that finish a handshake from now on the same way.
+ Keep polling: each connection's DISCONNECTED (LOCAL) event comes, then
+ one `KEEL_EVENT_STOPPED` when none is left, or at most `close_timeout`
+ (2 s) plus 1 s later for clients that never acknowledge; then destroy
+ the server. A second call changes nothing.
+
+ # Safety
+ `server` is a live server; `reason` is NULL or a NUL-terminated string.
+ */
+int32_t keel_server_stop(struct keel_server *server, uint64_t code, const char *reason);
+
+/*
  As `keel_client_poll`, for all of the server's connections: accepts
  handshakes, and fills `*ev` with the next event of any connection
  (`ev->connection` names it). A connection's handle is valid from its
  CONNECTED event until its DISCONNECTED event has been returned; after
- that the handle may be reused for a later connection.
+ that it names nothing (`KEEL_ERR_UNKNOWN_CONNECTION`), even when a
+ later connection takes its slot: handles carry a generation. After
+ `keel_server_stop`, one `KEEL_EVENT_STOPPED` comes last; polls after
+ it return 0 and do nothing.
 
  # Safety
  `server` is a live server; `ev` is valid for a write.

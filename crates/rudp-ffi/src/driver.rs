@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use keel_rudp_proto::{
     os_random, ClientSecurity, Config, Connection, ConnectionHandle, Endpoint, EndpointConfig,
-    SendError, ServerSecurity, State,
+    EndpointStats, SendError, ServerSecurity, State, Stats,
 };
 
 pub use keel_rudp_proto::Event;
@@ -154,6 +154,11 @@ impl Client {
         self.conn.state()
     }
 
+    /// The connection's counters and estimates (RTT, loss, bytes).
+    pub fn stats(&self) -> Stats {
+        self.conn.stats()
+    }
+
     /// Queues `data` on `channel`; it goes out on the next poll.
     pub fn send(&mut self, channel: u8, data: &[u8]) -> Result<(), Error> {
         self.conn.send(channel, data)?;
@@ -238,8 +243,36 @@ pub struct Server {
     endpoint: Endpoint,
     rx: Vec<u8>,
     tx: Vec<u8>,
+    /// The handles of a broadcast, reused.
+    handles: Vec<ConnectionHandle>,
+    /// Set by [`Server::stop`].
+    stop: Option<Stop>,
     /// Datagrams not sent because the socket buffer was full.
     pub send_dropped: u64,
+    /// Broadcast copies not queued: the connection's send buffer or the
+    /// send budget was full.
+    pub broadcast_refused: u64,
+}
+
+/// A server's stop in progress: every connection is closed with `code`
+/// and `reason` (also those accepted meanwhile), until none is left or
+/// `deadline`.
+struct Stop {
+    code: u64,
+    reason: String,
+    deadline: Instant,
+    /// The Stopped event was returned: the server does nothing more.
+    reported: bool,
+}
+
+/// What a server's poll returns.
+#[derive(Debug, PartialEq)]
+pub enum Polled {
+    /// An event of the connection with this (C) handle.
+    Connection(u64, Event),
+    /// After [`Server::stop`]: every connection ended (or the stop's
+    /// deadline passed); returned once.
+    Stopped,
 }
 
 /// The C handle of a connection: its endpoint slot and the slot's
@@ -278,7 +311,10 @@ impl Server {
             endpoint,
             rx: vec![0; BUF_LEN],
             tx: vec![0; BUF_LEN],
+            handles: Vec::new(),
+            stop: None,
             send_dropped: 0,
+            broadcast_refused: 0,
         })
     }
 
@@ -292,6 +328,27 @@ impl Server {
         self.endpoint.connection_count()
     }
 
+    /// The endpoint's counters (handshakes, refusals, drops).
+    pub fn stats(&self) -> EndpointStats {
+        self.endpoint.stats()
+    }
+
+    /// Connection `conn`'s counters and estimates (RTT, loss, bytes).
+    pub fn connection_stats(&self, conn: u64) -> Result<Stats, Error> {
+        from_handle(conn)
+            .and_then(|h| self.endpoint.connection(h))
+            .map(Connection::stats)
+            .ok_or(Error::UnknownConnection)
+    }
+
+    /// Connection `conn`'s state.
+    pub fn connection_state(&self, conn: u64) -> Result<State, Error> {
+        from_handle(conn)
+            .and_then(|h| self.endpoint.connection(h))
+            .map(Connection::state)
+            .ok_or(Error::UnknownConnection)
+    }
+
     /// Queues `data` on `channel` of connection `conn`; it goes out on the
     /// next poll.
     pub fn send(&mut self, conn: u64, channel: u8, data: &[u8]) -> Result<(), Error> {
@@ -302,6 +359,39 @@ impl Server {
         Ok(())
     }
 
+    /// Queues `data` on `channel` of every connected connection; returns
+    /// how many queued it. A connection whose send buffer (or the send
+    /// budget) is full is skipped and counted in `broadcast_refused`; an
+    /// unknown channel or a message over `max_message_size` is an error
+    /// and nothing is queued.
+    pub fn broadcast(&mut self, channel: u8, data: &[u8]) -> Result<usize, Error> {
+        let cfg = self.endpoint.config();
+        if usize::from(channel) >= cfg.channels.len() {
+            return Err(Error::UnknownChannel);
+        }
+        if data.len() > cfg.max_message_size {
+            return Err(Error::MessageTooLarge);
+        }
+        let mut handles = std::mem::take(&mut self.handles);
+        handles.clear();
+        handles.extend(self.endpoint.handles());
+        let mut queued = 0;
+        for &h in &handles {
+            let Some(c) = self.endpoint.connection_mut(h) else {
+                continue;
+            };
+            if c.state() != State::Connected {
+                continue;
+            }
+            match c.send(channel, data) {
+                Ok(_) => queued += 1,
+                Err(_) => self.broadcast_refused += 1,
+            }
+        }
+        self.handles = handles;
+        Ok(queued)
+    }
+
     /// Starts closing connection `conn` with `code` and `reason`.
     pub fn close(&mut self, conn: u64, code: u64, reason: &str) -> Result<(), Error> {
         let c = from_handle(conn)
@@ -309,6 +399,36 @@ impl Server {
             .ok_or(Error::UnknownConnection)?;
         c.close(Instant::now(), code, reason);
         Ok(())
+    }
+
+    /// Stops the server: closes every connection with `code` and `reason`
+    /// (flushing what is queued first), and any accepted from now on, then
+    /// polls return [`Polled::Stopped`] once every connection ended or
+    /// `close_timeout` (plus a second) passed; after that the server does
+    /// nothing. A second call changes nothing.
+    pub fn stop(&mut self, code: u64, reason: &str) {
+        if self.stop.is_some() {
+            return;
+        }
+        let now = Instant::now();
+        let deadline = now + self.endpoint.config().close_timeout;
+        let mut handles = std::mem::take(&mut self.handles);
+        handles.clear();
+        handles.extend(self.endpoint.handles());
+        for &h in &handles {
+            if let Some(c) = self.endpoint.connection_mut(h) {
+                if matches!(c.state(), State::Handshaking | State::Connected) {
+                    c.close_until(now, code, reason, deadline);
+                }
+            }
+        }
+        self.handles = handles;
+        self.stop = Some(Stop {
+            code,
+            reason: reason.into(),
+            deadline: deadline + Duration::from_secs(1),
+            reported: false,
+        });
     }
 
     /// Gives a message's buffer back to connection `conn`, if it is still
@@ -323,7 +443,15 @@ impl Server {
         use keel_rudp_proto::Handled;
         let now = Instant::now();
         match self.endpoint.handle(now, from, &self.rx[..n], &mut self.tx) {
-            Handled::Reply(len) | Handled::Accepted(_, len) => {
+            Handled::Accepted(h, len) => {
+                send_to(&self.sock, &self.tx[..len], from, &mut self.send_dropped)?;
+                if let (Some(st), Some(c)) = (&self.stop, self.endpoint.connection_mut(h)) {
+                    // Stopping: it learns why at once.
+                    c.close(now, st.code, &st.reason);
+                }
+                Ok(())
+            }
+            Handled::Reply(len) => {
                 send_to(&self.sock, &self.tx[..len], from, &mut self.send_dropped)
             }
             Handled::Routed(_) | Handled::Dropped => Ok(()),
@@ -349,24 +477,47 @@ impl Server {
         Ok(())
     }
 
+    /// Whether a stop is done: no connection left (their events read) or
+    /// past its deadline.
+    fn stop_done(&mut self, now: Instant) -> bool {
+        let Some(st) = &self.stop else { return false };
+        let deadline = st.deadline;
+        // poll_timeout removes the connections closed and read.
+        self.endpoint.poll_timeout();
+        self.endpoint.connection_count() == 0 || now >= deadline
+    }
+
     /// Reads what arrived, runs due timers, sends what is queued, and
-    /// returns the next event with its connection's handle; waits up to
-    /// `timeout` for one (zero: only what is there now).
-    pub fn poll(&mut self, timeout: Duration) -> Result<Option<(u64, Event)>, Error> {
+    /// returns the next event with its connection's handle (or, after
+    /// [`Server::stop`], [`Polled::Stopped`] once); waits up to `timeout`
+    /// for one (zero: only what is there now).
+    pub fn poll(&mut self, timeout: Duration) -> Result<Option<Polled>, Error> {
+        if self.stop.as_ref().is_some_and(|s| s.reported) {
+            return Ok(None);
+        }
         let deadline = Instant::now() + timeout;
         loop {
             self.drive()?;
             if let Some((h, e)) = self.endpoint.poll_event() {
-                return Ok(Some((to_handle(h), e)));
+                return Ok(Some(Polled::Connection(to_handle(h), e)));
             }
             let now = Instant::now();
+            if self.stop_done(now) {
+                if let Some(st) = &mut self.stop {
+                    st.reported = true;
+                }
+                return Ok(Some(Polled::Stopped));
+            }
             if now >= deadline {
                 return Ok(None);
             }
-            let wake = self
+            let mut wake = self
                 .endpoint
                 .poll_timeout()
                 .map_or(deadline, |t| t.min(deadline));
+            if let Some(st) = &self.stop {
+                wake = wake.min(st.deadline);
+            }
             let d = wake.saturating_duration_since(now);
             if d.is_zero() {
                 continue;

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use keel_rudp_proto::{
     ChannelConfig, ChannelKind, ClientSecurity, Config, ConnectToken, DisconnectReason,
-    ServerSecurity,
+    EndpointStats, ServerSecurity, State, Stats,
 };
 
-use crate::driver::{Client, Error, Event, Server};
+use crate::driver::{Client, Error, Event, Polled, Server};
 
 /// Success.
 pub const KEEL_OK: i32 = 0;
@@ -61,6 +61,46 @@ pub const KEEL_EVENT_CONNECTED: u32 = 1;
 pub const KEEL_EVENT_MESSAGE: u32 = 2;
 /// `keel_event.kind`: the connection ended (`disconnect`, `code`, `reason`).
 pub const KEEL_EVENT_DISCONNECTED: u32 = 3;
+/// `keel_event.kind`, server only, once after `keel_server_stop`: every
+/// connection ended (or the stop's deadline passed); destroy the server.
+pub const KEEL_EVENT_STOPPED: u32 = 4;
+
+/// `keel_server_connection_state`: the handshake is not finished.
+pub const KEEL_STATE_HANDSHAKING: u32 = 0;
+/// `keel_server_connection_state`: messages flow.
+pub const KEEL_STATE_CONNECTED: u32 = 1;
+/// `keel_server_connection_state`: closed by this side; queued reliable
+/// messages are flushed, the close repeated until acknowledged.
+pub const KEEL_STATE_CLOSING: u32 = 2;
+/// `keel_server_connection_state`: closed by the peer.
+pub const KEEL_STATE_DRAINING: u32 = 3;
+/// `keel_server_connection_state`: ended; its DISCONNECTED event is
+/// waiting to be polled.
+pub const KEEL_STATE_CLOSED: u32 = 4;
+
+// The close codes below are keel-rudp-proto's (literals, so cbindgen
+// writes them; a test checks they agree).
+
+/// Close code of keel itself: the server refused the handshake, the two
+/// ends configure different channels.
+pub const KEEL_REFUSE_CONFIG_MISMATCH: u64 = 1;
+/// Close code: the server was full (`max_connections`).
+pub const KEEL_REFUSE_FULL: u64 = 2;
+/// Close code: a token to an insecure server, or none to one requiring tokens.
+pub const KEEL_REFUSE_SECURITY_MISMATCH: u64 = 3;
+/// Close code: the connect token was refused (the reason says why).
+pub const KEEL_REFUSE_TOKEN: u64 = 4;
+/// Close code: the peer stopped (`keel_server_stop`'s usual code).
+pub const KEEL_CLOSE_STOPPED: u64 = 5;
+/// Close code: the client's address holds the most connections one
+/// address may.
+pub const KEEL_REFUSE_ADDRESS_LIMIT: u64 = 6;
+/// Close code: the client's address made too many handshakes.
+pub const KEEL_REFUSE_RATE_LIMIT: u64 = 7;
+/// Close code: a new connection with the same connect token replaced it.
+pub const KEEL_CLOSE_REPLACED: u64 = 8;
+/// Close code: the peer acknowledged nothing for the ack timeout.
+pub const KEEL_CLOSE_ACK_TIMEOUT: u64 = 17;
 
 /// `keel_event.disconnect`: this side called close (`code`, `reason` as given).
 pub const KEEL_DISCONNECT_LOCAL: u32 = 1;
@@ -109,6 +149,105 @@ pub struct keel_event {
     pub reason: *const c_char,
     /// The reason's length in bytes, without the NUL.
     pub reason_len: usize,
+}
+
+/// One connection's counters and estimates, from
+/// `keel_client_get_stats` or `keel_server_get_connection_stats`. Fields
+/// are only ever added at the end: a caller compiled against an older
+/// header passes its smaller `sizeof` and gets the fields it knows.
+#[repr(C)]
+#[derive(Default)]
+pub struct keel_connection_stats {
+    /// Smoothed round-trip time, microseconds.
+    pub rtt_us: u64,
+    /// Its variation, microseconds.
+    pub rtt_var_us: u64,
+    /// Least round-trip time seen, microseconds.
+    pub rtt_min_us: u64,
+    /// Latest sample, microseconds.
+    pub rtt_latest_us: u64,
+    /// Packets lost over packets acknowledged or lost (0 to 1).
+    pub loss_rate: f64,
+    /// Packets sent.
+    pub packets_sent: u64,
+    /// Packets received and accepted.
+    pub packets_received: u64,
+    /// Packets declared lost.
+    pub packets_lost: u64,
+    /// Message pieces sent again after a loss.
+    pub retransmissions: u64,
+    /// Bytes sent in datagrams.
+    pub bytes_sent: u64,
+    /// Bytes received in datagrams.
+    pub bytes_received: u64,
+    /// Messages delivered to this side.
+    pub messages_delivered: u64,
+    /// Bytes queued or unacknowledged, all channels.
+    pub send_queued_bytes: u64,
+    /// Bytes sent and not yet acknowledged or lost.
+    pub bytes_in_flight: u64,
+    /// The congestion window, bytes.
+    pub congestion_window: u64,
+    /// Datagrams dropped as malformed.
+    pub malformed_packets: u64,
+    /// Datagrams dropped as received twice.
+    pub duplicate_packets: u64,
+    /// Datagrams dropped: failed authentication.
+    pub auth_failures: u64,
+    /// Datagrams dropped: replayed.
+    pub replayed_packets: u64,
+    /// Datagrams not acknowledged for lack of receive memory or window
+    /// (the peer resends).
+    pub refused_packets: u64,
+    /// Messages dropped as older than one delivered (sequenced channels).
+    pub stale_messages: u64,
+    /// Partly received unreliable messages dropped for newer ones.
+    pub partials_evicted: u64,
+    /// Client only: datagrams not sent because the socket buffer was full
+    /// (reliable ones are resent). Server connections: 0 (see
+    /// `keel_server_stats`).
+    pub datagrams_unsent: u64,
+}
+
+/// A server's counters, from `keel_server_get_stats`. Fields are only
+/// ever added at the end (see `keel_connection_stats`).
+#[repr(C)]
+#[derive(Default)]
+pub struct keel_server_stats {
+    /// Connections held now (closing ones included).
+    pub connections: u64,
+    /// Connections made.
+    pub connections_created: u64,
+    /// Connections removed after they ended.
+    pub connections_removed: u64,
+    /// Handshake packets received.
+    pub hellos: u64,
+    /// Handshakes refused, whatever the cause (config, full, token,
+    /// security, admission limits).
+    pub handshakes_refused: u64,
+    /// Of those, for a token (forged, expired, another server or key, replayed).
+    pub tokens_refused: u64,
+    /// Of those, for the per-address connection limit.
+    pub refused_address_limit: u64,
+    /// Of those, for the per-address handshake rate.
+    pub refused_rate_limit: u64,
+    /// Datagrams dropped as malformed.
+    pub malformed: u64,
+    /// Datagrams dropped: for no known connection.
+    pub unknown_connection: u64,
+    /// Datagrams not sent because the socket buffer was full.
+    pub datagrams_unsent: u64,
+    /// Message pieces refused: the shared receive budget was spent.
+    pub budget_refused: u64,
+    /// Sends refused: the shared send budget was spent.
+    pub send_budget_refused: u64,
+    /// Broadcast copies not queued (a connection's send buffer or the send
+    /// budget was full).
+    pub broadcast_refused: u64,
+    /// Connections ended because the peer acknowledged nothing.
+    pub ack_timeouts: u64,
+    /// Messages never acknowledged by connections that were removed.
+    pub undelivered_messages: u64,
 }
 
 /// A client: one connection to one server, and its socket. Opaque; created
@@ -241,6 +380,84 @@ unsafe fn put<T>(out: *mut T, v: T) -> i32 {
     // SAFETY: non-NULL and, by the caller's contract, valid for a write.
     unsafe { out.write(v) };
     KEEL_OK
+}
+
+/// Writes the first `out_size` bytes of `v` (at most all of it) to `out`:
+/// a caller built against an older header, with a shorter struct, gets
+/// the fields it knows.
+///
+/// # Safety
+/// `out` is NULL or valid for writes of `out_size` bytes (or of one `T`
+/// if smaller); `T` has no padding (all its fields are 8 bytes).
+unsafe fn put_sized<T>(out: *mut T, out_size: usize, v: &T) -> i32 {
+    if out.is_null() {
+        return KEEL_ERR_NULL;
+    }
+    let n = out_size.min(std::mem::size_of::<T>());
+    // SAFETY: out is non-NULL and valid for n <= out_size bytes of writes
+    // by the contract; v is a distinct, fully initialized T of at least n
+    // bytes with no padding.
+    unsafe {
+        std::ptr::copy_nonoverlapping(std::ptr::from_ref(v).cast::<u8>(), out.cast::<u8>(), n);
+    }
+    KEEL_OK
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn connection_stats(s: &Stats, unsent: u64) -> keel_connection_stats {
+    keel_connection_stats {
+        rtt_us: micros(s.smoothed_rtt),
+        rtt_var_us: micros(s.rttvar),
+        rtt_min_us: micros(s.min_rtt),
+        rtt_latest_us: micros(s.latest_rtt),
+        loss_rate: s.loss_rate,
+        packets_sent: s.packets_sent,
+        packets_received: s.packets_received,
+        packets_lost: s.packets_lost,
+        retransmissions: s.retransmissions,
+        bytes_sent: s.bytes_sent,
+        bytes_received: s.bytes_received,
+        messages_delivered: s.messages_delivered,
+        send_queued_bytes: s.queued_bytes.iter().map(|&b| b as u64).sum(),
+        bytes_in_flight: s.bytes_in_flight as u64,
+        congestion_window: s.congestion_window as u64,
+        malformed_packets: s.malformed_packets,
+        duplicate_packets: s.duplicate_packets,
+        auth_failures: s.auth_failures,
+        replayed_packets: s.replayed_packets,
+        refused_packets: s.refused_packets,
+        stale_messages: s.stale_messages,
+        partials_evicted: s.partials_evicted,
+        datagrams_unsent: unsent,
+    }
+}
+
+fn server_stats(e: &EndpointStats, server: &Server) -> keel_server_stats {
+    keel_server_stats {
+        connections: server.connection_count() as u64,
+        connections_created: e.connections_created,
+        connections_removed: e.connections_removed,
+        hellos: e.hellos,
+        handshakes_refused: e.refused,
+        tokens_refused: e.tokens_forged
+            + e.tokens_expired
+            + e.tokens_wrong_server
+            + e.tokens_wrong_key
+            + e.tokens_replayed,
+        refused_address_limit: e.refused_address_limit,
+        refused_rate_limit: e.refused_rate_limit,
+        malformed: e.malformed,
+        unknown_connection: e.unknown_connection,
+        datagrams_unsent: server.send_dropped,
+        budget_refused: e.budget_refused,
+        send_budget_refused: e.send_budget_refused,
+        broadcast_refused: server.broadcast_refused,
+        ack_timeouts: e.ack_timeouts,
+        undelivered_messages: e.undelivered_messages,
+    }
 }
 
 /// The common end of the `keel_client_connect_*` functions: `parsed` is
@@ -396,7 +613,7 @@ pub unsafe extern "C" fn keel_client_send(
 }
 
 /// Starts closing with `code` and `reason` (NUL-terminated UTF-8; at most
-/// 255 bytes are sent; NULL: empty). What was queued is flushed first; the
+/// 128 bytes are sent; NULL: empty). What was queued is flushed first; the
 /// server sees the code and reason. Poll until the DISCONNECTED event
 /// (LOCAL) before destroying.
 ///
@@ -422,6 +639,26 @@ pub unsafe extern "C" fn keel_client_close(
         }
         Err(e) => e,
     }
+}
+
+/// Fills `*out` with the client's counters and estimates: RTT, loss,
+/// bytes, drops. Pass `sizeof(keel_connection_stats)` as `out_size`.
+///
+/// # Safety
+/// `client` is a live client; `out` is valid for `out_size` bytes of writes.
+#[no_mangle]
+pub unsafe extern "C" fn keel_client_get_stats(
+    client: *const keel_client,
+    out: *mut keel_connection_stats,
+    out_size: usize,
+) -> i32 {
+    // SAFETY: by the contract, NULL or a live client not used elsewhere now.
+    let Some(c) = (unsafe { client.as_ref() }) else {
+        return KEEL_ERR_NULL;
+    };
+    let st = connection_stats(&c.inner.stats(), c.inner.send_dropped);
+    // SAFETY: the caller's contract covers out.
+    unsafe { put_sized(out, out_size, &st) }
 }
 
 fn disconnect_fields(d: DisconnectReason) -> (u32, u64, String) {
@@ -692,7 +929,7 @@ pub unsafe extern "C" fn keel_server_send(
 }
 
 /// Starts closing `connection` with `code` and `reason` (NUL-terminated
-/// UTF-8, at most 255 bytes sent; NULL: empty). The client sees both; the
+/// UTF-8, at most 128 bytes sent; NULL: empty). The client sees both; the
 /// server gets the connection's DISCONNECTED event (LOCAL) once it ends.
 ///
 /// # Safety
@@ -720,11 +957,176 @@ pub unsafe extern "C" fn keel_server_close(
     }
 }
 
+/// # Safety
+/// `server` is NULL or a live server not used elsewhere now.
+unsafe fn server_ref<'a>(server: *const keel_server) -> Result<&'a keel_server, i32> {
+    // SAFETY: by the contract, NULL or a live server.
+    unsafe { server.as_ref() }.ok_or(KEEL_ERR_NULL)
+}
+
+/// Fills `*out` with the server's counters: connections, handshakes and
+/// their refusals, drops. Pass `sizeof(keel_server_stats)` as `out_size`.
+///
+/// # Safety
+/// `server` is a live server; `out` is valid for `out_size` bytes of writes.
+#[no_mangle]
+pub unsafe extern "C" fn keel_server_get_stats(
+    server: *const keel_server,
+    out: *mut keel_server_stats,
+    out_size: usize,
+) -> i32 {
+    // SAFETY: the caller's contract covers server.
+    let s = match unsafe { server_ref(server) } {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    let st = server_stats(&s.inner.stats(), &s.inner);
+    // SAFETY: the caller's contract covers out.
+    unsafe { put_sized(out, out_size, &st) }
+}
+
+/// Fills `*out` with `connection`'s counters and estimates (RTT, loss,
+/// bytes, drops). Pass `sizeof(keel_connection_stats)` as `out_size`.
+/// `KEEL_ERR_UNKNOWN_CONNECTION` once its DISCONNECTED event was returned.
+///
+/// # Safety
+/// `server` is a live server; `out` is valid for `out_size` bytes of writes.
+#[no_mangle]
+pub unsafe extern "C" fn keel_server_get_connection_stats(
+    server: *const keel_server,
+    connection: u64,
+    out: *mut keel_connection_stats,
+    out_size: usize,
+) -> i32 {
+    // SAFETY: the caller's contract covers server.
+    let s = match unsafe { server_ref(server) } {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    match s.inner.connection_stats(connection) {
+        // SAFETY: the caller's contract covers out.
+        Ok(st) => unsafe { put_sized(out, out_size, &connection_stats(&st, 0)) },
+        Err(e) => code(e),
+    }
+}
+
+/// Connections the server holds now, closing ones included.
+///
+/// # Safety
+/// `server` is NULL (0 is returned) or a live server.
+#[no_mangle]
+pub unsafe extern "C" fn keel_server_connection_count(server: *const keel_server) -> usize {
+    // SAFETY: the caller's contract covers server.
+    unsafe { server_ref(server) }.map_or(0, |s| s.inner.connection_count())
+}
+
+/// Writes `connection`'s state (`KEEL_STATE_*`) to `*state`: whether it is
+/// still handshaking, connected (sends are accepted), or closing.
+/// `KEEL_ERR_UNKNOWN_CONNECTION` once its DISCONNECTED event was returned.
+///
+/// # Safety
+/// `server` is a live server; `state` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn keel_server_connection_state(
+    server: *const keel_server,
+    connection: u64,
+    state: *mut u32,
+) -> i32 {
+    // SAFETY: the caller's contract covers server.
+    let s = match unsafe { server_ref(server) } {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    let st = match s.inner.connection_state(connection) {
+        Ok(State::Handshaking) => KEEL_STATE_HANDSHAKING,
+        Ok(State::Connected) => KEEL_STATE_CONNECTED,
+        Ok(State::Closing) => KEEL_STATE_CLOSING,
+        Ok(State::Draining) => KEEL_STATE_DRAINING,
+        Ok(State::Closed) => KEEL_STATE_CLOSED,
+        Err(e) => return code(e),
+    };
+    // SAFETY: the caller's contract covers state.
+    unsafe { put(state, st) }
+}
+
+/// Queues the `len` bytes at `data` on `channel` of every connected
+/// connection (not those handshaking or closing); they go out on the next
+/// poll. The bytes are copied. `*queued` (if not NULL) is how many
+/// connections got it; a connection whose send buffer or the send budget
+/// is full is skipped and counted in `keel_server_stats.broadcast_refused`.
+/// An unknown channel or a message over `max_message_size` is an error
+/// and nothing is queued.
+///
+/// # Safety
+/// `server` is a live server; `data` points to `len` readable bytes (may
+/// be NULL when `len` is 0); `queued` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn keel_server_broadcast(
+    server: *mut keel_server,
+    channel: u8,
+    data: *const u8,
+    len: usize,
+    queued: *mut usize,
+) -> i32 {
+    // SAFETY: the caller's contract covers both pointers.
+    let r = unsafe { server_mut(server).and_then(|s| Ok((s, bytes(data, len)?))) };
+    let (s, d) = match r {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    match s.inner.broadcast(channel, d) {
+        Ok(n) => {
+            if !queued.is_null() {
+                // SAFETY: non-NULL, and valid for a write by the contract.
+                unsafe { queued.write(n) };
+            }
+            KEEL_OK
+        }
+        Err(e) => code(e),
+    }
+}
+
+/// Stops the server: closes every connection with `code` (usually
+/// `KEEL_CLOSE_STOPPED`) and `reason` (NUL-terminated UTF-8, at most 128
+/// bytes sent; NULL: empty), flushing what each has queued first, and
+/// closes connections that finish a handshake from now on the same way.
+/// Keep polling: each connection's DISCONNECTED (LOCAL) event comes, then
+/// one `KEEL_EVENT_STOPPED` when none is left, or at most `close_timeout`
+/// (2 s) plus 1 s later for clients that never acknowledge; then destroy
+/// the server. A second call changes nothing.
+///
+/// # Safety
+/// `server` is a live server; `reason` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn keel_server_stop(
+    server: *mut keel_server,
+    code: u64,
+    reason: *const c_char,
+) -> i32 {
+    // SAFETY: the caller's contract covers both pointers.
+    let r = unsafe {
+        server_mut(server).and_then(|s| {
+            let why = if reason.is_null() { "" } else { text(reason)? };
+            Ok((s, why))
+        })
+    };
+    match r {
+        Ok((s, why)) => {
+            s.inner.stop(code, why);
+            KEEL_OK
+        }
+        Err(e) => e,
+    }
+}
+
 /// As `keel_client_poll`, for all of the server's connections: accepts
 /// handshakes, and fills `*ev` with the next event of any connection
 /// (`ev->connection` names it). A connection's handle is valid from its
 /// CONNECTED event until its DISCONNECTED event has been returned; after
-/// that the handle may be reused for a later connection.
+/// that it names nothing (`KEEL_ERR_UNKNOWN_CONNECTION`), even when a
+/// later connection takes its slot: handles carry a generation. After
+/// `keel_server_stop`, one `KEEL_EVENT_STOPPED` comes last; polls after
+/// it return 0 and do nothing.
 ///
 /// # Safety
 /// `server` is a live server; `ev` is valid for a write.
@@ -746,12 +1148,35 @@ pub unsafe extern "C" fn keel_server_poll(
     }
     empty_event(ev, &s.reason);
     match s.inner.poll(Duration::from_millis(u64::from(timeout_ms))) {
-        Ok(Some((conn, e))) => {
+        Ok(Some(Polled::Connection(conn, e))) => {
             s.msg_conn = conn;
             fill(ev, e, conn, &mut s.msg, &mut s.reason);
             1
         }
+        Ok(Some(Polled::Stopped)) => {
+            ev.kind = KEEL_EVENT_STOPPED;
+            1
+        }
         Ok(None) => 0,
         Err(e) => code(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_codes_are_the_protocols() {
+        use keel_rudp_proto as p;
+        assert_eq!(KEEL_REFUSE_CONFIG_MISMATCH, p::REFUSE_CONFIG_MISMATCH);
+        assert_eq!(KEEL_REFUSE_FULL, p::REFUSE_FULL);
+        assert_eq!(KEEL_REFUSE_SECURITY_MISMATCH, p::REFUSE_SECURITY_MISMATCH);
+        assert_eq!(KEEL_REFUSE_TOKEN, p::REFUSE_TOKEN);
+        assert_eq!(KEEL_CLOSE_STOPPED, p::CLOSE_STOPPED);
+        assert_eq!(KEEL_REFUSE_ADDRESS_LIMIT, p::REFUSE_ADDRESS_LIMIT);
+        assert_eq!(KEEL_REFUSE_RATE_LIMIT, p::REFUSE_RATE_LIMIT);
+        assert_eq!(KEEL_CLOSE_REPLACED, p::CLOSE_REPLACED);
+        assert_eq!(KEEL_CLOSE_ACK_TIMEOUT, p::CLOSE_ACK_TIMEOUT);
     }
 }

@@ -230,3 +230,363 @@ fn bad_arguments_are_codes_with_messages() {
     let unknown = unsafe { CStr::from_ptr(keel_error_message(12345)) };
     assert_eq!(unknown.to_str().unwrap(), "unknown error code");
 }
+
+/// An event copied out of the library.
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    kind: u32,
+    connection: u64,
+    data: Vec<u8>,
+    disconnect: u32,
+    code: u64,
+    reason: String,
+}
+
+fn copy(ev: &keel_event) -> Seen {
+    let data = if ev.len == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: data/len of a MESSAGE, valid until the next poll.
+        unsafe { std::slice::from_raw_parts(ev.data, ev.len) }.to_vec()
+    };
+    let reason = if ev.reason.is_null() {
+        String::new()
+    } else {
+        // SAFETY: a NUL-terminated reason, valid until the next poll.
+        unsafe { CStr::from_ptr(ev.reason) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    Seen {
+        kind: ev.kind,
+        connection: ev.connection,
+        data,
+        disconnect: ev.disconnect,
+        code: ev.code,
+        reason,
+    }
+}
+
+/// What a server and its clients saw.
+#[derive(Default, Debug)]
+struct Log {
+    server: Vec<Seen>,
+    clients: Vec<Vec<Seen>>,
+}
+
+/// Polls the server and every client until `done` holds (or fails after
+/// 5 s).
+fn pump(
+    s: *mut keel_server,
+    clients: &[*mut keel_client],
+    log: &mut Log,
+    mut done: impl FnMut(&Log) -> bool,
+) {
+    log.clients.resize(clients.len(), Vec::new());
+    let start = Instant::now();
+    let mut ev = empty();
+    while !done(log) {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "not done within 5 s: {log:?}"
+        );
+        // SAFETY: live server, event slot; copied before the next poll.
+        while unsafe { keel_server_poll(s, 0, &mut ev) } == 1 {
+            log.server.push(copy(&ev));
+        }
+        for (i, &c) in clients.iter().enumerate() {
+            // SAFETY: live client, event slot.
+            while unsafe { keel_client_poll(c, 0, &mut ev) } == 1 {
+                log.clients[i].push(copy(&ev));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn insecure_server() -> (*mut keel_server, String) {
+    let mut s = ptr::null_mut();
+    let bind = CString::new("127.0.0.1:0").unwrap();
+    assert_eq!(
+        // SAFETY: valid config, NUL-terminated address, out slot.
+        unsafe { keel_server_create_insecure(&cfg(), bind.as_ptr(), &mut s) },
+        KEEL_OK
+    );
+    let mut buf = [0 as c_char; 64];
+    assert_eq!(
+        // SAFETY: live server, 64-byte buffer.
+        unsafe { keel_server_local_addr(s, buf.as_mut_ptr(), buf.len()) },
+        KEEL_OK
+    );
+    // SAFETY: NUL-terminated by keel_server_local_addr.
+    let addr = unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_str()
+        .unwrap()
+        .to_owned();
+    (s, addr)
+}
+
+fn insecure_client(addr: &str) -> *mut keel_client {
+    let mut c = ptr::null_mut();
+    let a = CString::new(addr).unwrap();
+    assert_eq!(
+        // SAFETY: valid config, NUL-terminated address, out slot.
+        unsafe { keel_client_connect_insecure(&cfg(), a.as_ptr(), &mut c) },
+        KEEL_OK
+    );
+    c
+}
+
+fn count(seen: &[Seen], kind: u32) -> usize {
+    seen.iter().filter(|e| e.kind == kind).count()
+}
+
+fn connections(log: &Log) -> Vec<u64> {
+    log.server
+        .iter()
+        .filter(|e| e.kind == KEEL_EVENT_CONNECTED)
+        .map(|e| e.connection)
+        .collect()
+}
+
+#[test]
+fn stats_count_rtt_bytes_and_messages() {
+    let (s, addr) = insecure_server();
+    let c = insecure_client(&addr);
+    let mut log = Log::default();
+    pump(s, &[c], &mut log, |l| {
+        count(&l.clients[0], KEEL_EVENT_CONNECTED) == 1
+    });
+    let msg = [1u8; 300];
+    assert_eq!(
+        // SAFETY: live client, 300 readable bytes.
+        unsafe { keel_client_send(c, 0, msg.as_ptr(), msg.len()) },
+        KEEL_OK
+    );
+    pump(s, &[c], &mut log, |l| {
+        count(&l.server, KEEL_EVENT_MESSAGE) == 1
+    });
+    let conn = connections(&log)[0];
+
+    let mut cs = keel_connection_stats::default();
+    let size = std::mem::size_of::<keel_connection_stats>();
+    // SAFETY: live client, a whole stats struct.
+    assert_eq!(unsafe { keel_client_get_stats(c, &mut cs, size) }, KEEL_OK);
+    assert!(
+        cs.rtt_us > 0 && cs.rtt_us < 1_000_000,
+        "rtt {} us",
+        cs.rtt_us
+    );
+    assert!(cs.rtt_min_us > 0 && cs.rtt_min_us <= cs.rtt_us.max(cs.rtt_latest_us));
+    assert!(
+        cs.packets_sent >= 2,
+        "hello and a message: {}",
+        cs.packets_sent
+    );
+    assert!(
+        cs.bytes_sent >= 1200 + 300,
+        "the padded hello and the message: {}",
+        cs.bytes_sent
+    );
+    assert!(cs.bytes_received > 0);
+    assert_eq!(cs.packets_lost, 0);
+
+    let mut ss = keel_connection_stats::default();
+    assert_eq!(
+        // SAFETY: live server, a whole stats struct.
+        unsafe { keel_server_get_connection_stats(s, conn, &mut ss, size) },
+        KEEL_OK
+    );
+    assert_eq!(ss.messages_delivered, 1);
+    assert!(ss.bytes_received >= 300);
+
+    let mut st = keel_server_stats::default();
+    let ssize = std::mem::size_of::<keel_server_stats>();
+    // SAFETY: live server, a whole stats struct.
+    assert_eq!(unsafe { keel_server_get_stats(s, &mut st, ssize) }, KEEL_OK);
+    assert_eq!((st.connections, st.connections_created), (1, 1));
+    assert!(st.hellos >= 2, "a hello and its retry: {}", st.hellos);
+
+    // A caller built against an older, shorter struct gets only the
+    // fields it knows: the rest of its memory is not written.
+    let mut old = keel_connection_stats {
+        packets_sent: 777,
+        ..Default::default()
+    };
+    // SAFETY: live client; 8 bytes of a whole struct.
+    assert_eq!(unsafe { keel_client_get_stats(c, &mut old, 8) }, KEEL_OK);
+    assert!(old.rtt_us > 0);
+    assert_eq!(old.packets_sent, 777);
+    // SAFETY: live server, NULL out on purpose; a handle never given out.
+    unsafe {
+        assert_eq!(
+            keel_client_get_stats(c, ptr::null_mut(), size),
+            KEEL_ERR_NULL
+        );
+        assert_eq!(
+            keel_server_get_connection_stats(s, conn + (1 << 32), &mut ss, size),
+            KEEL_ERR_UNKNOWN_CONNECTION
+        );
+        keel_client_destroy(c);
+        keel_server_destroy(s);
+    }
+}
+
+#[test]
+fn broadcast_reaches_every_connected_client() {
+    let (s, addr) = insecure_server();
+    let clients: Vec<_> = (0..3).map(|_| insecure_client(&addr)).collect();
+    let mut log = Log::default();
+    pump(s, &clients, &mut log, |l| {
+        count(&l.server, KEEL_EVENT_CONNECTED) == 3
+    });
+    let mut queued = 0usize;
+    let msg = b"round starts";
+    assert_eq!(
+        // SAFETY: live server, msg bytes, out slot.
+        unsafe { keel_server_broadcast(s, 0, msg.as_ptr(), msg.len(), &mut queued) },
+        KEEL_OK
+    );
+    assert_eq!(queued, 3);
+    pump(s, &clients, &mut log, |l| {
+        l.clients.iter().all(|c| c.iter().any(|e| e.data == msg))
+    });
+    // An unknown channel queues nothing and says why.
+    assert_eq!(
+        // SAFETY: live server, msg bytes, NULL out allowed.
+        unsafe { keel_server_broadcast(s, 9, msg.as_ptr(), msg.len(), ptr::null_mut()) },
+        KEEL_ERR_UNKNOWN_CHANNEL
+    );
+    // SAFETY: handles from create/connect, destroyed once.
+    unsafe {
+        for c in clients {
+            keel_client_destroy(c);
+        }
+        keel_server_destroy(s);
+    }
+}
+
+#[test]
+fn stop_closes_every_connection_then_reports_stopped_once() {
+    let (s, addr) = insecure_server();
+    let clients: Vec<_> = (0..2).map(|_| insecure_client(&addr)).collect();
+    let mut log = Log::default();
+    pump(s, &clients, &mut log, |l| {
+        count(&l.server, KEEL_EVENT_CONNECTED) == 2
+    });
+    let conn = connections(&log)[0];
+    let mut state = 99;
+    assert_eq!(
+        // SAFETY: live server, out slot.
+        unsafe { keel_server_connection_state(s, conn, &mut state) },
+        KEEL_OK
+    );
+    assert_eq!(state, KEEL_STATE_CONNECTED);
+    let why = CString::new("maintenance").unwrap();
+    assert_eq!(
+        // SAFETY: live server, NUL-terminated reason.
+        unsafe { keel_server_stop(s, KEEL_CLOSE_STOPPED, why.as_ptr()) },
+        KEEL_OK
+    );
+    assert_eq!(
+        // SAFETY: as above.
+        unsafe { keel_server_connection_state(s, conn, &mut state) },
+        KEEL_OK
+    );
+    assert_eq!(state, KEEL_STATE_CLOSING);
+    pump(s, &clients, &mut log, |l| {
+        count(&l.server, KEEL_EVENT_STOPPED) == 1
+    });
+    for c in &log.clients {
+        let d = c
+            .iter()
+            .find(|e| e.kind == KEEL_EVENT_DISCONNECTED)
+            .expect("closed");
+        assert_eq!(
+            (d.disconnect, d.code, d.reason.as_str()),
+            (KEEL_DISCONNECT_REMOTE, KEEL_CLOSE_STOPPED, "maintenance")
+        );
+    }
+    let last = log.server.last().unwrap();
+    assert_eq!(last.kind, KEEL_EVENT_STOPPED, "STOPPED comes last");
+    assert_eq!(count(&log.server, KEEL_EVENT_DISCONNECTED), 2);
+    // SAFETY: live server (NULL-safe count).
+    assert_eq!(unsafe { keel_server_connection_count(s) }, 0);
+    let mut ev = empty();
+    assert_eq!(
+        // SAFETY: live server, event slot.
+        unsafe { keel_server_poll(s, 0, &mut ev) },
+        0,
+        "stopped: nothing more"
+    );
+    // SAFETY: handles from create/connect, destroyed once.
+    unsafe {
+        for c in clients {
+            keel_client_destroy(c);
+        }
+        keel_server_destroy(s);
+    }
+}
+
+#[test]
+fn a_stale_handle_never_reaches_the_next_connection() {
+    let (s, addr) = insecure_server();
+    let first = insecure_client(&addr);
+    let mut log = Log::default();
+    pump(s, &[first], &mut log, |l| {
+        count(&l.server, KEEL_EVENT_CONNECTED) == 1
+    });
+    let old = connections(&log)[0];
+    let bye = CString::new("bye").unwrap();
+    assert_eq!(
+        // SAFETY: live client, NUL-terminated reason.
+        unsafe { keel_client_close(first, 1, bye.as_ptr()) },
+        KEEL_OK
+    );
+    pump(s, &[first], &mut log, |l| {
+        count(&l.server, KEEL_EVENT_DISCONNECTED) == 1
+            && count(&l.clients[0], KEEL_EVENT_DISCONNECTED) == 1
+    });
+    // The server waits out stray packets before it frees the slot.
+    // SAFETY: live server.
+    pump(
+        s,
+        &[first],
+        &mut log,
+        |_| unsafe { keel_server_connection_count(s) } == 0,
+    );
+    let second = insecure_client(&addr);
+    let mut log2 = Log::default();
+    pump(s, &[second], &mut log2, |l| {
+        count(&l.server, KEEL_EVENT_CONNECTED) == 1
+    });
+    let new = connections(&log2)[0];
+    assert_eq!(new & 0xffff_ffff, old & 0xffff_ffff, "the slot was reused");
+    assert_ne!(new, old);
+    let msg = b"for the first player only";
+    // SAFETY: live server, msg bytes.
+    unsafe {
+        assert_eq!(
+            keel_server_send(s, old, 0, msg.as_ptr(), msg.len()),
+            KEEL_ERR_UNKNOWN_CONNECTION
+        );
+        let mut state = 0;
+        assert_eq!(
+            keel_server_connection_state(s, old, &mut state),
+            KEEL_ERR_UNKNOWN_CONNECTION
+        );
+        assert_eq!(
+            keel_server_send(s, new, 0, msg.as_ptr(), msg.len()),
+            KEEL_OK
+        );
+    }
+    pump(s, &[second], &mut log2, |l| {
+        count(&l.clients[0], KEEL_EVENT_MESSAGE) == 1
+    });
+    // SAFETY: handles from create/connect, destroyed once.
+    unsafe {
+        keel_client_destroy(first);
+        keel_client_destroy(second);
+        keel_server_destroy(s);
+    }
+}

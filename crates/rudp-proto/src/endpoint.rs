@@ -501,6 +501,11 @@ impl Endpoint {
         &self.cfg.recv_budget
     }
 
+    /// The configuration of its connections.
+    pub fn config(&self) -> &Config {
+        &self.cfg.connection
+    }
+
     /// Connections held.
     pub fn connection_count(&self) -> usize {
         self.by_cid.len()
