@@ -16,7 +16,7 @@
 // Marshal.Copy, so a Unity project needs no "Allow 'unsafe' code". Strings
 // cross as NUL-terminated UTF-8 byte arrays encoded here (not the
 // marshaller's LPStr, which is the ANSI code page on .NET Framework on
-// Windows). Written for C# 6 (Mono's mcs 6.8 compiles it).
+// Windows). Written in C# 4 (Mono 6.8's mcs -langversion:4 compiles it).
 //
 // Ownership, lifetimes and threads are the header's:
 // * a client or server is owned by its KeelClient / KeelServer from create /
