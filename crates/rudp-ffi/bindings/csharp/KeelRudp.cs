@@ -500,9 +500,10 @@ namespace Keel.Rudp
         /// pinned byte or uint array (IntPtr.Zero when nothing is pinned).</summary>
         public IntPtr At(int offset, int elementSize)
         {
-            return h.IsAllocated ? new IntPtr(h.AddrOfPinnedObject().ToInt64() + (long)offset * elementSize) : IntPtr.Zero;
+            return h.IsAllocated ? IntPtr.Add(h.AddrOfPinnedObject(), offset * elementSize) : IntPtr.Zero;
         }
 
+        /// <summary>Unpins.</summary>
         public void Dispose()
         {
             if (h.IsAllocated)

@@ -169,8 +169,24 @@ static class Loopback
                         if (ev.Kind == EventKind.Connected)
                         {
                             clientConnected = true;
-                            Console.WriteLine("client: connected, sending " + Show(Message) + " on channel 0");
-                            client.Send(0, Message);
+                            // Sent from the middle of a larger array: the offset/count path.
+                            byte[] padded = new byte[Message.Length + 6];
+                            for (int i = 0; i < padded.Length; i++)
+                                padded[i] = (byte)'#';
+                            Buffer.BlockCopy(Message, 0, padded, 3, Message.Length);
+                            Console.WriteLine("client: connected, sending " + Show(Message) + " on channel 0"
+                                + " (bytes 3.." + (3 + Message.Length) + " of a " + padded.Length + "-byte array)");
+                            client.Send(0, padded, 3, Message.Length);
+                            bool outOfRange = false;
+                            try
+                            {
+                                client.Send(0, padded, 3, padded.Length);
+                            }
+                            catch (ArgumentOutOfRangeException)
+                            {
+                                outOfRange = true;
+                            }
+                            Check(outOfRange, "client send past the array's end: no ArgumentOutOfRangeException");
                             ExpectError(KeelNative.KEEL_ERR_UNKNOWN_CHANNEL, "client send on channel 7",
                                 () => client.Send(7, new byte[] { 1 }));
                         }
