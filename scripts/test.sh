@@ -65,11 +65,39 @@ if command -v cbindgen >/dev/null 2>&1 && cbindgen --version | grep -q '^cbindge
 else
   echo "test.sh: cbindgen 0.24 missing; skipping the check that keel_rudp.h is up to date" >&2
 fi
-echo "== keel-rudp-ffi: the C loopback test (tests/c/loopback.c against the static library)" >&2
+echo "== keel-rudp-ffi: the C tests (tests/c/*.c against the static library)" >&2
 cargo build -p keel-rudp-ffi
-cc -std=c99 -Wall -Wextra -Werror -Icrates/rudp-ffi/include -o target/c-api/loopback \
-  crates/rudp-ffi/tests/c/loopback.c target/debug/libkeel_rudp_ffi.a -lpthread -ldl -lm
+cargo build -p keel-rudp-ffi --example c_peers
+ffi_lib="target/debug/libkeel_rudp_ffi.a -lpthread -ldl -lm"
+for t in loopback client server; do
+  # shellcheck disable=SC2086 # ffi_lib is a list of words
+  cc -std=c99 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Icrates/rudp-ffi/include \
+    -o "target/c-api/$t" "crates/rudp-ffi/tests/c/$t.c" $ffi_lib
+done
+# loopback.c: a C server and client in one process; c_peers: a C client
+# with a token against a Rust server through the link conditioner, and a
+# Rust client against a C server.
 timeout 20 target/c-api/loopback
+timeout 60 target/debug/examples/c_peers target/c-api/client target/c-api/server
+echo "== keel-rudp-ffi: the C tests under AddressSanitizer and UBSan" >&2
+# The library's allocations go through malloc, so ASan also sees a C
+# program reading an event's buffer after the library freed it.
+asan="-g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+# shellcheck disable=SC2086 # asan and ffi_lib are lists of words
+if echo 'int main(void){return 0;}' | cc $asan -x c -o target/c-api/asan-probe - 2>/dev/null &&
+  target/c-api/asan-probe; then
+  for t in loopback client server; do
+    # shellcheck disable=SC2086
+    cc -std=c99 -D_POSIX_C_SOURCE=200809L $asan -Wall -Wextra -Werror -Icrates/rudp-ffi/include \
+      -o "target/c-api/$t-asan" "crates/rudp-ffi/tests/c/$t.c" $ffi_lib
+  done
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
+  timeout 30 target/c-api/loopback-asan
+  timeout 90 target/debug/examples/c_peers target/c-api/client-asan target/c-api/server-asan
+  unset ASAN_OPTIONS UBSAN_OPTIONS
+else
+  echo "test.sh: this C compiler cannot build with -fsanitize=address,undefined; skipping the sanitizer runs" >&2
+fi
 echo "== keel-rudp-ffi: the Python loopback test (tests/python/loopback.py, ctypes, the shared library)" >&2
 timeout 20 python3 crates/rudp-ffi/tests/python/loopback.py target/debug/libkeel_rudp_ffi.so
 echo "== keel-rudp-ffi: the C# loopback test (tests/csharp/Loopback.cs, P/Invoke, Mono)" >&2
