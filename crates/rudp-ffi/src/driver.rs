@@ -403,7 +403,7 @@ impl Server {
 
     /// Stops the server: closes every connection with `code` and `reason`
     /// (flushing what is queued first), and any accepted from now on, then
-    /// polls return [`Polled::Stopped`] once every connection ended or
+    /// polls return `Polled::Stopped` once every connection ended or
     /// `close_timeout` (plus a second) passed; after that the server does
     /// nothing. A second call changes nothing.
     pub fn stop(&mut self, code: u64, reason: &str) {
@@ -489,7 +489,7 @@ impl Server {
 
     /// Reads what arrived, runs due timers, sends what is queued, and
     /// returns the next event with its connection's handle (or, after
-    /// [`Server::stop`], [`Polled::Stopped`] once); waits up to `timeout`
+    /// [`Server::stop`], `Polled::Stopped` once); waits up to `timeout`
     /// for one (zero: only what is there now).
     pub fn poll(&mut self, timeout: Duration) -> Result<Option<Polled>, Error> {
         if self.stop.as_ref().is_some_and(|s| s.reported) {
