@@ -72,6 +72,11 @@ cc -std=c99 -Wall -Wextra -Werror -Icrates/rudp-ffi/include -o target/c-api/loop
 timeout 20 target/c-api/loopback
 echo "== keel-rudp-ffi: the Python loopback test (tests/python/loopback.py, ctypes, the shared library)" >&2
 timeout 20 python3 crates/rudp-ffi/tests/python/loopback.py target/debug/libkeel_rudp_ffi.so
+echo "== keel-rudp-ffi: the Python features test (tests/python/features.py: the binding against the header; broadcast, stop, connection state; token mode with tokens from mint_token)" >&2
+# The Rust example mint_token mints the tokens, as a game's backend would.
+cargo build -p keel-rudp --example mint_token
+timeout 20 python3 crates/rudp-ffi/tests/python/features.py target/debug/libkeel_rudp_ffi.so \
+  target/debug/examples/mint_token
 echo "== keel-rudp-ffi: the C# loopback test (tests/csharp/Loopback.cs, P/Invoke, Mono)" >&2
 # The binding first alone, as a Unity project gets it: C# 4, every public
 # item documented (CS1591 is an error); then the test with it, run against

@@ -2,6 +2,10 @@
 binding (bindings/python/keel_rudp.py, ctypes) in one process over
 loopback:
 
+* the binding against include/keel_rudp.h: every KEEL_* constant has the
+  header's value, every struct the header's fields in its order with the
+  same C types, every function is declared with as many arguments;
+
 * broadcast, stop, connection state and count (insecure mode): two clients
   connect; the server holds 2 connections, both CONNECTED; a broadcast
   reaches both and returns 2; after stop with a reason, both connections
@@ -27,7 +31,9 @@ cargo build -p keel-rudp --example mint_token:
 """
 
 import base64
+import ctypes
 import os
+import re
 import subprocess
 import sys
 import time
@@ -36,6 +42,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "bindings", "python"))
 import keel_rudp as k  # noqa: E402
 
+HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include",
+                      "keel_rudp.h")
 DEADLINE_S = 5.0
 STOP_REASON = "server going down for maintenance"
 CHANNELS = [k.CHANNEL_RELIABLE_ORDERED, k.CHANNEL_UNRELIABLE]
@@ -173,6 +181,51 @@ def broadcast_stop_state(lib, clock):
         server.destroy()
 
 
+_C_SCALARS = {"uint64_t": ctypes.c_uint64, "uint32_t": ctypes.c_uint32, "int32_t": ctypes.c_int32,
+              "uint8_t": ctypes.c_uint8, "double": ctypes.c_double, "size_t": ctypes.c_size_t}
+
+
+def binding_matches_header():
+    """Every constant, struct and function of keel_rudp.h, as the binding
+    declares it."""
+    with open(HEADER, encoding="utf-8") as f:
+        text = f.read()
+    defines = re.findall(r"^#define KEEL_(\w+) (-?\d+)$", text, re.M)
+    check(len(defines) > 40, f"{len(defines)} constants parsed from {HEADER}")
+    for name, value in defines:
+        got = getattr(k, name, None)
+        check(got == int(value), f"keel_rudp.{name} is {got}, the header's KEEL_{name} is {value}")
+    code = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    code = re.sub(r"//[^\n]*", "", code)
+    structs = re.findall(r"typedef struct (\w+) \{(.*?)\} \1;", code, re.S)
+    check(len(structs) == 4, f"structs in the header: {[n for n, _ in structs]}")
+    for name, body in structs:
+        fields = [re.match(r"(.*?)(\w+)$", f.strip()).groups() for f in body.split(";") if f.strip()]
+        ours = getattr(k, name)._fields_
+        check([n for _t, n in fields] == [n for n, _t in ours],
+              f"{name} fields: header {[n for _t, n in fields]}, binding {[n for n, _t in ours]}")
+        for (ctype, fname), (_n, py) in zip(fields, ours):
+            ctype = ctype.replace("const", "").strip()
+            if ctype.endswith("*"):
+                check(ctypes.sizeof(py) == ctypes.sizeof(ctypes.c_void_p)
+                      and (issubclass(py, ctypes._Pointer) or py is ctypes.c_char_p),
+                      f"{name}.{fname}: {ctype} is {py}")
+            else:
+                check(py is _C_SCALARS[ctype], f"{name}.{fname}: {ctype} is {py}")
+    functions = re.findall(r"^[\w ]+?\**\s*\b(keel_\w+)\(([^)]*)\);", code, re.M)
+    check(len(functions) > 20, f"{len(functions)} functions parsed from {HEADER}")
+    for fname, args in functions:
+        check(fname in k._SIGNATURES, f"{fname} is not bound")
+        n = len([a for a in args.split(",") if a.strip()])
+        got = len(k._SIGNATURES[fname][1])
+        check(n == got, f"{fname}: {got} argument types, the header has {n}")
+    extra = set(k._SIGNATURES) - {f for f, _ in functions}
+    check(not extra, f"bound but not in the header: {extra}")
+    print(f"binding vs keel_rudp.h: {len(defines)} constants, {len(structs)} structs"
+          f" ({', '.join(f'{n} {ctypes.sizeof(getattr(k, n))} bytes' for n, _ in structs)}),"
+          f" {len(functions)} functions: all match")
+
+
 def mint(mint_token, key, addr, client_id):
     """A token text for ``addr`` sealed with ``key``, from the mint_token example."""
     env = dict(os.environ, KEEL_TOKEN_KEY=key.hex())
@@ -261,6 +314,7 @@ def main():
     mint_token = sys.argv[2] if len(sys.argv) > 2 else os.environ.get(
         "KEEL_MINT_TOKEN", "target/debug/examples/mint_token")
     clock = Clock()
+    binding_matches_header()
     broadcast_stop_state(lib, clock)
     token_mode(lib, clock, mint_token)
     print(f"features.py: all passed in {(time.monotonic() - clock.start) * 1000:.0f} ms")
