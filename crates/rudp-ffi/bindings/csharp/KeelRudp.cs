@@ -653,7 +653,8 @@ namespace Keel.Rudp
         public EventKind Kind;
         /// <summary>Server: the connection's handle (never 0), valid from its
         /// Connected event until its Disconnected event was returned (then it
-        /// may name a later connection). Client: 0.</summary>
+        /// names nothing, even once a later connection takes its slot: handles
+        /// carry a generation). Client, and a Stopped event: 0.</summary>
         public ulong Connection;
         /// <summary>Message: the channel it came on.</summary>
         public uint Channel;
