@@ -100,7 +100,12 @@ else
 fi
 echo "== keel-rudp-ffi: the Python loopback test (tests/python/loopback.py, ctypes, the shared library)" >&2
 timeout 20 python3 crates/rudp-ffi/tests/python/loopback.py target/debug/libkeel_rudp_ffi.so
-echo "== keel-rudp-ffi: the C# loopback test (tests/csharp/Loopback.cs, P/Invoke, Mono)" >&2
+echo "== keel-rudp-ffi: the Python features test (tests/python/features.py: the binding against the header; broadcast, stop, connection state; token mode with tokens from mint_token)" >&2
+# The Rust example mint_token mints the tokens, as a game's backend would.
+cargo build -p keel-rudp --example mint_token
+timeout 20 python3 crates/rudp-ffi/tests/python/features.py target/debug/libkeel_rudp_ffi.so \
+  target/debug/examples/mint_token
+echo "== keel-rudp-ffi: the C# tests (tests/csharp/Loopback.cs, Features.cs; P/Invoke, Mono)" >&2
 # The binding first alone, as a Unity project gets it: C# 4, every public
 # item documented (CS1591 is an error); then the test with it, run against
 # target/debug/libkeel_rudp_ffi.so (Mono's dlopen searches LD_LIBRARY_PATH).
@@ -110,6 +115,12 @@ if command -v mcs >/dev/null 2>&1 && command -v mono >/dev/null 2>&1; then
   mcs -warnaserror -out:target/c-api/Loopback.exe crates/rudp-ffi/bindings/csharp/KeelRudp.cs \
     crates/rudp-ffi/tests/csharp/Loopback.cs
   LD_LIBRARY_PATH="target/debug${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 20 mono target/c-api/Loopback.exe
+  # The binding against the header, broadcast, stop, connection state, and
+  # token mode with tokens from mint_token (built for the Python step).
+  mcs -warnaserror -out:target/c-api/Features.exe crates/rudp-ffi/bindings/csharp/KeelRudp.cs \
+    crates/rudp-ffi/tests/csharp/Features.cs
+  LD_LIBRARY_PATH="target/debug${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 20 mono target/c-api/Features.exe \
+    crates/rudp-ffi/include/keel_rudp.h target/debug/examples/mint_token
 else
   echo "test.sh: mcs or mono missing (Debian packages mono-mcs, mono-runtime); skipping the C# loopback test" >&2
 fi

@@ -2,15 +2,18 @@
 // project drops in, next to the native library keel_rudp_ffi
 // (libkeel_rudp_ffi.so, keel_rudp_ffi.dll, libkeel_rudp_ffi.dylib).
 //
-// A binding of the C API in crates/rudp-ffi/include/keel_rudp.h (first
-// slice); docs/c-api.md ("C#") says how to install it in Unity. Two regions:
+// A binding of the C API in crates/rudp-ffi/include/keel_rudp.h (all of
+// it); docs/c-api.md ("C#") says how to install it in Unity. Two regions:
 //
 // * "Raw imports" (class KeelNative): the header's constants, its structs
-//   (keel_config, keel_event) and every function, declared exactly as in the
-//   header, for code that wants the C API itself.
+//   (keel_config, keel_event, keel_connection_stats, keel_server_stats) and
+//   every function, declared exactly as in the header, for code that wants
+//   the C API itself.
 // * "Wrappers": KeelClient and KeelServer (IDisposable, over SafeHandles that
 //   destroy the native handle), KeelEvent (an event copied into managed
-//   memory), KeelException (a KEEL_ERR_* code and keel_error_message's text).
+//   memory), KeelConnectionStats / KeelServerStats (counters),
+//   KeelCloseCode (keel's own close codes), KeelException (a KEEL_ERR_* code
+//   and keel_error_message's text).
 //
 // No unsafe code: buffers are pinned with GCHandle and copied with
 // Marshal.Copy, so a Unity project needs no "Allow 'unsafe' code". Strings
@@ -113,6 +116,40 @@ namespace Keel.Rudp
         public const uint KEEL_EVENT_MESSAGE = 2;
         /// <summary>The connection ended (<c>disconnect</c>, <c>code</c>, <c>reason</c>).</summary>
         public const uint KEEL_EVENT_DISCONNECTED = 3;
+        /// <summary>Server only, once after <see cref="keel_server_stop"/>: every connection ended (or the stop's deadline passed); destroy the server.</summary>
+        public const uint KEEL_EVENT_STOPPED = 4;
+
+        // keel_server_connection_state (KEEL_STATE_*).
+        /// <summary>The handshake is not finished.</summary>
+        public const uint KEEL_STATE_HANDSHAKING = 0;
+        /// <summary>Messages flow.</summary>
+        public const uint KEEL_STATE_CONNECTED = 1;
+        /// <summary>Closed by this side; queued reliable messages are flushed, the close repeated until acknowledged.</summary>
+        public const uint KEEL_STATE_CLOSING = 2;
+        /// <summary>Closed by the peer.</summary>
+        public const uint KEEL_STATE_DRAINING = 3;
+        /// <summary>Ended; its DISCONNECTED event is waiting to be polled.</summary>
+        public const uint KEEL_STATE_CLOSED = 4;
+
+        // keel's own close codes (KEEL_REFUSE_*, KEEL_CLOSE_*): keel_event.code.
+        /// <summary>Close code: the server refused the handshake, the two ends configure different channels.</summary>
+        public const ulong KEEL_REFUSE_CONFIG_MISMATCH = 1;
+        /// <summary>Close code: the server was full (<c>max_connections</c>).</summary>
+        public const ulong KEEL_REFUSE_FULL = 2;
+        /// <summary>Close code: a token to an insecure server, or none to one requiring tokens.</summary>
+        public const ulong KEEL_REFUSE_SECURITY_MISMATCH = 3;
+        /// <summary>Close code: the connect token was refused (the reason says why).</summary>
+        public const ulong KEEL_REFUSE_TOKEN = 4;
+        /// <summary>Close code: the peer stopped (<see cref="keel_server_stop"/>'s usual code).</summary>
+        public const ulong KEEL_CLOSE_STOPPED = 5;
+        /// <summary>Close code: the client's address holds the most connections one address may.</summary>
+        public const ulong KEEL_REFUSE_ADDRESS_LIMIT = 6;
+        /// <summary>Close code: the client's address made too many handshakes.</summary>
+        public const ulong KEEL_REFUSE_RATE_LIMIT = 7;
+        /// <summary>Close code: a new connection with the same connect token replaced it.</summary>
+        public const ulong KEEL_CLOSE_REPLACED = 8;
+        /// <summary>Close code: the peer acknowledged nothing for the ack timeout.</summary>
+        public const ulong KEEL_CLOSE_ACK_TIMEOUT = 17;
 
         // keel_event.disconnect (KEEL_DISCONNECT_*).
         /// <summary>This side called close (<c>code</c>, <c>reason</c> as given).</summary>
@@ -166,6 +203,96 @@ namespace Keel.Rudp
             public UIntPtr reason_len;
         }
 
+        /// <summary><c>struct keel_connection_stats</c>: one connection's counters and estimates, from <see cref="keel_client_get_stats"/> or <see cref="keel_server_get_connection_stats"/> (pass its <c>Marshal.SizeOf</c> as <c>out_size</c>). Fields are only ever added at the end.</summary>
+        [StructLayout(LayoutKind.Sequential)]
+        public struct keel_connection_stats
+        {
+            /// <summary><c>uint64_t</c>: Smoothed round-trip time, microseconds.</summary>
+            public ulong rtt_us;
+            /// <summary><c>uint64_t</c>: Its variation, microseconds.</summary>
+            public ulong rtt_var_us;
+            /// <summary><c>uint64_t</c>: Least round-trip time seen, microseconds.</summary>
+            public ulong rtt_min_us;
+            /// <summary><c>uint64_t</c>: Latest sample, microseconds.</summary>
+            public ulong rtt_latest_us;
+            /// <summary><c>double</c>: Packets lost over packets acknowledged or lost (0 to 1).</summary>
+            public double loss_rate;
+            /// <summary><c>uint64_t</c>: Packets sent.</summary>
+            public ulong packets_sent;
+            /// <summary><c>uint64_t</c>: Packets received and accepted.</summary>
+            public ulong packets_received;
+            /// <summary><c>uint64_t</c>: Packets declared lost.</summary>
+            public ulong packets_lost;
+            /// <summary><c>uint64_t</c>: Message pieces sent again after a loss.</summary>
+            public ulong retransmissions;
+            /// <summary><c>uint64_t</c>: Bytes sent in datagrams.</summary>
+            public ulong bytes_sent;
+            /// <summary><c>uint64_t</c>: Bytes received in datagrams.</summary>
+            public ulong bytes_received;
+            /// <summary><c>uint64_t</c>: Messages delivered to this side.</summary>
+            public ulong messages_delivered;
+            /// <summary><c>uint64_t</c>: Bytes queued or unacknowledged, all channels.</summary>
+            public ulong send_queued_bytes;
+            /// <summary><c>uint64_t</c>: Bytes sent and not yet acknowledged or lost.</summary>
+            public ulong bytes_in_flight;
+            /// <summary><c>uint64_t</c>: The congestion window, bytes.</summary>
+            public ulong congestion_window;
+            /// <summary><c>uint64_t</c>: Datagrams dropped as malformed.</summary>
+            public ulong malformed_packets;
+            /// <summary><c>uint64_t</c>: Datagrams dropped as received twice.</summary>
+            public ulong duplicate_packets;
+            /// <summary><c>uint64_t</c>: Datagrams dropped: failed authentication.</summary>
+            public ulong auth_failures;
+            /// <summary><c>uint64_t</c>: Datagrams dropped: replayed.</summary>
+            public ulong replayed_packets;
+            /// <summary><c>uint64_t</c>: Datagrams not acknowledged for lack of receive memory or window (the peer resends).</summary>
+            public ulong refused_packets;
+            /// <summary><c>uint64_t</c>: Messages dropped as older than one delivered (sequenced channels).</summary>
+            public ulong stale_messages;
+            /// <summary><c>uint64_t</c>: Partly received unreliable messages dropped for newer ones.</summary>
+            public ulong partials_evicted;
+            /// <summary><c>uint64_t</c>: Client only: datagrams not sent because the socket buffer was full (reliable ones are resent). Server connections: 0 (see <c>keel_server_stats</c>).</summary>
+            public ulong datagrams_unsent;
+        }
+
+        /// <summary><c>struct keel_server_stats</c>: a server's counters, from <see cref="keel_server_get_stats"/> (pass its <c>Marshal.SizeOf</c> as <c>out_size</c>). Fields are only ever added at the end.</summary>
+        [StructLayout(LayoutKind.Sequential)]
+        public struct keel_server_stats
+        {
+            /// <summary><c>uint64_t</c>: Connections held now (closing ones included).</summary>
+            public ulong connections;
+            /// <summary><c>uint64_t</c>: Connections made.</summary>
+            public ulong connections_created;
+            /// <summary><c>uint64_t</c>: Connections removed after they ended.</summary>
+            public ulong connections_removed;
+            /// <summary><c>uint64_t</c>: Handshake packets received.</summary>
+            public ulong hellos;
+            /// <summary><c>uint64_t</c>: Handshakes refused, whatever the cause (config, full, token, security, admission limits).</summary>
+            public ulong handshakes_refused;
+            /// <summary><c>uint64_t</c>: Of those, for a token (forged, expired, another server or key, replayed).</summary>
+            public ulong tokens_refused;
+            /// <summary><c>uint64_t</c>: Of those, for the per-address connection limit.</summary>
+            public ulong refused_address_limit;
+            /// <summary><c>uint64_t</c>: Of those, for the per-address handshake rate.</summary>
+            public ulong refused_rate_limit;
+            /// <summary><c>uint64_t</c>: Datagrams dropped as malformed.</summary>
+            public ulong malformed;
+            /// <summary><c>uint64_t</c>: Datagrams dropped: for no known connection.</summary>
+            public ulong unknown_connection;
+            /// <summary><c>uint64_t</c>: Datagrams not sent because the socket buffer was full.</summary>
+            public ulong datagrams_unsent;
+            /// <summary><c>uint64_t</c>: Message pieces refused: the shared receive budget was spent.</summary>
+            public ulong budget_refused;
+            /// <summary><c>uint64_t</c>: Sends refused: the shared send budget was spent.</summary>
+            public ulong send_budget_refused;
+            /// <summary><c>uint64_t</c>: Broadcast copies not queued (a connection's send buffer or the send budget was full).</summary>
+            public ulong broadcast_refused;
+            /// <summary><c>uint64_t</c>: Connections ended because the peer acknowledged nothing.</summary>
+            public ulong ack_timeouts;
+            /// <summary><c>uint64_t</c>: Messages never acknowledged by connections that were removed.</summary>
+            public ulong undelivered_messages;
+        }
+
         /// <summary><c>const char *keel_error_message(int32_t code)</c>: a
         /// static NUL-terminated English message (never NULL, never freed;
         /// hence IntPtr, not string, which the marshaller would free). See
@@ -208,7 +335,7 @@ namespace Keel.Rudp
             KeelClientHandle client, byte channel, IntPtr data, UIntPtr len);
 
         /// <summary><c>keel_client_close(client, code, reason)</c>: starts
-        /// closing (<c>reason</c>: NUL-terminated UTF-8 or NULL; at most 255
+        /// closing (<c>reason</c>: NUL-terminated UTF-8 or NULL; at most 128
         /// bytes are sent); poll until DISCONNECTED (LOCAL).</summary>
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         public static extern int keel_client_close(KeelClientHandle client, ulong code, byte[] reason);
@@ -220,6 +347,14 @@ namespace Keel.Rudp
         /// event's <c>data</c> and <c>reason</c> become invalid.</summary>
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         public static extern int keel_client_poll(KeelClientHandle client, uint timeout_ms, out keel_event ev);
+
+        /// <summary><c>keel_client_get_stats(client, out, out_size)</c>:
+        /// fills <c>stats</c> with the client's counters and estimates;
+        /// pass <c>Marshal.SizeOf(typeof(keel_connection_stats))</c> as
+        /// <c>out_size</c>.</summary>
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        public static extern int keel_client_get_stats(
+            KeelClientHandle client, out keel_connection_stats stats, UIntPtr out_size);
 
         /// <summary><c>keel_server_create_insecure(cfg, bind_addr, out)</c>:
         /// a new server bound to <c>bind_addr</c> (port 0 picks one) in
@@ -266,6 +401,54 @@ namespace Keel.Rudp
         /// connections (<c>ev.connection</c> names one).</summary>
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         public static extern int keel_server_poll(KeelServerHandle server, uint timeout_ms, out keel_event ev);
+
+        /// <summary><c>keel_server_get_stats(server, out, out_size)</c>:
+        /// fills <c>stats</c> with the server's counters; pass
+        /// <c>Marshal.SizeOf(typeof(keel_server_stats))</c> as
+        /// <c>out_size</c>.</summary>
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        public static extern int keel_server_get_stats(
+            KeelServerHandle server, out keel_server_stats stats, UIntPtr out_size);
+
+        /// <summary><c>keel_server_get_connection_stats(server, connection, out, out_size)</c>:
+        /// fills <c>stats</c> with <c>connection</c>'s counters and estimates
+        /// (KEEL_ERR_UNKNOWN_CONNECTION once its DISCONNECTED event was
+        /// returned); pass <c>Marshal.SizeOf(typeof(keel_connection_stats))</c>.</summary>
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        public static extern int keel_server_get_connection_stats(
+            KeelServerHandle server, ulong connection, out keel_connection_stats stats, UIntPtr out_size);
+
+        /// <summary><c>size_t keel_server_connection_count(server)</c>:
+        /// connections the server holds now, closing ones included.</summary>
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        public static extern UIntPtr keel_server_connection_count(KeelServerHandle server);
+
+        /// <summary><c>keel_server_connection_state(server, connection, state)</c>:
+        /// writes <c>connection</c>'s KEEL_STATE_* to <c>state</c>
+        /// (KEEL_ERR_UNKNOWN_CONNECTION once its DISCONNECTED event was
+        /// returned).</summary>
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        public static extern int keel_server_connection_state(
+            KeelServerHandle server, ulong connection, out uint state);
+
+        /// <summary><c>keel_server_broadcast(server, channel, data, len, queued)</c>:
+        /// queues <c>len</c> bytes at <c>data</c> (copied) on <c>channel</c>
+        /// of every connected connection; <c>queued</c> is how many got it
+        /// (one whose send buffer or the send budget is full is skipped and
+        /// counted in <c>keel_server_stats.broadcast_refused</c>).</summary>
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        public static extern int keel_server_broadcast(
+            KeelServerHandle server, byte channel, IntPtr data, UIntPtr len, out UIntPtr queued);
+
+        /// <summary><c>keel_server_stop(server, code, reason)</c>: closes
+        /// every connection with <c>code</c> (usually KEEL_CLOSE_STOPPED) and
+        /// <c>reason</c> (NUL-terminated UTF-8 or NULL; at most 128 bytes
+        /// sent), and those that finish a handshake from now on. Keep
+        /// polling: each connection's DISCONNECTED (LOCAL) event, then one
+        /// KEEL_EVENT_STOPPED last (at most close_timeout, 2 s, plus 1 s
+        /// later). A second call changes nothing.</summary>
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        public static extern int keel_server_stop(KeelServerHandle server, ulong code, byte[] reason);
 
         // Helpers for the raw functions.
 
@@ -371,6 +554,48 @@ namespace Keel.Rudp
         Message = KeelNative.KEEL_EVENT_MESSAGE,
         /// <summary>The connection ended (<see cref="KeelEvent.Disconnect"/>, <see cref="KeelEvent.Code"/>, <see cref="KeelEvent.Reason"/>).</summary>
         Disconnected = KeelNative.KEEL_EVENT_DISCONNECTED,
+        /// <summary>Server only, once after <see cref="KeelServer.Stop"/>: every connection ended; dispose the server.</summary>
+        Stopped = KeelNative.KEEL_EVENT_STOPPED,
+    }
+
+    /// <summary>A server connection's state (KEEL_STATE_*), from <see cref="KeelServer.ConnectionState"/>.</summary>
+    public enum ConnectionState : uint
+    {
+        /// <summary>The handshake is not finished.</summary>
+        Handshaking = KeelNative.KEEL_STATE_HANDSHAKING,
+        /// <summary>Messages flow (sends are accepted).</summary>
+        Connected = KeelNative.KEEL_STATE_CONNECTED,
+        /// <summary>Closed by this side; queued reliable messages are flushed, the close repeated until acknowledged.</summary>
+        Closing = KeelNative.KEEL_STATE_CLOSING,
+        /// <summary>Closed by the peer.</summary>
+        Draining = KeelNative.KEEL_STATE_DRAINING,
+        /// <summary>Ended; its Disconnected event is waiting to be polled.</summary>
+        Closed = KeelNative.KEEL_STATE_CLOSED,
+    }
+
+    /// <summary>keel's own close codes (KEEL_REFUSE_*, KEEL_CLOSE_*), as
+    /// <see cref="KeelEvent.Code"/> of a refused handshake or of a close by
+    /// keel itself; a game's own codes are any others.</summary>
+    public static class KeelCloseCode
+    {
+        /// <summary>The server refused the handshake: the two ends configure different channels.</summary>
+        public const ulong RefuseConfigMismatch = KeelNative.KEEL_REFUSE_CONFIG_MISMATCH;
+        /// <summary>The server was full (<c>max_connections</c>).</summary>
+        public const ulong RefuseFull = KeelNative.KEEL_REFUSE_FULL;
+        /// <summary>A token to an insecure server, or none to one requiring tokens.</summary>
+        public const ulong RefuseSecurityMismatch = KeelNative.KEEL_REFUSE_SECURITY_MISMATCH;
+        /// <summary>The connect token was refused (the reason says why).</summary>
+        public const ulong RefuseToken = KeelNative.KEEL_REFUSE_TOKEN;
+        /// <summary>The peer stopped (<see cref="KeelServer.Stop"/>'s usual code).</summary>
+        public const ulong Stopped = KeelNative.KEEL_CLOSE_STOPPED;
+        /// <summary>The client's address holds the most connections one address may.</summary>
+        public const ulong RefuseAddressLimit = KeelNative.KEEL_REFUSE_ADDRESS_LIMIT;
+        /// <summary>The client's address made too many handshakes.</summary>
+        public const ulong RefuseRateLimit = KeelNative.KEEL_REFUSE_RATE_LIMIT;
+        /// <summary>A new connection with the same connect token replaced it.</summary>
+        public const ulong Replaced = KeelNative.KEEL_CLOSE_REPLACED;
+        /// <summary>The peer acknowledged nothing for the ack timeout.</summary>
+        public const ulong AckTimeout = KeelNative.KEEL_CLOSE_ACK_TIMEOUT;
     }
 
     /// <summary>Why a connection ended (KEEL_DISCONNECT_*).</summary>
@@ -428,7 +653,8 @@ namespace Keel.Rudp
         public EventKind Kind;
         /// <summary>Server: the connection's handle (never 0), valid from its
         /// Connected event until its Disconnected event was returned (then it
-        /// may name a later connection). Client: 0.</summary>
+        /// names nothing, even once a later connection takes its slot: handles
+        /// carry a generation). Client, and a Stopped event: 0.</summary>
         public ulong Connection;
         /// <summary>Message: the channel it came on.</summary>
         public uint Channel;
@@ -483,6 +709,156 @@ namespace Keel.Rudp
                     return Kind + "(connection " + Connection + ")";
             }
         }
+    }
+
+    /// <summary>One connection's counters and estimates (<see cref="KeelClient.Stats"/>, <see cref="KeelServer.ConnectionStats"/>), copied from <see cref="KeelNative.keel_connection_stats"/>. Before a first RTT sample the RTT fields hold the initial estimate (333 ms by default).</summary>
+    public struct KeelConnectionStats
+    {
+        /// <summary>Smoothed round-trip time, microseconds.</summary>
+        public ulong RttUs;
+        /// <summary>Its variation, microseconds.</summary>
+        public ulong RttVarUs;
+        /// <summary>Least round-trip time seen, microseconds.</summary>
+        public ulong RttMinUs;
+        /// <summary>Latest sample, microseconds.</summary>
+        public ulong RttLatestUs;
+        /// <summary>Packets lost over packets acknowledged or lost (0 to 1).</summary>
+        public double LossRate;
+        /// <summary>Packets sent.</summary>
+        public ulong PacketsSent;
+        /// <summary>Packets received and accepted.</summary>
+        public ulong PacketsReceived;
+        /// <summary>Packets declared lost.</summary>
+        public ulong PacketsLost;
+        /// <summary>Message pieces sent again after a loss.</summary>
+        public ulong Retransmissions;
+        /// <summary>Bytes sent in datagrams.</summary>
+        public ulong BytesSent;
+        /// <summary>Bytes received in datagrams.</summary>
+        public ulong BytesReceived;
+        /// <summary>Messages delivered to this side.</summary>
+        public ulong MessagesDelivered;
+        /// <summary>Bytes queued or unacknowledged, all channels.</summary>
+        public ulong SendQueuedBytes;
+        /// <summary>Bytes sent and not yet acknowledged or lost.</summary>
+        public ulong BytesInFlight;
+        /// <summary>The congestion window, bytes.</summary>
+        public ulong CongestionWindow;
+        /// <summary>Datagrams dropped as malformed.</summary>
+        public ulong MalformedPackets;
+        /// <summary>Datagrams dropped as received twice.</summary>
+        public ulong DuplicatePackets;
+        /// <summary>Datagrams dropped: failed authentication.</summary>
+        public ulong AuthFailures;
+        /// <summary>Datagrams dropped: replayed.</summary>
+        public ulong ReplayedPackets;
+        /// <summary>Datagrams not acknowledged for lack of receive memory or window (the peer resends).</summary>
+        public ulong RefusedPackets;
+        /// <summary>Messages dropped as older than one delivered (sequenced channels).</summary>
+        public ulong StaleMessages;
+        /// <summary>Partly received unreliable messages dropped for newer ones.</summary>
+        public ulong PartialsEvicted;
+        /// <summary>Client only: datagrams not sent because the socket buffer was full (reliable ones are resent). Server connections: 0 (see <c>keel_server_stats</c>).</summary>
+        public ulong DatagramsUnsent;
+
+        /// <summary>Copies <paramref name="s"/> field by field.</summary>
+        public static KeelConnectionStats CopyFrom(ref KeelNative.keel_connection_stats s)
+        {
+            KeelConnectionStats w = new KeelConnectionStats();
+            w.RttUs = s.rtt_us;
+            w.RttVarUs = s.rtt_var_us;
+            w.RttMinUs = s.rtt_min_us;
+            w.RttLatestUs = s.rtt_latest_us;
+            w.LossRate = s.loss_rate;
+            w.PacketsSent = s.packets_sent;
+            w.PacketsReceived = s.packets_received;
+            w.PacketsLost = s.packets_lost;
+            w.Retransmissions = s.retransmissions;
+            w.BytesSent = s.bytes_sent;
+            w.BytesReceived = s.bytes_received;
+            w.MessagesDelivered = s.messages_delivered;
+            w.SendQueuedBytes = s.send_queued_bytes;
+            w.BytesInFlight = s.bytes_in_flight;
+            w.CongestionWindow = s.congestion_window;
+            w.MalformedPackets = s.malformed_packets;
+            w.DuplicatePackets = s.duplicate_packets;
+            w.AuthFailures = s.auth_failures;
+            w.ReplayedPackets = s.replayed_packets;
+            w.RefusedPackets = s.refused_packets;
+            w.StaleMessages = s.stale_messages;
+            w.PartialsEvicted = s.partials_evicted;
+            w.DatagramsUnsent = s.datagrams_unsent;
+            return w;
+        }
+    }
+
+    /// <summary>A server's counters (<see cref="KeelServer.Stats"/>), copied from <see cref="KeelNative.keel_server_stats"/>.</summary>
+    public struct KeelServerStats
+    {
+        /// <summary>Connections held now (closing ones included).</summary>
+        public ulong Connections;
+        /// <summary>Connections made.</summary>
+        public ulong ConnectionsCreated;
+        /// <summary>Connections removed after they ended.</summary>
+        public ulong ConnectionsRemoved;
+        /// <summary>Handshake packets received.</summary>
+        public ulong Hellos;
+        /// <summary>Handshakes refused, whatever the cause (config, full, token, security, admission limits).</summary>
+        public ulong HandshakesRefused;
+        /// <summary>Of those, for a token (forged, expired, another server or key, replayed).</summary>
+        public ulong TokensRefused;
+        /// <summary>Of those, for the per-address connection limit.</summary>
+        public ulong RefusedAddressLimit;
+        /// <summary>Of those, for the per-address handshake rate.</summary>
+        public ulong RefusedRateLimit;
+        /// <summary>Datagrams dropped as malformed.</summary>
+        public ulong Malformed;
+        /// <summary>Datagrams dropped: for no known connection.</summary>
+        public ulong UnknownConnection;
+        /// <summary>Datagrams not sent because the socket buffer was full.</summary>
+        public ulong DatagramsUnsent;
+        /// <summary>Message pieces refused: the shared receive budget was spent.</summary>
+        public ulong BudgetRefused;
+        /// <summary>Sends refused: the shared send budget was spent.</summary>
+        public ulong SendBudgetRefused;
+        /// <summary>Broadcast copies not queued (a connection's send buffer or the send budget was full).</summary>
+        public ulong BroadcastRefused;
+        /// <summary>Connections ended because the peer acknowledged nothing.</summary>
+        public ulong AckTimeouts;
+        /// <summary>Messages never acknowledged by connections that were removed.</summary>
+        public ulong UndeliveredMessages;
+
+        /// <summary>Copies <paramref name="s"/> field by field.</summary>
+        public static KeelServerStats CopyFrom(ref KeelNative.keel_server_stats s)
+        {
+            KeelServerStats w = new KeelServerStats();
+            w.Connections = s.connections;
+            w.ConnectionsCreated = s.connections_created;
+            w.ConnectionsRemoved = s.connections_removed;
+            w.Hellos = s.hellos;
+            w.HandshakesRefused = s.handshakes_refused;
+            w.TokensRefused = s.tokens_refused;
+            w.RefusedAddressLimit = s.refused_address_limit;
+            w.RefusedRateLimit = s.refused_rate_limit;
+            w.Malformed = s.malformed;
+            w.UnknownConnection = s.unknown_connection;
+            w.DatagramsUnsent = s.datagrams_unsent;
+            w.BudgetRefused = s.budget_refused;
+            w.SendBudgetRefused = s.send_budget_refused;
+            w.BroadcastRefused = s.broadcast_refused;
+            w.AckTimeouts = s.ack_timeouts;
+            w.UndeliveredMessages = s.undelivered_messages;
+            return w;
+        }
+    }
+
+    /// <summary>The stats structs' sizes, passed as <c>out_size</c>.</summary>
+    internal static class StatsSize
+    {
+        /// <summary><c>sizeof(keel_connection_stats)</c>.</summary>
+        internal static readonly UIntPtr Connection = new UIntPtr((uint)Marshal.SizeOf(typeof(KeelNative.keel_connection_stats)));
+        /// <summary><c>sizeof(keel_server_stats)</c>.</summary>
+        internal static readonly UIntPtr Server = new UIntPtr((uint)Marshal.SizeOf(typeof(KeelNative.keel_server_stats)));
     }
 
     /// <summary>Pins managed arrays for the length of one native call.</summary>
@@ -648,7 +1024,7 @@ namespace Keel.Rudp
         }
 
         /// <summary>Starts closing with <paramref name="code"/> and
-        /// <paramref name="reason"/> (at most 255 UTF-8 bytes are sent; null:
+        /// <paramref name="reason"/> (at most 128 UTF-8 bytes are sent; null:
         /// empty). What was queued is flushed first. Poll until the
         /// Disconnected event (Local) before disposing.</summary>
         /// <exception cref="KeelException">KEEL_ERR_INVALID_ARGUMENT, KEEL_ERR_CLOSED.</exception>
@@ -676,6 +1052,16 @@ namespace Keel.Rudp
             }
             ev = KeelEvent.CopyFrom(ref raw);
             return true;
+        }
+
+        /// <summary>The connection's counters and estimates: RTT, loss,
+        /// bytes, drops.</summary>
+        /// <exception cref="KeelException">Not expected on a live client.</exception>
+        public KeelConnectionStats Stats()
+        {
+            KeelNative.keel_connection_stats raw;
+            KeelException.Check(KeelNative.keel_client_get_stats(Live(), out raw, StatsSize.Connection), "keel_client_get_stats");
+            return KeelConnectionStats.CopyFrom(ref raw);
         }
 
         /// <summary>Frees the client and its socket (no close is sent: call
@@ -783,7 +1169,7 @@ namespace Keel.Rudp
         }
 
         /// <summary>Starts closing <paramref name="connection"/> with
-        /// <paramref name="code"/> and <paramref name="reason"/> (at most 255
+        /// <paramref name="code"/> and <paramref name="reason"/> (at most 128
         /// UTF-8 bytes sent; null: empty). The client sees both; this server
         /// gets the connection's Disconnected event (Local) once it ends.</summary>
         /// <exception cref="KeelException">KEEL_ERR_UNKNOWN_CONNECTION, KEEL_ERR_INVALID_ARGUMENT.</exception>
@@ -792,10 +1178,91 @@ namespace Keel.Rudp
             KeelException.Check(KeelNative.keel_server_close(Live(), connection, code, KeelNative.Utf8z(reason)), "keel_server_close");
         }
 
+        /// <summary>Queues all of <paramref name="data"/> on
+        /// <paramref name="channel"/> of every connected connection (not
+        /// those handshaking or closing); it goes out on the next Poll
+        /// (copied). Returns how many connections got it: one whose send
+        /// buffer or the send budget is full is skipped and counted in
+        /// <see cref="KeelServerStats.BroadcastRefused"/>.</summary>
+        /// <exception cref="KeelException">KEEL_ERR_UNKNOWN_CHANNEL, KEEL_ERR_MESSAGE_TOO_LARGE (nothing queued).</exception>
+        public int Broadcast(byte channel, byte[] data)
+        {
+            return Broadcast(channel, data, 0, data == null ? 0 : data.Length);
+        }
+
+        /// <summary>Queues <paramref name="count"/> bytes of
+        /// <paramref name="data"/> from <paramref name="offset"/> on every
+        /// connected connection (copied); returns how many got it.</summary>
+        /// <exception cref="KeelException">As <see cref="Broadcast(byte, byte[])"/>.</exception>
+        public int Broadcast(byte channel, byte[] data, int offset, int count)
+        {
+            KeelServerHandle live = Live();
+            Pin pin;
+            UIntPtr len;
+            IntPtr p = Pin.Bytes(data, offset, count, out pin, out len);
+            UIntPtr queued;
+            using (pin)
+                KeelException.Check(KeelNative.keel_server_broadcast(live, channel, p, len, out queued), "keel_server_broadcast");
+            return (int)queued.ToUInt64();
+        }
+
+        /// <summary>Stops the server: closes every connection with
+        /// <paramref name="code"/> (usually <see cref="KeelCloseCode.Stopped"/>)
+        /// and <paramref name="reason"/> (at most 128 UTF-8 bytes sent; null:
+        /// empty), flushing what each has queued, and closes connections that
+        /// finish a handshake from now on the same way. Keep polling: each
+        /// connection's Disconnected (Local) event comes, then one
+        /// <see cref="EventKind.Stopped"/> last (at most about 3 s later for
+        /// clients that never acknowledge); then Dispose. A second call
+        /// changes nothing.</summary>
+        /// <exception cref="KeelException">KEEL_ERR_INVALID_ARGUMENT.</exception>
+        public void Stop(ulong code, string reason)
+        {
+            KeelException.Check(KeelNative.keel_server_stop(Live(), code, KeelNative.Utf8z(reason)), "keel_server_stop");
+        }
+
+        /// <summary>The server's counters: connections, handshakes and their
+        /// refusals, drops.</summary>
+        /// <exception cref="KeelException">Not expected on a live server.</exception>
+        public KeelServerStats Stats()
+        {
+            KeelNative.keel_server_stats raw;
+            KeelException.Check(KeelNative.keel_server_get_stats(Live(), out raw, StatsSize.Server), "keel_server_get_stats");
+            return KeelServerStats.CopyFrom(ref raw);
+        }
+
+        /// <summary><paramref name="connection"/>'s counters and estimates
+        /// (RTT, loss, bytes, drops).</summary>
+        /// <exception cref="KeelException">KEEL_ERR_UNKNOWN_CONNECTION once its Disconnected event was returned.</exception>
+        public KeelConnectionStats ConnectionStats(ulong connection)
+        {
+            KeelNative.keel_connection_stats raw;
+            KeelException.Check(KeelNative.keel_server_get_connection_stats(Live(), connection, out raw, StatsSize.Connection),
+                "keel_server_get_connection_stats");
+            return KeelConnectionStats.CopyFrom(ref raw);
+        }
+
+        /// <summary><paramref name="connection"/>'s state: handshaking,
+        /// connected (sends are accepted), closing, draining or closed.</summary>
+        /// <exception cref="KeelException">KEEL_ERR_UNKNOWN_CONNECTION once its Disconnected event was returned.</exception>
+        public ConnectionState ConnectionState(ulong connection)
+        {
+            uint state;
+            KeelException.Check(KeelNative.keel_server_connection_state(Live(), connection, out state), "keel_server_connection_state");
+            return (ConnectionState)state;
+        }
+
+        /// <summary>Connections the server holds now, closing ones included.</summary>
+        public int ConnectionCount()
+        {
+            return (int)KeelNative.keel_server_connection_count(Live()).ToUInt64();
+        }
+
         /// <summary>As <see cref="KeelClient.Poll"/>, for all of the server's
         /// connections: accepts handshakes and returns the next event of any
         /// connection (<see cref="KeelEvent.Connection"/> names it), copied
-        /// out.</summary>
+        /// out. After <see cref="Stop"/>, one <see cref="EventKind.Stopped"/>
+        /// comes last; later polls return false.</summary>
         /// <exception cref="KeelException">KEEL_ERR_IO.</exception>
         public bool Poll(uint timeoutMs, out KeelEvent ev)
         {

@@ -1,7 +1,7 @@
 """keel-rudp from Python through ctypes: one file a game team drops in.
 
-A binding of the C API in ``crates/rudp-ffi/include/keel_rudp.h`` (first
-slice), for bots and load-test tools. Load the shared library, then create
+A binding of the C API in ``crates/rudp-ffi/include/keel_rudp.h`` (every
+function, struct and constant of it), for bots and load-test tools. Load the shared library, then create
 a :class:`Server` or a :class:`Client` and call ``poll()`` in a loop::
 
     import keel_rudp
@@ -58,6 +58,26 @@ EVENT_NONE = 0
 EVENT_CONNECTED = 1
 EVENT_MESSAGE = 2
 EVENT_DISCONNECTED = 3
+EVENT_STOPPED = 4  # server only, once after Server.stop(): every connection ended
+
+# Server.connection_state() (KEEL_STATE_*).
+STATE_HANDSHAKING = 0
+STATE_CONNECTED = 1
+STATE_CLOSING = 2  # closed by this side; queued reliable messages are flushed
+STATE_DRAINING = 3  # closed by the peer
+STATE_CLOSED = 4  # ended; its DISCONNECTED event is waiting to be polled
+
+# keel's own close codes (KEEL_REFUSE_*, KEEL_CLOSE_*): Event.code of a
+# refused handshake or a close by keel itself.
+REFUSE_CONFIG_MISMATCH = 1  # the two ends configure different channels
+REFUSE_FULL = 2  # the server was full (max_connections)
+REFUSE_SECURITY_MISMATCH = 3  # a token to an insecure server, or none to one requiring tokens
+REFUSE_TOKEN = 4  # the connect token was refused (the reason says why)
+CLOSE_STOPPED = 5  # the peer stopped (Server.stop()'s usual code)
+REFUSE_ADDRESS_LIMIT = 6  # the client's address holds the most connections one address may
+REFUSE_RATE_LIMIT = 7  # the client's address made too many handshakes
+CLOSE_REPLACED = 8  # a new connection with the same connect token replaced it
+CLOSE_ACK_TIMEOUT = 17  # the peer acknowledged nothing for the ack timeout
 
 # keel_event.disconnect (KEEL_DISCONNECT_*).
 DISCONNECT_LOCAL = 1
@@ -89,6 +109,59 @@ class keel_event(ctypes.Structure):
         ("code", ctypes.c_uint64),
         ("reason", ctypes.POINTER(ctypes.c_char)),  # const char *, NUL-terminated
         ("reason_len", ctypes.c_size_t),
+    ]
+
+
+class keel_connection_stats(ctypes.Structure):
+    """``struct keel_connection_stats`` (fields only ever added at the end)."""
+
+    _fields_ = [
+        ("rtt_us", ctypes.c_uint64),
+        ("rtt_var_us", ctypes.c_uint64),
+        ("rtt_min_us", ctypes.c_uint64),
+        ("rtt_latest_us", ctypes.c_uint64),
+        ("loss_rate", ctypes.c_double),
+        ("packets_sent", ctypes.c_uint64),
+        ("packets_received", ctypes.c_uint64),
+        ("packets_lost", ctypes.c_uint64),
+        ("retransmissions", ctypes.c_uint64),
+        ("bytes_sent", ctypes.c_uint64),
+        ("bytes_received", ctypes.c_uint64),
+        ("messages_delivered", ctypes.c_uint64),
+        ("send_queued_bytes", ctypes.c_uint64),
+        ("bytes_in_flight", ctypes.c_uint64),
+        ("congestion_window", ctypes.c_uint64),
+        ("malformed_packets", ctypes.c_uint64),
+        ("duplicate_packets", ctypes.c_uint64),
+        ("auth_failures", ctypes.c_uint64),
+        ("replayed_packets", ctypes.c_uint64),
+        ("refused_packets", ctypes.c_uint64),
+        ("stale_messages", ctypes.c_uint64),
+        ("partials_evicted", ctypes.c_uint64),
+        ("datagrams_unsent", ctypes.c_uint64),
+    ]
+
+
+class keel_server_stats(ctypes.Structure):
+    """``struct keel_server_stats`` (fields only ever added at the end)."""
+
+    _fields_ = [
+        ("connections", ctypes.c_uint64),
+        ("connections_created", ctypes.c_uint64),
+        ("connections_removed", ctypes.c_uint64),
+        ("hellos", ctypes.c_uint64),
+        ("handshakes_refused", ctypes.c_uint64),
+        ("tokens_refused", ctypes.c_uint64),
+        ("refused_address_limit", ctypes.c_uint64),
+        ("refused_rate_limit", ctypes.c_uint64),
+        ("malformed", ctypes.c_uint64),
+        ("unknown_connection", ctypes.c_uint64),
+        ("datagrams_unsent", ctypes.c_uint64),
+        ("budget_refused", ctypes.c_uint64),
+        ("send_budget_refused", ctypes.c_uint64),
+        ("broadcast_refused", ctypes.c_uint64),
+        ("ack_timeouts", ctypes.c_uint64),
+        ("undelivered_messages", ctypes.c_uint64),
     ]
 
 
@@ -134,6 +207,10 @@ _SIGNATURES = {
     "keel_client_destroy": (None, [_client_p]),
     "keel_client_send": (_i32, [_client_p, ctypes.c_uint8, _u8_p, ctypes.c_size_t]),
     "keel_client_close": (_i32, [_client_p, ctypes.c_uint64, ctypes.c_char_p]),
+    "keel_client_get_stats": (
+        _i32,
+        [_client_p, ctypes.POINTER(keel_connection_stats), ctypes.c_size_t],
+    ),
     "keel_client_poll": (_i32, [_client_p, ctypes.c_uint32, ctypes.POINTER(keel_event)]),
     "keel_server_create_insecure": (
         _i32,
@@ -158,6 +235,24 @@ _SIGNATURES = {
         _i32,
         [_server_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p],
     ),
+    "keel_server_get_stats": (
+        _i32,
+        [_server_p, ctypes.POINTER(keel_server_stats), ctypes.c_size_t],
+    ),
+    "keel_server_get_connection_stats": (
+        _i32,
+        [_server_p, ctypes.c_uint64, ctypes.POINTER(keel_connection_stats), ctypes.c_size_t],
+    ),
+    "keel_server_connection_count": (ctypes.c_size_t, [_server_p]),
+    "keel_server_connection_state": (
+        _i32,
+        [_server_p, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint32)],
+    ),
+    "keel_server_broadcast": (
+        _i32,
+        [_server_p, ctypes.c_uint8, _u8_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+    ),
+    "keel_server_stop": (_i32, [_server_p, ctypes.c_uint64, ctypes.c_char_p]),
     "keel_server_poll": (_i32, [_server_p, ctypes.c_uint32, ctypes.POINTER(keel_event)]),
 }
 
@@ -204,9 +299,10 @@ class Event:
     """One event, copied out of the library (valid after the next poll).
 
     ``kind``: ``EVENT_*``; ``connection``: the server's connection handle
-    (0 on a client); MESSAGE: ``channel`` and ``data`` (``bytes``);
-    DISCONNECTED: ``disconnect`` (``DISCONNECT_*``), ``code``, ``reason``
-    (``str``).
+    (0 on a client, and in a STOPPED event); MESSAGE: ``channel`` and
+    ``data`` (``bytes``); DISCONNECTED: ``disconnect`` (``DISCONNECT_*``),
+    ``code`` (the peer's, or keel's own ``REFUSE_*`` / ``CLOSE_*``),
+    ``reason`` (``str``). STOPPED (server only): no fields.
     """
 
     __slots__ = ("kind", "connection", "channel", "data", "disconnect", "code", "reason")
@@ -223,7 +319,7 @@ class Event:
 
     def __repr__(self):
         names = {EVENT_CONNECTED: "CONNECTED", EVENT_MESSAGE: "MESSAGE",
-                 EVENT_DISCONNECTED: "DISCONNECTED"}
+                 EVENT_DISCONNECTED: "DISCONNECTED", EVENT_STOPPED: "STOPPED"}
         kind = names.get(self.kind, str(self.kind))
         if self.kind == EVENT_MESSAGE:
             return f"Event({kind}, connection={self.connection}, channel={self.channel}, data={self.data!r})"
@@ -231,6 +327,55 @@ class Event:
             return (f"Event({kind}, connection={self.connection}, disconnect={self.disconnect}, "
                     f"code={self.code}, reason={self.reason!r})")
         return f"Event({kind}, connection={self.connection})"
+
+
+class _Counters:
+    """Counters copied out of a ctypes stats struct: one attribute per
+    field, named as in the header."""
+
+    __slots__ = ()
+    _struct = None
+
+    def __init__(self, raw):
+        for name, _t in self._struct._fields_:
+            setattr(self, name, getattr(raw, name))
+
+    def as_dict(self):
+        """The fields as a ``dict`` (header order)."""
+        return {name: getattr(self, name) for name, _t in self._struct._fields_}
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
+        return f"{type(self).__name__}({fields})"
+
+
+class ConnectionStats(_Counters):
+    """One connection's counters and estimates (``keel_connection_stats``):
+    ``rtt_us`` (smoothed), ``rtt_var_us``, ``rtt_min_us``, ``rtt_latest_us``
+    (the initial estimate, 333 ms by default, until a first sample),
+    ``loss_rate`` (0 to 1), ``packets_sent``, ``packets_received``,
+    ``packets_lost``, ``retransmissions``, ``bytes_sent``, ``bytes_received``,
+    ``messages_delivered``, ``send_queued_bytes``, ``bytes_in_flight``,
+    ``congestion_window``, and the drops ``malformed_packets``,
+    ``duplicate_packets``, ``auth_failures``, ``replayed_packets``,
+    ``refused_packets``, ``stale_messages``, ``partials_evicted``,
+    ``datagrams_unsent`` (client only)."""
+
+    __slots__ = tuple(name for name, _t in keel_connection_stats._fields_)
+    _struct = keel_connection_stats
+
+
+class ServerStats(_Counters):
+    """A server's counters (``keel_server_stats``): ``connections`` (held
+    now), ``connections_created``, ``connections_removed``, ``hellos``,
+    ``handshakes_refused`` and of those ``tokens_refused``,
+    ``refused_address_limit``, ``refused_rate_limit``; the drops
+    ``malformed``, ``unknown_connection``, ``datagrams_unsent``,
+    ``budget_refused``, ``send_budget_refused``, ``broadcast_refused``;
+    ``ack_timeouts``, ``undelivered_messages``."""
+
+    __slots__ = tuple(name for name, _t in keel_server_stats._fields_)
+    _struct = keel_server_stats
 
 
 def _config(channels):
@@ -308,6 +453,14 @@ class Client:
         """Starts closing with ``code`` and ``reason``; poll until DISCONNECTED."""
         _check(self._lib, self._lib.keel_client_close(self._handle(), code, _text(reason)),
                "keel_client_close")
+
+    def stats(self):
+        """The connection's counters and estimates, a :class:`ConnectionStats`."""
+        raw = keel_connection_stats()
+        _check(self._lib, self._lib.keel_client_get_stats(self._handle(), ctypes.byref(raw),
+                                                          ctypes.sizeof(raw)),
+               "keel_client_get_stats")
+        return ConnectionStats(raw)
 
     def poll(self, timeout_ms=0):
         """The next :class:`Event`, or ``None`` if none came within ``timeout_ms``."""
@@ -388,8 +541,61 @@ class Server:
                                                       _text(reason)),
                "keel_server_close")
 
+    def broadcast(self, channel, data):
+        """Queues ``data`` on ``channel`` of every connected connection (not
+        those handshaking or closing); returns how many got it. One whose
+        send buffer or the send budget is full is skipped and counted in
+        ``stats().broadcast_refused``."""
+        ptr, n = _buf(data)
+        queued = ctypes.c_size_t(0)
+        _check(self._lib, self._lib.keel_server_broadcast(self._handle(), channel, ptr, n,
+                                                          ctypes.byref(queued)),
+               "keel_server_broadcast")
+        return queued.value
+
+    def stop(self, code=CLOSE_STOPPED, reason=""):
+        """Closes every connection with ``code`` and ``reason`` (and those that
+        finish a handshake from now on). Keep polling: each connection's
+        DISCONNECTED (LOCAL) event comes, then one ``EVENT_STOPPED`` last
+        (at most about 3 s later); then destroy. A second call changes nothing."""
+        _check(self._lib, self._lib.keel_server_stop(self._handle(), code, _text(reason)),
+               "keel_server_stop")
+
+    def stats(self):
+        """The server's counters, a :class:`ServerStats`."""
+        raw = keel_server_stats()
+        _check(self._lib, self._lib.keel_server_get_stats(self._handle(), ctypes.byref(raw),
+                                                          ctypes.sizeof(raw)),
+               "keel_server_get_stats")
+        return ServerStats(raw)
+
+    def connection_stats(self, connection):
+        """``connection``'s counters and estimates, a :class:`ConnectionStats`
+        (``KeelError`` ``ERR_UNKNOWN_CONNECTION`` once its DISCONNECTED
+        event was returned)."""
+        raw = keel_connection_stats()
+        _check(self._lib, self._lib.keel_server_get_connection_stats(
+            self._handle(), connection, ctypes.byref(raw), ctypes.sizeof(raw)),
+            "keel_server_get_connection_stats")
+        return ConnectionStats(raw)
+
+    def connection_state(self, connection):
+        """``connection``'s state, a ``STATE_*`` (``KeelError``
+        ``ERR_UNKNOWN_CONNECTION`` once its DISCONNECTED event was returned)."""
+        state = ctypes.c_uint32(0)
+        _check(self._lib, self._lib.keel_server_connection_state(self._handle(), connection,
+                                                                 ctypes.byref(state)),
+               "keel_server_connection_state")
+        return state.value
+
+    def connection_count(self):
+        """Connections the server holds now, closing ones included."""
+        return self._lib.keel_server_connection_count(self._handle())
+
     def poll(self, timeout_ms=0):
-        """The next :class:`Event` of any connection, or ``None``."""
+        """The next :class:`Event` of any connection, or ``None``. After
+        :meth:`stop`, an ``EVENT_STOPPED`` comes last; later polls return
+        ``None``."""
         rc = _check(self._lib, self._lib.keel_server_poll(self._handle(), timeout_ms,
                                                           ctypes.byref(self._ev)),
                     "keel_server_poll")

@@ -3,7 +3,10 @@
 // insecure mode: the client connects and sends a reliable message holding a
 // NUL byte, the server echoes it, the client receives it, the server closes
 // the connection with a code and reason, the client sees both and the server
-// sees its LOCAL disconnect. Also: the structs' layout on a 64-bit process,
+// sees its LOCAL disconnect. After the echo, the stats of the client, of the
+// server's connection and of the server: an RTT sample was taken, bytes went
+// both ways, one message was delivered each way, one connection was made
+// (and removed after its close). Also: the structs' layout on a 64-bit process,
 // errors as KeelException with the code and keel_error_message's text, an
 // event's bytes intact after later polls (copied out), and a disposed client
 // refusing calls. Prints each step; exits 1 with what failed, and gives up
@@ -14,9 +17,8 @@
 //     crates/rudp-ffi/tests/csharp/Loopback.cs
 //   LD_LIBRARY_PATH=target/debug mono target/c-api/Loopback.exe
 //
-// Insecure mode only: the C API has no function that mints a connect token
-// (tokens come from the backend's Rust TokenMinter), so token mode is tested
-// from Rust (tests/api.rs), not here.
+// Insecure mode; tests/csharp/Features.cs covers token mode, broadcast, stop
+// and connection states.
 
 using System;
 using System.Diagnostics;
@@ -34,6 +36,7 @@ static class Loopback
     const ulong CloseCode = 4242;
     const string CloseReason = "server shutting down";
     const double DeadlineS = 5.0;
+    const ulong InitialRttUs = 333000; // Config::initial_rtt's default: the estimate before a sample
     static readonly byte[] Message = Encoding.UTF8.GetBytes("hello from C#\0with a NUL byte");
 
     static void Check(bool cond, string what)
@@ -94,7 +97,58 @@ static class Loopback
             Check(got == offsets[i], "keel_event." + fields[i] + " at offset " + got + ", wanted " + offsets[i]);
         }
         Check(Marshal.SizeOf(e) == 72, "sizeof(keel_event) " + Marshal.SizeOf(e) + ", wanted 72");
-        Console.WriteLine("layout: keel_config 16 bytes, keel_event 72 bytes, offsets as in keel_rudp.h");
+        // The stats structs: every field 8 bytes, in the header's order.
+        CheckEightByteFields(typeof(KeelNative.keel_connection_stats), new string[] {
+            "rtt_us", "rtt_var_us", "rtt_min_us", "rtt_latest_us", "loss_rate", "packets_sent",
+            "packets_received", "packets_lost", "retransmissions", "bytes_sent", "bytes_received",
+            "messages_delivered", "send_queued_bytes", "bytes_in_flight", "congestion_window",
+            "malformed_packets", "duplicate_packets", "auth_failures", "replayed_packets",
+            "refused_packets", "stale_messages", "partials_evicted", "datagrams_unsent" }, 184);
+        Check(typeof(KeelNative.keel_connection_stats).GetField("loss_rate").FieldType == typeof(double),
+            "keel_connection_stats.loss_rate is not a double");
+        CheckEightByteFields(typeof(KeelNative.keel_server_stats), new string[] {
+            "connections", "connections_created", "connections_removed", "hellos", "handshakes_refused",
+            "tokens_refused", "refused_address_limit", "refused_rate_limit", "malformed",
+            "unknown_connection", "datagrams_unsent", "budget_refused", "send_budget_refused",
+            "broadcast_refused", "ack_timeouts", "undelivered_messages" }, 128);
+        Console.WriteLine("layout: keel_config 16 bytes, keel_event 72 bytes, keel_connection_stats 184 bytes,"
+            + " keel_server_stats 128 bytes, offsets as in keel_rudp.h");
+    }
+
+    static void CheckEightByteFields(Type t, string[] fields, int size)
+    {
+        Check(t.GetFields().Length == fields.Length, t.Name + ": " + t.GetFields().Length + " fields, wanted " + fields.Length);
+        for (int i = 0; i < fields.Length; i++)
+        {
+            long got = Marshal.OffsetOf(t, fields[i]).ToInt64();
+            Check(got == 8 * i, t.Name + "." + fields[i] + " at offset " + got + ", wanted " + 8 * i);
+        }
+        Check(Marshal.SizeOf(t) == size, "sizeof(" + t.Name + ") " + Marshal.SizeOf(t) + ", wanted " + size);
+    }
+
+    // The client just received the echo: both ends measured an RTT, sent
+    // bytes, and delivered the one message.
+    static void CheckStatsAfterEcho(KeelClient client, KeelServer server, ulong conn)
+    {
+        KeelConnectionStats cs = client.Stats();
+        Check(cs.RttUs > 0, "client stats: RttUs " + cs.RttUs);
+        Check(cs.RttLatestUs != InitialRttUs, "client stats: no RTT sample (latest is the initial 333 ms)");
+        Check(cs.BytesSent > (ulong)Message.Length, "client stats: BytesSent " + cs.BytesSent);
+        Check(cs.BytesReceived > (ulong)Message.Length, "client stats: BytesReceived " + cs.BytesReceived);
+        Check(cs.MessagesDelivered == 1, "client stats: MessagesDelivered " + cs.MessagesDelivered);
+        Check(cs.PacketsSent > 0 && cs.PacketsReceived > 0,
+            "client stats: packets " + cs.PacketsSent + " sent, " + cs.PacketsReceived + " received");
+        Check(cs.LossRate >= 0.0 && cs.LossRate <= 1.0, "client stats: LossRate " + cs.LossRate);
+        Check(cs.MalformedPackets == 0 && cs.AuthFailures == 0, "client stats: drops");
+        KeelConnectionStats ss = server.ConnectionStats(conn);
+        Check(ss.RttUs > 0, "server connection stats: RttUs " + ss.RttUs);
+        Check(ss.BytesSent > (ulong)Message.Length, "server connection stats: BytesSent " + ss.BytesSent);
+        Check(ss.MessagesDelivered == 1, "server connection stats: MessagesDelivered " + ss.MessagesDelivered);
+        Check(ss.DatagramsUnsent == 0, "server connection stats: DatagramsUnsent " + ss.DatagramsUnsent);
+        Console.WriteLine("client stats: rtt " + cs.RttUs + " us (latest " + cs.RttLatestUs + "), " + cs.BytesSent
+            + " bytes sent, " + cs.BytesReceived + " received, " + cs.MessagesDelivered + " message delivered;"
+            + " server's connection: rtt " + ss.RttUs + " us, " + ss.BytesSent + " bytes sent, "
+            + ss.MessagesDelivered + " delivered");
     }
 
     static void Run(Stopwatch clock)
@@ -197,6 +251,7 @@ static class Loopback
                             Console.WriteLine("client: echo received (" + ev.Data.Length + " bytes): " + Show(ev.Data));
                             echo = ev.Data;
                             gotEcho = true;
+                            CheckStatsAfterEcho(client, server, conn);
                         }
                         else if (ev.Kind == EventKind.Disconnected)
                         {
@@ -220,6 +275,18 @@ static class Loopback
                         closing = true;
                     }
                 }
+
+                KeelServerStats st = server.Stats();
+                Check(st.ConnectionsCreated == 1, "server stats: ConnectionsCreated " + st.ConnectionsCreated);
+                Check(st.Connections == 0 && server.ConnectionCount() == 0,
+                    "server stats: " + st.Connections + " connections after the close");
+                Check(st.ConnectionsRemoved == 1, "server stats: ConnectionsRemoved " + st.ConnectionsRemoved);
+                Check(st.Hellos >= 1 && st.HandshakesRefused == 0,
+                    "server stats: hellos " + st.Hellos + ", refused " + st.HandshakesRefused);
+                Console.WriteLine("server stats: " + st.ConnectionsCreated + " connection made, " + st.ConnectionsRemoved
+                    + " removed, " + st.Hellos + " hello(s), none refused");
+                ExpectError(KeelNative.KEEL_ERR_UNKNOWN_CONNECTION, "connection stats after its close",
+                    () => server.ConnectionStats(conn));
 
                 // The echo was copied out: later polls did not change it.
                 Check(Same(echo, Message), "the echo's bytes changed after later polls");

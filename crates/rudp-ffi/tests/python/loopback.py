@@ -2,7 +2,10 @@
 (bindings/python/keel_rudp.py, ctypes) in one process, over loopback,
 insecure mode: the client connects and sends a reliable message, the server
 echoes it, the client receives it, the server closes the connection with a
-code and reason, and the client sees both. Also: errors raise KeelError
+code and reason, and the client sees both. After the echo, the stats of
+the client, of the server's connection and of the server: an RTT sample
+was taken, bytes went both ways, one message was delivered each way, one
+connection was made (and removed after its close). Also: errors raise KeelError
 with the code and keel_error_message's text, and an event's bytes stay
 intact after later polls (they are copied out). Prints each step; exits 1
 with what failed, and gives up after 5 s.
@@ -10,9 +13,8 @@ with what failed, and gives up after 5 s.
 Run by scripts/test.sh: python3 crates/rudp-ffi/tests/python/loopback.py
 target/debug/libkeel_rudp_ffi.so (or with KEEL_RUDP_LIB set).
 
-Insecure mode only: the C API has no function that mints a connect token
-(tokens come from the backend's Rust TokenMinter), so token mode is tested
-from Rust (tests/api.rs), not here.
+Insecure mode; tests/python/features.py covers token mode, broadcast, stop
+and connection states.
 """
 
 import os
@@ -27,6 +29,7 @@ CLOSE_CODE = 4242
 CLOSE_REASON = "server shutting down"
 MESSAGE = b"hello from Python\x00with a NUL byte"
 DEADLINE_S = 5.0
+INITIAL_RTT_US = 333_000  # Config::initial_rtt's default: the estimate before a sample
 
 
 class Failed(Exception):
@@ -46,6 +49,32 @@ def expect_error(code, fn, *args):
         check(bool(e.message), f"{fn.__name__}: empty message")
         return e
     raise Failed(f"{fn.__name__}{args[1:]}: no KeelError (wanted {code})")
+
+
+def check_stats_after_echo(client, server, conn):
+    """The client just received the echo: both ends measured an RTT, sent
+    bytes, and delivered the one message."""
+    cs = client.stats()
+    check(isinstance(cs, k.ConnectionStats), f"client stats: {type(cs)}")
+    check(cs.rtt_us > 0, f"client stats: rtt_us {cs.rtt_us}")
+    check(cs.rtt_latest_us != INITIAL_RTT_US, "client stats: no RTT sample (latest is the initial 333 ms)")
+    check(cs.bytes_sent > len(MESSAGE), f"client stats: bytes_sent {cs.bytes_sent}")
+    check(cs.bytes_received > len(MESSAGE), f"client stats: bytes_received {cs.bytes_received}")
+    check(cs.messages_delivered == 1, f"client stats: messages_delivered {cs.messages_delivered}")
+    check(cs.packets_sent > 0 and cs.packets_received > 0,
+          f"client stats: packets {cs.packets_sent} sent, {cs.packets_received} received")
+    check(0.0 <= cs.loss_rate <= 1.0, f"client stats: loss_rate {cs.loss_rate}")
+    check(cs.malformed_packets == 0 and cs.auth_failures == 0,
+          f"client stats: drops {cs.as_dict()}")
+    ss = server.connection_stats(conn)
+    check(ss.rtt_us > 0, f"server connection stats: rtt_us {ss.rtt_us}")
+    check(ss.bytes_sent > len(MESSAGE), f"server connection stats: bytes_sent {ss.bytes_sent}")
+    check(ss.messages_delivered == 1, f"server connection stats: messages_delivered {ss.messages_delivered}")
+    check(ss.datagrams_unsent == 0, f"server connection stats: datagrams_unsent {ss.datagrams_unsent}")
+    print(f"client stats: rtt {cs.rtt_us} us (latest {cs.rtt_latest_us}), {cs.bytes_sent} bytes sent,"
+          f" {cs.bytes_received} received, {cs.messages_delivered} message delivered;"
+          f" server's connection: rtt {ss.rtt_us} us, {ss.bytes_sent} bytes sent,"
+          f" {ss.messages_delivered} delivered")
 
 
 def main():
@@ -113,6 +142,7 @@ def main():
                     print(f"client: echo received ({len(ev.data)} bytes): {ev.data!r}")
                     echo = ev
                     state["got_echo"] = True
+                    check_stats_after_echo(client, server, conn)
                 elif ev.kind == k.EVENT_DISCONNECTED:
                     check(state["got_echo"], "disconnected before the echo")
                     check(ev.disconnect == k.DISCONNECT_REMOTE, f"client disconnect kind {ev.disconnect}")
@@ -127,6 +157,17 @@ def main():
                 server.close(conn, CLOSE_CODE, CLOSE_REASON)
                 print(f"server: closing connection {conn} (code {CLOSE_CODE}, {CLOSE_REASON!r})")
                 closing = True
+
+        st = server.stats()
+        check(st.connections_created == 1, f"server stats: connections_created {st.connections_created}")
+        check(st.connections == 0 and server.connection_count() == 0,
+              f"server stats: {st.connections} connections after the close")
+        check(st.connections_removed == 1, f"server stats: connections_removed {st.connections_removed}")
+        check(st.hellos >= 1 and st.handshakes_refused == 0,
+              f"server stats: hellos {st.hellos}, refused {st.handshakes_refused}")
+        print(f"server stats: {st.connections_created} connection made, {st.connections_removed}"
+              f" removed, {st.hellos} hello(s), none refused")
+        expect_error(k.ERR_UNKNOWN_CONNECTION, server.connection_stats, conn)
 
         # The echo was copied out: later polls did not change it.
         check(echo is not None and echo.data == MESSAGE, "the echo's bytes changed after later polls")
