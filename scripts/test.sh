@@ -74,6 +74,10 @@ for t in loopback client server; do
   cc -std=c99 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Icrates/rudp-ffi/include \
     -o "target/c-api/$t" "crates/rudp-ffi/tests/c/$t.c" $ffi_lib
 done
+# The complete example of docs/c-api.md builds as it is written there.
+# shellcheck disable=SC2086
+cc -std=c99 -Wall -Wextra -Werror -Icrates/rudp-ffi/include -o target/c-api/game \
+  crates/rudp-ffi/examples/c/game.c $ffi_lib
 # loopback.c: a C server and client in one process; c_peers: a C client
 # with a token against a Rust server through the link conditioner, and a
 # Rust client against a C server.
