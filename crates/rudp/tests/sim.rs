@@ -367,7 +367,6 @@ fn bottleneck(congestion_control: bool) -> (Duration, u64, Duration) {
         },
         bandwidth: Some(125_000),
         queue_limit: 32 * 1024,
-        ..LinkConfig::default()
     };
     let back = LinkConfig::new(Impairment {
         delay: ms(20),
