@@ -633,8 +633,9 @@ fn help_wins_and_lists_every_flag_with_default_range_and_exit_codes() {
 }
 
 /// Every number keel-bench reads is in one grammar: a value is a decimal
-/// for `--seconds` exactly when keel-udp's conditioner takes it in an
-/// `--impair` spec (as a percentage), so a user who learns one knows both.
+/// for `--seconds` exactly when the impairment parser (keel-impair) takes
+/// it in an `--impair` spec (as a percentage and as a duration), so a user
+/// who learns one knows both.
 #[test]
 fn seconds_and_impair_specs_share_one_number_grammar() {
     for value in [
@@ -646,6 +647,11 @@ fn seconds_and_impair_specs_share_one_number_grammar() {
         assert_eq!(
             seconds, impair,
             "{value:?}: --seconds {seconds}, --impair loss={value}% {impair}"
+        );
+        let delay = run(&["--impair", &format!("delay={value}ms")]).is_ok();
+        assert_eq!(
+            seconds, delay,
+            "{value:?}: --seconds {seconds}, --impair delay={value}ms {delay}"
         );
         assert_eq!(
             keel_bench::flags::is_plain_decimal(value),

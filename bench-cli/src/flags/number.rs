@@ -6,9 +6,10 @@
 //!   `.D+` (`1`, `0.25`, `1.`, `.5`): no sign, exponent, unit, `inf` or
 //!   `nan`.
 //!
-//! It is the grammar of keel-udp's link conditioner specs too (the numbers
-//! in `--impair loss=5%,delay=1.5ms`), so every number keel-bench reads,
-//! in any flag, is written the same way; a test holds the two together.
+//! It is the grammar of the impairment specs too (keel-impair's textual
+//! form, the numbers in `--impair loss=5%,delay=1.5ms`), so every number
+//! keel-bench reads, in any flag, is written the same way; a test
+//! (`tests/flags.rs`) holds the two together.
 //! A value that is not in the grammar, or out of the flag's range, is a
 //! [`FlagError`] that names the flag and its range.
 
@@ -39,9 +40,14 @@ pub fn parse_u32(flag: &str, value: &str, min: u32, max: u32) -> Result<u32, Fla
     Ok(u32::try_from(n).expect("range fits u32"))
 }
 
-/// True for a decimal in the grammar above: `D+[.D*]` or `.D+` (keel-udp's
-/// own function, so the two cannot drift apart).
-pub use keel_udp::conditioner::is_plain_decimal;
+/// True for a decimal in the grammar above: `D+[.D*]` or `.D+`. The
+/// impairment specs' parser (keel-impair) keeps its own copy private;
+/// `tests/flags.rs` holds the two to one grammar.
+pub fn is_plain_decimal(s: &str) -> bool {
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    digits(int) && digits(frac) && !(int.is_empty() && frac.is_empty())
+}
 
 /// A finite, unsigned decimal number of seconds `s` with `0 < s <= max`,
 /// or `0 <= s <= max` when `zero_ok`.

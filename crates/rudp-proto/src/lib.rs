@@ -6,7 +6,9 @@
 //! ([`Connection::handle_datagram`], [`Endpoint::handle`]), sends what
 //! [`Connection::poll_transmit`] fills, and wakes the core at
 //! [`Connection::poll_timeout`]. Tests drive two ends with a virtual clock
-//! through a seeded simulated link ([`sim`]) and never sleep.
+//! through a seeded simulated link ([`sim`]) and never sleep; what the link
+//! does to each datagram is keel's one impairment model (the keel-impair
+//! crate, pure like this one), the model keel-udp's link conditioner uses.
 //!
 //! The drivers live elsewhere: keel-rudp runs this protocol on keel-udp
 //! lanes (its `Server`, `Client` and `Handler`) and re-exports all of this

@@ -4,15 +4,26 @@
 //! virtual clock. Nothing sleeps: a minute of simulated time takes
 //! milliseconds.
 //!
+//! What a link does to each datagram is keel's one impairment model, the
+//! keel-impair crate ([`Impairment`], [`keel_impair::Conditioner`]): the
+//! same settings, textual form, generator and verdicts as keel-udp's link
+//! conditioner on a real socket, so `loss=5%,delay=25ms,jitter=3ms` means
+//! the same here and in `keel-bench --impair`. In particular a datagram is
+//! held `delay +/- jitter` (mean `delay`, so `jitter <= delay`). What only
+//! a simulated link has is here: the bottleneck ([`LinkConfig::bandwidth`])
+//! and a cut cable ([`Link::cut`]).
+//!
 //! # Examples
 //!
 //! ```
 //! use std::time::Duration;
-//! use keel_rudp_proto::sim::{LinkConfig, Pair};
+//! use keel_rudp_proto::sim::{Impairment, LinkConfig, Pair};
 //! use keel_rudp_proto::{ChannelConfig, ChannelKind, Config, Event};
 //!
 //! let config = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
-//! let link = LinkConfig { loss: 0.2, delay: Duration::from_millis(30), ..LinkConfig::default() };
+//! let link = LinkConfig::new(Impairment { loss: 0.2, delay: Duration::from_millis(30), ..Impairment::default() });
+//! // The same link, as keel-bench's --impair writes it:
+//! assert_eq!(LinkConfig::new("loss=20%,delay=30ms".parse()?), link);
 //! let mut pair = Pair::new(config.clone(), config, link.clone(), link, 7);
 //! for i in 0..100u32 {
 //!     pair.a.send(0, &i.to_be_bytes()).unwrap();
@@ -23,94 +34,99 @@
 //!     _ => None,
 //! }).collect();
 //! assert_eq!(got, (0..100).collect::<Vec<_>>());
+//! # Ok::<(), keel_rudp_proto::sim::ImpairmentError>(())
 //! ```
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
+use keel_impair::{Conditioner, Verdict};
+pub use keel_impair::{Impairment, ImpairmentError, Rng};
+
 use crate::connection::{Connection, Event, Side};
 use crate::wire::ConnectionId;
 use crate::Config;
 
-/// SplitMix64: small, seeded, good enough for test decisions.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from `seed`.
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// True with probability `p`.
-    pub fn chance(&mut self, p: f64) -> bool {
-        self.f64() < p
-    }
-}
-
-/// One direction of a simulated link.
-#[derive(Debug, Clone)]
+/// One direction of a simulated link: what it does to each datagram, and
+/// an optional bottleneck.
+#[derive(Debug, Clone, PartialEq)]
 pub struct LinkConfig {
-    /// Probability a datagram is dropped.
-    pub loss: f64,
-    /// One-way delay.
-    pub delay: Duration,
-    /// Uniform extra delay in `[0, jitter]` per datagram (reorders when
-    /// larger than the gap between datagrams).
-    pub jitter: Duration,
-    /// Probability a datagram arrives twice.
-    pub duplicate: f64,
-    /// Probability a datagram is held a further `reorder_delay`.
-    pub reorder: f64,
-    /// Extra delay of reordered datagrams.
-    pub reorder_delay: Duration,
-    /// Bottleneck rate in bytes per second (`None`: unlimited).
+    /// Loss, delay, jitter, duplicates, reordering and the bound of held
+    /// datagrams (keel-impair's model). Its `seed` is not read: a link's
+    /// seed is the one given to [`Link::new`] or [`Pair::new`].
+    pub impairment: Impairment,
+    /// Bottleneck rate in bytes per second (`None`: unlimited). Datagrams
+    /// cross it one after another before the impairment (a datagram lost
+    /// at random still took its time on the bottleneck).
     pub bandwidth: Option<u64>,
-    /// Bytes the bottleneck queue holds; beyond, datagrams are dropped.
+    /// Bytes the bottleneck queue holds; beyond, datagrams are dropped
+    /// (counted in [`LinkStats::overflowed`]).
     pub queue_limit: usize,
 }
 
 impl Default for LinkConfig {
+    /// 20 ms one way, nothing else: no loss, no bottleneck.
     fn default() -> Self {
-        LinkConfig {
-            loss: 0.0,
+        LinkConfig::new(Impairment {
             delay: Duration::from_millis(20),
-            jitter: Duration::ZERO,
-            duplicate: 0.0,
-            reorder: 0.0,
-            reorder_delay: Duration::from_millis(10),
+            ..Impairment::default()
+        })
+    }
+}
+
+impl LinkConfig {
+    /// A link that does `impairment` and has no bottleneck.
+    pub fn new(impairment: Impairment) -> Self {
+        LinkConfig {
+            impairment,
             bandwidth: None,
             queue_limit: 64 * 1024,
         }
+    }
+
+    /// Checks every setting.
+    ///
+    /// # Errors
+    ///
+    /// The impairment's error ([`Impairment::validate`]), or one naming
+    /// `bandwidth` (at least 1 byte per second) or `queue-limit` (at least
+    /// 1 byte).
+    pub fn validate(&self) -> Result<(), ImpairmentError> {
+        self.impairment.validate()?;
+        if self.bandwidth == Some(0) {
+            return Err(ImpairmentError::new(
+                "bandwidth",
+                "expected None (unlimited) or at least 1 byte per second, got 0",
+            ));
+        }
+        if self.queue_limit == 0 {
+            return Err(ImpairmentError::new(
+                "queue-limit",
+                "expected at least 1 byte, got 0",
+            ));
+        }
+        Ok(())
     }
 }
 
 /// Counters of a link.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LinkStats {
     /// Datagrams offered.
     pub sent: u64,
-    /// Dropped at random.
+    /// Dropped at random, or by a cut link.
     pub lost: u64,
     /// Dropped by a full bottleneck queue.
     pub overflowed: u64,
     /// Extra copies made.
     pub duplicated: u64,
+    /// Held back the reorder delay.
+    pub reordered: u64,
+    /// Copies dropped because the link held `limit` datagrams or
+    /// `limit_bytes` bytes already.
+    pub discarded: u64,
     /// Delivered (copies included).
     pub delivered: u64,
 }
@@ -119,8 +135,9 @@ pub struct LinkStats {
 #[derive(Debug)]
 pub struct Link {
     cfg: LinkConfig,
-    rng: Rng,
+    fates: Conditioner,
     queue: BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>>,
+    held_bytes: usize,
     order: u64,
     busy_until: Option<Instant>,
     /// Set to drop everything (a peer gone silent, a cable pulled).
@@ -130,12 +147,28 @@ pub struct Link {
 }
 
 impl Link {
-    /// A link with its own seed.
+    /// A link whose fates are stream 0 of `seed`.
+    ///
+    /// # Panics
+    ///
+    /// If `cfg` is invalid ([`LinkConfig::validate`]), with the error.
     pub fn new(cfg: LinkConfig, seed: u64) -> Self {
+        Link::with_stream(cfg, seed, 0)
+    }
+
+    fn with_stream(cfg: LinkConfig, seed: u64, stream: u64) -> Self {
+        if let Err(e) = cfg.validate() {
+            panic!("sim::LinkConfig: {e}");
+        }
+        let imp = Impairment {
+            seed,
+            ..cfg.impairment.clone()
+        };
         Link {
+            fates: Conditioner::with_stream(&imp, stream),
             cfg,
-            rng: Rng::new(seed),
             queue: BinaryHeap::new(),
+            held_bytes: 0,
             order: 0,
             busy_until: None,
             cut: false,
@@ -146,13 +179,9 @@ impl Link {
     /// Offers a datagram at `now`.
     pub fn send(&mut self, now: Instant, data: &[u8]) {
         self.stats.sent += 1;
-        // Fixed number of draws per datagram keeps decisions stable.
-        let (lost, dup, reorder) = (
-            self.rng.chance(self.cfg.loss),
-            self.rng.chance(self.cfg.duplicate),
-            self.rng.chance(self.cfg.reorder),
-        );
-        let (j1, j2) = (self.rng.f64(), self.rng.f64());
+        // One verdict per datagram offered, whatever happens to it, so a
+        // cut or a full queue does not shift the fates of the next ones.
+        let verdict = self.fates.decide();
         if self.cut {
             self.stats.lost += 1;
             return;
@@ -168,23 +197,33 @@ impl Link {
             depart = start + Duration::from_secs_f64(data.len() as f64 / bw as f64);
             self.busy_until = Some(depart);
         }
-        if lost {
+        let Verdict::Deliver {
+            delay,
+            reordered,
+            duplicate,
+        } = verdict
+        else {
             self.stats.lost += 1;
             return;
+        };
+        if reordered {
+            self.stats.reordered += 1;
         }
-        let mut at = depart + self.cfg.delay + self.cfg.jitter.mul_f64(j1);
-        if reorder {
-            at += self.cfg.reorder_delay;
-        }
-        self.push(at, data);
-        if dup {
+        self.push(depart + delay, data);
+        if let Some(d) = duplicate {
             self.stats.duplicated += 1;
-            self.push(depart + self.cfg.delay + self.cfg.jitter.mul_f64(j2), data);
+            self.push(depart + d, data);
         }
     }
 
     fn push(&mut self, at: Instant, data: &[u8]) {
+        let imp = &self.cfg.impairment;
+        if self.queue.len() >= imp.limit || self.held_bytes + data.len() > imp.limit_bytes {
+            self.stats.discarded += 1;
+            return;
+        }
         self.order += 1;
+        self.held_bytes += data.len();
         self.queue.push(Reverse((at, self.order, data.to_vec())));
     }
 
@@ -198,8 +237,10 @@ impl Link {
         if self.next_arrival()? > now {
             return None;
         }
+        let Reverse((_, _, d)) = self.queue.pop()?;
+        self.held_bytes -= d.len();
         self.stats.delivered += 1;
-        self.queue.pop().map(|Reverse((_, _, d))| d)
+        Some(d)
     }
 }
 
@@ -228,7 +269,13 @@ pub struct Pair {
 
 impl Pair {
     /// Two connected ends (no handshake; each knows the other's
-    /// `max_ack_delay` as if it had one), links seeded from `seed`.
+    /// `max_ack_delay` as if it had one), joined by links seeded from
+    /// `seed`: `ab` decides with stream 0 of it, `ba` with stream 1.
+    ///
+    /// # Panics
+    ///
+    /// If a config is invalid (`a`, `b`, or a link's: see
+    /// [`LinkConfig::validate`]).
     pub fn new(a: Config, b: Config, ab: LinkConfig, ba: LinkConfig, seed: u64) -> Self {
         let now = Instant::now();
         let cid = ConnectionId([0, 1, 2, 3, 4, 5, 6, 7]);
@@ -241,8 +288,8 @@ impl Pair {
         Pair {
             a,
             b,
-            ab: Link::new(ab, seed),
-            ba: Link::new(ba, seed ^ 0x5555_5555_5555_5555),
+            ab: Link::with_stream(ab, seed, 0),
+            ba: Link::with_stream(ba, seed, 1),
             now,
             b_frozen: false,
             a_events: Vec::new(),

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use keel_rudp::sim::{LinkConfig, Pair};
+use keel_rudp::sim::{Impairment, LinkConfig, Pair};
 use keel_rudp::{ChannelConfig, ChannelKind, Config, DisconnectReason, Event, State};
 
 fn cfg() -> Config {
@@ -16,10 +16,11 @@ fn cfg() -> Config {
 }
 
 fn lossy(loss: f64) -> LinkConfig {
-    LinkConfig {
+    LinkConfig::new(Impairment {
         loss,
-        ..LinkConfig::default()
-    }
+        delay: Duration::from_millis(20),
+        ..Impairment::default()
+    })
 }
 
 fn messages(ev: &[(Instant, Event)]) -> usize {

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use keel_rudp::sim::{Link, LinkConfig};
+use keel_rudp::sim::{Impairment, Link, LinkConfig};
 use keel_rudp::{
     ChannelConfig, ChannelKind, Config, Connection, ConnectionHandle, DisconnectReason, Endpoint,
     EndpointConfig, Event, Handled, State, REFUSE_CONFIG_MISMATCH,
@@ -281,10 +281,11 @@ fn spoofed_sources_allocate_nothing() {
 
 #[test]
 fn a_client_keeps_its_connection_when_its_address_changes() {
-    let link = LinkConfig {
+    let link = LinkConfig::new(Impairment {
         loss: 0.05,
-        ..LinkConfig::default()
-    };
+        delay: Duration::from_millis(20),
+        ..Impairment::default()
+    });
     let mut net = Net::new(link, cfg(), 3);
     net.run_for(Duration::from_millis(500));
     assert_eq!(net.client.state(), State::Connected);
@@ -376,10 +377,11 @@ fn mismatched_channels_are_refused_with_a_reason() {
 
 #[test]
 fn a_client_gives_up_after_the_handshake_timeout() {
-    let link = LinkConfig {
+    let link = LinkConfig::new(Impairment {
         loss: 1.0,
-        ..LinkConfig::default()
-    };
+        delay: Duration::from_millis(20),
+        ..Impairment::default()
+    });
     let mut net = Net::new(link, cfg(), 6);
     net.run_for(Duration::from_secs(11));
     assert_eq!(
@@ -426,11 +428,11 @@ fn each_end_learns_the_peers_max_ack_delay() {
 /// Handshake times over `n` seeds at 20 % loss each way and a 50 ms RTT
 /// (the benchmark's worst link), sorted; `None` for one that failed.
 fn handshake_times_at_20_percent_loss(n: u64) -> Vec<Option<Duration>> {
-    let link = LinkConfig {
+    let link = LinkConfig::new(Impairment {
         loss: 0.2,
         delay: Duration::from_millis(25),
-        ..LinkConfig::default()
-    };
+        ..Impairment::default()
+    });
     let mut times: Vec<Option<Duration>> = (0..n)
         .map(|seed| {
             let mut net = Net::new(link.clone(), cfg(), 1000 + seed);

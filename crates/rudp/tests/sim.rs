@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use keel_rudp::sim::{LinkConfig, Pair};
+use keel_rudp::sim::{Impairment, LinkConfig, Pair};
 use keel_rudp::{ChannelConfig, ChannelKind, Config, DisconnectReason, Event, Redundancy};
 
 const TICK: Duration = Duration::from_nanos(1_000_000_000 / 60);
@@ -46,15 +46,15 @@ fn four_channels() -> Config {
 }
 
 fn bad_link() -> LinkConfig {
-    LinkConfig {
+    LinkConfig::new(Impairment {
         loss: 0.2,
         delay: ms(40),
         jitter: ms(30),
         duplicate: 0.05,
         reorder: 0.1,
         reorder_delay: ms(25),
-        ..LinkConfig::default()
-    }
+        ..Impairment::default()
+    })
 }
 
 #[test]
@@ -126,13 +126,15 @@ fn every_reliable_message_arrives_once_and_in_order_under_20_percent_loss() {
 #[test]
 fn sequenced_channel_never_delivers_older_after_newer() {
     let cfg = Config::new(vec![ChannelConfig::new(ChannelKind::UnreliableSequenced)]);
-    let link = LinkConfig {
-        jitter: ms(80),
+    // 20 to 100 ms one way (jitter is +/- and at most the delay).
+    let link = LinkConfig::new(Impairment {
+        delay: ms(60),
+        jitter: ms(40),
         reorder: 0.3,
         reorder_delay: ms(50),
         duplicate: 0.2,
-        ..LinkConfig::default()
-    };
+        ..Impairment::default()
+    });
     let mut p = Pair::new(cfg.clone(), cfg, link.clone(), link, 9);
     for i in 0..600u32 {
         // Some snapshots need two packets.
@@ -167,12 +169,12 @@ fn a_one_mib_message_crosses_10_percent_loss() {
         ChannelConfig::new(ChannelKind::ReliableOrdered).bulk(),
         ChannelConfig::new(ChannelKind::Unreliable),
     ]);
-    let link = LinkConfig {
+    let link = LinkConfig::new(Impairment {
         loss: 0.1,
         delay: ms(25),
         jitter: ms(5),
-        ..LinkConfig::default()
-    };
+        ..Impairment::default()
+    });
     let mut p = Pair::new(cfg.clone(), cfg, link.clone(), link, 11);
     let big = payload(77, 1 << 20);
     p.a.send(0, &big).unwrap();
@@ -230,10 +232,11 @@ fn a_silent_peer_is_disconnected_on_time() {
 #[test]
 fn keepalives_keep_an_idle_connection_open() {
     let cfg = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
-    let link = LinkConfig {
+    let link = LinkConfig::new(Impairment {
         loss: 0.3,
-        ..LinkConfig::default()
-    };
+        delay: ms(20),
+        ..Impairment::default()
+    });
     let mut p = Pair::new(cfg.clone(), cfg, link.clone(), link, 6);
     p.run_for(Duration::from_secs(60));
     let disconnected =
@@ -296,12 +299,12 @@ fn close_reason_reaches_both_sides() {
 fn latency_under_loss(redundancy: Redundancy) -> (Duration, Duration, keel_rudp::Stats) {
     let mut cfg = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
     cfg.redundancy = redundancy;
-    let link = LinkConfig {
+    let link = LinkConfig::new(Impairment {
         loss: 0.1,
         delay: ms(40),
         jitter: ms(4),
-        ..LinkConfig::default()
-    };
+        ..Impairment::default()
+    });
     let mut p = Pair::new(cfg.clone(), cfg, link.clone(), link, 42);
     let n = 1800u32; // 30 s at 60 Hz
     let mut sent_at = Vec::new();
@@ -358,15 +361,17 @@ fn bottleneck(congestion_control: bool) -> (Duration, u64, Duration) {
     ]);
     cfg.congestion_control = congestion_control;
     let slow = LinkConfig {
-        delay: ms(20),
+        impairment: Impairment {
+            delay: ms(20),
+            ..Impairment::default()
+        },
         bandwidth: Some(125_000),
         queue_limit: 32 * 1024,
-        ..LinkConfig::default()
     };
-    let back = LinkConfig {
+    let back = LinkConfig::new(Impairment {
         delay: ms(20),
-        ..LinkConfig::default()
-    };
+        ..Impairment::default()
+    });
     let mut p = Pair::new(cfg.clone(), cfg, slow, back, 3);
     let big = payload(1, 1 << 20);
     p.a.send(0, &big).unwrap();
@@ -461,15 +466,15 @@ fn large_messages_overtaken_by_hundreds_of_packets_still_arrive() {
     // granted, never resent it, and the connection went silent until its
     // idle timeout.
     let cfg = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
-    let fast = LinkConfig {
+    let fast = LinkConfig::new(Impairment {
         delay: Duration::from_micros(100),
-        ..LinkConfig::default()
-    };
-    let reordering = LinkConfig {
+        ..Impairment::default()
+    });
+    let reordering = LinkConfig::new(Impairment {
         reorder: 0.01,
         reorder_delay: ms(10),
-        ..fast.clone()
-    };
+        ..fast.impairment.clone()
+    });
     for seed in [1, 2, 3] {
         let mut p = Pair::new(
             cfg.clone(),
@@ -502,11 +507,11 @@ fn a_jittered_path_learns_its_reordering_and_stops_resending() {
     // packet threshold and resent, then the threshold has grown past the
     // reordering and nothing more is resent.
     let cfg = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
-    let link = LinkConfig {
+    let link = LinkConfig::new(Impairment {
         delay: ms(25),
         jitter: ms(3),
-        ..LinkConfig::default()
-    };
+        ..Impairment::default()
+    });
     let mut p = Pair::new(cfg.clone(), cfg, link.clone(), link, 2);
     let took = transfers(&mut p, 0, 3, 1 << 20);
     let learned = p.a.stats();
@@ -541,10 +546,10 @@ fn echo_at_20_hz(client_ack_delay: Duration, skip: u32, ticks: u32) -> (u64, u64
     let cfg = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
     let mut client = cfg.clone();
     client.max_ack_delay = client_ack_delay;
-    let link = LinkConfig {
+    let link = LinkConfig::new(Impairment {
         delay: ms(20),
-        ..LinkConfig::default()
-    };
+        ..Impairment::default()
+    });
     let mut p = Pair::new(client, cfg, link.clone(), link, 9);
     let mut seen = 0;
     let mut sent = 0;
@@ -631,10 +636,10 @@ fn bulk_transfers(
 
 /// 25 ms each way, nothing lost, in order.
 fn path_25ms() -> LinkConfig {
-    LinkConfig {
+    LinkConfig::new(Impairment {
         delay: ms(25),
-        ..LinkConfig::default()
-    }
+        ..Impairment::default()
+    })
 }
 
 #[test]
@@ -649,10 +654,10 @@ fn a_bulk_transfer_over_a_reordering_lossless_link_keeps_its_window() {
     // the undo: 5.2 to 6.9 s (0.6 to 0.8 MB/s), against 0.52 s in order.
     let (in_order, s) = bulk_transfers(path_25ms(), 1, 4, 1 << 20);
     assert_eq!(s.packets_lost, 0, "{s:?}");
-    let jittered = LinkConfig {
+    let jittered = LinkConfig::new(Impairment {
         jitter: ms(3),
-        ..path_25ms()
-    };
+        ..path_25ms().impairment
+    });
     for seed in [1, 2, 3] {
         let (took, s) = bulk_transfers(jittered.clone(), seed, 4, 1 << 20);
         eprintln!(
@@ -681,11 +686,11 @@ fn random_loss_still_shrinks_the_bulk_window() {
     // reordered packets is not undone).
     let (lossless, _) = bulk_transfers(path_25ms(), 1, 1, 1 << 20);
     for jitter in [ms(0), ms(3)] {
-        let link = LinkConfig {
+        let link = LinkConfig::new(Impairment {
             loss: 0.02,
             jitter,
-            ..path_25ms()
-        };
+            ..path_25ms().impairment
+        });
         for seed in [1, 2, 3] {
             let (took, s) = bulk_transfers(link.clone(), seed, 1, 1 << 20);
             eprintln!(

@@ -27,7 +27,9 @@
 //! with [`EndpointConfig::send_impairment`] and
 //! [`EndpointConfig::recv_impairment`] ([`Impairment`], which also parses
 //! from `loss=0.05,delay=20ms,jitter=5ms,dup=0.01,reorder=0.1,seed=7`).
-//! It is off by default, and off it costs one branch.
+//! It is off by default, and off it costs one branch. The fate of each
+//! datagram comes from keel's one impairment model, the keel-impair crate,
+//! which keel-rudp's simulator uses too.
 //!
 //! The steady-state receive and echo path allocates nothing: buffers are
 //! caller-owned and reused, sessions live in a slab.
@@ -60,7 +62,7 @@ mod sys;
 mod timers;
 
 pub use client::{Client, ClientConfig, ClientCtx, ClientHandler};
-pub use conditioner::{Conditioner, Impairment, ImpairmentError, Verdict};
+pub use conditioner::{Impairment, ImpairmentError};
 pub use config::{
     EndpointConfig, FullPolicy, LaneSteering, LanesConfig, ServerConfig, DEFAULT_BATCH,
     DEFAULT_INBOX_CAPACITY, DEFAULT_MAX_DATAGRAM, DEFAULT_SEND_QUEUE_BYTES,

@@ -14,10 +14,11 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
+use keel_impair::{Conditioner, Verdict};
 use keel_reactor::{IoModel, Runtime};
 use keel_udp::{
-    Client, ClientConfig, ClientCtx, ClientHandler, Conditioner, CounterSnapshot, DatagramSocket,
-    DatagramSocketCtx, DatagramSocketHandler, EndpointConfig, Impairment, ServerConfig, Verdict,
+    Client, ClientConfig, ClientCtx, ClientHandler, CounterSnapshot, DatagramSocket,
+    DatagramSocketCtx, DatagramSocketHandler, EndpointConfig, Impairment, ServerConfig,
 };
 
 /// Every arrival at a recording datagram socket: (sequence number, when).

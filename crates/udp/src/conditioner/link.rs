@@ -9,10 +9,9 @@ use std::time::Instant;
 
 use keel_reactor::TimerId;
 
-use super::decide::{Conditioner, Verdict};
-use super::impairment::Impairment;
 use crate::counters::{bump, Counters};
 use crate::timers::Timers;
+use keel_impair::{Conditioner, Impairment, Verdict};
 
 /// A datagram waiting for its due time.
 struct Held {

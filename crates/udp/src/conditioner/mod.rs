@@ -10,26 +10,25 @@
 //!
 //! # What happens to a datagram
 //!
-//! For every datagram on a conditioned path, [`Conditioner::decide`] draws
-//! from a seeded PRNG (SplitMix64, five draws per datagram whatever the
-//! settings, so the loss decisions of a seed do not change when another
-//! setting does):
+//! The fate of every datagram on a conditioned path (dropped, held for how
+//! long, held back to be reordered, duplicated) is decided by keel's one
+//! impairment model, the keel-impair crate ([`keel_impair::Conditioner`],
+//! five draws of a seeded SplitMix64 per datagram), the same model
+//! keel-rudp's simulator uses; its docs have the exact rules. In short:
 //!
 //! * **loss**: with probability `loss` it is dropped (counted in
 //!   `conditioner_dropped`). A send still returns `Ok`, as on a real network.
 //! * **delay and jitter**: it is held for `delay` plus a uniform offset in
-//!   `[-jitter, +jitter]` (so `jitter <= delay`). Datagrams held this way are
-//!   independent: a jitter larger than the gap between two datagrams
-//!   reorders them, as on a real link (and as with netem).
+//!   `[-jitter, +jitter]` (so `jitter <= delay`); a jitter larger than the
+//!   gap between two datagrams reorders them, as on a real link.
 //! * **reorder**: with probability `reorder` it is held for a further
-//!   `reorder_delay`, so that datagrams sent during that time overtake it
-//!   (counted in `conditioner_reordered`). A datagram is only seen out of
-//!   order if another one follows within `reorder_delay`: a ping-pong with
-//!   one datagram in flight is only delayed.
+//!   `reorder_delay` (counted in `conditioner_reordered`). A datagram is
+//!   only seen out of order if another one follows within `reorder_delay`:
+//!   a ping-pong with one datagram in flight is only delayed.
 //! * **duplicate**: with probability `duplicate` a second copy follows with
 //!   its own jitter (no reorder delay; counted in `conditioner_duplicated`).
 //!
-//! A copy with a total delay of zero goes on at once (through the normal
+//! What this module adds is the path: a copy with a total delay of zero goes on at once (through the normal
 //! send path, or to the handler). Delayed copies are held in a bounded
 //! store (`limit` datagrams and `limit_bytes` bytes; past either bound the
 //! copy is discarded and counted in `conditioner_discarded`) and released by
@@ -51,14 +50,15 @@
 //! # Seeds and streams
 //!
 //! The same seed gives the same decisions: the send path of a client, datagram
-//! socket or server lane 0 decides exactly as `Conditioner::new` on the
-//! same [`Impairment`]. Server lane `i` uses stream `i` of the seed, and a
+//! socket or server lane 0 decides exactly as
+//! [`keel_impair::Conditioner::new`] on the same [`Impairment`]. Server lane `i` uses stream `i` of the seed, and a
 //! socket's receive path uses streams of its own, so one seed gives
 //! independent decisions per lane and per direction.
 //!
 //! # Examples
 //!
-//! The textual shape (keel-bench's `--impair` takes it):
+//! The textual shape (keel-bench's `--impair` takes it; keel-impair
+//! documents all of it):
 //!
 //! ```
 //! use keel_udp::Impairment;
@@ -105,7 +105,7 @@
 //! let socket = DatagramSocket::bind(rt.handle(), "127.0.0.1:0".parse()?, config, Quiet)?;
 //! let peer = std::net::UdpSocket::bind("127.0.0.1:0")?;
 //! peer.set_read_timeout(Some(Duration::from_secs(5)))?;
-//! // Seed 42 keeps the first datagram (see the pure Conditioner below).
+//! // Seed 42 keeps the first datagram (keel_impair::Conditioner says so).
 //! let sent = std::time::Instant::now();
 //! socket.send_to(peer.local_addr()?, b"late")?;
 //! let mut buf = [0u8; 8];
@@ -117,36 +117,14 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The decisions alone, without a socket or a clock:
-//!
-//! ```
-//! use keel_udp::{Conditioner, Impairment, Verdict};
-//! use std::time::Duration;
-//!
-//! let imp = Impairment { loss: 0.1, delay: Duration::from_millis(5), seed: 42, ..Impairment::default() };
-//! let mut a = Conditioner::new(&imp);
-//! let mut b = Conditioner::new(&imp);
-//! let first: Vec<Verdict> = (0..1000).map(|_| a.decide()).collect();
-//! assert!((0..1000).all(|i| b.decide() == first[i]));
-//! assert!(matches!(first[0], Verdict::Deliver { .. }));
-//! let lost = first.iter().filter(|v| **v == Verdict::Drop).count();
-//! assert!((50..150).contains(&lost), "{lost}");
-//! ```
-//!
 //! [`EndpointConfig::send_impairment`]: crate::EndpointConfig::send_impairment
 //! [`EndpointConfig::recv_impairment`]: crate::EndpointConfig::recv_impairment
 //! [`ServerConfig`]: crate::ServerConfig
 //! [`CounterSnapshot`]: crate::CounterSnapshot
 
-mod decide;
-mod impairment;
 mod link;
 
-pub use decide::{Conditioner, Verdict};
-pub use impairment::{
-    is_plain_decimal, Impairment, ImpairmentError, DEFAULT_IMPAIRMENT_LIMIT,
-    DEFAULT_IMPAIRMENT_LIMIT_BYTES, DEFAULT_REORDER_DELAY, IMPAIRMENT_KEYS, MAX_IMPAIRMENT_DELAY,
-};
+pub use keel_impair::{Impairment, ImpairmentError};
 pub(crate) use link::Link;
 
 #[cfg(test)]

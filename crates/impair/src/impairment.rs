@@ -1,4 +1,4 @@
-//! What a conditioned path does, as a value: [`Impairment`] (loss, delay,
+//! What an impaired path does, as a value: [`Impairment`] (loss, delay,
 //! jitter, duplicates, reordering, seed, bounds), its validation, and its
 //! textual form (`loss=0.05,delay=20ms,...`).
 
@@ -6,9 +6,9 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-/// Default bound of held datagrams per conditioned path.
+/// Default bound of held datagrams per impaired path.
 pub const DEFAULT_IMPAIRMENT_LIMIT: usize = 4096;
-/// Default bound of held bytes per conditioned path (16 MiB).
+/// Default bound of held bytes per impaired path (16 MiB).
 pub const DEFAULT_IMPAIRMENT_LIMIT_BYTES: usize = 16 * 1024 * 1024;
 /// Default extra hold of a reordered datagram.
 pub const DEFAULT_REORDER_DELAY: Duration = Duration::from_millis(10);
@@ -18,9 +18,9 @@ pub const MAX_IMPAIRMENT_DELAY: Duration = Duration::from_secs(3600);
 const MAX_LIMIT: usize = 1_000_000;
 const MAX_LIMIT_BYTES: usize = 1 << 30;
 
-/// What a conditioned path does to datagrams. [`Default`] is off (no loss,
-/// no delay, nothing duplicated or reordered); see the [module
-/// docs](crate::conditioner) for the exact semantics.
+/// What an impaired path does to datagrams. [`Default`] is off (no loss,
+/// no delay, nothing duplicated or reordered); see the [crate
+/// docs](crate) for the exact semantics.
 ///
 /// Parses from (and displays as) `loss=0.05,delay=20ms,jitter=5ms,
 /// dup=0.01,reorder=0.1,reorder-delay=10ms,seed=7,limit=4096,
@@ -44,8 +44,8 @@ pub struct Impairment {
     pub reorder_delay: Duration,
     /// Seed of the decisions: the same seed, the same decisions.
     pub seed: u64,
-    /// Most datagrams held at once (delayed); past it a copy is discarded
-    /// and counted. `1..=1_000_000`, default 4096.
+    /// Most datagrams a path holds at once (delayed); past it a copy is
+    /// discarded, and the path counts it. `1..=1_000_000`, default 4096.
     pub limit: usize,
     /// Most payload bytes held at once. `1..=2^30`, default 16 MiB.
     pub limit_bytes: usize,
@@ -82,7 +82,11 @@ pub struct ImpairmentError {
 }
 
 impl ImpairmentError {
-    fn new(key: &str, message: impl Into<String>) -> Self {
+    /// An error about `key` (a setting's key, as in the textual shape),
+    /// saying what it accepts and what it got. A user of [`Impairment`]
+    /// with settings of its own (a simulator's bandwidth) reports them the
+    /// same way.
+    pub fn new(key: &str, message: impl Into<String>) -> Self {
         ImpairmentError {
             key: key.to_string(),
             message: message.into(),
@@ -204,20 +208,10 @@ fn parse_probability(key: &str, v: &str) -> Result<f64, ImpairmentError> {
     }
 }
 
-/// `D+[.D*]` or `.D+`: no sign, exponent, or anything else.
-/// Whether `s` is a number in the grammar of impairment specs: digits with
-/// an optional fraction (`D+[.D*]` or `.D+`: `1`, `0.25`, `1.`, `.5`), no
-/// sign, exponent, unit, `inf` or `nan`. keel-bench reads every numeric
-/// flag with it, so a number is written the same way everywhere.
-///
-/// # Examples
-///
-/// ```
-/// use keel_udp::conditioner::is_plain_decimal;
-/// assert!(is_plain_decimal("0.25") && is_plain_decimal(".5") && is_plain_decimal("1."));
-/// assert!(!is_plain_decimal("1e3") && !is_plain_decimal("-1") && !is_plain_decimal("."));
-/// ```
-pub fn is_plain_decimal(s: &str) -> bool {
+/// Whether `s` is a number in the grammar of the textual shape: digits
+/// with an optional fraction (`D+[.D*]` or `.D+`: `1`, `0.25`, `1.`, `.5`),
+/// no sign, exponent, unit, `inf` or `nan`.
+fn is_plain_decimal(s: &str) -> bool {
     let (int, frac) = s.split_once('.').unwrap_or((s, ""));
     let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
     digits(int) && digits(frac) && !(int.is_empty() && frac.is_empty())
