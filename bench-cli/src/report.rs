@@ -136,6 +136,7 @@ pub mod fields;
 pub mod input;
 pub mod markdown;
 pub mod rudp;
+pub mod rudp_key;
 pub mod stats;
 pub mod summary;
 

@@ -1,7 +1,7 @@
 //! The input of the report: one [`Run`] per JSON line, its [`Source`]
 //! and its configuration ([`ConfigKey`]), read leniently (a missing,
 //! `null` or mistyped field is unknown, never 0). A run of the keel-rudp
-//! benchmark also carries a [`RudpRun`] (read in [`super::rudp`]), which
+//! benchmark also carries a [`RudpRun`] (read in [`super::rudp_key`]), which
 //! keeps it out of the UDP echo matrix.
 
 use std::collections::BTreeMap;
@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::fields::Fields;
 pub use super::fields::{count, opt};
-use super::rudp::RudpRun;
+use super::rudp_key::{self, RudpRun};
 
 /// Where a run came from: file name and 1-based line number.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -257,7 +257,7 @@ impl Run {
         let f = Fields::new(obj);
         let rudp = RudpRun::is_rudp_line(&f).then(|| RudpRun::read(&f));
         let other_settings = f.other_settings(if rudp.is_some() {
-            super::rudp::OTHER_SETTINGS
+            rudp_key::OTHER_SETTINGS
         } else {
             OTHER_SETTINGS
         });

@@ -11,14 +11,14 @@
 //! setting are its repetitions. Each [`RudpGroup`] is put in one [`Case`]
 //! and summarised over the seeds that passed ([`RudpSummary`]).
 //!
-//! `key` reads a line's configuration and measurements ([`RudpRun`]) and
-//! names its settings ([`RudpDim`]); this module groups and summarises.
-
-mod key;
+//! [`super::rudp_key`] reads a line's configuration and measurements
+//! ([`RudpRun`]) and names its settings ([`RudpDim`]); this module groups
+//! and summarises. (The reading is apart so that [`super::input`] can use
+//! it while this module uses the input's runs: no circle.)
 
 use std::collections::BTreeMap;
 
-pub use key::{
+pub use super::rudp_key::{
     dims_label, fmt_bytes, split_dims, trim_number, Case, Link, RudpDim, RudpKey, RudpRun,
     ALL_SETTINGS, CLIENTS, IO, LINK, LOSS, OTHER_SETTINGS, PAYLOAD, PROTOCOL, RATE,
     SCALE_MIN_CLIENTS, SERVER_LOSS, TRANSFER, WINDOW,
