@@ -475,11 +475,11 @@ impl DatagramSocketHandler for KcpClient {
 /// Runs the KCP echo and returns its report with `ok` decided.
 pub fn run(cfg: &RunConfig) -> RunReport {
     let mut report = RunReport::new(cfg);
-    report.channel = Some(cfg.channel.as_str());
-    report.rate_hz = Some(cfg.rate_hz);
-    report.kcp_mode = Some(cfg.kcp_mode.as_str());
-    report.batch = None;
-    report.udp_server_receive_buffer_requested_bytes = Some(UDP_RECEIVE_BUFFER_REQUEST);
+    report.delivery.channel = Some(cfg.channel.as_str());
+    report.delivery.rate_hz = Some(cfg.rate_hz);
+    report.peer.kcp_mode = Some(cfg.kcp_mode.as_str());
+    report.setup.batch = None;
+    report.setup.udp_server_receive_buffer_requested_bytes = Some(UDP_RECEIVE_BUFFER_REQUEST);
     if let Err(e) = run_into(cfg, &mut report) {
         report.error = Some(e);
     }
@@ -513,8 +513,8 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         },
     )
     .map_err(|e| format!("starting the KCP echo server: {e}"))?;
-    report.udp_server_send_buffer_bytes = Some(server.buffers().send as u64);
-    report.udp_server_receive_buffer_bytes = Some(server.buffers().recv as u64);
+    report.buffers.udp_server_send_buffer_bytes = Some(server.buffers().send as u64);
+    report.buffers.udp_server_receive_buffer_bytes = Some(server.buffers().recv as u64);
 
     let connected = Arc::new(AtomicUsize::new(0));
     let drained = Arc::new(AtomicUsize::new(0));
@@ -578,7 +578,8 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             .map(|o| o.bytes.load(Ordering::Relaxed))
             .sum::<u64>();
     let payload = run.tally.sent_bytes + counts.echoed_bytes.load(Ordering::Relaxed);
-    report.wire_bytes_per_payload_byte = (payload > 0).then(|| wire as f64 / payload as f64);
+    report.delivery.wire_bytes_per_payload_byte =
+        (payload > 0).then(|| wire as f64 / payload as f64);
     record_sockets(report, run.udp, k, counts.received.load(Ordering::Relaxed));
     run.outcome(report, stopped)
 }

@@ -484,13 +484,13 @@ pub fn drive(
     let cpu_end = process_cpu_time();
     let process_wall = wall_start.map_or(Duration::ZERO, |w| w.elapsed());
     if drained_at.is_none() {
-        report.drain_timeouts = 1;
+        report.checks.drain_timeouts = 1;
     }
     let end = drained_at.unwrap_or(drain_deadline);
     if let (Some(a), Some(b)) = (cpu_start, cpu_end) {
         report.set_cpu(b.saturating_sub(a), process_wall);
     }
-    report.peak_rss_bytes = peak_rss_bytes();
+    report.cpu.peak_rss_bytes = peak_rss_bytes();
     Ok(Measured {
         elapsed: end.saturating_duration_since(measure_start),
         server_cpu: server_start
@@ -513,14 +513,15 @@ pub fn record_sockets(
     server: CounterSnapshot,
     server_messages: u64,
 ) {
-    report.server_datagrams_per_message =
+    report.peer.server_datagrams_per_message =
         (server_messages > 0).then(|| server.datagrams_in as f64 / server_messages as f64);
-    report.kernel_rcvbuf_drops = Some(clients.kernel_drops + server.kernel_drops);
-    report.conditioner_dropped = Some(clients.conditioner_dropped + server.conditioner_dropped);
-    report.conditioner_duplicated =
+    report.drops.kernel_rcvbuf_drops = Some(clients.kernel_drops + server.kernel_drops);
+    report.impair.conditioner_dropped =
+        Some(clients.conditioner_dropped + server.conditioner_dropped);
+    report.impair.conditioner_duplicated =
         Some(clients.conditioner_duplicated + server.conditioner_duplicated);
-    report.client_send_completion_errors = clients.send_errors;
-    report.server_send_completion_errors = Some(server.send_errors);
+    report.checks.client_send_completion_errors = clients.send_errors;
+    report.checks.server_send_completion_errors = Some(server.send_errors);
 }
 
 /// Asks each of `n` clients for what it reports (`ask(i, tx)` posts a
@@ -607,7 +608,7 @@ impl SocketClients {
             ));
         }
         stopped.map_err(|e| {
-            report.callback_exceptions += 1;
+            report.checks.callback_exceptions += 1;
             format!("a handler failed: {e}")
         })
     }
@@ -670,20 +671,20 @@ pub struct ServerTally {
 
 /// The clients' and the server's tallies into `report`.
 pub fn record(report: &mut RunReport, tally: &Tally, server: ServerTally, rtt: &Rtt) {
-    report.messages_sent = tally.messages_sent;
-    report.messages = tally.messages;
-    report.client_send_rejections = tally.send_rejections;
-    report.content_errors = tally.content_errors;
-    report.order_errors = tally.order_errors;
-    report.unexpected_messages = tally.unexpected + server.invalid;
-    report.disconnect_errors = tally.disconnects;
-    report.udp_lost_messages = tally.lost;
-    report.late_echoes = Some(tally.late);
-    report.udp_lost_warmup_messages = Some(tally.warmup_lost);
-    report.warmup_errors = tally.warmup_errors;
-    report.warmup_ok = tally.warmup_errors == 0;
-    report.server_send_rejections = Some(server.send_rejections);
-    report.messages_delivered = Some(server.delivered);
+    report.throughput.messages_sent = tally.messages_sent;
+    report.throughput.messages = tally.messages;
+    report.checks.client_send_rejections = tally.send_rejections;
+    report.checks.content_errors = tally.content_errors;
+    report.checks.order_errors = tally.order_errors;
+    report.checks.unexpected_messages = tally.unexpected + server.invalid;
+    report.checks.disconnect_errors = tally.disconnects;
+    report.checks.udp_lost_messages = tally.lost;
+    report.drops.late_echoes = Some(tally.late);
+    report.drops.udp_lost_warmup_messages = Some(tally.warmup_lost);
+    report.checks.warmup_errors = tally.warmup_errors;
+    report.checks.warmup_ok = tally.warmup_errors == 0;
+    report.checks.server_send_rejections = Some(server.send_rejections);
+    report.delivery.messages_delivered = Some(server.delivered);
     report.set_rtt(&rtt.summary());
 }
 
@@ -691,13 +692,13 @@ pub fn record(report: &mut RunReport, tally: &Tally, server: ServerTally, rtt: &
 /// `report`: `rss_before` was read before the server and the clients were
 /// made, so the difference holds both ends of every connection.
 pub fn record_server(report: &mut RunReport, m: &Measured, rss_before: Option<u64>, n: usize) {
-    report.server_cpu_us_per_message = Some(
+    report.scale.server_cpu_us_per_message = Some(
         m.server_cpu
             .filter(|_| m.server_messages > 0)
             .map(|c| c.as_secs_f64() * 1e6 / m.server_messages as f64),
     );
-    report.server_cpu_percent = Some(m.server_cpu.map(|c| cpu_percent(c, m.wall)));
-    report.rss_bytes_per_connection = Some(
+    report.scale.server_cpu_percent = Some(m.server_cpu.map(|c| cpu_percent(c, m.wall)));
+    report.scale.rss_bytes_per_connection = Some(
         rss_before
             .zip(m.rss_connected)
             .filter(|_| n > 0)

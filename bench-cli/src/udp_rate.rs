@@ -169,8 +169,8 @@ impl DatagramSocketHandler for RateClient {
 /// Runs the open-loop UDP echo and returns its report with `ok` decided.
 pub fn run(cfg: &RunConfig) -> RunReport {
     let mut report = RunReport::new(cfg);
-    report.rate_hz = Some(cfg.rate_hz);
-    report.loss_timeout_ms = Some(UNRELIABLE_LOSS_TIMEOUT.as_millis() as u64);
+    report.delivery.rate_hz = Some(cfg.rate_hz);
+    report.setup.loss_timeout_ms = Some(UNRELIABLE_LOSS_TIMEOUT.as_millis() as u64);
     if let Err(e) = run_into(cfg, &mut report) {
         report.error = Some(e);
     }
@@ -204,8 +204,8 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         echo_stats.clone(),
     )
     .map_err(|e| format!("starting the echo server: {e}"))?;
-    report.udp_server_send_buffer_bytes = Some(server.buffers().send as u64);
-    report.udp_server_receive_buffer_bytes = Some(server.buffers().recv as u64);
+    report.buffers.udp_server_send_buffer_bytes = Some(server.buffers().send as u64);
+    report.buffers.udp_server_receive_buffer_bytes = Some(server.buffers().recv as u64);
 
     let connected = Arc::new(AtomicUsize::new(0));
     let drained = Arc::new(AtomicUsize::new(0));
@@ -251,7 +251,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         },
         &run.rtt,
     );
-    report.messages_delivered = None;
+    report.delivery.messages_delivered = None;
     if let Ok(m) = &run.measured {
         report.set_throughput(m.elapsed);
         record_server(report, m, rss_before, clients.len());
