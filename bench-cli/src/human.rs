@@ -140,7 +140,7 @@ fn run_errors(r: &RunReport) -> String {
 
 /// The summary of a run: a few aligned lines, the last saying `ok` or why
 /// not.
-pub fn run_summary(r: &RunReport) -> String {
+pub(crate) fn run_summary(r: &RunReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "keel-bench: {}", run_config(r));
     let _ = writeln!(
@@ -190,7 +190,7 @@ fn verdict(ok: bool, error: Option<&str>) -> String {
 }
 
 /// The summary of `serve` when it ends.
-pub fn serve_summary(s: &ServeSummary) -> String {
+pub(crate) fn serve_summary(s: &ServeSummary) -> String {
     let mut out = String::new();
     let threads = u64::from(s.io_threads);
     let io = match s.io_model {
@@ -253,13 +253,13 @@ pub fn serve_summary(s: &ServeSummary) -> String {
 }
 
 /// A rejected command line, with where to look.
-pub fn bad_args(err: &FlagError) -> String {
+pub(crate) fn bad_args(err: &FlagError) -> String {
     format!("keel-bench: {err}\n  (keel-bench --help lists every flag and what it accepts)\n")
 }
 
 /// A command that could not start (`serve` could not bind, `report` could
 /// not read).
-pub fn failed(what: &str, error: &str) -> String {
+pub(crate) fn failed(what: &str, error: &str) -> String {
     format!("keel-bench {what}: FAILED: {error}\n")
 }
 

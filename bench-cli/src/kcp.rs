@@ -473,7 +473,7 @@ impl DatagramSocketHandler for KcpClient {
 // ---------------------------------------------------------------- the run
 
 /// Runs the KCP echo and returns its report with `ok` decided.
-pub fn run(cfg: &RunConfig) -> RunReport {
+pub(crate) fn run(cfg: &RunConfig) -> RunReport {
     let mut report = RunReport::new(cfg);
     report.delivery.channel = Some(cfg.channel.as_str());
     report.delivery.rate_hz = Some(cfg.rate_hz);

@@ -56,7 +56,7 @@ const CHANNEL: u8 = 0;
 /// kind (bulk with `--bulk-channel`); messages may be as large as
 /// `--payload` (or `--transfer`), and the buffers hold 4 times what is in
 /// flight.
-pub fn connection_config(cfg: &RunConfig) -> Config {
+pub(crate) fn connection_config(cfg: &RunConfig) -> Config {
     connection_config_of(cfg, Duration::from_millis(DEFAULT_ACK_DELAY_MS.into()))
 }
 
@@ -204,7 +204,7 @@ impl Handler for BenchPeer {
 // ---------------------------------------------------------------- the run
 
 /// Runs the keel-rudp echo and returns its report with `ok` decided.
-pub fn run(cfg: &RunConfig) -> RunReport {
+pub(crate) fn run(cfg: &RunConfig) -> RunReport {
     let mut report = RunReport::new(cfg);
     report.delivery.channel = Some(cfg.channel.as_str());
     report.peer.encrypted = Some(cfg.encrypt);

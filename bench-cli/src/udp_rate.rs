@@ -167,7 +167,7 @@ impl DatagramSocketHandler for RateClient {
 }
 
 /// Runs the open-loop UDP echo and returns its report with `ok` decided.
-pub fn run(cfg: &RunConfig) -> RunReport {
+pub(crate) fn run(cfg: &RunConfig) -> RunReport {
     let mut report = RunReport::new(cfg);
     report.delivery.rate_hz = Some(cfg.rate_hz);
     report.setup.loss_timeout_ms = Some(UNRELIABLE_LOSS_TIMEOUT.as_millis() as u64);
