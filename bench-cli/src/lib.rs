@@ -21,12 +21,15 @@
 //! * `bulk`: the bulk case of rudp and kcp (`--transfer`);
 //! * `kcp`: `--protocol kcp`, the same echo over KCP (a peer);
 //! * `rudp`: `--protocol rudp`, the echo over keel-rudp connections;
+//! * `socket_client`: the open-loop client on a keel-udp socket that
+//!   `kcp` and `udp_rate` share (one driver, two transports);
 //! * `udp_rate`: `--protocol udp --rate`, the open-loop echo over plain
 //!   keel-udp (the scale case's baseline);
 //! * [`run`]: the entry points of the commands.
 //!
 //! The modules in plain type (`human`, `peer`, `bulk`, `kcp`, `rudp`,
-//! `udp_rate`) are the crate's own: used by the others, not public.
+//! `socket_client`, `udp_rate`) are the crate's own: used by the others,
+//! not public.
 //! Inside the crate, an item is `pub` only if it is reachable from
 //! outside (`unreachable_pub` is on); the rest is `pub(crate)` or private.
 //!
@@ -51,6 +54,7 @@ pub mod report;
 mod rudp;
 pub mod run;
 pub mod serve;
+mod socket_client;
 pub mod stats;
 mod udp_rate;
 

@@ -46,8 +46,8 @@ use crate::peer::{
     UNRELIABLE_LOSS_TIMEOUT,
 };
 use crate::procstats::rss_bytes;
+use crate::socket_client::client_endpoint;
 use crate::stats::Rtt;
-use crate::udp_rate::client_endpoint;
 
 /// The one channel of a run.
 const CHANNEL: u8 = 0;
