@@ -38,6 +38,14 @@ no dependencies beyond python3):
   lands on the module that defines the type, wherever the impl block is),
   extern crates and std, `#[path]` attributes.
 
+Cycles are looked for twice: between modules, and between sibling
+modules (children of one parent) where each stands for its subtree. The
+second finds a circle the first misses when it runs through a re-export:
+`a` uses `b::X`, which `b` re-exports from its child `b::inner`, while
+`b`'s own code uses `a`. The first sees `a -> b::inner` and `b -> a`, no
+cycle; but `a` and `b` (with what it contains) still depend on each other,
+so neither can be understood, moved or tested without the other.
+
 A well-layered crate passes: leaves that use nothing in the crate, layers
 that use only the ones below them, a root that declares and re-exports.
 """
@@ -464,6 +472,22 @@ class Crate:
         return out
 
 
+def sibling_edges(modules, edges):
+    """The edges between sibling modules (children of one parent), where a
+    module stands for its whole subtree: a -> b for siblings a and b when
+    something in a's subtree depends on something in b's. {(a, b): refs}."""
+    out = {}
+    for (src, dst), refs in edges.items():
+        n = 0
+        while n < len(src) and n < len(dst) and src[n] == dst[n]:
+            n += 1
+        if n == len(src) or n == len(dst):
+            continue  # one contains the other: parent and descendant
+        a, b = src[:n + 1], dst[:n + 1]
+        out.setdefault((a, b), []).extend(refs)
+    return out
+
+
 def strongly_connected(nodes, edges):
     """Tarjan's algorithm (iterative); returns the components."""
     succ = {n: [] for n in nodes}
@@ -562,6 +586,15 @@ def check_crate(crate_dir, show_edges=False):
         edges = crate.edges()
         cycles = [sorted(c) for c in strongly_connected(list(modules), edges) if len(c) > 1]
         cycles.sort()
+        # Between sibling subtrees: an edge into or out of a module's
+        # descendants is the module's own (see the docs).
+        lifted = sibling_edges(modules, edges)
+        known = [set(c) for c in cycles]
+        subtree_cycles = sorted(
+            sorted(c) for c in strongly_connected(list(modules), lifted)
+            if len(c) > 1 and set(c) not in known
+        )
+        cycles += subtree_cycles
         total += len(cycles)
         show = lambda p: "crate" if not p else "::".join(p)
         if not cycles:
@@ -574,8 +607,10 @@ def check_crate(crate_dir, show_edges=False):
                 print(f"  edge {show(a)} -> {show(b)}: {rel(file)}:{line} {what}")
         for k, comp in enumerate(cycles, 1):
             members = set(comp)
-            print(f"  cycle {k}: {', '.join(show(p) for p in comp)}")
-            for (a, b), refs in sorted(edges.items()):
+            through = comp in subtree_cycles
+            kind = " (between sibling modules, through their submodules)" if through else ""
+            print(f"  cycle {k}{kind}: {', '.join(show(p) for p in comp)}")
+            for (a, b), refs in sorted((lifted if through else edges).items()):
                 if a in members and b in members:
                     file, line, what = refs[0]
                     more = f" (+{len(refs) - 1} more)" if len(refs) > 1 else ""

@@ -56,7 +56,7 @@ use crate::flags::RunConfig;
 use crate::message::{decode_header, verify_fill, HEADER_LEN};
 
 /// Bytes of the server's receipt: the transfer's 16-byte header.
-pub const RECEIPT_LEN: usize = HEADER_LEN;
+pub(crate) const RECEIPT_LEN: usize = HEADER_LEN;
 /// What KCP's stream mode reads at once (more than its 1,376-byte segment).
 const KCP_STREAM_READ: usize = 64 * 1024;
 /// Largest piece handed to KCP's `send` in stream mode, in segments: KCP
@@ -65,7 +65,7 @@ const KCP_SEND_SEGMENTS: usize = 64;
 
 /// What a client of `cfg` sends and expects back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClientShape {
+pub(crate) struct ClientShape {
     /// Bytes of each message.
     pub message: usize,
     /// Bytes of each answer: the message itself (echo) or a receipt.
@@ -77,7 +77,7 @@ pub struct ClientShape {
 impl ClientShape {
     /// The echo's shape (`--payload`, `--window`), or the bulk case's:
     /// `--transfer` bytes, one at a time, answered by a receipt.
-    pub fn of(cfg: &RunConfig) -> Self {
+    pub(crate) fn of(cfg: &RunConfig) -> Self {
         match cfg.transfer {
             None => ClientShape {
                 message: cfg.payload as usize,
@@ -96,7 +96,7 @@ impl ClientShape {
 /// The server's check of a transfer: the whole message (length
 /// `transfer`, header, every byte of the fill); its receipt if it checks.
 /// (`crate::peer::ServerCounts::receive_transfer` counts it.)
-pub fn check_transfer(msg: &[u8], transfer: u64) -> Option<[u8; RECEIPT_LEN]> {
+pub(crate) fn check_transfer(msg: &[u8], transfer: u64) -> Option<[u8; RECEIPT_LEN]> {
     let whole =
         msg.len() as u64 == transfer && decode_header(msg).is_ok_and(|h| verify_fill(msg, &h));
     if !whole {
@@ -109,14 +109,14 @@ pub fn check_transfer(msg: &[u8], transfer: u64) -> Option<[u8; RECEIPT_LEN]> {
 
 /// Cuts a byte stream (KCP's stream mode) back into messages of one size.
 #[derive(Debug)]
-pub struct Reassembly {
+pub(crate) struct Reassembly {
     size: usize,
     got: Vec<u8>,
 }
 
 impl Reassembly {
     /// Messages of `size` bytes (at least 1).
-    pub fn new(size: usize) -> Self {
+    pub(crate) fn new(size: usize) -> Self {
         let size = size.max(1);
         Reassembly {
             size,
@@ -126,7 +126,7 @@ impl Reassembly {
 
     /// Adds `data` from the stream; calls `message` with each message it
     /// completes, in order.
-    pub fn push(&mut self, mut data: &[u8], mut message: impl FnMut(&[u8])) {
+    pub(crate) fn push(&mut self, mut data: &[u8], mut message: impl FnMut(&[u8])) {
         while !data.is_empty() {
             let take = (self.size - self.got.len()).min(data.len());
             self.got.extend_from_slice(&data[..take]);
@@ -139,7 +139,8 @@ impl Reassembly {
     }
 
     /// Bytes of an unfinished message held.
-    pub fn pending(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> usize {
         self.got.len()
     }
 }
@@ -147,7 +148,7 @@ impl Reassembly {
 /// Hands `msg` to KCP: whole in message mode; in stream mode in pieces of
 /// 64 segments (`KCP_SEND_SEGMENTS`; KCP refuses a call of 128 segments or
 /// more even there), all queued at once. False if KCP refused a piece.
-pub fn kcp_send<W: Write>(k: &mut kcp::Kcp<W>, msg: &[u8]) -> bool {
+pub(crate) fn kcp_send<W: Write>(k: &mut kcp::Kcp<W>, msg: &[u8]) -> bool {
     if !k.is_stream() {
         return k.send(msg).is_ok();
     }
@@ -156,7 +157,7 @@ pub fn kcp_send<W: Write>(k: &mut kcp::Kcp<W>, msg: &[u8]) -> bool {
 }
 
 /// A KCP for `cfg`: stream mode for the bulk case, message mode otherwise.
-pub fn kcp_new<W: Write>(cfg: &RunConfig, conv: u32, out: W) -> kcp::Kcp<W> {
+pub(crate) fn kcp_new<W: Write>(cfg: &RunConfig, conv: u32, out: W) -> kcp::Kcp<W> {
     if cfg.transfer.is_some() {
         kcp::Kcp::new_stream(conv, out)
     } else {
@@ -166,7 +167,7 @@ pub fn kcp_new<W: Write>(cfg: &RunConfig, conv: u32, out: W) -> kcp::Kcp<W> {
 
 /// Bytes a KCP receive buffer of `cfg` needs: one message in message
 /// mode, a read of the stream in stream mode.
-pub fn kcp_recv_len(cfg: &RunConfig) -> usize {
+pub(crate) fn kcp_recv_len(cfg: &RunConfig) -> usize {
     match cfg.transfer {
         None => cfg.payload as usize,
         Some(_) => KCP_STREAM_READ,

@@ -70,20 +70,20 @@ fn listed(parts: &[String]) -> String {
 /// The configuration of a run in one line.
 fn run_config(r: &RunReport) -> String {
     let opt = |v: Option<u64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
-    let threads = u64::from(r.io_threads.unwrap_or(0));
-    let io = match r.io_model {
+    let threads = u64::from(r.config.io_threads.unwrap_or(0));
+    let io = match r.config.io_model {
         Some("sharded") => format!("sharded: {}, 1 thread each", count(threads, "context")),
         Some(model) => format!("{model}: 1 context, {}", count(threads, "thread")),
         None => "?".to_string(),
     };
     let mut s = format!(
         "udp/{}, payload {} B, {}, window {}, {io}",
-        r.address_family.unwrap_or("?"),
-        opt(r.payload_bytes),
-        count(u64::from(r.clients.unwrap_or(0)), "client"),
-        opt(r.window.map(u64::from)),
+        r.config.address_family.unwrap_or("?"),
+        opt(r.config.payload_bytes),
+        count(u64::from(r.config.clients.unwrap_or(0)), "client"),
+        opt(r.config.window.map(u64::from)),
     );
-    match (&r.connect, r.server_io_lanes) {
+    match (&r.connect, r.config.server_io_lanes) {
         (Some(addr), _) => {
             let _ = write!(s, ", against {addr}");
         }
@@ -95,25 +95,25 @@ fn run_config(r: &RunReport) -> String {
     let _ = write!(
         s,
         ", {} s (+{} s warm-up)",
-        r.requested_seconds.unwrap_or(0.0),
-        r.warmup_seconds.unwrap_or(0.0)
+        r.config.requested_seconds.unwrap_or(0.0),
+        r.config.warmup_seconds.unwrap_or(0.0)
     );
     s
 }
 
 /// Lost echoes and kernel drops.
 fn run_losses(r: &RunReport) -> String {
-    let drops = r.kernel_rcvbuf_drops.unwrap_or(0);
-    let warmup = r.udp_lost_warmup_messages.unwrap_or(0);
+    let drops = r.drops.kernel_rcvbuf_drops.unwrap_or(0);
+    let warmup = r.drops.udp_lost_warmup_messages.unwrap_or(0);
     format!(
         "{}{} of {} sent lost{}, {} kernel receive-buffer drops",
-        if r.udp_lost_messages == 0 && warmup == 0 && drops == 0 {
+        if r.checks.udp_lost_messages == 0 && warmup == 0 && drops == 0 {
             "none: "
         } else {
             ""
         },
-        thousands(r.udp_lost_messages),
-        thousands(r.messages_sent),
+        thousands(r.checks.udp_lost_messages),
+        thousands(r.throughput.messages_sent),
         if warmup == 0 {
             String::new()
         } else {
@@ -140,39 +140,39 @@ fn run_errors(r: &RunReport) -> String {
 
 /// The summary of a run: a few aligned lines, the last saying `ok` or why
 /// not.
-pub fn run_summary(r: &RunReport) -> String {
+pub(crate) fn run_summary(r: &RunReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "keel-bench: {}", run_config(r));
     let _ = writeln!(
         s,
         "  throughput  {} round trips/s, {:.1} MiB/s of payload (both directions)",
-        thousands(r.roundtrips_per_second.round() as u64),
-        r.payload_mib_per_second
+        thousands(r.throughput.roundtrips_per_second.round() as u64),
+        r.throughput.payload_mib_per_second
     );
     let _ = writeln!(
         s,
         "  RTT         p50 {}, p99 {}, p99.9 {} (max {}; {} samples)",
-        micros(r.rtt_p50_us),
-        micros(r.rtt_p99_us),
-        micros(r.rtt_p999_us),
-        micros(r.rtt_max_us),
-        thousands(r.rtt_samples)
+        micros(r.rtt.rtt_p50_us),
+        micros(r.rtt.rtt_p99_us),
+        micros(r.rtt_extra.rtt_p999_us),
+        micros(r.rtt_extra.rtt_max_us),
+        thousands(r.rtt.rtt_samples)
     );
-    if let Some(Some(size)) = r.transfer_bytes {
+    if let Some(Some(size)) = r.bulk.transfer_bytes {
         let _ = writeln!(
             s,
             "  bulk        {} transfers of {} completed, goodput {:.2} MB/s (the RTT line is \
              completion time)",
-            thousands(r.messages),
+            thousands(r.throughput.messages),
             bytes(size),
-            r.goodput_bytes_per_second.flatten().unwrap_or(0.0) / 1e6
+            r.bulk.goodput_bytes_per_second.flatten().unwrap_or(0.0) / 1e6
         );
     }
     let _ = writeln!(
         s,
         "  CPU         {:.1} % (100 = one core), peak RSS {}",
-        r.cpu_percent,
-        r.peak_rss_bytes.map_or_else(|| "?".to_string(), bytes)
+        r.cpu.cpu_percent,
+        r.cpu.peak_rss_bytes.map_or_else(|| "?".to_string(), bytes)
     );
     let _ = writeln!(s, "  losses      {}", run_losses(r));
     let _ = writeln!(s, "  errors      {}", run_errors(r));
@@ -190,7 +190,7 @@ fn verdict(ok: bool, error: Option<&str>) -> String {
 }
 
 /// The summary of `serve` when it ends.
-pub fn serve_summary(s: &ServeSummary) -> String {
+pub(crate) fn serve_summary(s: &ServeSummary) -> String {
     let mut out = String::new();
     let threads = u64::from(s.io_threads);
     let io = match s.io_model {
@@ -253,13 +253,13 @@ pub fn serve_summary(s: &ServeSummary) -> String {
 }
 
 /// A rejected command line, with where to look.
-pub fn bad_args(err: &FlagError) -> String {
+pub(crate) fn bad_args(err: &FlagError) -> String {
     format!("keel-bench: {err}\n  (keel-bench --help lists every flag and what it accepts)\n")
 }
 
 /// A command that could not start (`serve` could not bind, `report` could
 /// not read).
-pub fn failed(what: &str, error: &str) -> String {
+pub(crate) fn failed(what: &str, error: &str) -> String {
     format!("keel-bench {what}: FAILED: {error}\n")
 }
 

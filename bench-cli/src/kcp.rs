@@ -74,11 +74,11 @@ use crate::bulk::{kcp_recv_len, kcp_send, Reassembly, RECEIPT_LEN};
 use crate::flags::{KcpMode, RunConfig};
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
 use crate::peer::{
-    drive_sockets, record, record_server, record_sockets, runtimes, shared_rtt, Driver, Job,
-    ServerCounts, ServerProbe, ServerTally, SocketClient, Tally,
+    drive_sockets, record, record_server, record_sockets, runtimes, shared_rtt, Driver,
+    ServerCounts, ServerProbe, ServerTally,
 };
 use crate::procstats::rss_bytes;
-use crate::udp_rate::{client_endpoint, WakeTimer};
+use crate::socket_client::{Clients, Transport, WakeTimer};
 
 /// KCP's packet size (its default MTU), the most a client socket takes.
 const KCP_MTU: usize = 1400;
@@ -384,102 +384,72 @@ impl DatagramSocketHandler for KcpServer {
 
 // ---------------------------------------------------------------- client
 
+/// A client's KCP: what carries its driver's messages.
 struct KcpClient {
-    driver: Driver,
     kcp: Paced,
     /// `--transfer`: the stream of receipts cut into receipts.
     receipts: Option<Reassembly>,
     out: Out,
-    server: SocketAddr,
     epoch: Instant,
     buf: Vec<u8>,
-    connected: Arc<AtomicUsize>,
-    send_refused: u64,
-    wake: WakeTimer,
 }
 
-impl KcpClient {
-    fn pump(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
+impl Transport for KcpClient {
+    const ARM_AFTER_DATAGRAM: bool = true;
+
+    fn pump(
+        &mut self,
+        driver: &mut Driver,
+        ctx: &mut DatagramSocketCtx<'_>,
+        server: SocketAddr,
+    ) -> u64 {
         let kcp = &mut self.kcp.kcp;
-        self.driver.pump(&mut |msg| kcp_send(kcp, msg));
-        self.send_refused += self.out.drain(ctx, self.server);
+        driver.pump(&mut |msg| kcp_send(kcp, msg));
+        self.out.drain(ctx, server)
+    }
+
+    fn receive(&mut self, driver: &mut Driver, data: &[u8], now: Instant) -> bool {
+        let taken = self.kcp.input(ms(self.epoch), data).is_ok();
+        while let Ok(n) = self.kcp.kcp.recv(&mut self.buf) {
+            match &mut self.receipts {
+                None => driver.echo(&self.buf[..n], now),
+                Some(r) => r.push(&self.buf[..n], |m| driver.echo(m, now)),
+            }
+        }
+        taken
     }
 
     /// Arms the wake-up for the earlier of KCP's next `update` and the
     /// open loop's next send, unless it is armed that early already.
-    fn arm(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
+    fn arm(
+        &mut self,
+        wake: &mut WakeTimer,
+        ctx: &mut DatagramSocketCtx<'_>,
+        next: Option<Instant>,
+    ) {
         let kcp = instant(self.epoch, self.kcp.reschedule(ms(self.epoch)));
-        let at = match self.driver.next_wake(Instant::now()) {
+        let at = match next {
             Some(send) => send.min(kcp),
             None => kcp,
         };
-        self.wake.set_earlier(ctx, at);
+        wake.set_earlier(ctx, at);
     }
 
-    fn tick(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
-        self.driver.expire(Instant::now());
+    fn woken(&mut self) {
         self.kcp.update_if_due(ms(self.epoch));
-        self.pump(ctx);
-        self.arm(ctx);
-    }
-}
-
-impl SocketClient for KcpClient {
-    fn job(&mut self, ctx: &mut DatagramSocketCtx<'_>, job: Job) {
-        match job {
-            Job::Start(s) => self.driver.start(s),
-            Job::Tick => self.driver.expire(Instant::now()),
-        }
-        self.pump(ctx);
-        self.arm(ctx);
-    }
-
-    fn take(&mut self) -> Tally {
-        let mut t = self.driver.take();
-        t.send_rejections += self.send_refused;
-        t
-    }
-}
-
-impl DatagramSocketHandler for KcpClient {
-    fn started(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
-        self.arm(ctx);
-        // KCP has no handshake.
-        self.connected.fetch_add(1, Ordering::Release);
-    }
-
-    fn datagram(&mut self, ctx: &mut DatagramSocketCtx<'_>, from: SocketAddr, data: &[u8]) {
-        if from != self.server || self.kcp.input(ms(self.epoch), data).is_err() {
-            self.driver.tally.unexpected += 1;
-        }
-        let now = Instant::now();
-        while let Ok(n) = self.kcp.kcp.recv(&mut self.buf) {
-            match &mut self.receipts {
-                None => self.driver.echo(&self.buf[..n], now),
-                Some(r) => r.push(&self.buf[..n], |m| self.driver.echo(m, now)),
-            }
-        }
-        self.pump(ctx);
-        self.arm(ctx);
-    }
-
-    fn timer(&mut self, ctx: &mut DatagramSocketCtx<'_>, id: TimerId) {
-        if self.wake.fired(id) {
-            self.tick(ctx);
-        }
     }
 }
 
 // ---------------------------------------------------------------- the run
 
 /// Runs the KCP echo and returns its report with `ok` decided.
-pub fn run(cfg: &RunConfig) -> RunReport {
+pub(crate) fn run(cfg: &RunConfig) -> RunReport {
     let mut report = RunReport::new(cfg);
-    report.channel = Some(cfg.channel.as_str());
-    report.rate_hz = Some(cfg.rate_hz);
-    report.kcp_mode = Some(cfg.kcp_mode.as_str());
-    report.batch = None;
-    report.udp_server_receive_buffer_requested_bytes = Some(UDP_RECEIVE_BUFFER_REQUEST);
+    report.delivery.channel = Some(cfg.channel.as_str());
+    report.delivery.rate_hz = Some(cfg.rate_hz);
+    report.peer.kcp_mode = Some(cfg.kcp_mode.as_str());
+    report.setup.batch = None;
+    report.setup.udp_server_receive_buffer_requested_bytes = Some(UDP_RECEIVE_BUFFER_REQUEST);
     if let Err(e) = run_into(cfg, &mut report) {
         report.error = Some(e);
     }
@@ -513,40 +483,34 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         },
     )
     .map_err(|e| format!("starting the KCP echo server: {e}"))?;
-    report.udp_server_send_buffer_bytes = Some(server.buffers().send as u64);
-    report.udp_server_receive_buffer_bytes = Some(server.buffers().recv as u64);
+    report.buffers.udp_server_send_buffer_bytes = Some(server.buffers().send as u64);
+    report.buffers.udp_server_receive_buffer_bytes = Some(server.buffers().recv as u64);
 
     let connected = Arc::new(AtomicUsize::new(0));
     let drained = Arc::new(AtomicUsize::new(0));
     let rtt = shared_rtt();
-    let mut clients = Vec::with_capacity(cfg.clients as usize);
     let mut client_outs = Vec::with_capacity(cfg.clients as usize);
-    for id in 0..cfg.clients {
+    let clients = Clients {
+        cfg,
+        runtime: &client_rt,
+        server: server.local_addr(),
+        max_datagram: KCP_MTU,
+        lossy: false,
+        connected: &connected,
+        drained: &drained,
+        rtt: &rtt,
+    }
+    .bind(|id| {
         let out = Out::default();
         client_outs.push(out.clone());
-        let impair = cfg.impair.as_ref().map(|imp| Impairment {
-            seed: imp.seed.wrapping_add(u64::from(id)),
-            ..(**imp).clone()
-        });
-        let peer = KcpClient {
-            driver: Driver::new(cfg, id, drained.clone(), rtt.clone()),
+        KcpClient {
             kcp: Paced::new(new_kcp(id + 1, cfg, out.clone()), ms(epoch)),
             receipts: cfg.transfer.map(|_| Reassembly::new(RECEIPT_LEN)),
             out,
-            server: server.local_addr(),
             epoch,
             buf: vec![0; kcp_recv_len(cfg)],
-            connected: connected.clone(),
-            send_refused: 0,
-            wake: WakeTimer::default(),
-        };
-        let reactor = client_rt.next_reactor();
-        let local = SocketAddr::new(cfg.address_family.loopback(), 0);
-        let client =
-            DatagramSocket::bind(reactor, local, client_endpoint(impair, KCP_MTU), peer)
-                .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
-        clients.push(client);
-    }
+        }
+    })?;
 
     let received = || counts.received.load(Ordering::Relaxed);
     let probe = ServerProbe {
@@ -578,7 +542,8 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             .map(|o| o.bytes.load(Ordering::Relaxed))
             .sum::<u64>();
     let payload = run.tally.sent_bytes + counts.echoed_bytes.load(Ordering::Relaxed);
-    report.wire_bytes_per_payload_byte = (payload > 0).then(|| wire as f64 / payload as f64);
+    report.delivery.wire_bytes_per_payload_byte =
+        (payload > 0).then(|| wire as f64 / payload as f64);
     record_sockets(report, run.udp, k, counts.received.load(Ordering::Relaxed));
     run.outcome(report, stopped)
 }

@@ -9,43 +9,54 @@
 //! * [`message`]: the benchmark datagram, the server's work, sockperf replies;
 //! * [`stats`]: RTT percentiles with bounded memory;
 //! * [`output`]: the one-line JSON report;
-//! * [`human`]: the few lines a person reads instead of (or beside) it,
+//! * `human`: the few lines a person reads instead of (or beside) it,
 //!   and [`present`]: which of the two goes where (`--format`, terminal);
 //! * [`procstats`]: CPU time, peak RSS and host UDP counters from `/proc`;
 //! * [`report`]: `keel-bench report`, result files to a Markdown table and
-//!   SVG charts;
+//!   SVG charts, behind one entry ([`report::write`]);
 //! * [`loopback`], [`client`], [`echo`], [`serve`]: the network run on
 //!   keel-reactor and keel-udp (public API only);
-//! * [`peer`]: the client side and phases shared by the open-loop and
+//! * `peer`: the client side and phases shared by the open-loop and
 //!   connection modes (rudp, kcp, udp with `--rate`);
-//! * [`bulk`]: the bulk case of rudp and kcp (`--transfer`);
-//! * [`kcp`]: `--protocol kcp`, the same echo over KCP (a peer);
-//! * [`rudp`]: `--protocol rudp`, the echo over keel-rudp connections;
-//! * [`udp_rate`]: `--protocol udp --rate`, the open-loop echo over plain
+//! * `bulk`: the bulk case of rudp and kcp (`--transfer`);
+//! * `kcp`: `--protocol kcp`, the same echo over KCP (a peer);
+//! * `rudp`: `--protocol rudp`, the echo over keel-rudp connections;
+//! * `socket_client`: the open-loop client on a keel-udp socket that
+//!   `kcp` and `udp_rate` share (one driver, two transports);
+//! * `udp_rate`: `--protocol udp --rate`, the open-loop echo over plain
 //!   keel-udp (the scale case's baseline);
 //! * [`run`]: the entry points of the commands.
+//!
+//! The modules in plain type (`human`, `peer`, `bulk`, `kcp`, `rudp`,
+//! `socket_client`, `udp_rate`) are the crate's own: used by the others,
+//! not public.
+//! Inside the crate, an item is `pub` only if it is reachable from
+//! outside (`unreachable_pub` is on); the rest is `pub(crate)` or private.
 //!
 //! The binary's exit codes are [`EXIT_OK`], [`EXIT_FAILED`] and
 //! [`EXIT_BAD_ARGS`].
 
-pub mod bulk;
+#![warn(unreachable_pub)]
+
+mod bulk;
 pub mod client;
 pub mod echo;
 pub mod flags;
-pub mod human;
-pub mod kcp;
+mod human;
+mod kcp;
 pub mod loopback;
 pub mod message;
 pub mod output;
-pub mod peer;
+mod peer;
 pub mod present;
 pub mod procstats;
 pub mod report;
-pub mod rudp;
+mod rudp;
 pub mod run;
 pub mod serve;
+mod socket_client;
 pub mod stats;
-pub mod udp_rate;
+mod udp_rate;
 
 /// Exit code: the run passed every check (or `--help` was printed).
 pub const EXIT_OK: i32 = 0;

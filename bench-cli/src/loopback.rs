@@ -70,7 +70,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let snmp_before = snmp(cfg.address_family);
     let phases = run_phases(cfg, &clients);
     if phases.drain_timed_out {
-        report.drain_timeouts = 1;
+        report.checks.drain_timeouts = 1;
     }
     let (tally, collected) = collect_tallies(&clients);
     let shutdown = close_all(&clients.list, server.as_ref());
@@ -87,11 +87,11 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     record_measurements(report, &clients, &phases, &shutdown);
     report.set_snmp(udp_delta(snmp_before.as_ref(), snmp_after.as_ref()).as_ref());
     if let Some(s) = &shutdown.server {
-        report.server_send_rejections = Some(s.send_rejections);
-        report.server_send_completion_errors = Some(s.send_errors);
+        report.checks.server_send_rejections = Some(s.send_rejections);
+        report.checks.server_send_completion_errors = Some(s.send_errors);
     }
     if let Err(e) = stopped {
-        report.callback_exceptions += 1;
+        report.checks.callback_exceptions += 1;
         return Err(format!("a handler failed: {e}"));
     }
     if collected < clients.list.len() {
@@ -142,8 +142,8 @@ fn start_run_server(
 /// The server's socket buffers as granted, and its lane steering.
 fn record_server_buffers(report: &mut RunReport, server: &Server<Echo>, steering: LaneSteering) {
     let b = server.buffers();
-    report.udp_server_send_buffer_bytes = Some(b.send as u64);
-    report.udp_server_receive_buffer_bytes = Some(b.recv as u64);
+    report.buffers.udp_server_send_buffer_bytes = Some(b.send as u64);
+    report.buffers.udp_server_receive_buffer_bytes = Some(b.recv as u64);
     report.lane_steering = Some(match steering {
         LaneSteering::PeerPort => "peer-port",
         _ => "kernel-hash",
@@ -248,10 +248,10 @@ fn record_client_buffers(report: &mut RunReport, clients: &[Client<BenchClient>]
         rmin = rmin.min(b.recv as u64);
         rmax = rmax.max(b.recv as u64);
     }
-    report.udp_client_send_buffer_min_bytes = Some(smin);
-    report.udp_client_send_buffer_max_bytes = Some(smax);
-    report.udp_client_receive_buffer_min_bytes = Some(rmin);
-    report.udp_client_receive_buffer_max_bytes = Some(rmax);
+    report.buffers.udp_client_send_buffer_min_bytes = Some(smin);
+    report.buffers.udp_client_send_buffer_max_bytes = Some(smax);
+    report.buffers.udp_client_receive_buffer_min_bytes = Some(rmin);
+    report.buffers.udp_client_receive_buffer_max_bytes = Some(rmax);
 }
 
 /// When the phases ran, and the process CPU time over the measured one.
@@ -429,19 +429,19 @@ fn close_all(clients: &[Client<BenchClient>], server: Option<&Server<Echo>>) -> 
 
 /// The clients' tally: messages and every error counter.
 fn record_tally(report: &mut RunReport, tally: &ClientTally, echo: &EchoStats, unfinished: usize) {
-    report.messages_sent = tally.messages_sent;
-    report.messages = tally.messages;
-    report.client_send_rejections = tally.send_rejections;
-    report.content_errors = tally.content_errors;
-    report.order_errors = tally.order_errors;
-    report.unexpected_messages = tally.unexpected + echo.invalid.load(Ordering::Relaxed);
-    report.disconnect_errors = tally.disconnects;
-    report.udp_lost_messages = tally.lost;
-    report.unfinished_messages = unfinished as u64;
-    report.late_echoes = Some(tally.late_echoes);
-    report.udp_lost_warmup_messages = Some(tally.warmup_lost);
-    report.warmup_errors = tally.warmup_errors;
-    report.warmup_ok = tally.warmup_errors == 0;
+    report.throughput.messages_sent = tally.messages_sent;
+    report.throughput.messages = tally.messages;
+    report.checks.client_send_rejections = tally.send_rejections;
+    report.checks.content_errors = tally.content_errors;
+    report.checks.order_errors = tally.order_errors;
+    report.checks.unexpected_messages = tally.unexpected + echo.invalid.load(Ordering::Relaxed);
+    report.checks.disconnect_errors = tally.disconnects;
+    report.checks.udp_lost_messages = tally.lost;
+    report.checks.unfinished_messages = unfinished as u64;
+    report.drops.late_echoes = Some(tally.late_echoes);
+    report.drops.udp_lost_warmup_messages = Some(tally.warmup_lost);
+    report.checks.warmup_errors = tally.warmup_errors;
+    report.checks.warmup_ok = tally.warmup_errors == 0;
 }
 
 /// RTT, throughput, CPU, memory and the endpoints' final counters.
@@ -451,7 +451,7 @@ fn record_measurements(
     phases: &Phases,
     shutdown: &Shutdown,
 ) {
-    report.client_send_completion_errors = shutdown.client_send_errors;
+    report.checks.client_send_completion_errors = shutdown.client_send_errors;
     report.set_rtt(&clients.rtt.merged().summary());
     report.set_throughput(
         phases
@@ -461,10 +461,10 @@ fn record_measurements(
     if let (Some(a), Some(b)) = phases.cpu {
         report.set_cpu(b.saturating_sub(a), phases.wall);
     }
-    report.peak_rss_bytes = peak_rss_bytes();
-    report.kernel_rcvbuf_drops = Some(shutdown.kernel_drops);
-    report.conditioner_dropped = Some(shutdown.conditioner_dropped);
-    report.conditioner_duplicated = Some(shutdown.conditioner_duplicated);
+    report.cpu.peak_rss_bytes = peak_rss_bytes();
+    report.drops.kernel_rcvbuf_drops = Some(shutdown.kernel_drops);
+    report.impair.conditioner_dropped = Some(shutdown.conditioner_dropped);
+    report.impair.conditioner_duplicated = Some(shutdown.conditioner_duplicated);
 }
 
 /// The run's error for clients that ended early: the counter, then what

@@ -31,11 +31,19 @@
 //!   elapsed_seconds`, summed over clients. On rudp and kcp echo lines both
 //!   bulk fields are null; UDP lines do not have them.
 //!
-//! This file is long on purpose: [`RunReport`] has one documented field per
-//! JSON field (about 80), in the JSON order the contract fixes, and the
-//! field lists beside it must be read against that order. Splitting it
-//! would scatter the one thing that must be checked in one place. What a
-//! person reads instead is made in `crate::human`.
+//! [`RunReport`] is made of one struct per topic ([`ConfigEcho`],
+//! [`Throughput`], [`Rtt`], [`Checks`], [`Buffers`], [`Cpu`], then keel's
+//! [`RttExtra`], [`Setup`], [`Drops`], [`Impair`], [`Delivery`],
+//! [`PeerSettings`], [`Bulk`], [`Scale`]), each `#[serde(flatten)]`ed into
+//! the one flat JSON object. Each struct's fields are one contiguous run of
+//! the line, in its order, so the topics follow the order the contract
+//! fixes: the RTT is in two ([`Rtt`], the contract's; [`RttExtra`],
+//! keel's), and [`PeerSettings`] holds `server_datagrams_per_message`,
+//! which sits among the rudp and kcp settings. Every field keeps its JSON
+//! name in Rust (`report.rtt.rtt_p99_us` is `rtt_p99_us`), so a name in a
+//! record finds its field. `tests/record_fields.rs` holds each record's key
+//! order and a golden line with every field set. What a person reads
+//! instead is made in `crate::human`.
 
 use std::time::Duration;
 
@@ -152,14 +160,102 @@ pub enum Role {
     Client,
 }
 
-/// One benchmark result. Field order is the JSON order; see the module
-/// docs for the meaning of `null`.
+/// One benchmark result, one JSON object: the nested structs are
+/// flattened into it, and field order (theirs within, and theirs among the
+/// plain fields here) is the JSON order; see the module docs for the
+/// groups and for the meaning of `null`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunReport {
     /// Report format version ([`SCHEMA_VERSION`]).
     pub schema_version: u32,
     /// `"keel"`.
     pub backend: &'static str,
+    /// The run's configuration as the contract echoes it (`protocol` ...
+    /// `warmup_seconds`).
+    #[serde(flatten)]
+    pub config: ConfigEcho,
+    /// How much the measured phase moved and how fast (`elapsed_seconds` ...
+    /// `payload_mib_per_second`).
+    #[serde(flatten)]
+    pub throughput: Throughput,
+    /// The contract's RTT fields (`rtt_samples` ... `rtt_p99_us`); keel's other
+    /// percentiles are in [`RttExtra`].
+    #[serde(flatten)]
+    pub rtt: Rtt,
+    /// The counters and flags that decide `ok` (`client_send_rejections` ...
+    /// `warmup_errors`); see [`RunReport::failure_reason`].
+    #[serde(flatten)]
+    pub checks: Checks,
+    /// Socket buffers requested and read back
+    /// (`udp_send_buffer_requested_bytes` ...
+    /// `udp_client_receive_buffer_max_bytes`).
+    #[serde(flatten)]
+    pub buffers: Buffers,
+    /// CPU time and memory of the process (`cpu_seconds` ... `peak_rss_bytes`).
+    #[serde(flatten)]
+    pub cpu: Cpu,
+    /// True only when the run passed every check ([`RunReport::finish`]).
+    pub ok: bool,
+    /// First reason the run is not ok; null when ok. Clients that ended
+    /// early say what happened and where, e.g. `disconnect_errors = 1:
+    /// connection refused by 127.0.0.1:7000 (ICMP port unreachable: nothing
+    /// listening on that port)`.
+    pub error: Option<String>,
+
+    // ---- keel additions, after the contract's fields ----
+    /// keel-bench version.
+    pub keel_version: &'static str,
+    /// `"loopback"` or `"client"`; null when the arguments were invalid.
+    pub role: Option<Role>,
+    /// The `--connect` address, null in loopback runs.
+    pub connect: Option<String>,
+    /// keel's RTT fields beside the contract's (`rtt_p90_us` ...
+    /// `rtt_mean_us`).
+    #[serde(flatten)]
+    pub rtt_extra: RttExtra,
+    /// keel's configuration fields beside the contract's
+    /// (`udp_server_receive_buffer_requested_bytes` ... `drain_seconds`).
+    #[serde(flatten)]
+    pub setup: Setup,
+    /// Datagrams lost outside the measured echo: kernel and host counters, late
+    /// echoes, warm-up losses (`kernel_rcvbuf_drops` ...
+    /// `udp_lost_warmup_messages`).
+    #[serde(flatten)]
+    pub drops: Drops,
+    /// The link conditioner: its settings and what it did (`impair` ...
+    /// `conditioner_duplicated`).
+    #[serde(flatten)]
+    pub impair: Impair,
+    /// How the server spread datagrams over its lanes: `"kernel-hash"` or
+    /// `"peer-port"` (clients bound to ports whose lane runs on their own
+    /// context); `null` when no server runs here.
+    pub lane_steering: Option<&'static str>,
+    /// rudp and kcp lines (and udp with `--rate`): the channel, the rate, what
+    /// was delivered and what it cost on the wire (`channel` ...
+    /// `wire_bytes_per_payload_byte`); absent from a UDP echo line.
+    #[serde(flatten)]
+    pub delivery: Delivery,
+    /// rudp and kcp settings, and the server's datagrams per message among them
+    /// by the JSON order (`kcp_mode` ... `kcp_window`); each only on the lines
+    /// it applies to.
+    #[serde(flatten)]
+    pub peer: PeerSettings,
+    /// The bulk case (`--transfer`; `transfer_bytes`,
+    /// `goodput_bytes_per_second`): rudp and kcp lines only, null for their
+    /// echo.
+    #[serde(flatten)]
+    pub bulk: Bulk,
+    /// Open-loop runs (rudp, kcp, udp with `--rate`), the scale case: the
+    /// server's CPU and the memory per connection (`server_cpu_us_per_message`
+    /// ... `rss_bytes_per_connection`).
+    #[serde(flatten)]
+    pub scale: Scale,
+}
+
+/// The run's configuration as the contract echoes it (`protocol` ...
+/// `warmup_seconds`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ConfigEcho {
     /// `"udp"`.
     pub protocol: &'static str,
     /// `"ipv4"` or `"ipv6"`.
@@ -184,6 +280,12 @@ pub struct RunReport {
     pub requested_seconds: Option<f64>,
     /// `--warmup`.
     pub warmup_seconds: Option<f64>,
+}
+
+/// How much the measured phase moved and how fast (`elapsed_seconds` ...
+/// `payload_mib_per_second`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Throughput {
     /// From measured-phase start to the end of the drain.
     pub elapsed_seconds: f64,
     /// Measured-phase datagrams sent by clients.
@@ -196,6 +298,12 @@ pub struct RunReport {
     pub roundtrips_per_second: f64,
     /// `payload_roundtrip_bytes / 2^20 / elapsed_seconds`.
     pub payload_mib_per_second: f64,
+}
+
+/// The contract's RTT fields (`rtt_samples` ... `rtt_p99_us`); keel's other
+/// percentiles are in [`RttExtra`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Rtt {
     /// RTT samples the percentiles come from (= `rtt_observations`).
     pub rtt_samples: u64,
     /// RTTs observed.
@@ -208,6 +316,12 @@ pub struct RunReport {
     pub rtt_p95_us: Option<f64>,
     /// 99th percentile RTT, µs.
     pub rtt_p99_us: Option<f64>,
+}
+
+/// The counters and flags that decide `ok` (`client_send_rejections` ...
+/// `warmup_errors`); see [`RunReport::failure_reason`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Checks {
     /// Client sends refused when submitted.
     pub client_send_rejections: u64,
     /// Client sends that completed with an error.
@@ -242,6 +356,12 @@ pub struct RunReport {
     pub warmup_ok: bool,
     /// Errors of any kind during the warm-up.
     pub warmup_errors: u64,
+}
+
+/// Socket buffers requested and read back (`udp_send_buffer_requested_bytes`
+/// ... `udp_client_receive_buffer_max_bytes`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Buffers {
     /// Send buffer each socket requested ([`UDP_SEND_BUFFER_REQUEST`]).
     pub udp_send_buffer_requested_bytes: Option<u64>,
     /// Receive buffer each socket requested ([`UDP_RECEIVE_BUFFER_REQUEST`]).
@@ -258,6 +378,11 @@ pub struct RunReport {
     pub udp_client_receive_buffer_min_bytes: Option<u64>,
     /// Largest client receive buffer read back.
     pub udp_client_receive_buffer_max_bytes: Option<u64>,
+}
+
+/// CPU time and memory of the process (`cpu_seconds` ... `peak_rss_bytes`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Cpu {
     /// Process user + system CPU over the measured phase, seconds.
     pub cpu_seconds: f64,
     /// Wall time the CPU time was measured over, seconds.
@@ -266,21 +391,11 @@ pub struct RunReport {
     pub cpu_percent: f64,
     /// Peak resident set size, bytes (`VmHWM`).
     pub peak_rss_bytes: Option<u64>,
-    /// True only when the run passed every check ([`RunReport::finish`]).
-    pub ok: bool,
-    /// First reason the run is not ok; null when ok. Clients that ended
-    /// early say what happened and where, e.g. `disconnect_errors = 1:
-    /// connection refused by 127.0.0.1:7000 (ICMP port unreachable: nothing
-    /// listening on that port)`.
-    pub error: Option<String>,
+}
 
-    // ---- keel additions, after the contract's fields ----
-    /// keel-bench version.
-    pub keel_version: &'static str,
-    /// `"loopback"` or `"client"`; null when the arguments were invalid.
-    pub role: Option<Role>,
-    /// The `--connect` address, null in loopback runs.
-    pub connect: Option<String>,
+/// keel's RTT fields beside the contract's (`rtt_p90_us` ... `rtt_mean_us`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RttExtra {
     /// 90th percentile RTT, µs.
     pub rtt_p90_us: Option<f64>,
     /// 99.9th percentile RTT, µs.
@@ -289,6 +404,12 @@ pub struct RunReport {
     pub rtt_max_us: Option<f64>,
     /// Mean RTT, µs.
     pub rtt_mean_us: Option<f64>,
+}
+
+/// keel's configuration fields beside the contract's
+/// (`udp_server_receive_buffer_requested_bytes` ... `drain_seconds`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Setup {
     /// Receive buffer the server socket(s) requested: the
     /// `--udp-server-receive-buffer` value, else the common 4 MiB; null with
     /// `--connect`.
@@ -299,6 +420,13 @@ pub struct RunReport {
     pub loss_timeout_ms: Option<u64>,
     /// `--drain`: the longest wait after the measured phase.
     pub drain_seconds: Option<f64>,
+}
+
+/// Datagrams lost outside the measured echo: kernel and host counters, late
+/// echoes, warm-up losses (`kernel_rcvbuf_drops` ...
+/// `udp_lost_warmup_messages`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Drops {
     /// Datagrams the kernel dropped on this process's sockets for a full
     /// receive buffer (SO_RXQ_OVFL).
     pub kernel_rcvbuf_drops: Option<u64>,
@@ -319,6 +447,12 @@ pub struct RunReport {
     /// `udp_lost_messages <= messages_sent` in every line, and with no
     /// content or order error `messages_sent = messages + udp_lost_messages`.
     pub udp_lost_warmup_messages: Option<u64>,
+}
+
+/// The link conditioner: its settings and what it did (`impair` ...
+/// `conditioner_duplicated`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Impair {
     /// `--impair` as applied (the link conditioner on the clients' send
     /// path); `null` when off.
     pub impair: Option<String>,
@@ -329,12 +463,13 @@ pub struct RunReport {
     pub conditioner_dropped: Option<u64>,
     /// Extra copies the link conditioners sent.
     pub conditioner_duplicated: Option<u64>,
-    /// How the server spread datagrams over its lanes: `"kernel-hash"` or
-    /// `"peer-port"` (clients bound to ports whose lane runs on their own
-    /// context); `null` when no server runs here.
-    pub lane_steering: Option<&'static str>,
+}
 
-    // ---- --protocol rudp only: absent from a UDP run's line ----
+/// rudp and kcp lines (and udp with `--rate`): the channel, the rate, what was
+/// delivered and what it cost on the wire (`channel` ...
+/// `wire_bytes_per_payload_byte`); absent from a UDP echo line.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Delivery {
     /// `--channel`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub channel: Option<&'static str>,
@@ -364,6 +499,13 @@ pub struct RunReport {
     /// sent, whole run; 1.0 would be no overhead at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wire_bytes_per_payload_byte: Option<f64>,
+}
+
+/// rudp and kcp settings, and the server's datagrams per message among them by
+/// the JSON order (`kcp_mode` ... `kcp_window`); each only on the lines it
+/// applies to.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PeerSettings {
     /// `--kcp-mode` (`--protocol kcp` lines only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kcp_mode: Option<&'static str>,
@@ -390,6 +532,12 @@ pub struct RunReport {
     /// only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kcp_window: Option<u16>,
+}
+
+/// The bulk case (`--transfer`; `transfer_bytes`, `goodput_bytes_per_second`):
+/// rudp and kcp lines only, null for their echo.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Bulk {
     /// `--transfer` (rudp and kcp lines): bytes of each bulk transfer; JSON
     /// null when the run is the echo. In a bulk run `messages` counts
     /// completed transfers and the `rtt_*` fields are completion times in
@@ -401,8 +549,13 @@ pub struct RunReport {
     /// (rudp and kcp lines); JSON null when the run is the echo.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub goodput_bytes_per_second: Option<Option<f64>>,
+}
 
-    // ---- open-loop runs (rudp, kcp, and udp with --rate): the scale case ----
+/// Open-loop runs (rudp, kcp, udp with `--rate`), the scale case: the server's
+/// CPU and the memory per connection (`server_cpu_us_per_message` ...
+/// `rss_bytes_per_connection`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Scale {
     /// CPU time of the server's threads in the measured phase over the
     /// messages it received in that time, in µs; the server runs on its
     /// own runtime, apart from the clients'.
@@ -426,100 +579,29 @@ impl RunReport {
         RunReport {
             schema_version: SCHEMA_VERSION,
             backend: BACKEND,
-            protocol: "udp",
-            address_family: None,
-            payload_bytes: None,
-            clients: None,
-            window: None,
-            io_model: None,
-            handler_work: None,
-            io_contexts: None,
-            io_threads: None,
-            server_io_lanes: None,
-            requested_seconds: None,
-            warmup_seconds: None,
-            elapsed_seconds: 0.0,
-            messages_sent: 0,
-            messages: 0,
-            payload_roundtrip_bytes: 0,
-            roundtrips_per_second: 0.0,
-            payload_mib_per_second: 0.0,
-            rtt_samples: 0,
-            rtt_observations: 0,
-            rtt_sample_limit: None,
-            rtt_p50_us: None,
-            rtt_p95_us: None,
-            rtt_p99_us: None,
-            client_send_rejections: 0,
-            client_send_completion_errors: 0,
-            server_send_rejections: None,
-            server_send_completion_errors: None,
-            content_errors: 0,
-            order_errors: 0,
-            unexpected_messages: 0,
-            disconnect_errors: 0,
-            udp_lost_messages: 0,
-            unfinished_messages: 0,
-            callback_exceptions: 0,
-            drain_timeouts: 0,
-            duplicate_completions: 0,
-            pending_completions: 0,
-            warmup_ok: false,
-            warmup_errors: 0,
-            udp_send_buffer_requested_bytes: None,
-            udp_receive_buffer_requested_bytes: None,
-            udp_server_send_buffer_bytes: None,
-            udp_server_receive_buffer_bytes: None,
-            udp_client_send_buffer_min_bytes: None,
-            udp_client_send_buffer_max_bytes: None,
-            udp_client_receive_buffer_min_bytes: None,
-            udp_client_receive_buffer_max_bytes: None,
-            cpu_seconds: 0.0,
-            cpu_elapsed_seconds: 0.0,
-            cpu_percent: 0.0,
-            peak_rss_bytes: None,
+            config: ConfigEcho {
+                protocol: "udp",
+                ..ConfigEcho::default()
+            },
+            throughput: Throughput::default(),
+            rtt: Rtt::default(),
+            checks: Checks::default(),
+            buffers: Buffers::default(),
+            cpu: Cpu::default(),
             ok: false,
             error: None,
             keel_version: env!("CARGO_PKG_VERSION"),
             role: None,
             connect: None,
-            rtt_p90_us: None,
-            rtt_p999_us: None,
-            rtt_max_us: None,
-            rtt_mean_us: None,
-            udp_server_receive_buffer_requested_bytes: None,
-            batch: None,
-            loss_timeout_ms: None,
-            drain_seconds: None,
-            kernel_rcvbuf_drops: None,
-            snmp_udp_rcvbuf_errors: None,
-            snmp_udp_sndbuf_errors: None,
-            snmp_udp_in_errors: None,
-            late_echoes: None,
-            udp_lost_warmup_messages: None,
-            impair: None,
-            impair_server: None,
-            conditioner_dropped: None,
-            conditioner_duplicated: None,
+            rtt_extra: RttExtra::default(),
+            setup: Setup::default(),
+            drops: Drops::default(),
+            impair: Impair::default(),
             lane_steering: None,
-            channel: None,
-            rate_hz: None,
-            messages_delivered: None,
-            messages_resent: None,
-            redundant_copies: None,
-            recovered_by_redundancy: None,
-            wire_bytes_per_payload_byte: None,
-            kcp_mode: None,
-            server_cpu_us_per_message: None,
-            server_cpu_percent: None,
-            rss_bytes_per_connection: None,
-            encrypted: None,
-            bulk_channel: None,
-            kcp_window: None,
-            ack_delay_ms: None,
-            server_datagrams_per_message: None,
-            transfer_bytes: None,
-            goodput_bytes_per_second: None,
+            delivery: Delivery::default(),
+            peer: PeerSettings::default(),
+            bulk: Bulk::default(),
+            scale: Scale::default(),
         }
     }
 
@@ -535,46 +617,65 @@ impl RunReport {
         }
         // rudp and kcp lines carry the bulk fields (null for the echo).
         let peer = cfg.protocol != Protocol::Udp;
+        let blank = RunReport::blank();
         RunReport {
-            protocol: cfg.protocol.as_str(),
-            address_family: Some(cfg.address_family.as_str()),
-            // The message size: `--transfer` in the bulk case.
-            payload_bytes: Some(cfg.transfer.unwrap_or(cfg.payload)),
-            clients: Some(cfg.clients),
-            window: Some(cfg.window),
-            io_model: Some(cfg.io_model.as_str()),
-            handler_work: server(local_server, cfg.work),
-            io_contexts: Some(cfg.io_contexts()),
-            io_threads: Some(cfg.io_threads),
-            server_io_lanes: server(local_server, cfg.server_lanes),
-            requested_seconds: Some(cfg.seconds),
-            warmup_seconds: Some(cfg.warmup),
-            server_send_rejections: server(local_server, 0),
-            server_send_completion_errors: server(local_server, 0),
-            udp_send_buffer_requested_bytes: Some(UDP_SEND_BUFFER_REQUEST),
-            udp_receive_buffer_requested_bytes: Some(UDP_RECEIVE_BUFFER_REQUEST),
+            config: ConfigEcho {
+                protocol: cfg.protocol.as_str(),
+                address_family: Some(cfg.address_family.as_str()),
+                // The message size: `--transfer` in the bulk case.
+                payload_bytes: Some(cfg.transfer.unwrap_or(cfg.payload)),
+                clients: Some(cfg.clients),
+                window: Some(cfg.window),
+                io_model: Some(cfg.io_model.as_str()),
+                handler_work: server(local_server, cfg.work),
+                io_contexts: Some(cfg.io_contexts()),
+                io_threads: Some(cfg.io_threads),
+                server_io_lanes: server(local_server, cfg.server_lanes),
+                requested_seconds: Some(cfg.seconds),
+                warmup_seconds: Some(cfg.warmup),
+            },
+            checks: Checks {
+                server_send_rejections: server(local_server, 0),
+                server_send_completion_errors: server(local_server, 0),
+                ..blank.checks
+            },
+            buffers: Buffers {
+                udp_send_buffer_requested_bytes: Some(UDP_SEND_BUFFER_REQUEST),
+                udp_receive_buffer_requested_bytes: Some(UDP_RECEIVE_BUFFER_REQUEST),
+                ..blank.buffers
+            },
             role: Some(if local_server {
                 Role::Loopback
             } else {
                 Role::Client
             }),
             connect: cfg.connect.map(|a| a.to_string()),
-            udp_server_receive_buffer_requested_bytes: server(
-                local_server,
-                cfg.udp_server_receive_buffer
-                    .unwrap_or(UDP_RECEIVE_BUFFER_REQUEST),
-            ),
-            batch: Some(cfg.batch),
-            loss_timeout_ms: cfg.loss_timeout_ms,
-            drain_seconds: Some(cfg.drain),
-            impair: cfg.impair.as_ref().map(|i| i.to_string()),
-            impair_server: cfg.impair_server.as_ref().map(|i| i.to_string()),
-            bulk_channel: (cfg.protocol == Protocol::Rudp).then_some(cfg.bulk_channel),
-            kcp_window: (cfg.protocol == Protocol::Kcp).then_some(cfg.kcp_window),
-            ack_delay_ms: (cfg.protocol == Protocol::Rudp).then_some(cfg.ack_delay_ms),
-            transfer_bytes: peer.then_some(cfg.transfer),
-            goodput_bytes_per_second: peer.then_some(None),
-            ..RunReport::blank()
+            setup: Setup {
+                udp_server_receive_buffer_requested_bytes: server(
+                    local_server,
+                    cfg.udp_server_receive_buffer
+                        .unwrap_or(UDP_RECEIVE_BUFFER_REQUEST),
+                ),
+                batch: Some(cfg.batch),
+                loss_timeout_ms: cfg.loss_timeout_ms,
+                drain_seconds: Some(cfg.drain),
+            },
+            impair: Impair {
+                impair: cfg.impair.as_ref().map(|i| i.to_string()),
+                impair_server: cfg.impair_server.as_ref().map(|i| i.to_string()),
+                ..blank.impair
+            },
+            peer: PeerSettings {
+                bulk_channel: (cfg.protocol == Protocol::Rudp).then_some(cfg.bulk_channel),
+                kcp_window: (cfg.protocol == Protocol::Kcp).then_some(cfg.kcp_window),
+                ack_delay_ms: (cfg.protocol == Protocol::Rudp).then_some(cfg.ack_delay_ms),
+                ..blank.peer
+            },
+            bulk: Bulk {
+                transfer_bytes: peer.then_some(cfg.transfer),
+                goodput_bytes_per_second: peer.then_some(None),
+            },
+            ..blank
         }
     }
 
@@ -591,16 +692,16 @@ impl RunReport {
 
     /// Copies RTT percentiles and counts from a summary.
     pub fn set_rtt(&mut self, rtt: &RttSummary) {
-        self.rtt_samples = rtt.samples;
-        self.rtt_observations = rtt.samples;
-        self.rtt_sample_limit = None;
-        self.rtt_p50_us = rtt.p50_us;
-        self.rtt_p90_us = rtt.p90_us;
-        self.rtt_p95_us = rtt.p95_us;
-        self.rtt_p99_us = rtt.p99_us;
-        self.rtt_p999_us = rtt.p999_us;
-        self.rtt_max_us = rtt.max_us;
-        self.rtt_mean_us = rtt.mean_us;
+        self.rtt.rtt_samples = rtt.samples;
+        self.rtt.rtt_observations = rtt.samples;
+        self.rtt.rtt_sample_limit = None;
+        self.rtt.rtt_p50_us = rtt.p50_us;
+        self.rtt_extra.rtt_p90_us = rtt.p90_us;
+        self.rtt.rtt_p95_us = rtt.p95_us;
+        self.rtt.rtt_p99_us = rtt.p99_us;
+        self.rtt_extra.rtt_p999_us = rtt.p999_us;
+        self.rtt_extra.rtt_max_us = rtt.max_us;
+        self.rtt_extra.rtt_mean_us = rtt.mean_us;
     }
 
     /// Sets `elapsed_seconds` and derives `payload_roundtrip_bytes`,
@@ -611,68 +712,71 @@ impl RunReport {
     /// `transfer_bytes × messages / elapsed_seconds`.
     pub fn set_throughput(&mut self, elapsed: Duration) {
         let secs = elapsed.as_secs_f64();
-        self.elapsed_seconds = secs;
-        let payload = self.payload_bytes.unwrap_or(0);
-        let transfer = self.transfer_bytes.flatten();
+        self.throughput.elapsed_seconds = secs;
+        let payload = self.config.payload_bytes.unwrap_or(0);
+        let transfer = self.bulk.transfer_bytes.flatten();
         let answer = transfer.map_or(payload, |_| RECEIPT_LEN as u64);
-        self.payload_roundtrip_bytes = self.messages.saturating_mul(payload.saturating_add(answer));
+        self.throughput.payload_roundtrip_bytes = self
+            .throughput
+            .messages
+            .saturating_mul(payload.saturating_add(answer));
         if let Some(bytes) = transfer {
             let goodput = if secs > 0.0 {
-                bytes as f64 * self.messages as f64 / secs
+                bytes as f64 * self.throughput.messages as f64 / secs
             } else {
                 0.0
             };
-            self.goodput_bytes_per_second = Some(Some(goodput));
+            self.bulk.goodput_bytes_per_second = Some(Some(goodput));
         }
         if secs > 0.0 {
-            self.roundtrips_per_second = self.messages as f64 / secs;
-            self.payload_mib_per_second =
-                self.payload_roundtrip_bytes as f64 / (1024.0 * 1024.0) / secs;
+            self.throughput.roundtrips_per_second = self.throughput.messages as f64 / secs;
+            self.throughput.payload_mib_per_second =
+                self.throughput.payload_roundtrip_bytes as f64 / (1024.0 * 1024.0) / secs;
         } else {
-            self.roundtrips_per_second = 0.0;
-            self.payload_mib_per_second = 0.0;
+            self.throughput.roundtrips_per_second = 0.0;
+            self.throughput.payload_mib_per_second = 0.0;
         }
     }
 
     /// Sets the CPU fields from process CPU time used over `wall`.
     pub fn set_cpu(&mut self, cpu: Duration, wall: Duration) {
-        self.cpu_seconds = cpu.as_secs_f64();
-        self.cpu_elapsed_seconds = wall.as_secs_f64();
-        self.cpu_percent = cpu_percent(cpu, wall);
+        self.cpu.cpu_seconds = cpu.as_secs_f64();
+        self.cpu.cpu_elapsed_seconds = wall.as_secs_f64();
+        self.cpu.cpu_percent = cpu_percent(cpu, wall);
     }
 
     /// Sets the `snmp_udp_*` fields from a counter delta (null if `None`).
     pub fn set_snmp(&mut self, delta: Option<&UdpCounters>) {
-        self.snmp_udp_rcvbuf_errors = delta.and_then(|d| d.rcvbuf_errors);
-        self.snmp_udp_sndbuf_errors = delta.and_then(|d| d.sndbuf_errors);
-        self.snmp_udp_in_errors = delta.and_then(|d| d.in_errors);
+        self.drops.snmp_udp_rcvbuf_errors = delta.and_then(|d| d.rcvbuf_errors);
+        self.drops.snmp_udp_sndbuf_errors = delta.and_then(|d| d.sndbuf_errors);
+        self.drops.snmp_udp_in_errors = delta.and_then(|d| d.in_errors);
     }
 
     /// The error counters that must all be zero, with their JSON names.
     pub fn error_counters(&self) -> [(&'static str, u64); 13] {
         [
-            ("client_send_rejections", self.client_send_rejections),
+            ("client_send_rejections", self.checks.client_send_rejections),
             (
                 "client_send_completion_errors",
-                self.client_send_completion_errors,
+                self.checks.client_send_completion_errors,
             ),
             (
                 "server_send_rejections",
-                self.server_send_rejections.unwrap_or(0),
+                self.checks.server_send_rejections.unwrap_or(0),
             ),
             (
                 "server_send_completion_errors",
-                self.server_send_completion_errors.unwrap_or(0),
+                self.checks.server_send_completion_errors.unwrap_or(0),
             ),
-            ("content_errors", self.content_errors),
-            ("order_errors", self.order_errors),
-            ("unexpected_messages", self.unexpected_messages),
-            ("disconnect_errors", self.disconnect_errors),
-            ("udp_lost_messages", self.udp_lost_messages),
-            ("unfinished_messages", self.unfinished_messages),
-            ("callback_exceptions", self.callback_exceptions),
-            ("drain_timeouts", self.drain_timeouts),
-            ("duplicate_completions", self.duplicate_completions),
+            ("content_errors", self.checks.content_errors),
+            ("order_errors", self.checks.order_errors),
+            ("unexpected_messages", self.checks.unexpected_messages),
+            ("disconnect_errors", self.checks.disconnect_errors),
+            ("udp_lost_messages", self.checks.udp_lost_messages),
+            ("unfinished_messages", self.checks.unfinished_messages),
+            ("callback_exceptions", self.checks.callback_exceptions),
+            ("drain_timeouts", self.checks.drain_timeouts),
+            ("duplicate_completions", self.checks.duplicate_completions),
         ]
     }
 
@@ -683,25 +787,30 @@ impl RunReport {
         if let Some(e) = &self.error {
             return Some(e.clone());
         }
-        if !self.warmup_ok || self.warmup_errors != 0 {
-            return Some(match self.udp_lost_warmup_messages.filter(|n| *n > 0) {
-                Some(lost) => format!(
-                    "warm-up failed: warmup_errors = {} (udp_lost_warmup_messages = {lost})",
-                    self.warmup_errors
-                ),
-                None => format!("warm-up failed: warmup_errors = {}", self.warmup_errors),
-            });
+        if !self.checks.warmup_ok || self.checks.warmup_errors != 0 {
+            return Some(
+                match self.drops.udp_lost_warmup_messages.filter(|n| *n > 0) {
+                    Some(lost) => format!(
+                        "warm-up failed: warmup_errors = {} (udp_lost_warmup_messages = {lost})",
+                        self.checks.warmup_errors
+                    ),
+                    None => format!(
+                        "warm-up failed: warmup_errors = {}",
+                        self.checks.warmup_errors
+                    ),
+                },
+            );
         }
         if let Some((name, n)) = self.error_counters().into_iter().find(|(_, n)| *n != 0) {
             return Some(format!("{name} = {n}"));
         }
-        if self.messages == 0 {
+        if self.throughput.messages == 0 {
             return Some("no message completed in the measured phase (messages = 0)".into());
         }
-        if self.pending_completions != 0 {
+        if self.checks.pending_completions != 0 {
             return Some(format!(
                 "pending_completions = {}",
-                self.pending_completions
+                self.checks.pending_completions
             ));
         }
         None
@@ -733,9 +842,9 @@ mod tests {
 
     fn passing(cfg: &RunConfig) -> RunReport {
         let mut r = RunReport::new(cfg);
-        r.warmup_ok = true;
-        r.messages = 1000;
-        r.messages_sent = 1000;
+        r.checks.warmup_ok = true;
+        r.throughput.messages = 1000;
+        r.throughput.messages_sent = 1000;
         r
     }
 
@@ -748,30 +857,30 @@ mod tests {
         assert_eq!(r.error, None);
 
         let mut lost = passing(&c);
-        lost.udp_lost_messages = 3;
-        lost.drain_timeouts = 1;
+        lost.checks.udp_lost_messages = 3;
+        lost.checks.drain_timeouts = 1;
         lost.finish();
         assert!(!lost.ok);
         assert_eq!(lost.error.as_deref(), Some("udp_lost_messages = 3"));
 
         let mut none = passing(&c);
-        none.messages = 0;
+        none.throughput.messages = 0;
         none.finish();
         assert!(!none.ok);
 
         let mut warm = passing(&c);
-        warm.warmup_ok = false;
-        warm.warmup_errors = 2;
+        warm.checks.warmup_ok = false;
+        warm.checks.warmup_errors = 2;
         warm.finish();
         assert!(warm.error.unwrap().contains("warm-up"));
 
         let mut pending = passing(&c);
-        pending.pending_completions = 1;
+        pending.checks.pending_completions = 1;
         pending.finish();
         assert!(!pending.ok);
 
         let mut server = passing(&c);
-        server.server_send_rejections = Some(1);
+        server.checks.server_send_rejections = Some(1);
         server.finish();
         assert_eq!(server.error.as_deref(), Some("server_send_rejections = 1"));
 
@@ -788,19 +897,19 @@ mod tests {
         for i in 0..13 {
             let mut r = passing(&c);
             match i {
-                0 => r.client_send_rejections = 1,
-                1 => r.client_send_completion_errors = 1,
-                2 => r.server_send_rejections = Some(1),
-                3 => r.server_send_completion_errors = Some(1),
-                4 => r.content_errors = 1,
-                5 => r.order_errors = 1,
-                6 => r.unexpected_messages = 1,
-                7 => r.disconnect_errors = 1,
-                8 => r.udp_lost_messages = 1,
-                9 => r.unfinished_messages = 1,
-                10 => r.callback_exceptions = 1,
-                11 => r.drain_timeouts = 1,
-                _ => r.duplicate_completions = 1,
+                0 => r.checks.client_send_rejections = 1,
+                1 => r.checks.client_send_completion_errors = 1,
+                2 => r.checks.server_send_rejections = Some(1),
+                3 => r.checks.server_send_completion_errors = Some(1),
+                4 => r.checks.content_errors = 1,
+                5 => r.checks.order_errors = 1,
+                6 => r.checks.unexpected_messages = 1,
+                7 => r.checks.disconnect_errors = 1,
+                8 => r.checks.udp_lost_messages = 1,
+                9 => r.checks.unfinished_messages = 1,
+                10 => r.checks.callback_exceptions = 1,
+                11 => r.checks.drain_timeouts = 1,
+                _ => r.checks.duplicate_completions = 1,
             }
             r.finish();
             assert!(!r.ok, "counter {i}");
@@ -817,27 +926,33 @@ mod tests {
     fn derived_fields() {
         let c = cfg(&["--payload", "1000"]);
         let mut r = RunReport::new(&c);
-        r.messages = 2000;
+        r.throughput.messages = 2000;
         r.set_throughput(Duration::from_secs(2));
-        assert_eq!(r.elapsed_seconds, 2.0);
-        assert_eq!(r.payload_roundtrip_bytes, 4_000_000);
-        assert_eq!(r.roundtrips_per_second, 1000.0);
-        assert!((r.payload_mib_per_second - 4_000_000.0 / 1_048_576.0 / 2.0).abs() < 1e-12);
+        assert_eq!(r.throughput.elapsed_seconds, 2.0);
+        assert_eq!(r.throughput.payload_roundtrip_bytes, 4_000_000);
+        assert_eq!(r.throughput.roundtrips_per_second, 1000.0);
+        assert!(
+            (r.throughput.payload_mib_per_second - 4_000_000.0 / 1_048_576.0 / 2.0).abs() < 1e-12
+        );
         r.set_throughput(Duration::ZERO);
-        assert_eq!(r.roundtrips_per_second, 0.0);
+        assert_eq!(r.throughput.roundtrips_per_second, 0.0);
 
         r.set_cpu(Duration::from_millis(500), Duration::from_secs(2));
         assert_eq!(
-            (r.cpu_seconds, r.cpu_elapsed_seconds, r.cpu_percent),
+            (
+                r.cpu.cpu_seconds,
+                r.cpu.cpu_elapsed_seconds,
+                r.cpu.cpu_percent
+            ),
             (0.5, 2.0, 25.0)
         );
 
         let mut rtt = crate::stats::Rtt::new();
         rtt.record(Duration::from_micros(10));
         r.set_rtt(&rtt.summary());
-        assert_eq!((r.rtt_samples, r.rtt_observations), (1, 1));
-        assert_eq!(r.rtt_max_us, Some(10.0));
-        assert!(r.rtt_p50_us.is_some() && r.rtt_p999_us.is_some());
+        assert_eq!((r.rtt.rtt_samples, r.rtt.rtt_observations), (1, 1));
+        assert_eq!(r.rtt_extra.rtt_max_us, Some(10.0));
+        assert!(r.rtt.rtt_p50_us.is_some() && r.rtt_extra.rtt_p999_us.is_some());
 
         let d = UdpCounters {
             rcvbuf_errors: Some(5),
@@ -847,14 +962,14 @@ mod tests {
         r.set_snmp(Some(&d));
         assert_eq!(
             (
-                r.snmp_udp_rcvbuf_errors,
-                r.snmp_udp_sndbuf_errors,
-                r.snmp_udp_in_errors
+                r.drops.snmp_udp_rcvbuf_errors,
+                r.drops.snmp_udp_sndbuf_errors,
+                r.drops.snmp_udp_in_errors
             ),
             (Some(5), None, Some(6))
         );
         r.set_snmp(None);
-        assert_eq!(r.snmp_udp_in_errors, None);
+        assert_eq!(r.drops.snmp_udp_in_errors, None);
     }
 
     #[test]
@@ -874,26 +989,32 @@ mod tests {
             "7",
         ]);
         let r = RunReport::new(&c);
-        assert_eq!(r.io_contexts, Some(4));
-        assert_eq!(r.server_io_lanes, Some(2));
-        assert_eq!(r.handler_work, Some(7));
-        assert_eq!(r.udp_server_receive_buffer_requested_bytes, Some(1_000_000));
-        assert_eq!(r.loss_timeout_ms, Some(50));
+        assert_eq!(r.config.io_contexts, Some(4));
+        assert_eq!(r.config.server_io_lanes, Some(2));
+        assert_eq!(r.config.handler_work, Some(7));
+        assert_eq!(
+            r.setup.udp_server_receive_buffer_requested_bytes,
+            Some(1_000_000)
+        );
+        assert_eq!(r.setup.loss_timeout_ms, Some(50));
         assert_eq!(r.role, Some(Role::Loopback));
-        assert_eq!(r.server_send_rejections, Some(0));
+        assert_eq!(r.checks.server_send_rejections, Some(0));
 
         let d = RunReport::new(&cfg(&[]));
-        assert_eq!(d.udp_server_receive_buffer_requested_bytes, Some(4 << 20));
-        assert_eq!(d.loss_timeout_ms, None);
+        assert_eq!(
+            d.setup.udp_server_receive_buffer_requested_bytes,
+            Some(4 << 20)
+        );
+        assert_eq!(d.setup.loss_timeout_ms, None);
 
         let client = RunReport::new(&cfg(&["--connect", "10.1.2.3:7000"]));
         assert_eq!(client.role, Some(Role::Client));
         assert_eq!(client.connect.as_deref(), Some("10.1.2.3:7000"));
-        assert_eq!(client.handler_work, None);
-        assert_eq!(client.server_io_lanes, None);
-        assert_eq!(client.server_send_rejections, None);
-        assert_eq!(client.udp_server_receive_buffer_requested_bytes, None);
-        assert_eq!(client.io_threads, Some(1));
+        assert_eq!(client.config.handler_work, None);
+        assert_eq!(client.config.server_io_lanes, None);
+        assert_eq!(client.checks.server_send_rejections, None);
+        assert_eq!(client.setup.udp_server_receive_buffer_requested_bytes, None);
+        assert_eq!(client.config.io_threads, Some(1));
     }
 
     #[test]
@@ -916,29 +1037,29 @@ mod tests {
         assert_eq!(v["kcp_window"], 128);
         assert!(v.get("bulk_channel").is_none());
         let rudp = RunReport::new(&cfg(&["--protocol", "rudp", "--bulk-channel"]));
-        assert_eq!(rudp.bulk_channel, Some(true));
-        assert_eq!(rudp.kcp_window, None);
+        assert_eq!(rudp.peer.bulk_channel, Some(true));
+        assert_eq!(rudp.peer.kcp_window, None);
     }
 
     #[test]
     fn bulk_throughput_is_goodput_of_whole_transfers() {
         let c = cfg(&["--protocol", "rudp", "--transfer", "1048576"]);
         let mut r = RunReport::new(&c);
-        assert_eq!(r.payload_bytes, Some(1 << 20));
-        assert_eq!(r.transfer_bytes, Some(Some(1 << 20)));
-        r.messages = 10;
+        assert_eq!(r.config.payload_bytes, Some(1 << 20));
+        assert_eq!(r.bulk.transfer_bytes, Some(Some(1 << 20)));
+        r.throughput.messages = 10;
         r.set_throughput(Duration::from_secs(4));
-        assert_eq!(r.goodput_bytes_per_second, Some(Some(2_621_440.0)));
+        assert_eq!(r.bulk.goodput_bytes_per_second, Some(Some(2_621_440.0)));
         // Each round trip: the transfer and its 16-byte receipt.
-        assert_eq!(r.payload_roundtrip_bytes, 10 * ((1 << 20) + 16));
-        assert_eq!(r.roundtrips_per_second, 2.5);
+        assert_eq!(r.throughput.payload_roundtrip_bytes, 10 * ((1 << 20) + 16));
+        assert_eq!(r.throughput.roundtrips_per_second, 2.5);
         r.set_throughput(Duration::ZERO);
-        assert_eq!(r.goodput_bytes_per_second, Some(Some(0.0)));
+        assert_eq!(r.bulk.goodput_bytes_per_second, Some(Some(0.0)));
         // The echo's throughput is unchanged: both directions of the payload.
         let mut e = RunReport::new(&cfg(&["--protocol", "rudp", "--payload", "1000"]));
-        e.messages = 10;
+        e.throughput.messages = 10;
         e.set_throughput(Duration::from_secs(1));
-        assert_eq!(e.payload_roundtrip_bytes, 20_000);
-        assert_eq!(e.goodput_bytes_per_second, Some(None));
+        assert_eq!(e.throughput.payload_roundtrip_bytes, 20_000);
+        assert_eq!(e.bulk.goodput_bytes_per_second, Some(None));
     }
 }

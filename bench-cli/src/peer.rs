@@ -31,20 +31,20 @@ use keel_udp::{CounterSnapshot, DatagramSocket, DatagramSocketCtx, DatagramSocke
 
 /// How long a message on an unreliable channel may go unanswered before it
 /// counts as lost and (closed loop) frees its window slot.
-pub const UNRELIABLE_LOSS_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const UNRELIABLE_LOSS_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long every client has to finish its handshake: keel-rudp's own
 /// default `handshake_timeout`, after which a client gives up anyway (at
 /// 20 % loss each way a handshake, two round trips with backoff, can take
 /// over 5 s).
-pub const HANDSHAKE: Duration = Duration::from_secs(10);
+pub(crate) const HANDSHAKE: Duration = Duration::from_secs(10);
 /// Upper bound on collecting tallies and stats after the drain.
-pub const COLLECT: Duration = Duration::from_secs(2);
+pub(crate) const COLLECT: Duration = Duration::from_secs(2);
 /// How often the main thread ticks the clients.
-pub const TICK: Duration = Duration::from_millis(1);
+pub(crate) const TICK: Duration = Duration::from_millis(1);
 
 /// When the phases start and end.
 #[derive(Clone, Copy, Debug)]
-pub struct Schedule {
+pub(crate) struct Schedule {
     /// Start of the warm-up.
     pub start: Instant,
     /// Start of the measured phase.
@@ -55,7 +55,7 @@ pub struct Schedule {
 
 /// One client's counts, added up over the clients at the end.
 #[derive(Clone, Debug, Default)]
-pub struct Tally {
+pub(crate) struct Tally {
     pub messages_sent: u64,
     pub messages: u64,
     pub send_rejections: u64,
@@ -74,7 +74,7 @@ pub struct Tally {
 
 impl Tally {
     /// Adds `o` to this tally.
-    pub fn add(&mut self, o: &Tally) {
+    pub(crate) fn add(&mut self, o: &Tally) {
         self.messages_sent += o.messages_sent;
         self.messages += o.messages;
         self.send_rejections += o.send_rejections;
@@ -94,7 +94,7 @@ impl Tally {
 }
 
 /// The client's side of the echo, whatever carries it.
-pub struct Driver {
+pub(crate) struct Driver {
     id: u32,
     /// How many clients share the rate's period (client `id` sends at
     /// `id / clients` of it, so the clients' sends spread out).
@@ -125,7 +125,7 @@ pub struct Driver {
 impl Driver {
     /// Client `id` of `cfg`; counts itself in `drained` when it has nothing
     /// in flight after the measured phase.
-    pub fn new(cfg: &RunConfig, id: u32, drained: Arc<AtomicUsize>, rtt: SharedRtt) -> Self {
+    pub(crate) fn new(cfg: &RunConfig, id: u32, drained: Arc<AtomicUsize>, rtt: SharedRtt) -> Self {
         // The echo's, or the bulk case's (`crate::bulk`).
         let shape = ClientShape::of(cfg);
         Driver {
@@ -150,18 +150,18 @@ impl Driver {
 
     /// Treats the transport as lossy (plain UDP): echoes are not ordered
     /// and a message unanswered for [`UNRELIABLE_LOSS_TIMEOUT`] is lost.
-    pub fn lossy(mut self) -> Self {
+    pub(crate) fn lossy(mut self) -> Self {
         self.channel = ChannelChoice::Unreliable;
         self
     }
 
     /// The run starts.
-    pub fn start(&mut self, schedule: Schedule) {
+    pub(crate) fn start(&mut self, schedule: Schedule) {
         self.schedule = Some(schedule);
     }
 
     /// Gives up on lost unreliable messages.
-    pub fn expire(&mut self, now: Instant) {
+    pub(crate) fn expire(&mut self, now: Instant) {
         if self.channel.reliable() {
             return;
         }
@@ -180,7 +180,7 @@ impl Driver {
 
     /// Sends what is due through `send` (false: refused), and says when
     /// this client has nothing left in flight after the phase.
-    pub fn pump(&mut self, send: &mut dyn FnMut(&[u8]) -> bool) {
+    pub(crate) fn pump(&mut self, send: &mut dyn FnMut(&[u8]) -> bool) {
         let Some(s) = self.schedule else {
             return;
         };
@@ -226,7 +226,7 @@ impl Driver {
     /// phase lasts; then the phase's end (to see it has drained); then,
     /// on a lossy transport with messages outstanding, when the oldest
     /// is given up.
-    pub fn next_wake(&self, now: Instant) -> Option<Instant> {
+    pub(crate) fn next_wake(&self, now: Instant) -> Option<Instant> {
         let (s, hz) = (self.schedule?, self.rate?);
         if self.done {
             return None;
@@ -247,7 +247,7 @@ impl Driver {
     }
 
     /// This client is done (drained, or its connection ended).
-    pub fn finished(&mut self) {
+    pub(crate) fn finished(&mut self) {
         if !self.done {
             self.done = true;
             self.drained.fetch_add(1, Ordering::Release);
@@ -280,7 +280,7 @@ impl Driver {
     }
 
     /// Checks an echo and counts it.
-    pub fn echo(&mut self, data: &[u8], now: Instant) {
+    pub(crate) fn echo(&mut self, data: &[u8], now: Instant) {
         let Ok(h) = decode_header(data) else {
             self.tally.content_errors += 1;
             return;
@@ -314,7 +314,7 @@ impl Driver {
     }
 
     /// The final tally (what is still outstanding counts as lost).
-    pub fn take(&mut self) -> Tally {
+    pub(crate) fn take(&mut self) -> Tally {
         let mut t = std::mem::take(&mut self.tally);
         for (_, phase) in self.outstanding.values() {
             match phase {
@@ -328,21 +328,21 @@ impl Driver {
 }
 
 /// The round trips of every client of a run.
-pub type SharedRtt = Arc<Mutex<Rtt>>;
+pub(crate) type SharedRtt = Arc<Mutex<Rtt>>;
 
 /// A new, empty [`SharedRtt`].
-pub fn shared_rtt() -> SharedRtt {
+pub(crate) fn shared_rtt() -> SharedRtt {
     Arc::new(Mutex::new(Rtt::new()))
 }
 
 /// Locks `m`, whatever a panicking holder left (a histogram stays valid).
-pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// What the main thread asks of every client.
 #[derive(Clone, Copy, Debug)]
-pub enum Job {
+pub(crate) enum Job {
     /// The run starts.
     Start(Schedule),
     /// Time to send what is due (open loop: this client's send time came;
@@ -354,7 +354,7 @@ pub enum Job {
 /// the threads it runs on, and the clients' (a reactor per CPU, at most
 /// one per client), so the server's CPU time is measured apart from the
 /// load that drives it.
-pub fn runtimes(cfg: &RunConfig) -> Result<(Runtime, ThreadSet, Runtime), String> {
+pub(crate) fn runtimes(cfg: &RunConfig) -> Result<(Runtime, ThreadSet, Runtime), String> {
     let server = runtime_for(cfg.io_model, cfg.io_threads)
         .map_err(|e| format!("starting the server's runtime: {e}"))?;
     // Before the clients' runtime exists, every runtime thread is the
@@ -382,7 +382,7 @@ pub fn runtimes(cfg: &RunConfig) -> Result<(Runtime, ThreadSet, Runtime), String
 
 /// What [`drive`] measured besides the report's own fields.
 #[derive(Clone, Copy, Debug)]
-pub struct Measured {
+pub(crate) struct Measured {
     /// From the measured phase's start to the end of the drain.
     pub elapsed: Duration,
     /// CPU time of the server's threads in the measured phase.
@@ -397,7 +397,7 @@ pub struct Measured {
 }
 
 /// The server's side of a run, as [`drive`] measures it.
-pub struct ServerProbe<'a> {
+pub(crate) struct ServerProbe<'a> {
     /// The threads the server runs on (empty: not measured).
     pub threads: &'a ThreadSet,
     /// Messages the server has received so far, any phase.
@@ -414,7 +414,7 @@ pub struct ServerProbe<'a> {
 /// [`Driver::next_wake`] (keel-rudp's `Ctx::tick_at`, a keel-udp timer
 /// for kcp and udp): a post from here per send would cost a boxed closure
 /// and a wake-up each, a core's worth at 1,000 clients and 60 Hz.
-pub fn drive(
+pub(crate) fn drive(
     cfg: &RunConfig,
     report: &mut RunReport,
     n: usize,
@@ -484,13 +484,13 @@ pub fn drive(
     let cpu_end = process_cpu_time();
     let process_wall = wall_start.map_or(Duration::ZERO, |w| w.elapsed());
     if drained_at.is_none() {
-        report.drain_timeouts = 1;
+        report.checks.drain_timeouts = 1;
     }
     let end = drained_at.unwrap_or(drain_deadline);
     if let (Some(a), Some(b)) = (cpu_start, cpu_end) {
         report.set_cpu(b.saturating_sub(a), process_wall);
     }
-    report.peak_rss_bytes = peak_rss_bytes();
+    report.cpu.peak_rss_bytes = peak_rss_bytes();
     Ok(Measured {
         elapsed: end.saturating_duration_since(measure_start),
         server_cpu: server_start
@@ -507,27 +507,28 @@ pub fn drive(
 /// `server_messages`: the messages the server's handler received over the
 /// whole run (warm-up included, as the socket counters are), for
 /// `server_datagrams_per_message`.
-pub fn record_sockets(
+pub(crate) fn record_sockets(
     report: &mut RunReport,
     clients: CounterSnapshot,
     server: CounterSnapshot,
     server_messages: u64,
 ) {
-    report.server_datagrams_per_message =
+    report.peer.server_datagrams_per_message =
         (server_messages > 0).then(|| server.datagrams_in as f64 / server_messages as f64);
-    report.kernel_rcvbuf_drops = Some(clients.kernel_drops + server.kernel_drops);
-    report.conditioner_dropped = Some(clients.conditioner_dropped + server.conditioner_dropped);
-    report.conditioner_duplicated =
+    report.drops.kernel_rcvbuf_drops = Some(clients.kernel_drops + server.kernel_drops);
+    report.impair.conditioner_dropped =
+        Some(clients.conditioner_dropped + server.conditioner_dropped);
+    report.impair.conditioner_duplicated =
         Some(clients.conditioner_duplicated + server.conditioner_duplicated);
-    report.client_send_completion_errors = clients.send_errors;
-    report.server_send_completion_errors = Some(server.send_errors);
+    report.checks.client_send_completion_errors = clients.send_errors;
+    report.checks.server_send_completion_errors = Some(server.send_errors);
 }
 
 /// Asks each of `n` clients for what it reports (`ask(i, tx)` posts a
 /// closure to client `i` that sends it on `tx`) and returns what came back
 /// within [`COLLECT`], in any order: fewer than `n` if a client's lane did
 /// not answer.
-pub fn collect<T: Send + 'static>(n: usize, ask: impl Fn(usize, mpsc::Sender<T>)) -> Vec<T> {
+pub(crate) fn collect<T: Send + 'static>(n: usize, ask: impl Fn(usize, mpsc::Sender<T>)) -> Vec<T> {
     let (tx, rx) = mpsc::channel();
     for i in 0..n {
         ask(i, tx.clone());
@@ -548,7 +549,7 @@ pub fn collect<T: Send + 'static>(n: usize, ask: impl Fn(usize, mpsc::Sender<T>)
 /// transport reports (`X`), as [`collect`] asks: the tallies summed, and
 /// the `X` of each answer, in the order they came (fewer than `n` if a
 /// client's lane did not answer).
-pub fn collect_tallies<X: Send + 'static>(
+pub(crate) fn collect_tallies<X: Send + 'static>(
     n: usize,
     ask: impl Fn(usize, mpsc::Sender<(Tally, X)>),
 ) -> (Tally, Vec<X>) {
@@ -564,7 +565,7 @@ pub fn collect_tallies<X: Send + 'static>(
 /// A client on a keel-udp socket whose [`Driver`] makes the messages
 /// (`--protocol kcp`, `--protocol udp --rate`), as [`drive_sockets`]
 /// drives it.
-pub trait SocketClient: DatagramSocketHandler {
+pub(crate) trait SocketClient: DatagramSocketHandler {
     /// Does `job` from the main thread.
     fn job(&mut self, ctx: &mut DatagramSocketCtx<'_>, job: Job);
     /// The final tally ([`Driver::take`]), with the sends the socket
@@ -574,7 +575,7 @@ pub trait SocketClient: DatagramSocketHandler {
 
 /// What the clients of a run on keel-udp sockets reported to
 /// [`drive_sockets`].
-pub struct SocketClients {
+pub(crate) struct SocketClients {
     /// What [`drive`] measured, or why it could not.
     pub measured: Result<Measured, String>,
     /// The tallies of the clients that reported, summed.
@@ -593,7 +594,7 @@ impl SocketClients {
     /// How the run ended, once recorded: [`drive`]'s error, else clients
     /// that did not report, else a handler that failed (`stopped`, the
     /// runtimes' stop; counted in `callback_exceptions`).
-    pub fn outcome(
+    pub(crate) fn outcome(
         self,
         report: &mut RunReport,
         stopped: Result<(), keel_reactor::Error>,
@@ -607,7 +608,7 @@ impl SocketClients {
             ));
         }
         stopped.map_err(|e| {
-            report.callback_exceptions += 1;
+            report.checks.callback_exceptions += 1;
             format!("a handler failed: {e}")
         })
     }
@@ -616,7 +617,7 @@ impl SocketClients {
 /// Runs `clients` through the run ([`drive`], each posted its [`Job`]s;
 /// `connected`, `drained` and `server` as there), then collects their
 /// tallies, takes the run's round trips from `rtt` and closes them.
-pub fn drive_sockets<H: SocketClient>(
+pub(crate) fn drive_sockets<H: SocketClient>(
     cfg: &RunConfig,
     report: &mut RunReport,
     clients: &[DatagramSocket<H>],
@@ -659,7 +660,7 @@ pub fn drive_sockets<H: SocketClient>(
 
 /// What the echo server of a run counted.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ServerTally {
+pub(crate) struct ServerTally {
     /// Measured-phase messages received.
     pub delivered: u64,
     /// Messages with a bad header.
@@ -669,35 +670,40 @@ pub struct ServerTally {
 }
 
 /// The clients' and the server's tallies into `report`.
-pub fn record(report: &mut RunReport, tally: &Tally, server: ServerTally, rtt: &Rtt) {
-    report.messages_sent = tally.messages_sent;
-    report.messages = tally.messages;
-    report.client_send_rejections = tally.send_rejections;
-    report.content_errors = tally.content_errors;
-    report.order_errors = tally.order_errors;
-    report.unexpected_messages = tally.unexpected + server.invalid;
-    report.disconnect_errors = tally.disconnects;
-    report.udp_lost_messages = tally.lost;
-    report.late_echoes = Some(tally.late);
-    report.udp_lost_warmup_messages = Some(tally.warmup_lost);
-    report.warmup_errors = tally.warmup_errors;
-    report.warmup_ok = tally.warmup_errors == 0;
-    report.server_send_rejections = Some(server.send_rejections);
-    report.messages_delivered = Some(server.delivered);
+pub(crate) fn record(report: &mut RunReport, tally: &Tally, server: ServerTally, rtt: &Rtt) {
+    report.throughput.messages_sent = tally.messages_sent;
+    report.throughput.messages = tally.messages;
+    report.checks.client_send_rejections = tally.send_rejections;
+    report.checks.content_errors = tally.content_errors;
+    report.checks.order_errors = tally.order_errors;
+    report.checks.unexpected_messages = tally.unexpected + server.invalid;
+    report.checks.disconnect_errors = tally.disconnects;
+    report.checks.udp_lost_messages = tally.lost;
+    report.drops.late_echoes = Some(tally.late);
+    report.drops.udp_lost_warmup_messages = Some(tally.warmup_lost);
+    report.checks.warmup_errors = tally.warmup_errors;
+    report.checks.warmup_ok = tally.warmup_errors == 0;
+    report.checks.server_send_rejections = Some(server.send_rejections);
+    report.delivery.messages_delivered = Some(server.delivered);
     report.set_rtt(&rtt.summary());
 }
 
 /// The server's CPU per message and the memory per connection into
 /// `report`: `rss_before` was read before the server and the clients were
 /// made, so the difference holds both ends of every connection.
-pub fn record_server(report: &mut RunReport, m: &Measured, rss_before: Option<u64>, n: usize) {
-    report.server_cpu_us_per_message = Some(
+pub(crate) fn record_server(
+    report: &mut RunReport,
+    m: &Measured,
+    rss_before: Option<u64>,
+    n: usize,
+) {
+    report.scale.server_cpu_us_per_message = Some(
         m.server_cpu
             .filter(|_| m.server_messages > 0)
             .map(|c| c.as_secs_f64() * 1e6 / m.server_messages as f64),
     );
-    report.server_cpu_percent = Some(m.server_cpu.map(|c| cpu_percent(c, m.wall)));
-    report.rss_bytes_per_connection = Some(
+    report.scale.server_cpu_percent = Some(m.server_cpu.map(|c| cpu_percent(c, m.wall)));
+    report.scale.rss_bytes_per_connection = Some(
         rss_before
             .zip(m.rss_connected)
             .filter(|_| n > 0)

@@ -1,5 +1,5 @@
 //! Where a result goes: the JSON line and the human summary
-//! ([`crate::human`]), to stdout or stderr, by `--format` and whether
+//! (`crate::human`), to stdout or stderr, by `--format` and whether
 //! stdout is a terminal ([`OutputFormat::shown`]).
 //!
 //! Without `--format`, stdout gets the JSON line exactly as before, and

@@ -24,7 +24,7 @@
 //!
 //! # The UDP echo matrix: grouping and statistics
 //!
-//! Runs are grouped by configuration, the [`ConfigKey`]: `protocol`,
+//! Runs are grouped by configuration, the `ConfigKey`: `protocol`,
 //! `address_family`, `payload_bytes`, `clients`, `window`, `handler_work`,
 //! `batch`, `server_io_lanes`, `io_model`, `io_threads`. A key field the
 //! run did not echo (`null`, e.g. the line of a run whose arguments were
@@ -45,11 +45,11 @@
 //!
 //! # The keel-rudp benchmark: grouping and statistics
 //!
-//! Runs are grouped by the [`RudpKey`]: `protocol`, `channel`, `kcp_mode`,
+//! Runs are grouped by the `RudpKey`: `protocol`, `channel`, `kcp_mode`,
 //! `encrypted`, `rate_hz`, `transfer_bytes`, `payload_bytes`, `clients`,
 //! `window`, `io_model`, `io_threads`, and the link conditioner of each
 //! direction, `impair` (clients' sends) and `impair_server`, parsed into a
-//! [`Link`]: loss, delay, jitter and any other non-default setting, but
+//! `Link`: loss, delay, jitter and any other non-default setting, but
 //! not the seed. So the seeds of one setting (`scripts/rudp-matrix.sh`
 //! runs each cell under seeds 1, 2, 3) are its repetitions. A missing or
 //! `null` `impair` is no conditioner (loss 0); one that does not parse
@@ -64,13 +64,13 @@
 //! run's own percentile, never pooled); a failed seed is left out of the
 //! numbers, counted in *runs ok* (`2/3`) and listed with its errors; a
 //! configuration none of whose seeds passed keeps its row, with no
-//! numbers. Each configuration is in one [`Case`]:
+//! numbers. Each configuration is in one `Case`:
 //!
 //! * bulk: `transfer_bytes` is set (1 MiB transfers; the `rtt_*` fields
 //!   are per-transfer completion times, `goodput_bytes_per_second` the
 //!   goodput);
 //! * scale: `protocol` `udp` (the baseline), or at least
-//!   [`rudp::SCALE_MIN_CLIENTS`] clients (1,000 and 5,000 connections at 20
+//!   `rudp::SCALE_MIN_CLIENTS` clients (1,000 and 5,000 connections at 20
 //!   to 60 Hz; `server_cpu_us_per_message`, `rss_bytes_per_connection`);
 //! * latency: the rest (the game-tick matrix: 400-byte messages at 60 Hz
 //!   under loss).
@@ -123,32 +123,35 @@
 //!
 //! # Where things live
 //!
-//! [`fields`] reads a line's fields leniently; [`input`] reads a line into
-//! a [`Run`]; [`stats`] holds the [`Spread`] both parts use; [`rudp`]
-//! reads, groups and summarises the keel-rudp benchmark's part;
-//! [`summary`] groups and summarises runs into a [`Report`]; [`markdown`]
-//! writes `report.md`; [`charts`] draws the SVGs; this module reads the
-//! files and writes the output directory. Submodules use each other (one
-//! way), never this module.
+//! The report is a module tree of its own behind one entry: [`write()`]
+//! (with what it returns, [`Written`], and [`MARKDOWN_FILE`]) is all that
+//! is public; the submodules are private and their items `pub(crate)` at
+//! most. `fields` reads a line's fields leniently; `rudp_key` reads a
+//! keel-rudp benchmark line's key and measurements; `input` reads a line
+//! into a `Run`; `stats` holds the `Spread` both parts use; `rudp` groups
+//! and summarises the keel-rudp benchmark's part; `summary` groups and
+//! summarises runs into a `Report`; `markdown` writes `report.md`;
+//! `charts` draws the SVGs; this module reads the files and writes the
+//! output directory. Submodules use each other (one way), never this
+//! module.
 
-pub mod charts;
-pub mod fields;
-pub mod input;
-pub mod markdown;
-pub mod rudp;
-pub mod stats;
-pub mod summary;
+mod charts;
+mod fields;
+mod input;
+mod markdown;
+mod rudp;
+mod rudp_key;
+mod stats;
+mod summary;
 
 use std::path::{Path, PathBuf};
 
 use crate::flags::ReportConfig;
 
-pub use charts::{
+use charts::{
     LOSS_FILE, P99_FILE, RUDP_BULK_FILE, RUDP_P99_FILE, RUDP_SCALE_FILE, THROUGHPUT_FILE,
 };
-pub use input::{ConfigKey, Run, Source};
-pub use rudp::{Case, Link, RudpGroup, RudpKey, RudpRun, RudpSummary};
-pub use summary::{Group, LossCell, Report, Spread, Summary, Unreadable};
+use summary::Report;
 
 /// Name of the Markdown file written in the output directory.
 pub const MARKDOWN_FILE: &str = "report.md";

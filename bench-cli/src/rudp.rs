@@ -46,8 +46,8 @@ use crate::peer::{
     UNRELIABLE_LOSS_TIMEOUT,
 };
 use crate::procstats::rss_bytes;
+use crate::socket_client::client_endpoint;
 use crate::stats::Rtt;
-use crate::udp_rate::client_endpoint;
 
 /// The one channel of a run.
 const CHANNEL: u8 = 0;
@@ -56,7 +56,7 @@ const CHANNEL: u8 = 0;
 /// kind (bulk with `--bulk-channel`); messages may be as large as
 /// `--payload` (or `--transfer`), and the buffers hold 4 times what is in
 /// flight.
-pub fn connection_config(cfg: &RunConfig) -> Config {
+pub(crate) fn connection_config(cfg: &RunConfig) -> Config {
     connection_config_of(cfg, Duration::from_millis(DEFAULT_ACK_DELAY_MS.into()))
 }
 
@@ -204,14 +204,14 @@ impl Handler for BenchPeer {
 // ---------------------------------------------------------------- the run
 
 /// Runs the keel-rudp echo and returns its report with `ok` decided.
-pub fn run(cfg: &RunConfig) -> RunReport {
+pub(crate) fn run(cfg: &RunConfig) -> RunReport {
     let mut report = RunReport::new(cfg);
-    report.channel = Some(cfg.channel.as_str());
-    report.encrypted = Some(cfg.encrypt);
-    report.rate_hz = Some(cfg.rate_hz);
-    report.batch = None;
-    report.udp_server_receive_buffer_requested_bytes = Some(UDP_RECEIVE_BUFFER_REQUEST);
-    report.loss_timeout_ms =
+    report.delivery.channel = Some(cfg.channel.as_str());
+    report.peer.encrypted = Some(cfg.encrypt);
+    report.delivery.rate_hz = Some(cfg.rate_hz);
+    report.setup.batch = None;
+    report.setup.udp_server_receive_buffer_requested_bytes = Some(UDP_RECEIVE_BUFFER_REQUEST);
+    report.setup.loss_timeout_ms =
         (!cfg.channel.reliable()).then_some(UNRELIABLE_LOSS_TIMEOUT.as_millis() as u64);
     if let Err(e) = run_into(cfg, &mut report) {
         report.error = Some(e);
@@ -404,11 +404,11 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         record_server(report, m, rss_before, clients.len());
     }
     let stats = client_stats + server_stats;
-    report.messages_resent = Some(stats.retransmissions);
-    report.redundant_copies = Some(stats.redundant_copies);
-    report.recovered_by_redundancy = Some(stats.recovered_by_redundancy);
+    report.delivery.messages_resent = Some(stats.retransmissions);
+    report.delivery.redundant_copies = Some(stats.redundant_copies);
+    report.delivery.recovered_by_redundancy = Some(stats.recovered_by_redundancy);
     let payload_bytes = tally.sent_bytes + counts.echoed_bytes.load(Ordering::Relaxed);
-    report.wire_bytes_per_payload_byte =
+    report.delivery.wire_bytes_per_payload_byte =
         (payload_bytes > 0).then(|| stats.bytes_sent as f64 / payload_bytes as f64);
     record_sockets(
         report,
@@ -418,7 +418,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     );
     result?;
     if let Err(e) = stopped {
-        report.callback_exceptions += 1;
+        report.checks.callback_exceptions += 1;
         return Err(format!("a handler failed: {e}"));
     }
     if let Some(reason) = &tally.disconnect_reason {

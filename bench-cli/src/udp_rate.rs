@@ -5,9 +5,11 @@
 //! The server is the UDP benchmark's own echo server (`crate::loopback`'s
 //! [`start_server_impaired`]: a keel-udp [`keel_udp::Server`] with one
 //! session per client, the message header checked, the datagram sent
-//! back). Each client is a keel-udp [`DatagramSocket`] driven by the same
+//! back). Each client is a keel-udp `DatagramSocket` driven by the same
 //! [`Driver`] as `--protocol rudp` and `kcp` (open loop, spread sends,
-//! every echo checked), treating the transport as lossy: an echo not back
+//! every echo checked), on the same client as `kcp`
+//! (`crate::socket_client`) with plain datagrams for its [`Transport`],
+//! treating the transport as lossy: an echo not back
 //! within [`crate::peer::UNRELIABLE_LOSS_TIMEOUT`] is lost, and echoes are
 //! not required in order. As there, the server runs on its own runtime,
 //! apart from the clients', so its CPU time per message is measured alone.
@@ -17,160 +19,51 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use keel_reactor::TimerId;
-use keel_udp::{
-    DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig, Impairment,
-    LaneSteering, SocketOptions,
-};
+use keel_udp::{DatagramSocketCtx, LaneSteering};
 
 use crate::echo::{EchoMode, EchoStats};
 use crate::flags::RunConfig;
 use crate::loopback::{start_server_impaired, EchoServerSpec, SessionPolicy};
-use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
+use crate::output::RunReport;
 use crate::peer::{
-    drive_sockets, record, record_server, record_sockets, runtimes, shared_rtt, Driver, Job,
-    ServerProbe, ServerTally, SocketClient, Tally, UNRELIABLE_LOSS_TIMEOUT,
+    drive_sockets, record, record_server, record_sockets, runtimes, shared_rtt, Driver,
+    ServerProbe, ServerTally, UNRELIABLE_LOSS_TIMEOUT,
 };
 use crate::procstats::rss_bytes;
+use crate::socket_client::{Clients, Transport};
 
-/// Datagrams a client takes per receive call: a client gets one echo per
-/// tick, so a small batch keeps its buffers (and the run's RSS) small.
-pub(crate) const CLIENT_BATCH: usize = 4;
-/// Datagrams a client's send queue holds (keel-udp reserves room for all
-/// of them up front; a client sends a few per tick).
-pub(crate) const CLIENT_SEND_QUEUE: usize = 64;
+/// Plain datagrams: a message is sent as it is, an echo is the datagram.
+struct Datagrams;
 
-/// A load-generating client socket: small batches and queues, since the
-/// scale case runs thousands of them and measures the server.
-pub(crate) fn client_endpoint(impair: Option<Impairment>, max_datagram: usize) -> EndpointConfig {
-    EndpointConfig {
-        batch: CLIENT_BATCH,
-        max_datagram,
-        send_queue_datagrams: CLIENT_SEND_QUEUE,
-        socket: SocketOptions {
-            send_buffer: Some(UDP_SEND_BUFFER_REQUEST as usize),
-            recv_buffer: Some(UDP_RECEIVE_BUFFER_REQUEST as usize),
-            ..SocketOptions::default()
-        },
-        send_impairment: impair,
-        ..EndpointConfig::default()
-    }
-}
+impl Transport for Datagrams {
+    const ARM_AFTER_DATAGRAM: bool = false;
 
-/// A client's end: sends what the driver says, checks what comes back.
-struct RateClient {
-    driver: Driver,
-    server: SocketAddr,
-    connected: Arc<AtomicUsize>,
-    send_refused: u64,
-    wake: WakeTimer,
-}
-
-/// The one pending one-shot timer of a client's next wake-up
-/// ([`Driver::next_wake`]) on its keel-udp socket.
-#[derive(Default)]
-pub(crate) struct WakeTimer {
-    armed: Option<(TimerId, Instant)>,
-}
-
-impl WakeTimer {
-    /// Arms the timer for `at` (`None`: disarms it), unless it already is.
-    pub(crate) fn set(&mut self, ctx: &mut DatagramSocketCtx<'_>, at: Option<Instant>) {
-        if self.armed.map(|(_, t)| t) == at {
-            return;
-        }
-        if let Some((id, _)) = self.armed.take() {
-            ctx.cancel_timer(id);
-        }
-        if let Some(at) = at {
-            self.armed = Some((ctx.timer(at, None), at));
-        }
-    }
-
-    /// Arms the timer for `at` unless it is armed for `at` or earlier
-    /// already (then the owner, woken early, looks again): a wanted time
-    /// that moves later costs no cancel and re-arm.
-    pub(crate) fn set_earlier(&mut self, ctx: &mut DatagramSocketCtx<'_>, at: Instant) {
-        if self.armed.is_some_and(|(_, t)| t <= at) {
-            return;
-        }
-        self.set(ctx, Some(at));
-    }
-
-    /// Whether `id` is this timer (then no longer armed).
-    pub(crate) fn fired(&mut self, id: TimerId) -> bool {
-        let mine = self.armed.is_some_and(|(t, _)| t == id);
-        if mine {
-            self.armed = None;
-        }
-        mine
-    }
-}
-
-impl RateClient {
-    fn pump(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
-        let server = self.server;
+    fn pump(
+        &mut self,
+        driver: &mut Driver,
+        ctx: &mut DatagramSocketCtx<'_>,
+        server: SocketAddr,
+    ) -> u64 {
         let mut refused = 0;
-        self.driver.pump(&mut |msg| {
+        driver.pump(&mut |msg| {
             let ok = ctx.send_to(server, msg).is_ok();
             refused += u64::from(!ok);
             ok
         });
-        self.send_refused += refused;
+        refused
     }
 
-    fn tick(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
-        let now = Instant::now();
-        self.driver.expire(now);
-        self.pump(ctx);
-        let wake = self.driver.next_wake(Instant::now());
-        self.wake.set(ctx, wake);
-    }
-}
-
-impl SocketClient for RateClient {
-    fn job(&mut self, ctx: &mut DatagramSocketCtx<'_>, job: Job) {
-        match job {
-            Job::Start(s) => self.driver.start(s),
-            Job::Tick => self.driver.expire(Instant::now()),
-        }
-        self.tick(ctx);
-    }
-
-    fn take(&mut self) -> Tally {
-        let mut t = self.driver.take();
-        t.send_rejections += self.send_refused;
-        t
-    }
-}
-
-impl DatagramSocketHandler for RateClient {
-    fn started(&mut self, _: &mut DatagramSocketCtx<'_>) {
-        // Plain UDP has no handshake.
-        self.connected.fetch_add(1, Ordering::Release);
-    }
-
-    fn datagram(&mut self, ctx: &mut DatagramSocketCtx<'_>, from: SocketAddr, data: &[u8]) {
-        if from != self.server {
-            self.driver.tally.unexpected += 1;
-            return;
-        }
-        self.driver.echo(data, Instant::now());
-        self.pump(ctx);
-    }
-
-    fn timer(&mut self, ctx: &mut DatagramSocketCtx<'_>, id: TimerId) {
-        if self.wake.fired(id) {
-            self.tick(ctx);
-        }
+    fn receive(&mut self, driver: &mut Driver, data: &[u8], now: Instant) -> bool {
+        driver.echo(data, now);
+        true
     }
 }
 
 /// Runs the open-loop UDP echo and returns its report with `ok` decided.
-pub fn run(cfg: &RunConfig) -> RunReport {
+pub(crate) fn run(cfg: &RunConfig) -> RunReport {
     let mut report = RunReport::new(cfg);
-    report.rate_hz = Some(cfg.rate_hz);
-    report.loss_timeout_ms = Some(UNRELIABLE_LOSS_TIMEOUT.as_millis() as u64);
+    report.delivery.rate_hz = Some(cfg.rate_hz);
+    report.setup.loss_timeout_ms = Some(UNRELIABLE_LOSS_TIMEOUT.as_millis() as u64);
     if let Err(e) = run_into(cfg, &mut report) {
         report.error = Some(e);
     }
@@ -204,31 +97,23 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         echo_stats.clone(),
     )
     .map_err(|e| format!("starting the echo server: {e}"))?;
-    report.udp_server_send_buffer_bytes = Some(server.buffers().send as u64);
-    report.udp_server_receive_buffer_bytes = Some(server.buffers().recv as u64);
+    report.buffers.udp_server_send_buffer_bytes = Some(server.buffers().send as u64);
+    report.buffers.udp_server_receive_buffer_bytes = Some(server.buffers().recv as u64);
 
     let connected = Arc::new(AtomicUsize::new(0));
     let drained = Arc::new(AtomicUsize::new(0));
     let rtt = shared_rtt();
-    let mut clients = Vec::with_capacity(cfg.clients as usize);
-    for id in 0..cfg.clients {
-        let impair = cfg.impair.as_ref().map(|imp| Impairment {
-            seed: imp.seed.wrapping_add(u64::from(id)),
-            ..(**imp).clone()
-        });
-        let peer = RateClient {
-            driver: Driver::new(cfg, id, drained.clone(), rtt.clone()).lossy(),
-            server: server.local_addr(),
-            connected: connected.clone(),
-            send_refused: 0,
-            wake: WakeTimer::default(),
-        };
-        let local = SocketAddr::new(cfg.address_family.loopback(), 0);
-        let endpoint = client_endpoint(impair, cfg.payload as usize);
-        let client = DatagramSocket::bind(client_rt.next_reactor(), local, endpoint, peer)
-            .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
-        clients.push(client);
+    let clients = Clients {
+        cfg,
+        runtime: &client_rt,
+        server: server.local_addr(),
+        max_datagram: cfg.payload as usize,
+        lossy: true,
+        connected: &connected,
+        drained: &drained,
+        rtt: &rtt,
     }
+    .bind(|_| Datagrams)?;
 
     let received = || server.counters().datagrams_in;
     let probe = ServerProbe {
@@ -251,7 +136,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         },
         &run.rtt,
     );
-    report.messages_delivered = None;
+    report.delivery.messages_delivered = None;
     if let Ok(m) = &run.measured {
         report.set_throughput(m.elapsed);
         record_server(report, m, rss_before, clients.len());

@@ -46,23 +46,21 @@ use super::rudp::{trim_number, Case, RudpKey, LINK, LOSS, PAYLOAD, PROTOCOL, RAT
 use super::rudp::{CLIENTS, IO, TRANSFER, WINDOW};
 use super::summary::Report;
 
-pub use style::{MAX_WIDTH, MIN_TEXT_PX};
-
 /// Name of the throughput chart.
-pub const THROUGHPUT_FILE: &str = "throughput.svg";
+pub(super) const THROUGHPUT_FILE: &str = "throughput.svg";
 /// Name of the p99 latency chart.
-pub const P99_FILE: &str = "p99.svg";
+pub(super) const P99_FILE: &str = "p99.svg";
 /// Name of the loss chart.
-pub const LOSS_FILE: &str = "loss.svg";
+pub(super) const LOSS_FILE: &str = "loss.svg";
 /// Name of the keel-rudp benchmark's p99 against loss chart.
-pub const RUDP_P99_FILE: &str = "rudp-p99.svg";
+pub(super) const RUDP_P99_FILE: &str = "rudp-p99.svg";
 /// Name of the bulk case's completion time against loss chart.
-pub const RUDP_BULK_FILE: &str = "rudp-bulk.svg";
+pub(super) const RUDP_BULK_FILE: &str = "rudp-bulk.svg";
 /// Name of the scale case's server CPU against connections chart.
-pub const RUDP_SCALE_FILE: &str = "rudp-scale.svg";
+pub(super) const RUDP_SCALE_FILE: &str = "rudp-scale.svg";
 
 /// `throughput.svg`, or `None` when no configuration was summarised.
-pub fn throughput_svg(report: &Report) -> Result<Option<String>, String> {
+pub(super) fn throughput_svg(report: &Report) -> Result<Option<String>, String> {
     let metric = Metric {
         value: |s| Some(s.throughput),
         title: "UDP round trips per second by IO model",
@@ -76,7 +74,7 @@ pub fn throughput_svg(report: &Report) -> Result<Option<String>, String> {
 }
 
 /// `p99.svg`, or `None` when no summarised configuration has a p99.
-pub fn p99_svg(report: &Report) -> Result<Option<String>, String> {
+pub(super) fn p99_svg(report: &Report) -> Result<Option<String>, String> {
     let metric = Metric {
         value: |s| s.p99_us,
         title: "UDP p99 round-trip time by IO model",
@@ -91,7 +89,7 @@ pub fn p99_svg(report: &Report) -> Result<Option<String>, String> {
 
 /// `loss.svg`, or `None` when no run has payload, window and
 /// `udp_lost_messages`.
-pub fn loss_svg(report: &Report) -> Result<Option<String>, String> {
+pub(super) fn loss_svg(report: &Report) -> Result<Option<String>, String> {
     loss::svg(report, LOSS_FILE)
 }
 
@@ -115,7 +113,7 @@ fn loss_x(k: &RudpKey) -> Option<f64> {
 
 /// `rudp-p99.svg`: p99 latency (ms) against loss, latency case; `None`
 /// when no configuration of that case has a p99.
-pub fn rudp_p99_svg(report: &Report) -> Result<Option<String>, String> {
+pub(super) fn rudp_p99_svg(report: &Report) -> Result<Option<String>, String> {
     let spec = Spec {
         case: Case::Latency,
         value: |s| scaled(s.p99_us, 1e-3),
@@ -135,7 +133,7 @@ pub fn rudp_p99_svg(report: &Report) -> Result<Option<String>, String> {
 
 /// `rudp-bulk.svg`: p99 transfer completion time (ms) against loss, bulk
 /// case; `None` when no bulk configuration has one.
-pub fn rudp_bulk_svg(report: &Report) -> Result<Option<String>, String> {
+pub(super) fn rudp_bulk_svg(report: &Report) -> Result<Option<String>, String> {
     let spec = Spec {
         case: Case::Bulk,
         value: |s| scaled(s.p99_us, 1e-3),
@@ -155,7 +153,7 @@ pub fn rudp_bulk_svg(report: &Report) -> Result<Option<String>, String> {
 
 /// `rudp-scale.svg`: server CPU µs per message against connections, scale
 /// case; `None` when no scale configuration has it.
-pub fn rudp_scale_svg(report: &Report) -> Result<Option<String>, String> {
+pub(super) fn rudp_scale_svg(report: &Report) -> Result<Option<String>, String> {
     let spec = Spec {
         case: Case::Scale,
         value: |s| s.cpu_us_per_message,

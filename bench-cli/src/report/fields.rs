@@ -9,7 +9,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 /// `1 thread`, `4 threads`, `? threads`.
-pub fn count(n: Option<u64>, what: &str) -> String {
+pub(super) fn count(n: Option<u64>, what: &str) -> String {
     match n {
         Some(1) => format!("1 {what}"),
         Some(n) => format!("{n} {what}s"),
@@ -18,7 +18,7 @@ pub fn count(n: Option<u64>, what: &str) -> String {
 }
 
 /// `Some(v)` as text, `?` for unknown.
-pub fn opt<T: fmt::Display>(v: &Option<T>) -> String {
+pub(super) fn opt<T: fmt::Display>(v: &Option<T>) -> String {
     v.as_ref()
         .map_or_else(|| "?".to_string(), |v| v.to_string())
 }

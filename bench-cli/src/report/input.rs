@@ -1,7 +1,7 @@
 //! The input of the report: one [`Run`] per JSON line, its [`Source`]
 //! and its configuration ([`ConfigKey`]), read leniently (a missing,
 //! `null` or mistyped field is unknown, never 0). A run of the keel-rudp
-//! benchmark also carries a [`RudpRun`] (read in [`super::rudp`]), which
+//! benchmark also carries a [`RudpRun`] (read in [`super::rudp_key`]), which
 //! keeps it out of the UDP echo matrix.
 
 use std::collections::BTreeMap;
@@ -10,12 +10,12 @@ use std::fmt;
 use serde_json::Value;
 
 use super::fields::Fields;
-pub use super::fields::{count, opt};
-use super::rudp::RudpRun;
+pub(super) use super::fields::{count, opt};
+use super::rudp_key::{self, RudpRun};
 
 /// Where a run came from: file name and 1-based line number.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Source {
+pub(super) struct Source {
     /// The input file as given on the command line.
     pub file: String,
     /// 1-based line number.
@@ -31,7 +31,7 @@ impl fmt::Display for Source {
 /// The settings that make two runs the same configuration. `None` = the run
 /// did not say (and `requested` did not either).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ConfigKey {
+pub(super) struct ConfigKey {
     /// `protocol`.
     pub protocol: Option<String>,
     /// `address_family`.
@@ -101,7 +101,7 @@ impl ConfigKey {
 
     /// The IO shape in words: `shared: 1 context, 4 threads` or
     /// `sharded: 4 contexts, 1 thread each`.
-    pub fn io_label(&self) -> String {
+    pub(super) fn io_label(&self) -> String {
         let n = self.io_threads;
         match self.io_model.as_deref() {
             Some("shared") => format!("shared: 1 context, {}", count(n, "thread")),
@@ -112,7 +112,7 @@ impl ConfigKey {
     }
 
     /// Server lanes in words: `1 server lane`, `4 server lanes`.
-    pub fn lanes_label(&self) -> String {
+    pub(super) fn lanes_label(&self) -> String {
         count(self.server_io_lanes, "server lane")
     }
 }
@@ -151,7 +151,7 @@ impl fmt::Display for ConfigKey {
 
 /// One run, read from one JSON line.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Run {
+pub(super) struct Run {
     /// Where the line was.
     pub source: Source,
     /// Its configuration.
@@ -188,7 +188,7 @@ pub struct Run {
 }
 
 /// Settings outside [`ConfigKey`] that should still agree within a group.
-pub const OTHER_SETTINGS: &[&str] = &[
+pub(super) const OTHER_SETTINGS: &[&str] = &[
     "backend",
     "role",
     "connect",
@@ -250,14 +250,14 @@ fn errors(f: &Fields<'_>) -> Vec<String> {
 
 impl Run {
     /// Reads one run from a parsed JSON line; `Err` if it is not an object.
-    pub fn from_json(value: &Value, source: Source) -> Result<Run, String> {
+    pub(super) fn from_json(value: &Value, source: Source) -> Result<Run, String> {
         let Value::Object(obj) = value else {
             return Err(format!("expected a JSON object, got {}", kind_of(value)));
         };
         let f = Fields::new(obj);
         let rudp = RudpRun::is_rudp_line(&f).then(|| RudpRun::read(&f));
         let other_settings = f.other_settings(if rudp.is_some() {
-            super::rudp::OTHER_SETTINGS
+            rudp_key::OTHER_SETTINGS
         } else {
             OTHER_SETTINGS
         });
@@ -283,12 +283,12 @@ impl Run {
     }
 
     /// True when the run counts towards its configuration's summary.
-    pub fn passed(&self) -> bool {
+    pub(super) fn passed(&self) -> bool {
         self.errors.is_empty()
     }
 
     /// `repetition N (file:line)` or `file:line`.
-    pub fn label(&self) -> String {
+    pub(super) fn label(&self) -> String {
         match self.repetition {
             Some(r) => format!("repetition {r} ({})", self.source),
             None => self.source.to_string(),

@@ -18,7 +18,7 @@ impl Report {
     /// The Markdown document; `charts` are the chart files written beside
     /// it, linked by name. The UDP echo matrix's sections are left out
     /// when the inputs hold only runs of the keel-rudp benchmark.
-    pub fn markdown(&self, charts: &[&str]) -> String {
+    pub(super) fn markdown(&self, charts: &[&str]) -> String {
         let mut md = String::new();
         intro(&mut md, self);
         if !self.groups.is_empty() || self.rudp.is_empty() {

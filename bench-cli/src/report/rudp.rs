@@ -11,17 +11,16 @@
 //! setting are its repetitions. Each [`RudpGroup`] is put in one [`Case`]
 //! and summarised over the seeds that passed ([`RudpSummary`]).
 //!
-//! `key` reads a line's configuration and measurements ([`RudpRun`]) and
-//! names its settings ([`RudpDim`]); this module groups and summarises.
-
-mod key;
+//! [`super::rudp_key`] reads a line's configuration and measurements
+//! ([`RudpRun`]) and names its settings ([`RudpDim`]); this module groups
+//! and summarises. (The reading is apart so that [`super::input`] can use
+//! it while this module uses the input's runs: no circle.)
 
 use std::collections::BTreeMap;
 
-pub use key::{
-    dims_label, fmt_bytes, split_dims, trim_number, Case, Link, RudpDim, RudpKey, RudpRun,
-    ALL_SETTINGS, CLIENTS, IO, LINK, LOSS, OTHER_SETTINGS, PAYLOAD, PROTOCOL, RATE,
-    SCALE_MIN_CLIENTS, SERVER_LOSS, TRANSFER, WINDOW,
+pub(super) use super::rudp_key::{
+    dims_label, split_dims, trim_number, Case, RudpDim, RudpKey, RudpRun, CLIENTS, IO, LINK, LOSS,
+    OTHER_SETTINGS, PAYLOAD, PROTOCOL, RATE, SERVER_LOSS, TRANSFER, WINDOW,
 };
 
 use super::input::Run;
@@ -31,7 +30,7 @@ use super::stats::{mixed_settings, Spread};
 /// that passed (percentiles: of each run's own percentile, never pooled);
 /// `None` when no passing run has it.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct RudpSummary {
+pub(super) struct RudpSummary {
     /// Runs that passed (the others are not in the numbers).
     pub runs_ok: usize,
     /// `rtt_p50_us` (bulk: per-transfer completion time).
@@ -89,7 +88,7 @@ impl RudpSummary {
 
 /// The runs (seeds) of one configuration and their summary.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RudpGroup {
+pub(super) struct RudpGroup {
     /// The configuration.
     pub key: RudpKey,
     /// Its runs, in input order.
@@ -102,24 +101,24 @@ pub struct RudpGroup {
 
 impl RudpGroup {
     /// The runs that failed.
-    pub fn failed(&self) -> impl Iterator<Item = &Run> {
+    pub(super) fn failed(&self) -> impl Iterator<Item = &Run> {
         self.runs.iter().filter(|r| !r.passed())
     }
 
     /// `2/3`: runs that passed out of all.
-    pub fn runs_ok_label(&self) -> String {
+    pub(super) fn runs_ok_label(&self) -> String {
         format!("{}/{}", self.summary.runs_ok, self.runs.len())
     }
 
     /// The group's case.
-    pub fn case(&self) -> Case {
+    pub(super) fn case(&self) -> Case {
         self.key.case()
     }
 }
 
 /// Groups runs of the keel-rudp benchmark (each with `rudp` set) by
 /// configuration, in key order.
-pub fn groups(runs: Vec<Run>) -> Vec<RudpGroup> {
+pub(super) fn groups(runs: Vec<Run>) -> Vec<RudpGroup> {
     let mut by_key: BTreeMap<RudpKey, Vec<Run>> = BTreeMap::new();
     for run in runs {
         let key = run.rudp.as_ref().map(|x| x.key.clone()).unwrap_or_default();

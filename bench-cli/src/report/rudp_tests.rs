@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
+use super::rudp_key::{Case, Link};
+use super::stats::Spread;
 use super::*;
 use crate::flags::ReportConfig;
 

@@ -7,7 +7,7 @@ use super::input::Run;
 
 /// Median, min and max of a set of values.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Spread {
+pub(super) struct Spread {
     /// The median (mean of the two middle values for an even count).
     pub median: f64,
     /// The smallest value.
@@ -18,7 +18,7 @@ pub struct Spread {
 
 impl Spread {
     /// The spread of `values`, `None` if there are none.
-    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
+    pub(super) fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
         let mut v: Vec<f64> = values.into_iter().collect();
         if v.is_empty() {
             return None;

@@ -11,11 +11,11 @@ use serde_json::Value;
 use super::input::{ConfigKey, Run, Source, OTHER_SETTINGS};
 use super::rudp::{self, RudpGroup};
 use super::stats::mixed_settings;
-pub use super::stats::Spread;
+pub(super) use super::stats::Spread;
 
 /// The summary of a configuration whose repetitions all passed.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Summary {
+pub(super) struct Summary {
     /// Runs summarised.
     pub runs: usize,
     /// `roundtrips_per_second` over runs.
@@ -51,7 +51,7 @@ impl Summary {
 
 /// The runs of one configuration and, when all passed, their summary.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Group {
+pub(super) struct Group {
     /// The configuration.
     pub key: ConfigKey,
     /// Its runs, in input order.
@@ -82,14 +82,14 @@ impl Group {
     }
 
     /// The runs that failed.
-    pub fn failed(&self) -> impl Iterator<Item = &Run> {
+    pub(super) fn failed(&self) -> impl Iterator<Item = &Run> {
         self.runs.iter().filter(|r| !r.passed())
     }
 }
 
 /// Lost echoes of the runs in one payload × window cell.
 #[derive(Clone, Debug, PartialEq)]
-pub struct LossCell {
+pub(super) struct LossCell {
     /// `payload_bytes`.
     pub payload_bytes: u64,
     /// `window`.
@@ -102,19 +102,19 @@ pub struct LossCell {
 
 impl LossCell {
     /// Median lost echoes per run.
-    pub fn median(&self) -> f64 {
+    pub(super) fn median(&self) -> f64 {
         Spread::of(self.lost.iter().map(|&n| n as f64)).map_or(0.0, |s| s.median)
     }
 
     /// Most echoes lost by one run.
-    pub fn max(&self) -> u64 {
+    pub(super) fn max(&self) -> u64 {
         self.lost.iter().copied().max().unwrap_or(0)
     }
 }
 
 /// A line that could not be read as a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Unreadable {
+pub(super) struct Unreadable {
     /// Where.
     pub source: Source,
     /// Why.
@@ -123,7 +123,7 @@ pub struct Unreadable {
 
 /// Everything the report shows.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Report {
+pub(super) struct Report {
     /// The input files, as given.
     pub inputs: Vec<String>,
     /// Configurations in table order.
@@ -140,7 +140,7 @@ pub struct Report {
 impl Report {
     /// Reads runs from the text of JSON-lines files, given as
     /// `(name, text)` pairs.
-    pub fn from_texts<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> Report {
+    pub(super) fn from_texts<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> Report {
         let mut inputs = Vec::new();
         let mut runs = Vec::new();
         let mut unreadable = Vec::new();
@@ -172,7 +172,7 @@ impl Report {
 
     /// Groups runs by configuration and summarises them: the UDP echo
     /// matrix's and the keel-rudp benchmark's apart.
-    pub fn from_runs(runs: Vec<Run>) -> Report {
+    pub(super) fn from_runs(runs: Vec<Run>) -> Report {
         let (rudp_runs, runs): (Vec<Run>, Vec<Run>) =
             runs.into_iter().partition(|r| r.rudp.is_some());
         let loss = loss_cells(&runs);
@@ -194,24 +194,24 @@ impl Report {
 
     /// Runs read, over all configurations (UDP echo matrix and keel-rudp
     /// benchmark).
-    pub fn run_count(&self) -> usize {
+    pub(super) fn run_count(&self) -> usize {
         self.udp_run_count() + self.rudp.iter().map(|g| g.runs.len()).sum::<usize>()
     }
 
     /// Runs of the UDP echo matrix.
-    pub fn udp_run_count(&self) -> usize {
+    pub(super) fn udp_run_count(&self) -> usize {
         self.groups.iter().map(|g| g.runs.len()).sum()
     }
 
     /// Configurations with a summary, with it.
-    pub fn summarised(&self) -> impl Iterator<Item = (&Group, &Summary)> {
+    pub(super) fn summarised(&self) -> impl Iterator<Item = (&Group, &Summary)> {
         self.groups
             .iter()
             .filter_map(|g| g.summary.as_ref().map(|s| (g, s)))
     }
 
     /// Configurations excluded because a repetition failed.
-    pub fn excluded(&self) -> impl Iterator<Item = &Group> {
+    pub(super) fn excluded(&self) -> impl Iterator<Item = &Group> {
         self.groups.iter().filter(|g| g.summary.is_none())
     }
 }
@@ -238,7 +238,7 @@ fn loss_cells(runs: &[Run]) -> Vec<LossCell> {
 }
 
 /// A median of lost counts: whole unless it is a half.
-pub fn fmt_lost(v: f64) -> String {
+pub(super) fn fmt_lost(v: f64) -> String {
     if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {

@@ -2,6 +2,7 @@
 
 use serde_json::{json, Value};
 
+use super::stats::Spread;
 use super::*;
 
 /// A passing run line with the given settings and numbers.

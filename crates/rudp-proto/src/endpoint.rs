@@ -68,11 +68,8 @@ pub const CLOSE_REPLACED: u64 = 8;
 /// `keel_rudp::Server::failed_lanes`). Codes 16 and
 /// up are keel-rudp's closes.
 pub const CLOSE_HANDLER_PANIC: u64 = 16;
-/// CLOSE code sent once to a peer that acknowledged nothing for the
-/// connection's `ack_timeout`
-/// ([`DisconnectReason::AckTimeout`](crate::DisconnectReason::AckTimeout)
-/// on this side).
-pub const CLOSE_ACK_TIMEOUT: u64 = 17;
+// CLOSE_ACK_TIMEOUT (17), sent by the connection itself, is defined in
+// connection/close.rs (so the connection does not depend on the endpoint).
 
 /// Settings of an [`Endpoint`].
 #[derive(Debug, Clone)]

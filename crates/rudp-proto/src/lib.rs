@@ -76,12 +76,12 @@ pub use channel::{ChannelConfig, ChannelKind};
 pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
 pub use connection::{
     ChannelUndelivered, Connection, DisconnectReason, Event, MessageId, SendError, Side, State,
-    Stats, Undelivered,
+    Stats, Undelivered, CLOSE_ACK_TIMEOUT,
 };
 pub use endpoint::{
-    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, CLOSE_ACK_TIMEOUT,
-    CLOSE_HANDLER_PANIC, CLOSE_REPLACED, CLOSE_STOPPED, COOKIE_LEN, REFUSE_ADDRESS_LIMIT,
-    REFUSE_CONFIG_MISMATCH, REFUSE_FULL, REFUSE_RATE_LIMIT, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN,
+    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, CLOSE_HANDLER_PANIC,
+    CLOSE_REPLACED, CLOSE_STOPPED, COOKIE_LEN, REFUSE_ADDRESS_LIMIT, REFUSE_CONFIG_MISMATCH,
+    REFUSE_FULL, REFUSE_RATE_LIMIT, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN,
 };
 pub use ranges::RangeSet;
 pub use recovery::PACKET_THRESHOLD;

@@ -9,10 +9,10 @@ pub(super) const FONT: &str = "sans-serif";
 /// Width of the throughput and p99 charts, whatever the number of
 /// configurations; also the widest the loss chart gets. A 900 px page shows
 /// them at 900/960 of their size.
-pub const MAX_WIDTH: u32 = 960;
+pub(crate) const MAX_WIDTH: u32 = 960;
 
 /// The smallest text in any chart, in SVG px: 15 px on a 900 px page.
-pub const MIN_TEXT_PX: f64 = 16.0;
+pub(crate) const MIN_TEXT_PX: f64 = 16.0;
 
 pub(super) const TITLE_PX: f64 = 24.0;
 pub(super) const TEXT_PX: f64 = 17.0;

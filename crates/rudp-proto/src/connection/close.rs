@@ -17,11 +17,16 @@
 
 use std::time::{Duration, Instant};
 
-use crate::endpoint::CLOSE_ACK_TIMEOUT;
 use crate::wire::{Frame, Reader, Writer, MAX_REASON_LEN};
 
 use super::types::{ChannelUndelivered, DisconnectReason, Event, State, Undelivered};
 use super::Connection;
+
+/// CLOSE code sent once to a peer that acknowledged nothing for the
+/// connection's `ack_timeout`
+/// ([`DisconnectReason::AckTimeout`](crate::DisconnectReason::AckTimeout)
+/// on this side).
+pub const CLOSE_ACK_TIMEOUT: u64 = 17;
 
 impl Connection {
     /// Closes the connection: the queued reliable messages are flushed

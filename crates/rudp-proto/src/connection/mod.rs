@@ -3,6 +3,7 @@
 //! (`output`) and the public types (`types`).
 
 mod close;
+pub use close::CLOSE_ACK_TIMEOUT;
 mod input;
 mod output;
 mod types;

@@ -11,7 +11,7 @@ use crate::report::fields::{count, opt, Fields};
 /// Settings outside [`RudpKey`] that should still agree within a group:
 /// the UDP matrix's, and the UDP matrix's key fields that the rudp key
 /// does not hold.
-pub const OTHER_SETTINGS: &[&str] = &[
+pub(super) const OTHER_SETTINGS: &[&str] = &[
     "backend",
     "role",
     "connect",
@@ -27,12 +27,12 @@ pub const OTHER_SETTINGS: &[&str] = &[
 
 /// The fewest clients (connections) that make a run part of the scale
 /// case.
-pub const SCALE_MIN_CLIENTS: u64 = 100;
+pub(super) const SCALE_MIN_CLIENTS: u64 = 100;
 
 /// One direction's link conditioner setting without its seed: what makes
 /// runs under it comparable.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Link {
+pub(super) struct Link {
     /// Loss probability in parts per million; `None` when the setting did
     /// not parse.
     pub loss_ppm: Option<u64>,
@@ -48,7 +48,7 @@ pub struct Link {
 
 impl Link {
     /// No conditioner: nothing lost or delayed.
-    pub fn off() -> Link {
+    pub(super) fn off() -> Link {
         Link {
             loss_ppm: Some(0),
             delay_us: Some(0),
@@ -59,7 +59,7 @@ impl Link {
 
     /// Reads an `impair` / `impair_server` value (`None` or `off`: no
     /// conditioner) into the link and its seed.
-    pub fn parse(text: Option<&str>) -> (Link, Option<u64>) {
+    pub(super) fn parse(text: Option<&str>) -> (Link, Option<u64>) {
         let Some(text) = text.map(str::trim).filter(|t| !t.is_empty() && *t != "off") else {
             return (Link::off(), None);
         };
@@ -99,19 +99,19 @@ impl Link {
     }
 
     /// The loss probability in %, if known.
-    pub fn loss_percent(&self) -> Option<f64> {
+    pub(super) fn loss_percent(&self) -> Option<f64> {
         self.loss_ppm.map(|p| p as f64 / 1e4)
     }
 
     /// `10 %`, `0.5 %`, `?`.
-    pub fn loss_label(&self) -> String {
+    pub(super) fn loss_label(&self) -> String {
         self.loss_percent()
             .map_or_else(|| "?".to_string(), |p| format!("{} %", trim_number(p)))
     }
 
     /// Delay, jitter and the rest in words: `delay 25 ms, jitter 3 ms`,
     /// `no delay`.
-    pub fn shape_label(&self) -> String {
+    pub(super) fn shape_label(&self) -> String {
         let mut parts = Vec::new();
         match (self.delay_us, self.jitter_us) {
             (Some(0), Some(0)) => parts.push("no delay".to_string()),
@@ -173,7 +173,7 @@ fn fmt_duration_us(us: Option<u64>) -> String {
 }
 
 /// A number without trailing zeros, at most 3 decimals: `10`, `0.5`.
-pub fn trim_number(v: f64) -> String {
+pub(super) fn trim_number(v: f64) -> String {
     let s = format!("{v:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
@@ -181,7 +181,7 @@ pub fn trim_number(v: f64) -> String {
 /// The settings that make two runs of the keel-rudp benchmark the same
 /// configuration; `None` = the run did not say.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct RudpKey {
+pub(super) struct RudpKey {
     /// `protocol`: `rudp`, `kcp` or `udp`.
     pub protocol: Option<String>,
     /// `channel` (keel-rudp's delivery mode).
@@ -271,7 +271,7 @@ impl RudpKey {
     }
 
     /// Which case the configuration belongs to.
-    pub fn case(&self) -> Case {
+    pub(super) fn case(&self) -> Case {
         if self.transfer_bytes.is_some() {
             Case::Bulk
         } else if self.protocol.as_deref() == Some("udp")
@@ -288,7 +288,7 @@ impl RudpKey {
     /// channel`, `keel-rudp reliable-ordered, ack delay 51 ms` (an ack
     /// delay other than the default 5 ms), `KCP fast`, `KCP fast, window
     /// 1024` (a window other than the default 128), `keel-udp`.
-    pub fn protocol_label(&self) -> String {
+    pub(super) fn protocol_label(&self) -> String {
         match self.protocol.as_deref() {
             Some("rudp") => {
                 let mut s = format!("keel-rudp {}", opt(&self.channel));
@@ -320,7 +320,7 @@ impl RudpKey {
 
     /// Loss on each direction: `10 %` when both ends lose the same, else
     /// `10 % / 5 %` (clients / server).
-    pub fn loss_label(&self) -> String {
+    pub(super) fn loss_label(&self) -> String {
         if self.link.loss_ppm == self.server_link.loss_ppm {
             self.link.loss_label()
         } else {
@@ -333,7 +333,7 @@ impl RudpKey {
     }
 
     /// Delay and jitter: `delay 25 ms, jitter 3 ms each way` or both ends'.
-    pub fn link_label(&self) -> String {
+    pub(super) fn link_label(&self) -> String {
         let (c, s) = (self.link.without_loss(), self.server_link.without_loss());
         if c == s {
             format!("{} each way", c.shape_label())
@@ -345,7 +345,7 @@ impl RudpKey {
     /// The configuration of a line across loss levels: the loss of the
     /// clients' link is the x axis, so it is left out; the server's is kept
     /// only where it differs from the clients'.
-    pub fn without_loss(&self) -> RudpKey {
+    pub(super) fn without_loss(&self) -> RudpKey {
         let server_loss = if self.server_link.loss_ppm == self.link.loss_ppm {
             None
         } else {
@@ -362,7 +362,7 @@ impl RudpKey {
     }
 
     /// The configuration of a line across connection counts.
-    pub fn without_clients(&self) -> RudpKey {
+    pub(super) fn without_clients(&self) -> RudpKey {
         RudpKey {
             clients: None,
             ..self.clone()
@@ -401,7 +401,7 @@ impl fmt::Display for RudpKey {
 
 /// The three cases of issue 13 a configuration can belong to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Case {
+pub(super) enum Case {
     /// Messages at a rate (or a window) under loss: delivery latency.
     Latency,
     /// `transfer_bytes` transfers: completion time and goodput.
@@ -413,8 +413,10 @@ pub enum Case {
 
 /// A setting of [`RudpKey`] named in table sentences, columns and chart
 /// legends.
-pub struct RudpDim {
-    /// What it is, e.g. `clients`.
+pub(super) struct RudpDim {
+    /// What it is, e.g. `clients` (names each dimension where it is
+    /// defined; nothing reads it).
+    #[allow(dead_code)]
     pub name: &'static str,
     /// Its value in words, e.g. `8 clients`; empty when it does not apply
     /// (a closed-loop window of an open-loop run, a transfer size outside
@@ -423,27 +425,27 @@ pub struct RudpDim {
 }
 
 /// The protocol (keel-rudp channel, KCP mode, keel-udp).
-pub const PROTOCOL: RudpDim = RudpDim {
+pub(super) const PROTOCOL: RudpDim = RudpDim {
     name: "protocol",
     get: RudpKey::protocol_label,
 };
 /// Loss each way.
-pub const LOSS: RudpDim = RudpDim {
+pub(super) const LOSS: RudpDim = RudpDim {
     name: "loss",
     get: |k| format!("loss {}", k.loss_label()),
 };
 /// Payload bytes per message.
-pub const PAYLOAD: RudpDim = RudpDim {
+pub(super) const PAYLOAD: RudpDim = RudpDim {
     name: "payload",
     get: |k| format!("payload {} B", opt(&k.payload_bytes)),
 };
 /// Clients (connections).
-pub const CLIENTS: RudpDim = RudpDim {
+pub(super) const CLIENTS: RudpDim = RudpDim {
     name: "clients",
     get: |k| count(k.clients, "client"),
 };
 /// Open-loop rate.
-pub const RATE: RudpDim = RudpDim {
+pub(super) const RATE: RudpDim = RudpDim {
     name: "rate",
     get: |k| match k.rate_hz {
         Some(r) => format!("{r} Hz"),
@@ -451,7 +453,7 @@ pub const RATE: RudpDim = RudpDim {
     },
 };
 /// Transfer size (bulk case only).
-pub const TRANSFER: RudpDim = RudpDim {
+pub(super) const TRANSFER: RudpDim = RudpDim {
     name: "transfer",
     get: |k| {
         k.transfer_bytes
@@ -459,7 +461,7 @@ pub const TRANSFER: RudpDim = RudpDim {
     },
 };
 /// Window (closed loop only).
-pub const WINDOW: RudpDim = RudpDim {
+pub(super) const WINDOW: RudpDim = RudpDim {
     name: "window",
     get: |k| {
         if k.rate_hz.is_some() {
@@ -470,17 +472,17 @@ pub const WINDOW: RudpDim = RudpDim {
     },
 };
 /// IO model and threads.
-pub const IO: RudpDim = RudpDim {
+pub(super) const IO: RudpDim = RudpDim {
     name: "IO",
     get: |k| format!("{} {}", opt(&k.io_model), count(k.io_threads, "thread")),
 };
 /// Delay, jitter and other conditioner settings.
-pub const LINK: RudpDim = RudpDim {
+pub(super) const LINK: RudpDim = RudpDim {
     name: "link",
     get: RudpKey::link_label,
 };
 /// Server loss, where it differs from the clients'.
-pub const SERVER_LOSS: RudpDim = RudpDim {
+pub(super) const SERVER_LOSS: RudpDim = RudpDim {
     name: "server loss",
     get: |k| {
         if k.server_link.loss_ppm == k.link.loss_ppm {
@@ -492,10 +494,10 @@ pub const SERVER_LOSS: RudpDim = RudpDim {
 };
 
 /// Every setting but protocol and loss, in the order they are named.
-pub const ALL_SETTINGS: &[RudpDim] = &[PAYLOAD, CLIENTS, RATE, TRANSFER, WINDOW, IO, LINK];
+pub(super) const ALL_SETTINGS: &[RudpDim] = &[PAYLOAD, CLIENTS, RATE, TRANSFER, WINDOW, IO, LINK];
 
 /// `1 MiB`, `64 KiB`, `1000 B`.
-pub fn fmt_bytes(b: u64) -> String {
+pub(super) fn fmt_bytes(b: u64) -> String {
     const KIB: u64 = 1024;
     if b >= KIB * KIB && b.is_multiple_of(KIB * KIB) {
         format!("{} MiB", b / (KIB * KIB))
@@ -508,7 +510,10 @@ pub fn fmt_bytes(b: u64) -> String {
 
 /// Splits `dims` into what every key shares (non-empty values, in words)
 /// and the dims that vary.
-pub fn split_dims<'d>(keys: &[&RudpKey], dims: &'d [RudpDim]) -> (Vec<String>, Vec<&'d RudpDim>) {
+pub(super) fn split_dims<'d>(
+    keys: &[&RudpKey],
+    dims: &'d [RudpDim],
+) -> (Vec<String>, Vec<&'d RudpDim>) {
     let mut constant = Vec::new();
     let mut varying = Vec::new();
     for d in dims {
@@ -529,7 +534,7 @@ pub fn split_dims<'d>(keys: &[&RudpKey], dims: &'d [RudpDim]) -> (Vec<String>, V
 }
 
 /// The non-empty values of `dims` for `key`, joined with `, `.
-pub fn dims_label(key: &RudpKey, dims: &[&RudpDim]) -> String {
+pub(super) fn dims_label(key: &RudpKey, dims: &[&RudpDim]) -> String {
     dims.iter()
         .map(|d| (d.get)(key))
         .filter(|v| !v.is_empty())
@@ -540,7 +545,7 @@ pub fn dims_label(key: &RudpKey, dims: &[&RudpDim]) -> String {
 /// What a run of the keel-rudp benchmark adds to a
 /// [`Run`](crate::report::Run).
 #[derive(Clone, Debug, PartialEq)]
-pub struct RudpRun {
+pub(super) struct RudpRun {
     /// Its configuration.
     pub key: RudpKey,
     /// The seed of `impair`, if any: which repetition this is.
