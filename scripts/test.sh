@@ -48,6 +48,18 @@ cargo clippy --workspace --all-targets -- -D warnings
 echo "== import cycles" >&2
 # Modules depend one way inside each crate.
 python3 scripts/import-cycles.py crates/reactor crates/impair crates/udp crates/rudp-proto crates/rudp crates/rudp-ffi bench-cli
+echo "== layers: the protocol crates depend on nothing IO-related" >&2
+# keel-rudp-proto is sans-IO (what the C API and any driver build on) and
+# keel-impair is pure: neither may pull in the reactor, keel-udp, mio or
+# socket2 (docs/architecture.md).
+for c in keel-rudp-proto keel-impair; do
+  bad=$(cargo tree -p "$c" -e normal --prefix none | awk '{print $1}' |
+    grep -xE 'keel-reactor|keel-udp|keel-rudp|mio|socket2|signal-hook' || true)
+  if [ -n "$bad" ]; then
+    echo "test.sh: $c depends on $bad (it must stay free of IO)" >&2
+    exit 1
+  fi
+done
 echo "== tools/loopback-floor.c builds without warnings" >&2
 cc -O2 -Wall -Wextra -Werror -o target/loopback-floor tools/loopback-floor.c
 echo "== keel-rudp-ffi: the C header is up to date" >&2
