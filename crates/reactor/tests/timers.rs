@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{wait_until_in_poll, Progress, Watchdog};
 use keel_reactor::{
-    Handle, IoModel, Lane, LaneCtx, LaneHandle, MissedTicks, Reactor, Runtime, TimerId,
+    Handle, IoModel, Lane, LaneCtx, LaneHandle, MissedTicks, Reactor, Runtime, TimerError, TimerId,
     MAX_CATCH_UP,
 };
 
@@ -502,4 +502,183 @@ fn missed_tick_policies_through_the_handles() {
         (least..=most).contains(&skipped),
         "{skipped} skipped ticks, expected {least}..={most}"
     );
+}
+
+/// Turns until `done()`, recording the instant each new fire was logged.
+fn stamp_fires(
+    reactor: &mut Reactor,
+    log: &Arc<Mutex<Vec<TimerId>>>,
+    what: &str,
+    done: impl Fn(&[TimerId]) -> bool,
+) -> Vec<(TimerId, Instant)> {
+    let handle = reactor.handle();
+    let _dog = watchdog(&handle);
+    let mut stamps = Vec::new();
+    loop {
+        let seen = log.lock().unwrap().clone();
+        let now = Instant::now();
+        stamps.extend(seen[stamps.len()..].iter().map(|&id| (id, now)));
+        if done(&seen) {
+            return stamps;
+        }
+        assert!(!handle.is_stopped(), "timed out waiting for {what}");
+        reactor.turn(None).unwrap();
+    }
+}
+
+#[test]
+fn a_moved_lane_timer_fires_once_at_its_new_deadline_not_its_old_one() {
+    let (mut reactor, lane, log, _) = timed_lane();
+    let t0 = Instant::now();
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |_, cx| {
+        // `later` moves from 10 ms to 60 ms; `earlier` from 5 s to 30 ms,
+        // and its move goes through an unarmed reusable timer too.
+        let later = cx.timer(t0 + ms(10), None);
+        cx.set_timer(later, t0 + ms(60)).unwrap();
+        let earlier = cx.reusable_timer();
+        cx.set_timer(earlier, t0 + Duration::from_secs(5)).unwrap();
+        cx.set_timer(earlier, t0 + ms(30)).unwrap();
+        // One timer due just after `later`'s old deadline (to see it
+        // pass) and a sentinel after both new deadlines.
+        let past_old = cx.timer(t0 + ms(20), None);
+        let sentinel = cx.timer(t0 + ms(90), None);
+        tx.send((later, earlier, past_old, sentinel)).unwrap();
+    });
+    reactor.turn(Some(LIMIT)).unwrap();
+    let (later, earlier, past_old, sentinel) = rx.try_recv().expect("the post ran");
+    let stamps = stamp_fires(&mut reactor, &log, "the sentinel", |seen| {
+        seen.contains(&sentinel)
+    });
+    let order: Vec<_> = stamps.iter().map(|(id, _)| *id).collect();
+    assert_eq!(
+        order,
+        [past_old, earlier, later, sentinel],
+        "a moved timer fired at its old deadline, twice, or out of order"
+    );
+    for (id, at) in [(earlier, ms(30)), (later, ms(60))] {
+        let (_, seen) = stamps.iter().find(|(i, _)| *i == id).unwrap();
+        assert!(*seen >= t0 + at, "{id:?} fired before its new deadline");
+    }
+    // The reusable timer is still registered (unarmed); the rest are done.
+    assert_eq!(reactor.handle().timer_count(), 1);
+}
+
+#[test]
+fn a_lane_timer_moved_100_000_times_is_one_timer_and_fires_once() {
+    let (mut reactor, lane, log, _) = timed_lane();
+    let handle = reactor.handle();
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |_, cx| {
+        let t0 = Instant::now();
+        let id = cx.reusable_timer();
+        let mut most = 0;
+        for i in 0..100_000u64 {
+            // Back and forth between far away and soon.
+            let at = if i % 2 == 0 {
+                ms(60_000 + i)
+            } else {
+                ms(i % 7)
+            };
+            cx.set_timer(id, t0 + at).unwrap();
+            most = most.max(handle.timer_count());
+        }
+        tx.send((id, most)).unwrap();
+    });
+    reactor.turn(Some(LIMIT)).unwrap();
+    let (id, most) = rx.try_recv().expect("the post ran");
+    assert_eq!(most, 1, "moving one timer added timers");
+    // The last move (i = 99,999) was to 99,999 % 7 = 3 ms.
+    let sentinel = lane.timer(Instant::now() + ms(20), None).unwrap();
+    stamp_fires(&mut reactor, &log, "the sentinel", |seen| {
+        seen.contains(&sentinel)
+    });
+    assert_eq!(*log.lock().unwrap(), [id, sentinel]);
+    assert_eq!(
+        reactor.handle().timer_count(),
+        1,
+        "the reusable timer stays"
+    );
+}
+
+#[test]
+fn a_move_drops_a_fire_delivered_in_the_same_turn_and_unset_disarms() {
+    // As `cancel_from_post_drops_a_fire_delivered_in_the_same_turn`: the
+    // timer is due and the moving post is queued; the lane runs posts
+    // first, so the fire already delivered is for the old deadline.
+    let (mut reactor, lane, log, _) = timed_lane();
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |_, cx| {
+        let id = cx.reusable_timer();
+        cx.set_timer(id, Instant::now()).unwrap();
+        tx.send(id).unwrap();
+    });
+    reactor.turn(Some(LIMIT)).unwrap();
+    let id = rx.try_recv().expect("the post ran");
+    // The timer was due at once: one more turn would deliver its fire.
+    let moved = Arc::new(Mutex::new(None));
+    let m = moved.clone();
+    lane.post(move |_, cx| {
+        let at = Instant::now() + ms(30);
+        *m.lock().unwrap() = Some((cx.set_timer(id, at), at));
+    });
+    reactor.turn(Some(LIMIT)).unwrap();
+    let (result, at) = moved.lock().unwrap().take().expect("the move ran");
+    result.unwrap();
+    let stamps = stamp_fires(&mut reactor, &log, "the moved timer", |seen| {
+        !seen.is_empty()
+    });
+    assert_eq!(stamps.len(), 1);
+    assert!(
+        stamps[0].1 >= at,
+        "the fire of the old deadline was handled"
+    );
+    // Armed again, then disarmed: it does not fire.
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |_, cx| {
+        cx.set_timer(id, Instant::now() + ms(5)).unwrap();
+        tx.send((cx.unset_timer(id), cx.unset_timer(id))).unwrap();
+    });
+    let sentinel = lane.timer(Instant::now() + ms(20), None).unwrap();
+    stamp_fires(&mut reactor, &log, "the sentinel", |seen| {
+        seen.contains(&sentinel)
+    });
+    assert_eq!(rx.try_recv().unwrap(), (Ok(true), Ok(false)));
+    assert_eq!(
+        *log.lock().unwrap(),
+        [id, sentinel],
+        "a disarmed timer fired"
+    );
+}
+
+#[test]
+fn a_lane_cannot_move_a_timer_it_does_not_own_or_that_is_gone() {
+    let (mut reactor, lane, _, _) = timed_lane();
+    let other = reactor.handle().add_lane(Timed::default());
+    let theirs = other.timer(Instant::now() + ms(50), None).unwrap();
+    let closure = reactor.handle().timer(Instant::now() + ms(50), None, || {});
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |_, cx| {
+        let mine = cx.timer(Instant::now() + ms(50), None);
+        assert!(cx.cancel_timer(mine));
+        let errors = [
+            cx.set_timer(theirs, Instant::now()),
+            cx.set_timer(closure, Instant::now()),
+            cx.set_timer(mine, Instant::now()),
+            cx.unset_timer(theirs).map(|_| ()),
+        ];
+        tx.send((mine, errors)).unwrap();
+    });
+    reactor.turn(Some(LIMIT)).unwrap();
+    let (mine, errors) = rx.try_recv().expect("the post ran");
+    assert_eq!(
+        errors,
+        [
+            Err(TimerError::OtherLane(theirs)),
+            Err(TimerError::OtherLane(closure)),
+            Err(TimerError::Gone(mine)),
+            Err(TimerError::OtherLane(theirs)),
+        ]
+    );
+    assert!(errors[0].unwrap_err().to_string().contains("another lane"));
 }
