@@ -682,3 +682,25 @@ fn a_lane_cannot_move_a_timer_it_does_not_own_or_that_is_gone() {
     );
     assert!(errors[0].unwrap_err().to_string().contains("another lane"));
 }
+
+#[test]
+fn closing_a_lane_frees_its_reusable_timers_armed_or_not() {
+    let (mut reactor, lane, _, _) = timed_lane();
+    let handle = reactor.handle();
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |_, cx| {
+        let kept = cx.reusable_timer();
+        let armed = cx.reusable_timer();
+        cx.set_timer(armed, Instant::now() + Duration::from_secs(60))
+            .unwrap();
+        let cancelled = cx.reusable_timer();
+        cx.cancel_timer(cancelled);
+        tx.send(kept).unwrap();
+    });
+    reactor.turn(Some(LIMIT)).unwrap();
+    rx.try_recv().expect("the post ran");
+    assert_eq!(handle.timer_count(), 2);
+    assert!(lane.close());
+    turn_until(&mut reactor, "the lane to close", || lane.is_closed());
+    assert_eq!(handle.timer_count(), 0, "a closed lane's timers stay");
+}

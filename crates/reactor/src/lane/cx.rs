@@ -106,6 +106,9 @@ impl<L: Lane> LaneCtx<'_, L> {
         lock(&self.cell.inbox).timers.retain(|t| *t != id);
         drop(timers);
         self.drop_fires_this_round(id);
+        if let Some(i) = self.local.reusable.iter().position(|t| *t == id) {
+            self.local.reusable.swap_remove(i);
+        }
         was
     }
 
@@ -114,7 +117,8 @@ impl<L: Lane> LaneCtx<'_, L> {
     /// [`LaneCtx::set_timer`], disarm it with [`LaneCtx::unset_timer`],
     /// free it with [`LaneCtx::cancel_timer`]. It keeps its one
     /// registration and its id however often it moves, and moving it
-    /// allocates nothing: the reactor holds one entry for it, armed or not.
+    /// allocates nothing: the reactor holds one entry for it, armed or not,
+    /// until it is cancelled or the lane closes.
     ///
     /// It calls [`Lane::on_timer`] with its id once per deadline it is
     /// armed at and reaches; after a fire it is unarmed until set again.
@@ -170,7 +174,9 @@ impl<L: Lane> LaneCtx<'_, L> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reusable_timer(&mut self) -> TimerId {
-        self.core.add_reusable_timer(self.cell.clone())
+        let id = self.core.add_reusable_timer(self.cell.clone());
+        self.local.reusable.push(id);
+        id
     }
 
     /// Arms a timer of this lane at `deadline`, or moves it there if it is
