@@ -116,9 +116,10 @@ impl<L: Lane> LaneCtx<'_, L> {
     /// registered when it fires: arm it and move it (earlier or later) with
     /// [`LaneCtx::set_timer`], disarm it with [`LaneCtx::unset_timer`],
     /// free it with [`LaneCtx::cancel_timer`]. It keeps its one
-    /// registration and its id however often it moves, and moving it
-    /// allocates nothing: the reactor holds one entry for it, armed or not,
-    /// until it is cancelled or the lane closes.
+    /// registration and its id however often it moves: the reactor holds
+    /// one entry for it, armed or not, until it is cancelled or the lane
+    /// closes. Moving an armed timer never allocates; arming one allocates
+    /// only when more timers are armed at once than ever before.
     ///
     /// It calls [`Lane::on_timer`] with its id once per deadline it is
     /// armed at and reaches; after a fire it is unarmed until set again.
