@@ -704,3 +704,89 @@ fn closing_a_lane_frees_its_reusable_timers_armed_or_not() {
     turn_until(&mut reactor, "the lane to close", || lane.is_closed());
     assert_eq!(handle.timer_count(), 0, "a closed lane's timers stay");
 }
+
+/// A lane that keeps its reusable timer moving: each fire re-arms it a
+/// little ahead, and posts from another thread move it too. Every fire it
+/// handles must be for the deadline it holds now (a fire of a deadline it
+/// moved away from is never handled), so none comes before that deadline.
+/// (With fires delivered after the poller let go of the timer lock, a move
+/// could slip in between and a stale fire came through: this test caught
+/// it in most runs.)
+struct Chaser {
+    timer: Option<TimerId>,
+    deadline: Instant,
+    step: u64,
+    early: u64,
+    progress: Arc<Progress>,
+}
+
+impl Chaser {
+    /// Moves the timer to 0-1,999 µs from now (pseudo-random).
+    fn rearm(&mut self, cx: &mut LaneCtx<'_, Self>) {
+        self.step = self.step.wrapping_mul(6364136223846793005).wrapping_add(1);
+        let ahead = Duration::from_micros((self.step >> 33) % 2_000);
+        self.deadline = Instant::now() + ahead;
+        let id = *self.timer.get_or_insert_with(|| cx.reusable_timer());
+        cx.set_timer(id, self.deadline).unwrap();
+    }
+}
+
+impl Lane for Chaser {
+    fn on_timer(&mut self, cx: &mut LaneCtx<'_, Self>, timer: TimerId) {
+        assert_eq!(Some(timer), self.timer);
+        if Instant::now() < self.deadline {
+            self.early += 1;
+        }
+        self.progress.add(1);
+        self.rearm(cx);
+    }
+}
+
+#[test]
+fn moving_timers_on_a_shared_runtime_never_get_a_stale_fire() {
+    const LANES: usize = 4;
+    const FIRES: u64 = 300;
+    let rt = Runtime::new(IoModel::Shared { threads: 2 }).unwrap();
+    let progress = Arc::new(Progress::default());
+    let lanes: Vec<_> = (0..LANES as u64)
+        .map(|i| {
+            rt.add_lane_with(
+                Chaser {
+                    timer: None,
+                    deadline: Instant::now(),
+                    step: i,
+                    early: 0,
+                    progress: progress.clone(),
+                },
+                |c, cx| c.rearm(cx),
+            )
+            .0
+        })
+        .collect();
+    // Moves from outside race with the fires the poller delivers.
+    let start = Instant::now();
+    while progress.get() < FIRES * LANES as u64 {
+        assert!(
+            start.elapsed() < LIMIT,
+            "{} fires in {LIMIT:?}",
+            progress.get()
+        );
+        for lane in &lanes {
+            lane.post(|c, cx| c.rearm(cx));
+        }
+        std::thread::yield_now();
+    }
+    let (tx, rx) = mpsc::channel();
+    for lane in &lanes {
+        let tx = tx.clone();
+        lane.post(move |c, _| tx.send(c.early).unwrap());
+    }
+    let early: Vec<u64> = (0..LANES)
+        .map(|_| rx.recv_timeout(LIMIT).unwrap())
+        .collect();
+    rt.stop().unwrap();
+    assert_eq!(
+        early, [0; LANES],
+        "fires handled before the lane's deadline"
+    );
+}
