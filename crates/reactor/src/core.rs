@@ -28,7 +28,7 @@ use crate::ready::Ready;
 use crate::slab::Slab;
 use crate::source::SourceId;
 use crate::sync::lock;
-use crate::timer::{poll_timeout, Fire, MissedTicks, TimerId, TimerQueue};
+use crate::timer::{poll_timeout, Fire, MissedTicks, TimerError, TimerId, TimerQueue};
 
 /// The token reserved for the reactor's waker. Source tokens pack a slab
 /// index and generation and never reach this value.
@@ -233,6 +233,54 @@ impl Core {
         id
     }
 
+    /// Registers an unarmed reusable timer for a lane.
+    pub(crate) fn add_reusable_timer(&self, lane: Arc<dyn LaneTask>) -> TimerId {
+        lock(&self.timers).insert_reusable(lane)
+    }
+
+    /// Arms or moves a timer of `lane` to `deadline`, running
+    /// `before_unlock` if it did (with the timer lock held, so no fire of
+    /// the timer can be delivered meanwhile), and wakes the poller if the
+    /// reactor's earliest deadline is now earlier (moving a timer later
+    /// needs no wake: the poller at worst wakes early and finds nothing).
+    pub(crate) fn set_timer(
+        &self,
+        id: TimerId,
+        deadline: Instant,
+        lane: &Arc<dyn LaneTask>,
+        before_unlock: impl FnOnce(),
+    ) -> Result<(), TimerError> {
+        let mut timers = lock(&self.timers);
+        let before = timers.next_deadline();
+        timers.set(id, deadline, |t| same_lane(t, lane))?;
+        before_unlock();
+        drop(timers);
+        if before.is_none_or(|b| deadline < b) {
+            self.wake();
+        }
+        Ok(())
+    }
+
+    /// Disarms a timer of `lane`, keeping it registered, running
+    /// `before_unlock` if it could (with the timer lock held); returns
+    /// whether it was armed.
+    pub(crate) fn unset_timer(
+        &self,
+        id: TimerId,
+        lane: &Arc<dyn LaneTask>,
+        before_unlock: impl FnOnce(),
+    ) -> Result<bool, TimerError> {
+        let mut timers = lock(&self.timers);
+        let was = timers.unset(id, |t| same_lane(t, lane))?;
+        before_unlock();
+        Ok(was)
+    }
+
+    /// How many timers are registered (armed or not), over all lanes.
+    pub(crate) fn timer_count(&self) -> usize {
+        lock(&self.timers).len()
+    }
+
     /// Counts posted closures dropped without running.
     pub(crate) fn add_discarded(&self, n: usize) {
         if n > 0 {
@@ -320,24 +368,21 @@ impl Core {
             }
         }
         let now = Instant::now();
-        let skipped = lock(&self.timers).expire(now, &mut io.fired);
-        self.add_skipped_ticks(skipped);
-        if !io.fired.is_empty() {
-            let mut closed = Vec::new();
-            for (id, lane, periodic) in io.fired.drain(..) {
-                if lane.is_closed() {
-                    closed.push(id);
-                } else if lane.deliver_timer(self, id, periodic) {
-                    io.ready.push(lane);
-                }
-            }
-            if !closed.is_empty() {
-                let mut timers = lock(&self.timers);
-                for id in closed {
-                    timers.cancel(id);
-                }
+        // Fires are delivered with the timer lock held (the lock order
+        // allows it), so a lane that moves, disarms or cancels a timer
+        // (which takes this lock, then its inbox) finds each fire either
+        // still in the queue or already in its inbox, never in between.
+        let mut timers = lock(&self.timers);
+        let skipped = timers.expire(now, &mut io.fired);
+        for (id, lane, periodic) in io.fired.drain(..) {
+            if lane.is_closed() {
+                timers.cancel(id);
+            } else if lane.deliver_timer(self, id, periodic) {
+                io.ready.push(lane);
             }
         }
+        drop(timers);
+        self.add_skipped_ticks(skipped);
         Ok(())
     }
 
@@ -527,6 +572,11 @@ impl Core {
         drop(runq);
         drop(io);
     }
+}
+
+/// Whether a timer's target is `lane` (the same lane cell).
+fn same_lane(target: &Arc<dyn LaneTask>, lane: &Arc<dyn LaneTask>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(target), Arc::as_ptr(lane))
 }
 
 /// Wakes the most recently parked thread.

@@ -133,6 +133,15 @@ impl Handle {
         self.core.skipped_ticks()
     }
 
+    /// How many timers this reactor holds now: every lane timer and
+    /// closure timer still scheduled, and every
+    /// [reusable](LaneCtx::reusable_timer) timer not cancelled, armed or
+    /// not. Moving a timer never changes it. A diagnostic: it takes the
+    /// timer lock.
+    pub fn timer_count(&self) -> usize {
+        self.core.timer_count()
+    }
+
     /// Cancels a timer made by [`Handle::timer`]: it does not run again, even
     /// if its fire was already delivered to the reactor (e.g. cancelled by
     /// another timer of the same turn). Returns whether it was still in the

@@ -16,6 +16,10 @@
 //! * Timers that keep time: drift-free periodic timers (a 60 Hz tick fires
 //!   600 times in 10 s) and poll timeouts rounded *up* to whole
 //!   milliseconds, so a sub-millisecond timer never makes the loop spin.
+//!   A timer moves in place ([`LaneCtx::set_timer`], earlier or later, in
+//!   O(log n)): a lane that follows a moving deadline keeps one timer
+//!   ([`LaneCtx::reusable_timer`]), and the queue holds one entry per live
+//!   timer however often timers move or are cancelled.
 //! * Bounded under overload: a lane's inbox holds at most
 //!   [`LaneOptions::max_posts`] closures ([`LaneHandle::try_post`] says
 //!   [`PostError::Full`] beyond), a late periodic timer fires at most
@@ -118,7 +122,7 @@ pub use reactor::Reactor;
 pub use ready::Ready;
 pub use runtime::{IoModel, Runtime, RuntimeOptions};
 pub use source::SourceId;
-pub use timer::{MissedTicks, TimerId, MAX_CATCH_UP, MIN_PERIOD};
+pub use timer::{MissedTicks, TimerError, TimerId, MAX_CATCH_UP, MIN_PERIOD};
 
 /// mio's interest type, re-exported for [`LaneCtx::register`].
 pub use mio::Interest;

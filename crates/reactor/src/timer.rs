@@ -1,9 +1,8 @@
-//! The timer queue: deadline-ordered, cancellable, periodic timers on a
-//! drift-free schedule. Time is passed in, so the logic is tested without
-//! sleeping.
+//! The timer queue: deadline-ordered, cancellable, movable, periodic timers
+//! on a drift-free schedule. Time is passed in, so the logic is tested
+//! without sleeping.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::slab::{Key, Slab};
@@ -12,6 +11,44 @@ use crate::slab::{Key, Slab};
 /// finished (or was cancelled) is a harmless no-op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TimerId(pub(crate) Key);
+
+/// Why a timer could not be moved or disarmed
+/// ([`LaneCtx::set_timer`](crate::LaneCtx::set_timer),
+/// [`LaneCtx::unset_timer`](crate::LaneCtx::unset_timer)). Nothing was
+/// changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TimerError {
+    /// No timer has this id any more: it was cancelled, or it was a
+    /// one-shot timer made by [`LaneCtx::timer`](crate::LaneCtx::timer)
+    /// that has fired (a timer made by
+    /// [`LaneCtx::reusable_timer`](crate::LaneCtx::reusable_timer)
+    /// outlives its fires). Make a new timer.
+    Gone(TimerId),
+    /// The timer belongs to another lane, or is a closure timer of
+    /// [`Handle::timer`](crate::Handle::timer): a lane moves and disarms
+    /// only its own timers.
+    OtherLane(TimerId),
+}
+
+impl fmt::Display for TimerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TimerError::Gone(id) => write!(
+                f,
+                "timer {id:?} is gone (cancelled, or a one-shot timer that fired); \
+                 only a live timer can be moved or disarmed"
+            ),
+            TimerError::OtherLane(id) => write!(
+                f,
+                "timer {id:?} belongs to another lane; a lane moves and disarms \
+                 only its own timers"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TimerError {}
 
 /// The most fires one periodic timer makes in one expiry pass under
 /// [`MissedTicks::Burst`]. Small lateness is caught up fire by fire (a
@@ -57,24 +94,50 @@ pub enum MissedTicks {
     Delay,
 }
 
+/// The heap index of a timer that is not armed.
+const UNARMED: usize = usize::MAX;
+
 struct Entry<T> {
-    deadline: Instant,
+    /// The timer's place in the heap, or [`UNARMED`]. The heap holds
+    /// exactly the armed timers, so moving or cancelling one updates its
+    /// place instead of leaving a stale copy behind.
+    pos: usize,
     period: Option<Duration>,
     missed: MissedTicks,
     /// Fires made in this expiry pass while already behind (Burst).
     behind: u32,
+    /// Stays registered (unarmed) when its one-shot fire is taken, to be
+    /// armed again by `set`; otherwise a one-shot fire ends the timer.
+    reusable: bool,
     target: T,
+}
+
+/// One armed timer in the heap: ordered by deadline, then by when it was
+/// armed (FIFO among equal deadlines).
+#[derive(Clone, Copy)]
+struct Slot {
+    deadline: Instant,
+    seq: u64,
+    key: Key,
+}
+
+impl Slot {
+    fn before(&self, other: &Slot) -> bool {
+        (self.deadline, self.seq) < (other.deadline, other.seq)
+    }
 }
 
 /// A timer fire: which timer, for whom, and whether it is periodic.
 pub(crate) type Fire<T> = (TimerId, T, bool);
 
-/// Deadline-ordered timers. The heap may hold entries for cancelled timers;
-/// they are skipped lazily when they reach the top.
+/// Deadline-ordered timers: a slab of timers and a binary min-heap of the
+/// armed ones in which each timer knows its index. So the heap holds one
+/// slot per armed timer, never more: a timer moved (earlier or later) is
+/// sifted in place and a cancelled one is taken out at once, in
+/// O(log n), however often that happens.
 pub(crate) struct TimerQueue<T> {
     entries: Slab<Entry<T>>,
-    // (deadline, insertion sequence for FIFO among equal deadlines, key)
-    heap: BinaryHeap<Reverse<(Instant, u64, u64)>>,
+    heap: Vec<Slot>,
     seq: u64,
 }
 
@@ -89,7 +152,7 @@ impl<T> Default for TimerQueue<T> {
     fn default() -> Self {
         TimerQueue {
             entries: Slab::with_capacity(INITIAL_TIMERS),
-            heap: BinaryHeap::with_capacity(INITIAL_TIMERS),
+            heap: Vec::with_capacity(INITIAL_TIMERS),
             seq: 0,
         }
     }
@@ -107,56 +170,102 @@ impl<T: Clone> TimerQueue<T> {
     ) -> TimerId {
         let period = period.map(|p| p.max(MIN_PERIOD));
         let key = self.entries.insert(Entry {
-            deadline,
+            pos: UNARMED,
             period,
             missed,
             behind: 0,
+            reusable: false,
             target,
         });
-        self.push_heap(deadline, key);
+        self.push_heap(key, deadline);
         TimerId(key)
     }
 
-    fn push_heap(&mut self, deadline: Instant, key: Key) {
-        // A full heap that holds entries of cancelled or rescheduled timers
-        // drops them instead of growing: a steady arm-and-cancel pattern
-        // then never reallocates (the order of the live ones is kept).
-        if self.heap.len() == self.heap.capacity() && self.entries.len() < self.heap.len() {
-            let mut v = std::mem::take(&mut self.heap).into_vec();
-            let entries = &self.entries;
-            v.retain(|Reverse((d, _, raw))| {
-                entries
-                    .get(Key::from_u64(*raw))
-                    .is_some_and(|e| e.deadline == *d)
-            });
-            self.heap = BinaryHeap::from(v);
+    /// Registers a one-shot timer that is not armed and stays registered
+    /// after it fires; [`TimerQueue::set`] arms and moves it.
+    pub(crate) fn insert_reusable(&mut self, target: T) -> TimerId {
+        let key = self.entries.insert(Entry {
+            pos: UNARMED,
+            period: None,
+            missed: MissedTicks::default(),
+            behind: 0,
+            reusable: true,
+            target,
+        });
+        TimerId(key)
+    }
+
+    /// Arms the timer at `deadline`, or moves it there if it is armed (a
+    /// periodic timer's schedule continues from `deadline`). Among timers
+    /// due at the same instant it fires after those armed before.
+    /// `owns` says whether the caller may touch a timer of this target.
+    pub(crate) fn set(
+        &mut self,
+        id: TimerId,
+        deadline: Instant,
+        owns: impl FnOnce(&T) -> bool,
+    ) -> Result<(), TimerError> {
+        let pos = self.owned(id, owns)?;
+        if pos == UNARMED {
+            self.push_heap(id.0, deadline);
+        } else {
+            self.seq += 1;
+            self.heap[pos].deadline = deadline;
+            self.heap[pos].seq = self.seq;
+            self.resift(pos);
         }
-        self.seq += 1;
-        self.heap.push(Reverse((deadline, self.seq, key.to_u64())));
+        Ok(())
     }
 
-    /// Cancels a timer; returns whether it was still scheduled.
+    /// Disarms the timer, keeping it registered; returns whether it was
+    /// armed.
+    pub(crate) fn unset(
+        &mut self,
+        id: TimerId,
+        owns: impl FnOnce(&T) -> bool,
+    ) -> Result<bool, TimerError> {
+        let pos = self.owned(id, owns)?;
+        if pos == UNARMED {
+            return Ok(false);
+        }
+        self.remove_heap(pos);
+        Ok(true)
+    }
+
+    /// The heap place of a live timer the caller owns (resetting its
+    /// catch-up count: it is about to be moved or disarmed).
+    fn owned(&mut self, id: TimerId, owns: impl FnOnce(&T) -> bool) -> Result<usize, TimerError> {
+        let entry = self.entries.get_mut(id.0).ok_or(TimerError::Gone(id))?;
+        if !owns(&entry.target) {
+            return Err(TimerError::OtherLane(id));
+        }
+        entry.behind = 0;
+        Ok(entry.pos)
+    }
+
+    /// Cancels a timer (armed or not): it is gone, and its id with it.
+    /// Returns whether it was still registered.
     pub(crate) fn cancel(&mut self, id: TimerId) -> bool {
-        self.entries.remove(id.0).is_some()
+        match self.entries.remove(id.0) {
+            Some(entry) => {
+                if entry.pos != UNARMED {
+                    self.remove_heap(entry.pos);
+                }
+                true
+            }
+            None => false,
+        }
     }
 
-    /// Whether the timer is still scheduled.
+    /// Whether the timer is still registered.
     #[cfg(test)]
     pub(crate) fn contains(&self, id: TimerId) -> bool {
         self.entries.get(id.0).is_some()
     }
 
-    /// The earliest live deadline.
-    pub(crate) fn next_deadline(&mut self) -> Option<Instant> {
-        while let Some(Reverse((deadline, _, raw))) = self.heap.peek().copied() {
-            match self.entries.get(Key::from_u64(raw)) {
-                Some(e) if e.deadline == deadline => return Some(deadline),
-                _ => {
-                    self.heap.pop();
-                }
-            }
-        }
-        None
+    /// The earliest deadline of an armed timer.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.heap.first().map(|s| s.deadline)
     }
 
     /// Appends every timer due at `now` to `out`, oldest deadline first,
@@ -165,62 +274,71 @@ impl<T: Clone> TimerQueue<T> {
     /// `now + period`), so its schedule does not drift; if `now` is several
     /// periods late, its [`MissedTicks`] policy decides: under `Burst`
     /// each missed period is reported once, in order, up to
-    /// [`MAX_CATCH_UP`] fires per call.
+    /// [`MAX_CATCH_UP`] fires per call. A reusable timer is left
+    /// registered and unarmed by its fire.
     pub(crate) fn expire(&mut self, now: Instant, out: &mut Vec<Fire<T>>) -> u64 {
         let mut skipped = 0u64;
-        while let Some(Reverse((deadline, _, raw))) = self.heap.peek().copied() {
-            if deadline > now {
+        while let Some(&top) = self.heap.first() {
+            if top.deadline > now {
                 break;
             }
-            self.heap.pop();
-            let key = Key::from_u64(raw);
+            let (key, deadline) = (top.key, top.deadline);
             let Some(entry) = self.entries.get_mut(key) else {
-                continue; // cancelled
+                // Cannot happen (a cancelled timer leaves the heap at once);
+                // dropping the slot keeps the queue going if it did.
+                self.remove_heap(0);
+                continue;
             };
-            if entry.deadline != deadline {
-                continue; // stale heap entry
-            }
             out.push((TimerId(key), entry.target.clone(), entry.period.is_some()));
             // A deadline past Instant's range ends the timer.
-            match entry
+            let next = match entry
                 .period
                 .and_then(|p| Some((p, deadline.checked_add(p)?)))
             {
-                Some((period, next)) => {
-                    let next = if next > now {
-                        entry.behind = 0;
-                        next
-                    } else {
-                        match entry.missed {
-                            MissedTicks::Burst if entry.behind + 1 < MAX_CATCH_UP => {
-                                entry.behind += 1;
-                                next
-                            }
-                            MissedTicks::Burst | MissedTicks::Skip => {
-                                entry.behind = 0;
-                                let (ahead, passed) = skip_past(next, period, now);
-                                skipped = skipped.saturating_add(passed);
-                                ahead
-                            }
-                            MissedTicks::Delay => {
-                                let (_, passed) = skip_past(next, period, now);
-                                skipped = skipped.saturating_add(passed);
-                                now.checked_add(period).unwrap_or(next)
-                            }
+                Some((period, next)) => Some(if next > now {
+                    entry.behind = 0;
+                    next
+                } else {
+                    match entry.missed {
+                        MissedTicks::Burst if entry.behind + 1 < MAX_CATCH_UP => {
+                            entry.behind += 1;
+                            next
                         }
-                    };
-                    entry.deadline = next;
-                    self.push_heap(next, key);
+                        MissedTicks::Burst | MissedTicks::Skip => {
+                            entry.behind = 0;
+                            let (ahead, passed) = skip_past(next, period, now);
+                            skipped = skipped.saturating_add(passed);
+                            ahead
+                        }
+                        MissedTicks::Delay => {
+                            let (_, passed) = skip_past(next, period, now);
+                            skipped = skipped.saturating_add(passed);
+                            now.checked_add(period).unwrap_or(next)
+                        }
+                    }
+                }),
+                None => None,
+            };
+            let reusable = entry.reusable;
+            match next {
+                Some(next) => {
+                    self.seq += 1;
+                    self.heap[0].deadline = next;
+                    self.heap[0].seq = self.seq;
+                    self.sift_down(0);
                 }
                 None => {
-                    self.entries.remove(key);
+                    self.remove_heap(0);
+                    if !reusable {
+                        self.entries.remove(key);
+                    }
                 }
             }
         }
         skipped
     }
 
-    #[cfg(test)]
+    /// Timers registered (armed or not).
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
@@ -228,6 +346,82 @@ impl<T: Clone> TimerQueue<T> {
     pub(crate) fn clear(&mut self) {
         self.entries.drain();
         self.heap.clear();
+    }
+
+    /// Arms an unarmed timer at `deadline`.
+    fn push_heap(&mut self, key: Key, deadline: Instant) {
+        self.seq += 1;
+        self.heap.push(Slot {
+            deadline,
+            seq: self.seq,
+            key,
+        });
+        self.sift_up(self.heap.len() - 1);
+    }
+
+    /// Takes the slot at `pos` out of the heap; its timer is unarmed.
+    fn remove_heap(&mut self, pos: usize) {
+        let removed = self.heap.swap_remove(pos);
+        if let Some(e) = self.entries.get_mut(removed.key) {
+            e.pos = UNARMED;
+        }
+        if pos < self.heap.len() {
+            self.resift(pos);
+        }
+    }
+
+    /// Restores heap order around `pos` after its slot changed.
+    fn resift(&mut self, pos: usize) {
+        if self.sift_up(pos) == pos {
+            self.sift_down(pos);
+        }
+    }
+
+    /// Moves the slot at `pos` up to its place; returns where it ended.
+    fn sift_up(&mut self, mut pos: usize) -> usize {
+        while pos > 0 {
+            let parent = (pos - 1) / 2;
+            if !self.heap[pos].before(&self.heap[parent]) {
+                break;
+            }
+            self.heap.swap(pos, parent);
+            self.note_pos(pos);
+            pos = parent;
+        }
+        self.note_pos(pos);
+        pos
+    }
+
+    /// Moves the slot at `pos` down to its place.
+    fn sift_down(&mut self, mut pos: usize) {
+        let len = self.heap.len();
+        loop {
+            let left = 2 * pos + 1;
+            if left >= len {
+                break;
+            }
+            let right = left + 1;
+            let child = if right < len && self.heap[right].before(&self.heap[left]) {
+                right
+            } else {
+                left
+            };
+            if !self.heap[child].before(&self.heap[pos]) {
+                break;
+            }
+            self.heap.swap(pos, child);
+            self.note_pos(pos);
+            pos = child;
+        }
+        self.note_pos(pos);
+    }
+
+    /// Tells the timer in heap slot `pos` where it is.
+    fn note_pos(&mut self, pos: usize) {
+        let key = self.heap[pos].key;
+        if let Some(e) = self.entries.get_mut(key) {
+            e.pos = pos;
+        }
     }
 }
 
@@ -282,6 +476,212 @@ mod tests {
             q.cancel(id);
         }
         assert_eq!((q.heap.capacity(), q.entries.capacity()), (heap, slots));
+    }
+
+    /// Any owner may touch any timer (the lane check is the caller's).
+    fn anyone<T>(_: &T) -> bool {
+        true
+    }
+
+    /// Moving one timer back and forth 100,000 times keeps the queue at one
+    /// timer and one heap slot: a move never leaves a stale copy behind.
+    #[test]
+    fn a_timer_moved_100_000_times_keeps_one_entry() {
+        let t0 = Instant::now();
+        let mut q = TimerQueue::default();
+        let other = q.insert(t0 + ms(500), None, MissedTicks::Burst, 0);
+        let id = q.insert(t0 + ms(1), None, MissedTicks::Burst, 1);
+        let heap = q.heap.capacity();
+        for i in 0..100_000u64 {
+            // Alternately later and earlier than the other timer.
+            let at = if i % 2 == 0 {
+                ms(1000 + i)
+            } else {
+                ms(i % 400)
+            };
+            q.set(id, t0 + at, anyone).unwrap();
+            assert_eq!((q.len(), q.heap.len()), (2, 2), "after move {i}");
+        }
+        assert_eq!(q.heap.capacity(), heap, "the heap grew");
+        // The last move (i = 99,999) was to 399 ms, before `other`.
+        let mut out = Vec::new();
+        q.expire(t0 + ms(10_000), &mut out);
+        let fired: Vec<_> = out.iter().map(|(id, ..)| *id).collect();
+        assert_eq!(fired, [id, other]);
+        assert_eq!((q.len(), q.heap.len()), (0, 0));
+    }
+
+    /// The pattern rudp's lane used before timers could move: cancel the
+    /// armed timer and add another at the new deadline. A cancelled timer
+    /// leaves the heap at once, so the heap holds one slot, not the up to
+    /// `INITIAL_TIMERS` stale ones it kept before.
+    #[test]
+    fn cancel_and_add_100_000_times_keeps_one_heap_slot() {
+        let t0 = Instant::now();
+        let mut q = TimerQueue::default();
+        let mut id = q.insert(t0 + ms(1), None, MissedTicks::Burst, ());
+        for i in 0..100_000u64 {
+            assert!(q.cancel(id));
+            id = q.insert(t0 + ms(i % 977), None, MissedTicks::Burst, ());
+            assert!(
+                q.len() <= 1 && q.heap.len() <= 1,
+                "after {i}: {} timers, {} heap slots",
+                q.len(),
+                q.heap.len()
+            );
+        }
+    }
+
+    #[test]
+    fn a_moved_timer_fires_once_at_its_new_deadline_not_its_old_one() {
+        let t0 = Instant::now();
+        let mut q = TimerQueue::default();
+        let later = q.insert(t0 + ms(10), None, MissedTicks::Burst, "later");
+        let earlier = q.insert(t0 + ms(50), None, MissedTicks::Burst, "earlier");
+        q.set(later, t0 + ms(40), anyone).unwrap();
+        q.set(earlier, t0 + ms(20), anyone).unwrap();
+        let mut out = Vec::new();
+        // The old deadline of `later` passes: nothing.
+        q.expire(t0 + ms(15), &mut out);
+        assert!(out.is_empty(), "fired at its old deadline");
+        assert_eq!(q.next_deadline(), Some(t0 + ms(20)));
+        q.expire(t0 + ms(20), &mut out);
+        q.expire(t0 + ms(39), &mut out);
+        q.expire(t0 + ms(40), &mut out);
+        // And the old deadline of `earlier` passes: nothing more.
+        q.expire(t0 + ms(1000), &mut out);
+        let names: Vec<_> = out.iter().map(|(_, n, _)| *n).collect();
+        assert_eq!(names, ["earlier", "later"]);
+        assert_eq!(q.len(), 0, "one-shot timers end when they fire");
+    }
+
+    #[test]
+    fn a_reusable_timer_outlives_its_fires_and_can_be_disarmed() {
+        let t0 = Instant::now();
+        let mut q = TimerQueue::default();
+        let id = q.insert_reusable(7);
+        assert_eq!((q.len(), q.next_deadline()), (1, None), "made unarmed");
+        let mut out = Vec::new();
+        for round in 1..=3u64 {
+            q.set(id, t0 + ms(10 * round), anyone).unwrap();
+            q.expire(t0 + ms(10 * round), &mut out);
+            assert_eq!(out.len() as u64, round);
+            assert!(q.contains(id), "still registered after fire {round}");
+            assert_eq!(q.next_deadline(), None, "unarmed after its fire");
+            assert_eq!(q.unset(id, anyone), Ok(false));
+        }
+        q.set(id, t0 + ms(100), anyone).unwrap();
+        assert_eq!(q.unset(id, anyone), Ok(true));
+        q.expire(t0 + ms(1000), &mut out);
+        assert_eq!(out.len(), 3, "a disarmed timer fired");
+        assert!(q.cancel(id));
+        assert_eq!(q.set(id, t0, anyone), Err(TimerError::Gone(id)));
+        assert_eq!(q.unset(id, anyone), Err(TimerError::Gone(id)));
+    }
+
+    #[test]
+    fn only_the_owner_moves_a_timer_and_a_fired_one_shot_is_gone() {
+        let t0 = Instant::now();
+        let mut q = TimerQueue::default();
+        let id = q.insert(t0 + ms(10), None, MissedTicks::Burst, 1);
+        let err = q.set(id, t0 + ms(1), |owner| *owner == 2);
+        assert_eq!(err, Err(TimerError::OtherLane(id)));
+        assert!(err.unwrap_err().to_string().contains("another lane"));
+        assert_eq!(q.next_deadline(), Some(t0 + ms(10)), "unchanged");
+        let mut out = Vec::new();
+        q.expire(t0 + ms(10), &mut out);
+        let err = q.set(id, t0 + ms(20), |owner| *owner == 1);
+        assert_eq!(err, Err(TimerError::Gone(id)));
+        assert!(err.unwrap_err().to_string().contains("gone"));
+    }
+
+    #[test]
+    fn a_moved_periodic_timer_keeps_its_period_from_the_new_deadline() {
+        let t0 = Instant::now();
+        let mut q = TimerQueue::default();
+        let id = q.insert(t0 + ms(10), Some(ms(10)), MissedTicks::Burst, ());
+        q.set(id, t0 + ms(15), anyone).unwrap();
+        assert_eq!(expire_at(&mut q, t0 + ms(14)), (0, 0));
+        assert_eq!(expire_at(&mut q, t0 + ms(15)), (1, 0));
+        assert_eq!(q.next_deadline(), Some(t0 + ms(25)));
+    }
+
+    /// Random arms, moves, disarms, cancels and expiries against a plain
+    /// list: the heap fires exactly what the list says, in its order.
+    #[test]
+    fn random_operations_match_a_simple_model() {
+        let t0 = Instant::now();
+        let mut q = TimerQueue::default();
+        // (id, name, (deadline, arming order) if armed, reusable)
+        type Timer = (TimerId, u32, Option<(Instant, u64)>, bool);
+        let mut model: Vec<Timer> = Vec::new();
+        let mut seq = 0u64;
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut now = t0;
+        let mut out = Vec::new();
+        for step in 0..20_000u32 {
+            let at = now + ms(next() % 50);
+            match next() % 6 {
+                0 if model.len() < 40 => {
+                    let id = q.insert(at, None, MissedTicks::Burst, step);
+                    seq += 1;
+                    model.push((id, step, Some((at, seq)), false));
+                }
+                1 if model.len() < 40 => {
+                    let id = q.insert_reusable(step);
+                    model.push((id, step, None, true));
+                }
+                2 | 3 if !model.is_empty() => {
+                    let i = (next() % model.len() as u64) as usize;
+                    q.set(model[i].0, at, anyone).unwrap();
+                    seq += 1;
+                    model[i].2 = Some((at, seq));
+                }
+                4 if !model.is_empty() => {
+                    let i = (next() % model.len() as u64) as usize;
+                    if next() % 2 == 0 {
+                        let was = q.unset(model[i].0, anyone).unwrap();
+                        assert_eq!(was, model[i].2.take().is_some());
+                    } else {
+                        assert!(q.cancel(model[i].0));
+                        model.remove(i);
+                    }
+                }
+                _ => {
+                    now += ms(next() % 20);
+                    out.clear();
+                    q.expire(now, &mut out);
+                    let mut due: Vec<_> = model
+                        .iter()
+                        .filter_map(|&(id, name, armed, _)| {
+                            armed.filter(|(d, _)| *d <= now).map(|a| (a, id, name))
+                        })
+                        .collect();
+                    due.sort_by_key(|&(a, _, _)| a);
+                    let fired: Vec<_> = out.iter().map(|&(id, name, _)| (id, name)).collect();
+                    let expected: Vec<_> = due.iter().map(|&(_, id, name)| (id, name)).collect();
+                    assert_eq!(fired, expected, "step {step}");
+                    for (_, id, _) in due {
+                        let i = model.iter().position(|m| m.0 == id).unwrap();
+                        if model[i].3 {
+                            model[i].2 = None;
+                        } else {
+                            model.remove(i);
+                        }
+                    }
+                }
+            }
+            let armed = model.iter().filter(|m| m.2.is_some()).count();
+            assert_eq!((q.len(), q.heap.len()), (model.len(), armed), "step {step}");
+            let first = model.iter().filter_map(|m| m.2).min().map(|(d, _)| d);
+            assert_eq!(q.next_deadline(), first, "step {step}");
+        }
     }
 
     #[test]

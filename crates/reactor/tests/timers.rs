@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{wait_until_in_poll, Progress, Watchdog};
 use keel_reactor::{
-    Handle, IoModel, Lane, LaneCtx, LaneHandle, MissedTicks, Reactor, Runtime, TimerId,
+    Handle, IoModel, Lane, LaneCtx, LaneHandle, MissedTicks, Reactor, Runtime, TimerError, TimerId,
     MAX_CATCH_UP,
 };
 
@@ -501,5 +501,292 @@ fn missed_tick_policies_through_the_handles() {
     assert!(
         (least..=most).contains(&skipped),
         "{skipped} skipped ticks, expected {least}..={most}"
+    );
+}
+
+/// Turns until `done()`, recording the instant each new fire was logged.
+fn stamp_fires(
+    reactor: &mut Reactor,
+    log: &Arc<Mutex<Vec<TimerId>>>,
+    what: &str,
+    done: impl Fn(&[TimerId]) -> bool,
+) -> Vec<(TimerId, Instant)> {
+    let handle = reactor.handle();
+    let _dog = watchdog(&handle);
+    let mut stamps = Vec::new();
+    loop {
+        let seen = log.lock().unwrap().clone();
+        let now = Instant::now();
+        stamps.extend(seen[stamps.len()..].iter().map(|&id| (id, now)));
+        if done(&seen) {
+            return stamps;
+        }
+        assert!(!handle.is_stopped(), "timed out waiting for {what}");
+        reactor.turn(None).unwrap();
+    }
+}
+
+#[test]
+fn a_moved_lane_timer_fires_once_at_its_new_deadline_not_its_old_one() {
+    let (mut reactor, lane, log, _) = timed_lane();
+    let t0 = Instant::now();
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |_, cx| {
+        // `later` moves from 10 ms to 60 ms; `earlier` from 5 s to 30 ms,
+        // and its move goes through an unarmed reusable timer too.
+        let later = cx.timer(t0 + ms(10), None);
+        cx.set_timer(later, t0 + ms(60)).unwrap();
+        let earlier = cx.reusable_timer();
+        cx.set_timer(earlier, t0 + Duration::from_secs(5)).unwrap();
+        cx.set_timer(earlier, t0 + ms(30)).unwrap();
+        // One timer due just after `later`'s old deadline (to see it
+        // pass) and a sentinel after both new deadlines.
+        let past_old = cx.timer(t0 + ms(20), None);
+        let sentinel = cx.timer(t0 + ms(90), None);
+        tx.send((later, earlier, past_old, sentinel)).unwrap();
+    });
+    reactor.turn(Some(LIMIT)).unwrap();
+    let (later, earlier, past_old, sentinel) = rx.try_recv().expect("the post ran");
+    let stamps = stamp_fires(&mut reactor, &log, "the sentinel", |seen| {
+        seen.contains(&sentinel)
+    });
+    let order: Vec<_> = stamps.iter().map(|(id, _)| *id).collect();
+    assert_eq!(
+        order,
+        [past_old, earlier, later, sentinel],
+        "a moved timer fired at its old deadline, twice, or out of order"
+    );
+    for (id, at) in [(earlier, ms(30)), (later, ms(60))] {
+        let (_, seen) = stamps.iter().find(|(i, _)| *i == id).unwrap();
+        assert!(*seen >= t0 + at, "{id:?} fired before its new deadline");
+    }
+    // The reusable timer is still registered (unarmed); the rest are done.
+    assert_eq!(reactor.handle().timer_count(), 1);
+}
+
+#[test]
+fn a_lane_timer_moved_100_000_times_is_one_timer_and_fires_once() {
+    let (mut reactor, lane, log, _) = timed_lane();
+    let handle = reactor.handle();
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |_, cx| {
+        let t0 = Instant::now();
+        let id = cx.reusable_timer();
+        let mut most = 0;
+        for i in 0..100_000u64 {
+            // Back and forth between far away and soon.
+            let at = if i % 2 == 0 {
+                ms(60_000 + i)
+            } else {
+                ms(i % 7)
+            };
+            cx.set_timer(id, t0 + at).unwrap();
+            most = most.max(handle.timer_count());
+        }
+        tx.send((id, most)).unwrap();
+    });
+    reactor.turn(Some(LIMIT)).unwrap();
+    let (id, most) = rx.try_recv().expect("the post ran");
+    assert_eq!(most, 1, "moving one timer added timers");
+    // The last move (i = 99,999) was to 99,999 % 7 = 3 ms.
+    let sentinel = lane.timer(Instant::now() + ms(20), None).unwrap();
+    stamp_fires(&mut reactor, &log, "the sentinel", |seen| {
+        seen.contains(&sentinel)
+    });
+    assert_eq!(*log.lock().unwrap(), [id, sentinel]);
+    assert_eq!(
+        reactor.handle().timer_count(),
+        1,
+        "the reusable timer stays"
+    );
+}
+
+#[test]
+fn a_move_drops_a_fire_delivered_in_the_same_turn_and_unset_disarms() {
+    // As `cancel_from_post_drops_a_fire_delivered_in_the_same_turn`: the
+    // timer is due and the moving post is queued; the lane runs posts
+    // first, so the fire already delivered is for the old deadline.
+    let (mut reactor, lane, log, _) = timed_lane();
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |_, cx| {
+        let id = cx.reusable_timer();
+        cx.set_timer(id, Instant::now()).unwrap();
+        tx.send(id).unwrap();
+    });
+    reactor.turn(Some(LIMIT)).unwrap();
+    let id = rx.try_recv().expect("the post ran");
+    // The timer was due at once: one more turn would deliver its fire.
+    let moved = Arc::new(Mutex::new(None));
+    let m = moved.clone();
+    lane.post(move |_, cx| {
+        let at = Instant::now() + ms(30);
+        *m.lock().unwrap() = Some((cx.set_timer(id, at), at));
+    });
+    reactor.turn(Some(LIMIT)).unwrap();
+    let (result, at) = moved.lock().unwrap().take().expect("the move ran");
+    result.unwrap();
+    let stamps = stamp_fires(&mut reactor, &log, "the moved timer", |seen| {
+        !seen.is_empty()
+    });
+    assert_eq!(stamps.len(), 1);
+    assert!(
+        stamps[0].1 >= at,
+        "the fire of the old deadline was handled"
+    );
+    // Armed again, then disarmed: it does not fire.
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |_, cx| {
+        cx.set_timer(id, Instant::now() + ms(5)).unwrap();
+        tx.send((cx.unset_timer(id), cx.unset_timer(id))).unwrap();
+    });
+    let sentinel = lane.timer(Instant::now() + ms(20), None).unwrap();
+    stamp_fires(&mut reactor, &log, "the sentinel", |seen| {
+        seen.contains(&sentinel)
+    });
+    assert_eq!(rx.try_recv().unwrap(), (Ok(true), Ok(false)));
+    assert_eq!(
+        *log.lock().unwrap(),
+        [id, sentinel],
+        "a disarmed timer fired"
+    );
+}
+
+#[test]
+fn a_lane_cannot_move_a_timer_it_does_not_own_or_that_is_gone() {
+    let (mut reactor, lane, _, _) = timed_lane();
+    let other = reactor.handle().add_lane(Timed::default());
+    let theirs = other.timer(Instant::now() + ms(50), None).unwrap();
+    let closure = reactor.handle().timer(Instant::now() + ms(50), None, || {});
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |_, cx| {
+        let mine = cx.timer(Instant::now() + ms(50), None);
+        assert!(cx.cancel_timer(mine));
+        let errors = [
+            cx.set_timer(theirs, Instant::now()),
+            cx.set_timer(closure, Instant::now()),
+            cx.set_timer(mine, Instant::now()),
+            cx.unset_timer(theirs).map(|_| ()),
+        ];
+        tx.send((mine, errors)).unwrap();
+    });
+    reactor.turn(Some(LIMIT)).unwrap();
+    let (mine, errors) = rx.try_recv().expect("the post ran");
+    assert_eq!(
+        errors,
+        [
+            Err(TimerError::OtherLane(theirs)),
+            Err(TimerError::OtherLane(closure)),
+            Err(TimerError::Gone(mine)),
+            Err(TimerError::OtherLane(theirs)),
+        ]
+    );
+    assert!(errors[0].unwrap_err().to_string().contains("another lane"));
+}
+
+#[test]
+fn closing_a_lane_frees_its_reusable_timers_armed_or_not() {
+    let (mut reactor, lane, _, _) = timed_lane();
+    let handle = reactor.handle();
+    let (tx, rx) = mpsc::channel();
+    lane.post(move |_, cx| {
+        let kept = cx.reusable_timer();
+        let armed = cx.reusable_timer();
+        cx.set_timer(armed, Instant::now() + Duration::from_secs(60))
+            .unwrap();
+        let cancelled = cx.reusable_timer();
+        cx.cancel_timer(cancelled);
+        tx.send(kept).unwrap();
+    });
+    reactor.turn(Some(LIMIT)).unwrap();
+    rx.try_recv().expect("the post ran");
+    assert_eq!(handle.timer_count(), 2);
+    assert!(lane.close());
+    turn_until(&mut reactor, "the lane to close", || lane.is_closed());
+    assert_eq!(handle.timer_count(), 0, "a closed lane's timers stay");
+}
+
+/// A lane that keeps its reusable timer moving: each fire re-arms it a
+/// little ahead, and posts from another thread move it too. Every fire it
+/// handles must be for the deadline it holds now (a fire of a deadline it
+/// moved away from is never handled), so none comes before that deadline.
+/// (With fires delivered after the poller let go of the timer lock, a move
+/// could slip in between and a stale fire came through: this test caught
+/// it in most runs.)
+struct Chaser {
+    timer: Option<TimerId>,
+    deadline: Instant,
+    step: u64,
+    early: u64,
+    progress: Arc<Progress>,
+}
+
+impl Chaser {
+    /// Moves the timer to 0-1,999 µs from now (pseudo-random).
+    fn rearm(&mut self, cx: &mut LaneCtx<'_, Self>) {
+        self.step = self.step.wrapping_mul(6364136223846793005).wrapping_add(1);
+        let ahead = Duration::from_micros((self.step >> 33) % 2_000);
+        self.deadline = Instant::now() + ahead;
+        let id = *self.timer.get_or_insert_with(|| cx.reusable_timer());
+        cx.set_timer(id, self.deadline).unwrap();
+    }
+}
+
+impl Lane for Chaser {
+    fn on_timer(&mut self, cx: &mut LaneCtx<'_, Self>, timer: TimerId) {
+        assert_eq!(Some(timer), self.timer);
+        if Instant::now() < self.deadline {
+            self.early += 1;
+        }
+        self.progress.add(1);
+        self.rearm(cx);
+    }
+}
+
+#[test]
+fn moving_timers_on_a_shared_runtime_never_get_a_stale_fire() {
+    const LANES: usize = 4;
+    const FIRES: u64 = 300;
+    let rt = Runtime::new(IoModel::Shared { threads: 2 }).unwrap();
+    let progress = Arc::new(Progress::default());
+    let lanes: Vec<_> = (0..LANES as u64)
+        .map(|i| {
+            rt.add_lane_with(
+                Chaser {
+                    timer: None,
+                    deadline: Instant::now(),
+                    step: i,
+                    early: 0,
+                    progress: progress.clone(),
+                },
+                |c, cx| c.rearm(cx),
+            )
+            .0
+        })
+        .collect();
+    // Moves from outside race with the fires the poller delivers.
+    let start = Instant::now();
+    while progress.get() < FIRES * LANES as u64 {
+        assert!(
+            start.elapsed() < LIMIT,
+            "{} fires in {LIMIT:?}",
+            progress.get()
+        );
+        for lane in &lanes {
+            lane.post(|c, cx| c.rearm(cx));
+        }
+        std::thread::yield_now();
+    }
+    let (tx, rx) = mpsc::channel();
+    for lane in &lanes {
+        let tx = tx.clone();
+        lane.post(move |c, _| tx.send(c.early).unwrap());
+    }
+    let early: Vec<u64> = (0..LANES)
+        .map(|_| rx.recv_timeout(LIMIT).unwrap())
+        .collect();
+    rt.stop().unwrap();
+    assert_eq!(
+        early, [0; LANES],
+        "fires handled before the lane's deadline"
     );
 }

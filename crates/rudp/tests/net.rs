@@ -256,3 +256,109 @@ fn stopping_a_client_frees_its_place_on_the_server() {
     server.stop();
     rt.stop().unwrap();
 }
+
+/// However a lane's deadlines move (connections with different ack
+/// delays and keepalives, sends that bring a deadline in, acks that push
+/// it out, several rounds), each lane holds one reactor timer: the
+/// reactor that runs a two-lane server and every client never holds more
+/// timers than it has lanes (read after every turn). Before timers could
+/// move, a lane armed up to 4.
+#[test]
+fn each_lane_holds_one_reactor_timer_however_its_deadlines_move() {
+    const CLIENTS: usize = 8;
+    const LANES: usize = 2;
+    let mut reactor = Reactor::new().unwrap();
+    let handle = reactor.handle();
+    let mut sc = ServerConfig::new(config(), keel_rudp::ServerSecurity::Insecure);
+    sc.lanes = LANES;
+    let server = Server::bind(
+        std::slice::from_ref(&handle),
+        "127.0.0.1:0".parse().unwrap(),
+        sc,
+        |_| recorder(true).0,
+    )
+    .unwrap();
+    let mut clients = Vec::new();
+    let mut events = Vec::new();
+    for i in 0..CLIENTS as u64 {
+        let mut c = config();
+        c.max_ack_delay = Duration::from_millis(1 + 3 * i);
+        c.keepalive_interval = Duration::from_millis(40 + 15 * i);
+        // A client stopped after the server waits this long for an ack of
+        // its CLOSE that will not come.
+        c.close_timeout = Duration::from_millis(100);
+        let (cli, rx) = recorder(false);
+        let client = Client::connect(
+            &handle,
+            server.local_addr(),
+            ClientConfig::new(c, keel_rudp::ClientSecurity::Insecure),
+            cli,
+        )
+        .unwrap();
+        clients.push(client);
+        events.push(rx);
+    }
+    let lanes = LANES + CLIENTS;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let most = std::cell::Cell::new(0);
+    let turn = |reactor: &mut Reactor| {
+        reactor.turn(Some(Duration::from_millis(5))).unwrap();
+        let n = handle.timer_count();
+        assert!(n <= lanes, "{n} reactor timers for {lanes} lanes");
+        most.set(most.get().max(n));
+    };
+    // Rounds of traffic: every client sends a few messages on channels
+    // with different timers, then the test turns until all echoes are in.
+    let rounds = 6u32;
+    let mut echoed = vec![0u32; CLIENTS];
+    for round in 0..rounds {
+        for (i, client) in clients.iter().enumerate() {
+            let sender = client.sender();
+            for k in 0..=(i as u32 % 3) {
+                let channel = [ORDERED, UNORDERED, SEQUENCED][(k + round) as usize % 3];
+                sender.send(channel, &payload(round * 10 + k, 48)).unwrap();
+            }
+        }
+        let want: Vec<u32> = (0..CLIENTS as u32)
+            .map(|i| (round + 1) * (i % 3 + 1))
+            .collect();
+        while echoed != want {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: echoes {echoed:?} of {want:?} within 10 s"
+            );
+            turn(&mut reactor);
+            for (i, rx) in events.iter().enumerate() {
+                while let Ok(s) = rx.try_recv() {
+                    if let Seen::Message(..) = s {
+                        echoed[i] += 1;
+                    }
+                }
+            }
+        }
+        // Some quiet turns: acks and keepalives move the deadlines out.
+        for _ in 0..5 {
+            turn(&mut reactor);
+        }
+    }
+    assert_eq!(server.stats().connections_created, CLIENTS as u64);
+    eprintln!("traffic done at {:?}", deadline - Instant::now());
+    // Every lane made its timer (it stays registered while unarmed).
+    assert_eq!(most.get(), lanes);
+    // The server first (the clients acknowledge its CLOSEs), then them.
+    let server_stop = vec![server.begin_stop(CLOSE_STOPPED, "bye")];
+    for mut stops in [
+        server_stop,
+        clients.iter().map(Client::begin_stop).collect(),
+    ] {
+        let mut done = vec![false; stops.len()];
+        while done.iter().any(|d| !d) && Instant::now() < deadline {
+            turn(&mut reactor);
+            for (s, d) in stops.iter_mut().zip(&mut done) {
+                *d = *d || s.poll().is_some();
+            }
+        }
+        eprintln!("stops at {:?}", deadline - Instant::now());
+        assert!(done.iter().all(|d| *d), "stops reported within 10 s");
+    }
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keel_reactor::{
-    Flow, Handle, Lane, LaneCtx, LaneHandle, LaneOptions, Ready, SourceId, TimerId,
+    Flow, Handle, Lane, LaneCtx, LaneHandle, LaneOptions, Ready, SourceId, TimerError, TimerId,
 };
 
 use crate::config::EndpointConfig;
@@ -103,6 +103,35 @@ impl DatagramSocketCtx<'_> {
     /// Cancels a timer.
     pub fn cancel_timer(&mut self, id: TimerId) -> bool {
         self.timers.cancel(id)
+    }
+
+    /// Makes an unarmed timer on this socket's lane that stays registered
+    /// after it fires, for [`set_timer`](Self::set_timer): keel-reactor's
+    /// [`LaneCtx::reusable_timer`](keel_reactor::LaneCtx::reusable_timer).
+    pub fn reusable_timer(&mut self) -> TimerId {
+        self.timers.reusable()
+    }
+
+    /// Arms a timer of this socket's lane at `deadline`, or moves it there
+    /// (earlier or later) without adding a timer:
+    /// [`LaneCtx::set_timer`](keel_reactor::LaneCtx::set_timer).
+    ///
+    /// # Errors
+    ///
+    /// [`TimerError`] if the timer is gone or not this lane's.
+    pub fn set_timer(&mut self, id: TimerId, deadline: Instant) -> Result<(), TimerError> {
+        self.timers.set(id, deadline)
+    }
+
+    /// Disarms a timer of this socket's lane, keeping it for
+    /// [`set_timer`](Self::set_timer); returns whether it was armed:
+    /// [`LaneCtx::unset_timer`](keel_reactor::LaneCtx::unset_timer).
+    ///
+    /// # Errors
+    ///
+    /// As [`set_timer`](Self::set_timer).
+    pub fn unset_timer(&mut self, id: TimerId) -> Result<bool, TimerError> {
+        self.timers.unset(id)
     }
 }
 

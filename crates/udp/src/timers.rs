@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use keel_reactor::{Lane, LaneCtx, MissedTicks, TimerId};
+use keel_reactor::{Lane, LaneCtx, MissedTicks, TimerError, TimerId};
 
-/// Schedules and cancels timers of the lane a context belongs to.
+/// Schedules, moves and cancels timers of the lane a context belongs to.
 pub(crate) trait Timers {
     fn add(&mut self, deadline: Instant, period: Option<Duration>) -> TimerId;
     fn add_with(
@@ -16,6 +16,9 @@ pub(crate) trait Timers {
         missed: MissedTicks,
     ) -> TimerId;
     fn cancel(&mut self, id: TimerId) -> bool;
+    fn reusable(&mut self) -> TimerId;
+    fn set(&mut self, id: TimerId, deadline: Instant) -> Result<(), TimerError>;
+    fn unset(&mut self, id: TimerId) -> Result<bool, TimerError>;
 }
 
 impl<L: Lane> Timers for LaneCtx<'_, L> {
@@ -34,5 +37,17 @@ impl<L: Lane> Timers for LaneCtx<'_, L> {
 
     fn cancel(&mut self, id: TimerId) -> bool {
         self.cancel_timer(id)
+    }
+
+    fn reusable(&mut self) -> TimerId {
+        self.reusable_timer()
+    }
+
+    fn set(&mut self, id: TimerId, deadline: Instant) -> Result<(), TimerError> {
+        self.set_timer(id, deadline)
+    }
+
+    fn unset(&mut self, id: TimerId) -> Result<bool, TimerError> {
+        self.unset_timer(id)
     }
 }

@@ -74,7 +74,13 @@ impl<L: Lane> LaneHandle<L> {
                 cell: &cell,
                 local,
             };
-            init(state, &mut cx)
+            let result = init(state, &mut cx);
+            // Timers `init` moved or cancelled: their earlier fires were
+            // dropped from the inbox already, and the list is for a
+            // round's own fires (none here), so a fire that comes before
+            // the first round must not be skipped by it.
+            local.cancelled.clear();
+            result
         };
         if core.is_stopped() {
             // Created after stop: nobody will run or shut it down.

@@ -121,6 +121,10 @@ pub(super) const CANCELS_PER_ROUND: usize = 16;
 struct LaneLocal {
     sources: Vec<SourceId>,
     cancelled: Vec<TimerId>,
+    /// Reusable timers made by the lane and not cancelled: unarmed, they
+    /// never fire, so closing the lane cancels them (an armed timer of a
+    /// closed lane is cancelled when it fires).
+    reusable: Vec<TimerId>,
     close: bool,
 }
 

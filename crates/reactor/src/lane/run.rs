@@ -99,6 +99,13 @@ impl<L: Lane> LaneCell<L> {
                 table.remove(s.0);
             }
         }
+        let reusable = std::mem::take(&mut body.local.reusable);
+        if !reusable.is_empty() {
+            let mut timers = lock(&core.timers);
+            for id in reusable {
+                timers.cancel(id);
+            }
+        }
         if let Some(key) = lock(&self.key).take() {
             lock(&core.lanes).remove(key);
         }

@@ -1,9 +1,10 @@
 //! One lane of a server or a client: its connections on a keel-udp
-//! datagram socket, one timer for all of them (and for the handler's own
-//! tick, [`Ctx::tick_at`]), and the round of work that
-//! ends every batch and every timer ([`LaneState::pump`]): events to the
-//! game's handler, then every datagram due, then the lane's wake-up made
-//! sure of at the earliest deadline ([`LaneState::arm`]).
+//! datagram socket, one reactor timer for all of them (and for the
+//! handler's own tick, [`Ctx::tick_at`], and a stop's deadline), and the
+//! round of work that ends every batch and every timer
+//! ([`LaneState::pump`]): events to the game's handler, then every
+//! datagram due, then the lane's timer moved to the earliest deadline
+//! ([`LaneState::arm`]).
 
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -39,8 +40,6 @@ struct LaneStopping {
 const MAX_EVENTS_PER_ROUND: usize = 4096;
 /// Datagrams sent in one round at most (likewise).
 const MAX_DATAGRAMS_PER_ROUND: usize = 4096;
-/// Reactor timers a lane keeps armed at most (see [`LaneState::arm`]).
-const MAX_ARMED: usize = 4;
 
 /// The state of a lane, run by keel-udp as a datagram socket's handler.
 pub(crate) struct LaneState<H: Handler> {
@@ -49,9 +48,11 @@ pub(crate) struct LaneState<H: Handler> {
     pub(crate) lane: usize,
     buf: Vec<u8>,
     reply: Vec<u8>,
-    /// The lane's timer: the reactor timers armed (at most
-    /// `MAX_ARMED`) and their deadlines; see [`LaneState::arm`].
-    armed: [Option<(TimerId, Instant)>; MAX_ARMED],
+    /// The lane's one reactor timer (reusable: it stays registered
+    /// between fires; made at the first [`LaneState::arm`]).
+    timer: Option<TimerId>,
+    /// The deadline `timer` is armed at, `None` while it is not armed.
+    armed: Option<Instant>,
     /// When the handler asked for its [`Handler::tick`].
     tick: Option<Instant>,
     /// This lane, for [`Sender`](crate::Sender)s (set once it is running).
@@ -88,7 +89,8 @@ impl<H: Handler> LaneState<H> {
             lane,
             buf: vec![0; max_datagram],
             reply: vec![0; max_datagram],
-            armed: [None; MAX_ARMED],
+            timer: None,
+            armed: None,
             tick: None,
             me,
             published,
@@ -305,10 +307,13 @@ impl<H: Handler> LaneState<H> {
         if let Err(e) = result {
             self.with_ctx(now, |h, ctx| h.send_failed(ctx, conn, e));
         }
-        // The round runs from a timer due now rather than here: the jobs
-        // waiting in the lane's inbox all run first, so what they queued
-        // shares packets instead of taking one each.
-        self.arm(udp, Some(now));
+        // The round runs from the timer, due now, rather than here: the
+        // jobs waiting in the lane's inbox all run first, so what they
+        // queued shares packets instead of taking one each. A timer that
+        // is due already (an earlier job's) brings that round as it is.
+        if self.armed.is_none_or(|at| at > now) {
+            self.arm(udp, Some(now));
+        }
     }
 
     /// The round of work after a batch, a timer or a job: events to the
@@ -367,10 +372,12 @@ impl<H: Handler> LaneState<H> {
         } else {
             self.conns.poll_timeout()
         };
-        let next = match (next, self.tick) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let stop = self
+            .stopping
+            .as_ref()
+            .filter(|st| !st.finished)
+            .map(|st| st.deadline);
+        let next = [next, self.tick, stop].into_iter().flatten().min();
         self.arm(udp, next);
         if let (Some(p), Conns::Server { endpoint, .. }) = (&self.published, &self.conns) {
             if let Ok(mut s) = p.lock() {
@@ -382,36 +389,40 @@ impl<H: Handler> LaneState<H> {
         }
     }
 
-    /// Makes sure the lane wakes by `next`: the lane's one timing need is
-    /// its endpoint's earliest deadline. A reactor timer already armed at
-    /// or before `next` does (it may fire early: the round then finds
-    /// nothing due and arms again). Otherwise a new one is added and the
-    /// later ones are left to fire (cheap, empty rounds) rather than
-    /// cancelled: the reactor keeps a cancelled timer's entry in its heap
-    /// until its deadline, so cancelling a keepalive a second away at
-    /// every packet would grow that heap with the packet rate. Only with
-    /// `MAX_ARMED` timers out is the latest cancelled.
+    /// Moves the lane's one reactor timer to `next`, the earliest of its
+    /// endpoint's deadline, the handler's tick and a stop's deadline
+    /// (`None`: disarmed). The timer is reusable and moved in place, so
+    /// however the deadline moves (earlier at a send, later at an ack) the
+    /// lane holds one timer and the reactor one entry for it; a deadline
+    /// that did not change costs nothing.
     fn arm(&mut self, udp: &mut DatagramSocketCtx<'_>, next: Option<Instant>) {
-        let Some(next) = next else { return };
-        if self.armed.iter().flatten().any(|&(_, at)| at <= next) {
+        if next == self.armed && self.timer.is_some() {
             return;
         }
-        let slot = match self.armed.iter().position(Option::is_none) {
-            Some(free) => free,
-            None => {
-                let (latest, _) = self
-                    .armed
-                    .iter()
-                    .enumerate()
-                    .max_by_key(|(_, a)| a.map(|(_, at)| at))
-                    .expect("MAX_ARMED > 0");
-                if let Some((id, _)) = self.armed[latest].take() {
-                    udp.cancel_timer(id);
-                }
-                latest
-            }
+        let id = match self.timer {
+            Some(id) => id,
+            None => self.new_timer(udp),
         };
-        self.armed[slot] = Some((udp.timer(next, None), next));
+        let moved = match next {
+            Some(at) => udp.set_timer(id, at),
+            None => udp.unset_timer(id).map(|_| ()),
+        };
+        if moved.is_err() {
+            // Only this lane cancels its timer, and it never does: this is
+            // a guard, not a path. A new timer keeps the lane waking.
+            let id = self.new_timer(udp);
+            if let Some(at) = next {
+                let _ = udp.set_timer(id, at);
+            }
+        }
+        self.armed = next;
+    }
+
+    /// Makes the lane's reactor timer (unarmed).
+    fn new_timer(&mut self, udp: &mut DatagramSocketCtx<'_>) -> TimerId {
+        let id = udp.reusable_timer();
+        self.timer = Some(id);
+        id
     }
 
     /// Whether the client's connection has ended.
@@ -463,14 +474,11 @@ impl<H: Handler> DatagramSocketHandler for LaneState<H> {
     }
 
     fn timer(&mut self, ctx: &mut DatagramSocketCtx<'_>, timer: TimerId) {
-        let Some(fired) = self
-            .armed
-            .iter_mut()
-            .find(|a| a.is_some_and(|(id, _)| id == timer))
-        else {
+        if self.timer != Some(timer) {
             return;
-        };
-        *fired = None;
+        }
+        // A fire leaves the reusable timer unarmed (until `arm` below).
+        self.armed = None;
         let now = Instant::now();
         self.conns.handle_timeout(now);
         if self.tick.is_some_and(|at| at <= now) {
