@@ -318,12 +318,12 @@ pub(crate) struct SendMem {
 impl SendMem {
     /// Bytes held now (data and overhead).
     #[cfg(test)]
-    pub fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         self.share.held
     }
 
     /// Draws on `budget` from now on (moving what is held onto it).
-    pub fn set_budget(&mut self, budget: SendBudget) {
+    pub(crate) fn set_budget(&mut self, budget: SendBudget) {
         let old = self.budget.take();
         self.share
             .rehome(old.as_ref().map(|b| &*b.inner), &budget.inner);
@@ -332,7 +332,7 @@ impl SendMem {
 
     /// Takes `n` bytes for a message about to be queued if the budget
     /// allows; else the bytes it has used and its limit.
-    pub fn try_take(&mut self, n: usize) -> Result<(), (usize, usize)> {
+    pub(crate) fn try_take(&mut self, n: usize) -> Result<(), (usize, usize)> {
         match &self.budget {
             Some(b) => self
                 .share
@@ -348,7 +348,7 @@ impl SendMem {
     /// Sets what is held to `total` (after acknowledgements, sends of
     /// unreliable messages): at most two atomic operations, none when
     /// nothing changed.
-    pub fn set_held(&mut self, total: usize) {
+    pub(crate) fn set_held(&mut self, total: usize) {
         let held = self.share.held;
         if total == held {
             return;
@@ -401,7 +401,7 @@ pub(crate) struct RecvMem {
 }
 
 impl RecvMem {
-    pub fn new(cap: usize, max_message: usize) -> Self {
+    pub(crate) fn new(cap: usize, max_message: usize) -> Self {
         RecvMem {
             share: Share::default(),
             held_messages: 0,
@@ -412,12 +412,12 @@ impl RecvMem {
     }
 
     /// Bytes held now.
-    pub fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         self.share.held
     }
 
     /// Draws on `budget` from now on (moving what is held onto it).
-    pub fn set_budget(&mut self, budget: RecvBudget) {
+    pub(crate) fn set_budget(&mut self, budget: RecvBudget) {
         let old = self.budget.take();
         self.share
             .rehome(old.as_ref().map(|b| &*b.inner), &budget.inner);
@@ -426,7 +426,7 @@ impl RecvMem {
 
     /// Takes `n` bytes if the cap (`exempt`: the larger one) and the
     /// budget allow.
-    pub fn take(&mut self, n: usize, exempt: bool) -> Result<(), Refusal> {
+    pub(crate) fn take(&mut self, n: usize, exempt: bool) -> Result<(), Refusal> {
         if n == 0 {
             return Ok(());
         }
@@ -448,7 +448,7 @@ impl RecvMem {
 
     /// Counts one more held-back message, if under [`MAX_HELD_MESSAGES`]
     /// (`force`: whatever the count, for a completed partial message).
-    pub fn hold_message(&mut self, force: bool) -> bool {
+    pub(crate) fn hold_message(&mut self, force: bool) -> bool {
         if !force && self.held_messages >= MAX_HELD_MESSAGES {
             return false;
         }
@@ -457,19 +457,19 @@ impl RecvMem {
     }
 
     /// One held-back message was delivered.
-    pub fn release_message(&mut self) {
+    pub(crate) fn release_message(&mut self) {
         self.held_messages = self.held_messages.saturating_sub(1);
     }
 
     /// Takes `n` bytes whatever the limits: for moves that free at least
     /// as much right after (a completed message leaving its partial).
-    pub fn force_take(&mut self, n: usize) {
+    pub(crate) fn force_take(&mut self, n: usize) {
         let c = self.budget.as_ref().map(|b| &*b.inner);
         self.share.force_take(c, n);
     }
 
     /// Gives `n` bytes back.
-    pub fn give(&mut self, n: usize) {
+    pub(crate) fn give(&mut self, n: usize) {
         debug_assert!(
             n <= self.share.held,
             "gives back {n} of {}",

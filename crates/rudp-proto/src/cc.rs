@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 /// (which knows what was acknowledged after being declared lost) decides;
 /// [`NewReno::undo_from`] tells it which packets count.
 #[derive(Debug, Clone)]
-pub struct NewReno {
+pub(crate) struct NewReno {
     window: usize,
     ssthresh: usize,
     recovery_start: Option<Instant>,
@@ -40,7 +40,7 @@ struct Undo {
 
 impl NewReno {
     /// Initial window: 10 datagrams (RFC 9002 bounds it by 14,720 bytes).
-    pub fn new(max_datagram: usize) -> Self {
+    pub(crate) fn new(max_datagram: usize) -> Self {
         NewReno {
             window: (10 * max_datagram).min(14_720.max(2 * max_datagram)),
             ssthresh: usize::MAX,
@@ -52,12 +52,12 @@ impl NewReno {
     }
 
     /// The congestion window (bytes).
-    pub fn window(&self) -> usize {
+    pub(crate) fn window(&self) -> usize {
         self.window
     }
 
     /// The smallest window: two datagrams.
-    pub fn min_window(&self) -> usize {
+    pub(crate) fn min_window(&self) -> usize {
         2 * self.max_datagram
     }
 
@@ -66,7 +66,7 @@ impl NewReno {
     }
 
     /// `bytes` of a packet sent at `sent` were acknowledged.
-    pub fn on_ack(&mut self, sent: Instant, bytes: usize) {
+    pub(crate) fn on_ack(&mut self, sent: Instant, bytes: usize) {
         if self.in_recovery(sent) {
             return;
         }
@@ -83,7 +83,7 @@ impl NewReno {
 
     /// Packet `pn`, sent at `sent`, was declared lost at `now` (losses are
     /// reported in packet-number order).
-    pub fn on_loss(&mut self, pn: u64, sent: Instant, now: Instant) {
+    pub(crate) fn on_loss(&mut self, pn: u64, sent: Instant, now: Instant) {
         if self.in_recovery(sent) {
             return;
         }
@@ -104,7 +104,7 @@ impl NewReno {
     /// The number of the first packet declared lost in the latest
     /// reduction, while it can still be undone: if every packet declared
     /// lost from it on was acknowledged after all, call [`NewReno::undo`].
-    pub fn undo_from(&self) -> Option<u64> {
+    pub(crate) fn undo_from(&self) -> Option<u64> {
         self.undo.map(|u| u.first_lost)
     }
 
@@ -113,7 +113,7 @@ impl NewReno {
     /// was, and the recovery period ends (as if the losses had not been
     /// declared; a later loss reduces the window again). False when there
     /// is nothing to undo.
-    pub fn undo(&mut self) -> bool {
+    pub(crate) fn undo(&mut self) -> bool {
         let Some(u) = self.undo.take() else {
             return false;
         };
@@ -130,7 +130,7 @@ impl NewReno {
 /// round trip instead of leaving in one burst that overflows a slow link's
 /// queue.
 #[derive(Debug, Clone)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     tokens: u64,
     capacity: u64,
     last: Option<Instant>,
@@ -138,7 +138,7 @@ pub struct Pacer {
 
 impl Pacer {
     /// A full bucket of 10 datagrams.
-    pub fn new(max_datagram: usize) -> Self {
+    pub(crate) fn new(max_datagram: usize) -> Self {
         let capacity = 10 * max_datagram as u64;
         Pacer {
             tokens: capacity,
@@ -168,7 +168,7 @@ impl Pacer {
 
     /// When a packet of `size` bytes may leave: `None` for now, else the
     /// instant the bucket holds enough.
-    pub fn delay(
+    pub(crate) fn delay(
         &mut self,
         now: Instant,
         size: usize,
@@ -186,7 +186,7 @@ impl Pacer {
     }
 
     /// A paced packet of `size` bytes left.
-    pub fn on_sent(&mut self, size: usize) {
+    pub(crate) fn on_sent(&mut self, size: usize) {
         self.tokens = self.tokens.saturating_sub(size as u64);
     }
 }

@@ -135,7 +135,7 @@ pub(crate) struct SendChannel {
 }
 
 impl SendChannel {
-    pub fn new(cfg: ChannelConfig) -> Self {
+    pub(crate) fn new(cfg: ChannelConfig) -> Self {
         SendChannel {
             cfg,
             next_seq: 0,
@@ -151,7 +151,7 @@ impl SendChannel {
 
     /// Queues a message cut into chunks of at most `chunk_size` bytes;
     /// returns its sequence number.
-    pub fn push(&mut self, data: &[u8], chunk_size: usize, free: &mut Vec<OutMsg>) -> u64 {
+    pub(crate) fn push(&mut self, data: &[u8], chunk_size: usize, free: &mut Vec<OutMsg>) -> u64 {
         let mut m = free.pop().unwrap_or_default();
         m.seq = self.next_seq;
         m.data.clear();
@@ -183,29 +183,29 @@ impl SendChannel {
         self.next_seq - 1
     }
 
-    pub fn msg_mut(&mut self, seq: u64) -> Option<&mut OutMsg> {
+    pub(crate) fn msg_mut(&mut self, seq: u64) -> Option<&mut OutMsg> {
         let idx = seq.checked_sub(self.base)?;
         self.msgs.get_mut(usize::try_from(idx).ok()?)?.as_mut()
     }
 
     /// True when a chunk was never sent or waits for retransmission.
-    pub fn has_sendable(&self) -> bool {
+    pub(crate) fn has_sendable(&self) -> bool {
         !self.retransmit.is_empty() || self.has_unsent()
     }
 
-    pub fn has_unsent(&self) -> bool {
+    pub(crate) fn has_unsent(&self) -> bool {
         self.next_unsent < self.next_seq
     }
 
     /// The next never-sent chunk: `(seq, chunk index)`.
-    pub fn peek_unsent(&self) -> Option<(u64, u32)> {
+    pub(crate) fn peek_unsent(&self) -> Option<(u64, u32)> {
         self.has_unsent()
             .then_some((self.next_unsent, self.next_chunk))
     }
 
     /// Marks the chunk from [`SendChannel::peek_unsent`] sent in `pn`; for
     /// an unreliable channel a message whose last chunk went is freed.
-    pub fn advance_unsent(&mut self, pn: u64, free: &mut Vec<OutMsg>) {
+    pub(crate) fn advance_unsent(&mut self, pn: u64, free: &mut Vec<OutMsg>) {
         let (seq, chunk) = (self.next_unsent, self.next_chunk);
         let reliable = self.cfg.kind.is_reliable();
         let Some(m) = self.msg_mut(seq) else { return };
@@ -246,7 +246,7 @@ impl SendChannel {
     /// A packet carrying the chunk was acknowledged.
     /// Returns true when this completes a message whose first
     /// transmission was lost and that no resend was needed for.
-    pub fn on_acked(&mut self, seq: u64, chunk: u32, free: &mut Vec<OutMsg>) -> bool {
+    pub(crate) fn on_acked(&mut self, seq: u64, chunk: u32, free: &mut Vec<OutMsg>) -> bool {
         let Some(m) = self.msg_mut(seq) else {
             return false;
         };
@@ -272,7 +272,7 @@ impl SendChannel {
     /// another copy (redundancy's or a probe's): nothing to resend, a loss
     /// recovered. When another copy is still in flight,
     /// [`SendChannel::on_acked`] tells later.
-    pub fn on_lost(&mut self, seq: u64, chunk: u32, pn: u64, first: bool) -> bool {
+    pub(crate) fn on_lost(&mut self, seq: u64, chunk: u32, pn: u64, first: bool) -> bool {
         let Some(m) = self.msg_mut(seq) else {
             return first;
         };
@@ -635,7 +635,7 @@ pub(crate) struct RecvCtx<'a> {
 }
 
 impl RecvChannel {
-    pub fn new(kind: ChannelKind) -> Self {
+    pub(crate) fn new(kind: ChannelKind) -> Self {
         RecvChannel {
             kind,
             next_expected: 0,
@@ -660,7 +660,7 @@ impl RecvChannel {
 
     /// A MESSAGE (offset 0, whole) or FRAGMENT frame arrived. Every step
     /// is O(log n) in what the channel holds, plus the bytes of the frame.
-    pub fn on_frame(
+    pub(crate) fn on_frame(
         &mut self,
         seq: u64,
         total: u32,

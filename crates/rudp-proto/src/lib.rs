@@ -6,7 +6,8 @@
 //! ([`Connection::handle_datagram`], [`Endpoint::handle`]), sends what
 //! [`Connection::poll_transmit`] fills, and wakes the core at
 //! [`Connection::poll_timeout`]. Tests drive two ends with a virtual clock
-//! through a seeded simulated link ([`sim`]) and never sleep; what the link
+//! through a seeded simulated link (`sim`, behind the `sim` feature: a
+//! test tool, not the protocol's API) and never sleep; what the link
 //! does to each datagram is keel's one impairment model (the keel-impair
 //! crate, pure like this one), the model keel-udp's link conditioner uses.
 //!
@@ -44,7 +45,7 @@
 //! Network input never panics: every decoder returns an error and the
 //! connection or endpoint counts it ([`Stats::malformed_packets`]).
 #![deny(unsafe_code)]
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod admission;
 mod budget;
@@ -61,6 +62,7 @@ mod ranges;
 mod recovery;
 mod rtt;
 mod security;
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 mod token_format;
 #[cfg(test)]
@@ -71,7 +73,6 @@ pub use admission::{Admission, ReplayCache, REPLAY_CACHE};
 pub use budget::{
     RecvBudget, SendBudget, DEFAULT_RECV_BUDGET, DEFAULT_SEND_BUDGET, SEND_MESSAGE_OVERHEAD,
 };
-pub use cc::{NewReno, Pacer};
 pub use channel::{ChannelConfig, ChannelKind};
 pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
 pub use connection::{
@@ -83,9 +84,8 @@ pub use endpoint::{
     CLOSE_REPLACED, CLOSE_STOPPED, COOKIE_LEN, REFUSE_ADDRESS_LIMIT, REFUSE_CONFIG_MISMATCH,
     REFUSE_FULL, REFUSE_RATE_LIMIT, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN,
 };
-pub use ranges::RangeSet;
 pub use recovery::PACKET_THRESHOLD;
-pub use rtt::{RttEstimator, GRANULARITY};
+pub use rtt::GRANULARITY;
 pub use security::{
     os_random, ClientSecurity, ConnectToken, ServerSecurity, TokenClaims, TokenError, TokenMinter,
     TokenSpec, MAX_TOKEN_ADDRS, MAX_TOKEN_LEN, MAX_USER_DATA, REPLAY_WINDOW, TAG_LEN,

@@ -20,7 +20,7 @@ pub(crate) const MAX_KEPT_BYTES: usize = 256 * 1024;
 
 impl BufPool {
     /// An empty buffer with room for `len` bytes.
-    pub fn take(&mut self, len: usize) -> Vec<u8> {
+    pub(crate) fn take(&mut self, len: usize) -> Vec<u8> {
         match self.free.pop() {
             Some(mut v) => {
                 self.bytes -= v.capacity();
@@ -33,7 +33,7 @@ impl BufPool {
     }
 
     /// Gives a buffer back.
-    pub fn give(&mut self, v: Vec<u8>) {
+    pub(crate) fn give(&mut self, v: Vec<u8>) {
         if self.free.len() < MAX_FREE
             && v.capacity() <= MAX_KEPT_CAPACITY
             && v.capacity() > 0

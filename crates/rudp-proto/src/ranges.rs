@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 /// below the new floor counts as present (a late packet that old is taken
 /// for a duplicate and dropped, which reliability repairs).
 #[derive(Debug, Clone)]
-pub struct RangeSet {
+pub(crate) struct RangeSet {
     ranges: VecDeque<(u64, u64)>,
     max_ranges: usize,
     floor: u64,
@@ -17,7 +17,7 @@ pub struct RangeSet {
 
 impl RangeSet {
     /// An empty set keeping at most `max_ranges` ranges (at least 1).
-    pub fn new(max_ranges: usize) -> Self {
+    pub(crate) fn new(max_ranges: usize) -> Self {
         RangeSet {
             ranges: VecDeque::with_capacity(max_ranges.clamp(1, 64)),
             max_ranges: max_ranges.max(1),
@@ -26,7 +26,7 @@ impl RangeSet {
     }
 
     /// Adds `v`; false when it was already present (or below the floor).
-    pub fn insert(&mut self, v: u64) -> bool {
+    pub(crate) fn insert(&mut self, v: u64) -> bool {
         if v < self.floor {
             return false;
         }
@@ -60,7 +60,7 @@ impl RangeSet {
     }
 
     /// True when `v` is in the set or below the floor.
-    pub fn contains(&self, v: u64) -> bool {
+    pub(crate) fn contains(&self, v: u64) -> bool {
         if v < self.floor {
             return true;
         }
@@ -69,46 +69,44 @@ impl RangeSet {
     }
 
     /// The largest number in the set.
-    pub fn largest(&self) -> Option<u64> {
+    pub(crate) fn largest(&self) -> Option<u64> {
         self.ranges.back().map(|&(_, hi)| hi)
     }
 
     /// Numbers below this are treated as present.
-    pub fn floor(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn floor(&self) -> u64 {
         self.floor
     }
 
     /// How many ranges are kept.
-    pub fn range_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn range_count(&self) -> usize {
         self.ranges.len()
     }
 
-    /// True when nothing was inserted (or everything was forgotten).
-    pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
-    }
-
     /// Ranges, largest first.
-    pub fn iter_desc(&self) -> impl Iterator<Item = (u64, u64)> + Clone + '_ {
+    pub(crate) fn iter_desc(&self) -> impl Iterator<Item = (u64, u64)> + Clone + '_ {
         self.ranges.iter().rev().copied()
     }
 
     /// The ranges at or above `min`, largest first, the lowest one clipped
     /// at `min`.
-    pub fn iter_desc_from(&self, min: u64) -> impl Iterator<Item = (u64, u64)> + Clone + '_ {
+    pub(crate) fn iter_desc_from(&self, min: u64) -> impl Iterator<Item = (u64, u64)> + Clone + '_ {
         self.iter_desc()
             .take_while(move |&(_, hi)| hi >= min)
             .map(move |(lo, hi)| (lo.max(min), hi))
     }
 
     /// How many ranges reach `min` or above.
-    pub fn count_from(&self, min: u64) -> usize {
+    pub(crate) fn count_from(&self, min: u64) -> usize {
         self.ranges.len() - self.ranges.partition_point(|&(_, hi)| hi < min)
     }
 
     /// Fills `out` with the ranges at or above `min`, largest first, the
     /// lowest one clipped at `min`; returns how many.
-    pub fn fill_desc(&self, min: u64, out: &mut [(u64, u64)]) -> usize {
+    #[cfg(test)]
+    pub(crate) fn fill_desc(&self, min: u64, out: &mut [(u64, u64)]) -> usize {
         let mut n = 0;
         for (lo, hi) in self.iter_desc() {
             if n == out.len() || hi < min {

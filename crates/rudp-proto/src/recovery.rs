@@ -18,7 +18,7 @@ const LOST_MEMORY: usize = 64;
 
 /// Round trips without a spurious loss after which a raised packet
 /// threshold is halved back toward [`PACKET_THRESHOLD`].
-pub const THRESHOLD_DECAY_ROUNDS: u32 = 16;
+pub(crate) const THRESHOLD_DECAY_ROUNDS: u32 = 16;
 
 /// One chunk of a reliable message carried by a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +102,7 @@ pub(crate) struct Recovery {
 }
 
 impl Recovery {
-    pub fn new(max_ack_delay: Duration) -> Self {
+    pub(crate) fn new(max_ack_delay: Duration) -> Self {
         Recovery {
             sent: VecDeque::with_capacity(64),
             base: 0,
@@ -124,17 +124,17 @@ impl Recovery {
     }
 
     /// The number the next packet gets.
-    pub fn next_pn(&self) -> u64 {
+    pub(crate) fn next_pn(&self) -> u64 {
         self.next_pn
     }
 
     /// The largest packet number the peer acknowledged.
-    pub fn largest_acked(&self) -> Option<u64> {
+    pub(crate) fn largest_acked(&self) -> Option<u64> {
         self.largest_acked
     }
 
     /// Records a sent packet (its number must be [`Recovery::next_pn`]).
-    pub fn on_sent(&mut self, p: SentPacket) {
+    pub(crate) fn on_sent(&mut self, p: SentPacket) {
         debug_assert_eq!(p.pn, self.next_pn);
         self.next_pn += 1;
         if p.ack_eliciting {
@@ -171,7 +171,7 @@ impl Recovery {
     /// (largest first), packets now lost to `lost`, and the RTT takes a
     /// sample when the largest acknowledged packet is newly acknowledged
     /// and something newly acknowledged was ack-eliciting.
-    pub fn on_ack(
+    pub(crate) fn on_ack(
         &mut self,
         ack: &AckFrame<'_>,
         now: Instant,
@@ -228,7 +228,12 @@ impl Recovery {
 
     /// Moves packets lost by the packet or time threshold to `lost` and
     /// arms the loss timer for the earliest that is not lost yet.
-    pub fn detect_lost(&mut self, now: Instant, rtt: &RttEstimator, lost: &mut Vec<SentPacket>) {
+    pub(crate) fn detect_lost(
+        &mut self,
+        now: Instant,
+        rtt: &RttEstimator,
+        lost: &mut Vec<SentPacket>,
+    ) {
         self.loss_time = None;
         let Some(largest) = self.largest_acked else {
             return;
@@ -259,7 +264,7 @@ impl Recovery {
 
     /// The packet threshold in force.
     #[cfg(test)]
-    pub fn reorder_threshold(&self) -> u64 {
+    pub(crate) fn reorder_threshold(&self) -> u64 {
         self.reorder_threshold
     }
 
@@ -307,7 +312,7 @@ impl Recovery {
     /// Whether a packet numbered in `from..until` was declared lost and
     /// not acknowledged since (or forgotten, so not known to be). When
     /// none was, every loss declared in that span was spurious.
-    pub fn lost_unacked_in(&self, from: u64, until: u64) -> bool {
+    pub(crate) fn lost_unacked_in(&self, from: u64, until: u64) -> bool {
         if self.lost_forgotten.is_some_and(|f| f >= from) {
             return true;
         }
@@ -352,7 +357,7 @@ impl Recovery {
     /// When the loss-detection timer fires: the time-threshold timer if
     /// armed, else the probe timeout while ack-eliciting packets are in
     /// flight.
-    pub fn timeout(&self, rtt: &RttEstimator) -> Option<Instant> {
+    pub(crate) fn timeout(&self, rtt: &RttEstimator) -> Option<Instant> {
         if self.loss_time.is_some() {
             return self.loss_time;
         }
@@ -366,7 +371,7 @@ impl Recovery {
     /// Runs the timer at `now`: declares losses by time, or returns true
     /// when the probe timeout expired (the caller sends probes; the backoff
     /// doubles).
-    pub fn on_timeout(
+    pub(crate) fn on_timeout(
         &mut self,
         now: Instant,
         rtt: &RttEstimator,
@@ -390,13 +395,13 @@ impl Recovery {
     }
 
     /// Unacknowledged packets, oldest first (for probes).
-    pub fn outstanding(&self) -> impl Iterator<Item = &SentPacket> {
+    pub(crate) fn outstanding(&self) -> impl Iterator<Item = &SentPacket> {
         self.sent.iter().flatten()
     }
 
     /// How many packets are remembered.
     #[cfg(test)]
-    pub fn tracked(&self) -> usize {
+    pub(crate) fn tracked(&self) -> usize {
         self.sent.len()
     }
 }

@@ -6,23 +6,8 @@ use std::time::Duration;
 pub const GRANULARITY: Duration = Duration::from_millis(1);
 
 /// Smoothed RTT, variance, minimum and latest sample.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use keel_rudp_proto::RttEstimator;
-///
-/// let ms = Duration::from_millis;
-/// let mut rtt = RttEstimator::new(ms(333));
-/// rtt.update(ms(100), ms(0), ms(10));
-/// assert_eq!((rtt.smoothed(), rtt.var(), rtt.min()), (ms(100), ms(50), ms(100)));
-/// // 10 ms of the 120 ms sample was the peer holding its ack: 110 ms counts.
-/// rtt.update(ms(120), ms(10), ms(25));
-/// assert_eq!(rtt.smoothed(), ms(100) * 7 / 8 + ms(110) / 8);
-/// ```
 #[derive(Debug, Clone, Copy)]
-pub struct RttEstimator {
+pub(crate) struct RttEstimator {
     latest: Duration,
     smoothed: Duration,
     var: Duration,
@@ -32,7 +17,7 @@ pub struct RttEstimator {
 
 impl RttEstimator {
     /// An estimator that assumes `initial` until the first sample.
-    pub fn new(initial: Duration) -> Self {
+    pub(crate) fn new(initial: Duration) -> Self {
         RttEstimator {
             latest: initial,
             smoothed: initial,
@@ -44,7 +29,12 @@ impl RttEstimator {
 
     /// Takes a sample: `latest` from send to acknowledgement, `ack_delay`
     /// as the peer reported it, capped at `max_ack_delay`.
-    pub fn update(&mut self, latest: Duration, ack_delay: Duration, max_ack_delay: Duration) {
+    pub(crate) fn update(
+        &mut self,
+        latest: Duration,
+        ack_delay: Duration,
+        max_ack_delay: Duration,
+    ) {
         self.latest = latest;
         if !self.has_sample {
             self.has_sample = true;
@@ -66,39 +56,34 @@ impl RttEstimator {
     }
 
     /// Smoothed RTT.
-    pub fn smoothed(&self) -> Duration {
+    pub(crate) fn smoothed(&self) -> Duration {
         self.smoothed
     }
 
     /// RTT variation.
-    pub fn var(&self) -> Duration {
+    pub(crate) fn var(&self) -> Duration {
         self.var
     }
 
     /// Minimum RTT seen (the initial RTT before any sample).
-    pub fn min(&self) -> Duration {
+    pub(crate) fn min(&self) -> Duration {
         self.min
     }
 
     /// The latest sample.
-    pub fn latest(&self) -> Duration {
+    pub(crate) fn latest(&self) -> Duration {
         self.latest
-    }
-
-    /// True once a sample was taken.
-    pub fn has_sample(&self) -> bool {
-        self.has_sample
     }
 
     /// The probe timeout before backoff:
     /// `smoothed + max(4 × var, granularity) + max_ack_delay`.
-    pub fn pto(&self, max_ack_delay: Duration) -> Duration {
+    pub(crate) fn pto(&self, max_ack_delay: Duration) -> Duration {
         self.smoothed + (self.var * 4).max(GRANULARITY) + max_ack_delay
     }
 
     /// How long after a later packet's acknowledgement a packet counts as
     /// lost: `9/8 × max(smoothed, latest)`, at least the granularity.
-    pub fn loss_delay(&self) -> Duration {
+    pub(crate) fn loss_delay(&self) -> Duration {
         (self.smoothed.max(self.latest) * 9 / 8).max(GRANULARITY)
     }
 }
@@ -138,5 +123,24 @@ mod tests {
             r.update(ms(80), ms(0), ms(0));
         }
         assert_eq!(r.pto(ms(5)), ms(80) + GRANULARITY + ms(5));
+    }
+}
+
+#[cfg(test)]
+mod example {
+    use super::*;
+
+    #[test]
+    fn samples_update_smoothed_var_and_min() {
+        let ms = Duration::from_millis;
+        let mut rtt = RttEstimator::new(ms(333));
+        rtt.update(ms(100), ms(0), ms(10));
+        assert_eq!(
+            (rtt.smoothed(), rtt.var(), rtt.min()),
+            (ms(100), ms(50), ms(100))
+        );
+        // 10 ms of the 120 ms sample was the peer holding its ack: 110 ms counts.
+        rtt.update(ms(120), ms(10), ms(25));
+        assert_eq!(rtt.smoothed(), ms(100) * 7 / 8 + ms(110) / 8);
     }
 }

@@ -425,7 +425,12 @@ pub(crate) struct PacketCrypto {
 }
 
 impl PacketCrypto {
-    pub fn new(keys: &SessionKeys, client: bool, nonce: &[u8; 16], cid: ConnectionId) -> Self {
+    pub(crate) fn new(
+        keys: &SessionKeys,
+        client: bool,
+        nonce: &[u8; 16],
+        cid: ConnectionId,
+    ) -> Self {
         let c2s = derive(&keys.c2s, b"c2s", nonce, cid);
         let s2c = derive(&keys.s2c, b"s2c", nonce, cid);
         let (seal, open) = if client { (c2s, s2c) } else { (s2c, c2s) };
@@ -444,7 +449,7 @@ impl PacketCrypto {
 
     /// Seals `buf[header..len]` in place with `buf[..header]` as associated
     /// data and writes the tag after it; returns the new length.
-    pub fn seal(&self, pn: u64, buf: &mut [u8], header: usize, len: usize) -> Option<usize> {
+    pub(crate) fn seal(&self, pn: u64, buf: &mut [u8], header: usize, len: usize) -> Option<usize> {
         if buf.len() < len + TAG_LEN {
             return None;
         }
@@ -460,7 +465,13 @@ impl PacketCrypto {
     /// Opens `data` (header `header` bytes, then ciphertext and tag) into
     /// `out`; returns the plaintext length, or `None` if it is not
     /// authentic.
-    pub fn open(&self, pn: u64, data: &[u8], header: usize, out: &mut [u8]) -> Option<usize> {
+    pub(crate) fn open(
+        &self,
+        pn: u64,
+        data: &[u8],
+        header: usize,
+        out: &mut [u8],
+    ) -> Option<usize> {
         if data.len() < header + TAG_LEN {
             return None;
         }
@@ -488,7 +499,7 @@ pub(crate) struct ReplayWindow {
 
 impl ReplayWindow {
     /// Whether `pn` is new (not seen and not too old).
-    pub fn is_new(&self, pn: u64) -> bool {
+    pub(crate) fn is_new(&self, pn: u64) -> bool {
         match self.largest {
             None => true,
             Some(l) if pn > l => true,
@@ -503,7 +514,7 @@ impl ReplayWindow {
     }
 
     /// Marks `pn` received (after it was authenticated).
-    pub fn mark(&mut self, pn: u64) {
+    pub(crate) fn mark(&mut self, pn: u64) {
         let l = self.largest.unwrap_or(0);
         if self.largest.is_none() || pn > l {
             // Clear the slots that fall out of the window.

@@ -25,12 +25,13 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use keel_reactor::{IoModel, Runtime};
-use keel_rudp::wire::{Header, Reader};
 use keel_rudp::{
     Admission, ChannelConfig, ChannelKind, Client, ClientConfig, ClientSecurity, Config,
-    ConnectToken, Connection, ConnectionHandle, Ctx, DisconnectReason, Event, Handler, Server,
-    ServerConfig, ServerSecurity, State, TokenMinter, TokenSpec,
+    ConnectToken, ConnectionHandle, Ctx, DisconnectReason, Handler, Server, ServerConfig,
+    ServerSecurity, State, TokenMinter, TokenSpec,
 };
+use keel_rudp_proto::wire::{Header, Reader};
+use keel_rudp_proto::{Connection, Event};
 
 const KEY: [u8; 32] = [0x42; 32];
 const SOCKETS: usize = 64;

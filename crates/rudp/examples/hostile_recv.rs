@@ -19,11 +19,13 @@ use std::net::SocketAddr;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use keel_rudp::wire::{Frame, Header, Writer};
 use keel_rudp::{
-    ChannelConfig, ChannelKind, ClientSecurity, Config, Connection, ConnectionId, Endpoint,
-    EndpointConfig, Event, Handled, RecvBudget, ServerSecurity, Side, DEFAULT_RECV_BUDGET,
+    ChannelConfig, ChannelKind, ClientSecurity, Config, ConnectionId, RecvBudget, ServerSecurity,
+    DEFAULT_RECV_BUDGET,
 };
+use keel_rudp_proto::wire::{Frame, Header, Writer};
+use keel_rudp_proto::{Connection, Event, Side};
+use keel_rudp_proto::{Endpoint, EndpointConfig, Handled};
 
 static BYTES: [u8; 1200] = [7; 1200];
 const CID: ConnectionId = ConnectionId([0, 1, 2, 3, 4, 5, 6, 7]);

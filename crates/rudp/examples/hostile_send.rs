@@ -15,10 +15,11 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use keel_rudp::{
-    Admission, ChannelConfig, ChannelKind, ClientSecurity, Config, Connection, ConnectionHandle,
-    Endpoint, EndpointConfig, Event, Handled, SendBudget, SendError, ServerSecurity,
-    DEFAULT_SEND_BUDGET,
+    Admission, ChannelConfig, ChannelKind, ClientSecurity, Config, ConnectionHandle, SendBudget,
+    SendError, ServerSecurity, DEFAULT_SEND_BUDGET,
 };
+use keel_rudp_proto::{Connection, Event};
+use keel_rudp_proto::{Endpoint, EndpointConfig, Handled};
 
 static BYTES: [u8; 1 << 16] = [7; 1 << 16];
 

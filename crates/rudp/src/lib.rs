@@ -1,63 +1,59 @@
 //! keel-rudp: connections, channels and reliable delivery over datagrams.
 //!
 //! This crate is the driver a game uses: [`Server`] and [`Client`] run the
-//! protocol on keel-udp lanes. The protocol itself is the crate
-//! keel-rudp-proto, sans-IO (as smoltcp and quinn-proto): no clocks,
-//! sockets or threads. Every entry point takes `now: Instant`; the caller
-//! feeds datagrams in ([`Connection::handle_datagram`], [`Endpoint::handle`]),
-//! sends what [`Connection::poll_transmit`] fills, and wakes the core at
-//! [`Connection::poll_timeout`]. Tests drive two ends with a virtual clock
-//! through a seeded simulated link ([`sim`]) and never sleep. Everything of
-//! keel-rudp-proto is re-exported here (its modules as [`wire`] and
-//! [`sim`]), so a game depends on this crate alone; the C API and other
-//! drivers build on keel-rudp-proto directly.
+//! keel-rudp protocol on keel-udp lanes for a game's [`Handler`]: one
+//! endpoint and one timer per server lane, packets steered to their lane
+//! by their connection ID, [`Sender`]s to send from other threads, sends
+//! flushed with keel-udp's batched calls; a stop that reports what was not
+//! delivered ([`StopReport`]); a handler panic contained to its lane
+//! ([`Server::failed_lanes`]). `docs/rudp-guide.md` walks through it.
 //!
-//! * [`Connection`]: channels ([`ChannelKind`]: reliable-ordered,
-//!   reliable-unordered, unreliable-sequenced, unreliable) with per-channel
-//!   ordering, priorities, fragmentation up to `max_message_size` with
-//!   memory caps and backpressure ([`SendError::Backpressure`] per
-//!   connection, [`SendError::BudgetSpent`] for the server-wide
-//!   [`SendBudget`]), receive memory taken as bytes arrive against a
-//!   per-connection cap and a server-wide [`RecvBudget`]; acks as
-//!   ranges piggybacked on every packet; RTT and loss detection per
-//!   RFC 6298 / RFC 9002; redundancy for small reliable messages
-//!   ([`Redundancy`]); NewReno congestion control and pacing for bulk
-//!   channels; keepalive, idle and ack timeouts, close with a reason both
-//!   sides see, which flushes what was queued and repeats its CLOSE until
-//!   acknowledged, then tells what was not ([`Connection::undelivered`]).
-//! * [`Endpoint`]: the server side of the handshake, with stateless cookies
-//!   (nothing allocated for a source before it proves it receives at its
-//!   address, never more bytes out than in before that) and routing by
-//!   connection ID, so a client survives a change of address.
-//! * [`Server`] and [`Client`]: the protocol on keel-udp lanes, for a
-//!   game's [`Handler`]: one endpoint and one timer per server lane,
-//!   packets steered to their lane by their connection ID, [`Sender`]s to
-//!   send from other threads, sends flushed with keel-udp's batched calls;
-//!   a stop that reports what was not delivered ([`StopReport`]); a
-//!   handler panic contained to its lane ([`Server::failed_lanes`]).
-//!   `docs/rudp-guide.md` walks through it.
+//! The protocol itself is the crate keel-rudp-proto, sans-IO (as smoltcp
+//! and quinn-proto): no clocks, sockets or threads; its `Connection` and
+//! `Endpoint` take `now`, are fed datagrams and fill buffers to send. What
+//! this crate's API uses of it is re-exported here, so a game using
+//! [`Server`] and [`Client`] depends on this crate alone; a game with a
+//! transport of its own, the C API (keel-rudp-ffi) and other drivers use
+//! keel-rudp-proto directly.
+//!
+//! * Channels ([`ChannelKind`]: reliable-ordered, reliable-unordered,
+//!   unreliable-sequenced, unreliable) with per-channel ordering,
+//!   priorities, fragmentation up to `max_message_size` with memory caps
+//!   and backpressure ([`SendError::Backpressure`] per connection,
+//!   [`SendError::BudgetSpent`] for the server-wide [`SendBudget`]),
+//!   receive memory taken as bytes arrive against a per-connection cap and
+//!   a server-wide [`RecvBudget`]; acks as ranges piggybacked on every
+//!   packet; RTT and loss detection per RFC 6298 / RFC 9002; redundancy for
+//!   small reliable messages ([`Redundancy`]); NewReno congestion control
+//!   and pacing for bulk channels; keepalive, idle and ack timeouts, close
+//!   with a reason both sides see, which flushes what was queued and
+//!   repeats its CLOSE until acknowledged, then tells what was not
+//!   ([`Ctx::undelivered`]).
+//! * The server side of the handshake, with stateless cookies (nothing
+//!   allocated for a source before it proves it receives at its address,
+//!   never more bytes out than in before that), admission limits
+//!   ([`Admission`]) and routing by connection ID, so a client survives a
+//!   change of address.
 //! * Security ([`TokenMinter`], [`ServerSecurity`], [`ClientSecurity`]):
 //!   connect tokens minted by the game's backend and sealed with
 //!   XChaCha20-Poly1305, checked after the cookie round trip; every packet
 //!   after the handshake sealed with ChaCha20-Poly1305 under per-direction
 //!   keys, behind a replay window; insecure mode only by name.
 //!   `docs/security.md` has the threat model.
-//! * [`wire`]: the versioned wire format, documented in `docs/rudp.md`.
+//! * The versioned wire format is documented in `docs/rudp.md`.
 //!
 //! Network input never panics: every decoder returns an error and the
 //! connection or endpoint counts it ([`Stats::malformed_packets`]).
 #![deny(unsafe_code)]
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod net;
 
-pub use keel_rudp_proto::{sim, wire};
-
+pub use keel_rudp_proto::ConnectionId;
 pub use keel_rudp_proto::{Admission, ReplayCache, REPLAY_CACHE};
 pub use keel_rudp_proto::{ChannelConfig, ChannelKind};
 pub use keel_rudp_proto::{
-    ChannelUndelivered, Connection, DisconnectReason, Event, MessageId, SendError, Side, State,
-    Stats, Undelivered,
+    ChannelUndelivered, DisconnectReason, MessageId, SendError, State, Stats, Undelivered,
 };
 pub use keel_rudp_proto::{
     ClientSecurity, ConnectToken, ServerSecurity, TokenClaims, TokenError, TokenMinter,
@@ -66,16 +62,13 @@ pub use keel_rudp_proto::{
 };
 pub use keel_rudp_proto::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
 pub use keel_rudp_proto::{
-    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, CLOSE_ACK_TIMEOUT,
-    CLOSE_HANDLER_PANIC, CLOSE_REPLACED, CLOSE_STOPPED, COOKIE_LEN, REFUSE_ADDRESS_LIMIT,
-    REFUSE_CONFIG_MISMATCH, REFUSE_FULL, REFUSE_RATE_LIMIT, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN,
+    ConnectionHandle, EndpointStats, CLOSE_ACK_TIMEOUT, CLOSE_HANDLER_PANIC, CLOSE_REPLACED,
+    CLOSE_STOPPED, REFUSE_ADDRESS_LIMIT, REFUSE_CONFIG_MISMATCH, REFUSE_FULL, REFUSE_RATE_LIMIT,
+    REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN,
 };
-pub use keel_rudp_proto::{ConnectionId, RangeSet};
-pub use keel_rudp_proto::{NewReno, Pacer};
 pub use keel_rudp_proto::{
     RecvBudget, SendBudget, DEFAULT_RECV_BUDGET, DEFAULT_SEND_BUDGET, SEND_MESSAGE_OVERHEAD,
 };
-pub use keel_rudp_proto::{RttEstimator, GRANULARITY, PACKET_THRESHOLD};
 
 pub use net::client::{Client, ClientConfig};
 pub use net::handler::{Ctx, Handler};

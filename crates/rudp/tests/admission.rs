@@ -10,12 +10,14 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::{addr, one_channel, public_addr, KEY, T0};
-use keel_rudp::wire::{Header, Reader};
 use keel_rudp::{
-    Admission, ClientSecurity, ConfigError, ConnectToken, Connection, DisconnectReason, Endpoint,
-    EndpointConfig, Event, Handled, ReplayCache, ServerSecurity, State, TokenMinter, TokenSpec,
-    CLOSE_REPLACED, REFUSE_ADDRESS_LIMIT, REFUSE_FULL, REFUSE_RATE_LIMIT, REFUSE_TOKEN,
+    Admission, ClientSecurity, ConfigError, ConnectToken, DisconnectReason, ReplayCache,
+    ServerSecurity, State, TokenMinter, TokenSpec, CLOSE_REPLACED, REFUSE_ADDRESS_LIMIT,
+    REFUSE_FULL, REFUSE_RATE_LIMIT, REFUSE_TOKEN,
 };
+use keel_rudp_proto::wire::{Header, Reader};
+use keel_rudp_proto::{Connection, Event};
+use keel_rudp_proto::{Endpoint, EndpointConfig, Handled};
 
 fn tokens() -> ServerSecurity {
     ServerSecurity::Tokens {

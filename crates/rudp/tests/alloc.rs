@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use keel_reactor::{IoModel, Runtime};
-use keel_rudp::{Connection, ConnectionHandle, Ctx, Event, Handler, Server, ServerConfig};
+use keel_rudp::{ConnectionHandle, Ctx, Handler, Server, ServerConfig};
+use keel_rudp_proto::{Connection, Event};
 use keel_testkit::CountingAllocator;
 
 #[global_allocator]

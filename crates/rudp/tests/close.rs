@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use keel_rudp::sim::{Impairment, LinkConfig, Pair};
-use keel_rudp::{ChannelConfig, ChannelKind, Config, DisconnectReason, Event, State};
+use keel_rudp_proto::sim::{Impairment, LinkConfig, Pair};
+use keel_rudp_proto::{ChannelConfig, ChannelKind, Config, DisconnectReason, Event, State};
 
 fn cfg() -> Config {
     Config::new(vec![
@@ -171,7 +171,7 @@ fn a_peer_that_never_acknowledges_is_disconnected() {
 /// are lost).
 #[test]
 fn the_endpoint_counts_ack_timeouts_and_what_was_lost() {
-    use keel_rudp::{
+    use keel_rudp_proto::{
         ClientSecurity, Connection, Endpoint, EndpointConfig, Handled, ServerSecurity,
     };
     let mut scfg = cfg();

@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use keel_rudp::sim::{Impairment, Link, LinkConfig};
-use keel_rudp::{
+use keel_rudp_proto::sim::{Impairment, Link, LinkConfig};
+use keel_rudp_proto::{
     ChannelConfig, ChannelKind, Config, Connection, ConnectionHandle, DisconnectReason, Endpoint,
     EndpointConfig, Event, Handled, State, REFUSE_CONFIG_MISMATCH,
 };
@@ -46,14 +46,14 @@ impl Net {
             now,
             client: Connection::connect(
                 client_cfg,
-                keel_rudp::ClientSecurity::Insecure,
+                keel_rudp_proto::ClientSecurity::Insecure,
                 [seed as u8; 16],
                 now,
             )
             .unwrap(),
             client_addr: addr("198.51.100.7:40000"),
             server: Endpoint::new(
-                EndpointConfig::new(5, [9; 32], cfg(), keel_rudp::ServerSecurity::Insecure),
+                EndpointConfig::new(5, [9; 32], cfg(), keel_rudp_proto::ServerSecurity::Insecure),
                 now,
             )
             .unwrap(),
@@ -193,8 +193,13 @@ fn never_more_bytes_out_than_in_before_validation() {
     // A hello under 1,200 bytes gets nothing at all.
     let mut reply = [0u8; 1500];
     let mut hello = [0u8; 1500];
-    let mut c =
-        Connection::connect(cfg(), keel_rudp::ClientSecurity::Insecure, [3; 16], net.now).unwrap();
+    let mut c = Connection::connect(
+        cfg(),
+        keel_rudp_proto::ClientSecurity::Insecure,
+        [3; 16],
+        net.now,
+    )
+    .unwrap();
     let n = c.poll_transmit(net.now, &mut hello).unwrap();
     assert_eq!(n, 1200);
     assert_eq!(
@@ -209,14 +214,19 @@ fn never_more_bytes_out_than_in_before_validation() {
 fn spoofed_sources_allocate_nothing() {
     let now = Instant::now();
     let mut server = Endpoint::new(
-        EndpointConfig::new(0, [1; 32], cfg(), keel_rudp::ServerSecurity::Insecure),
+        EndpointConfig::new(0, [1; 32], cfg(), keel_rudp_proto::ServerSecurity::Insecure),
         now,
     )
     .unwrap();
     let mut hello = [0u8; 1500];
     let mut reply = [0u8; 1500];
-    let mut c =
-        Connection::connect(cfg(), keel_rudp::ClientSecurity::Insecure, [4; 16], now).unwrap();
+    let mut c = Connection::connect(
+        cfg(),
+        keel_rudp_proto::ClientSecurity::Insecure,
+        [4; 16],
+        now,
+    )
+    .unwrap();
     let n = c.poll_transmit(now, &mut hello).unwrap();
     // 10,000 hellos from 10,000 forged sources: a RETRY each, no state.
     for i in 0..10_000u32 {
@@ -320,12 +330,17 @@ fn a_client_keeps_its_connection_when_its_address_changes() {
 fn a_lost_accept_is_sent_again_without_a_second_connection() {
     let now = Instant::now();
     let mut server = Endpoint::new(
-        EndpointConfig::new(1, [2; 32], cfg(), keel_rudp::ServerSecurity::Insecure),
+        EndpointConfig::new(1, [2; 32], cfg(), keel_rudp_proto::ServerSecurity::Insecure),
         now,
     )
     .unwrap();
-    let mut c =
-        Connection::connect(cfg(), keel_rudp::ClientSecurity::Insecure, [8; 16], now).unwrap();
+    let mut c = Connection::connect(
+        cfg(),
+        keel_rudp_proto::ClientSecurity::Insecure,
+        [8; 16],
+        now,
+    )
+    .unwrap();
     let from = addr("192.0.2.33:4000");
     let (mut buf, mut reply) = ([0u8; 1500], [0u8; 1500]);
     let n = c.poll_transmit(now, &mut buf).unwrap();

@@ -9,8 +9,9 @@ mod common;
 use std::time::Instant;
 
 use common::{fill, Rng, BYTES, CID};
-use keel_rudp::wire::{varint, Frame, Header, Writer};
-use keel_rudp::{ChannelConfig, ChannelKind, Config, Connection, Side};
+use keel_rudp::{ChannelConfig, ChannelKind, Config};
+use keel_rudp_proto::wire::{varint, Frame, Header, Writer};
+use keel_rudp_proto::{Connection, Side};
 
 fn cfg() -> Config {
     Config::new(vec![

@@ -9,11 +9,12 @@ mod common;
 use std::time::Instant;
 
 use common::{fragment, packet, CID};
-use keel_rudp::wire::Frame;
 use keel_rudp::{
-    ChannelConfig, ChannelKind, ClientSecurity, Config, Connection, ConnectionId, Endpoint,
-    EndpointConfig, Event, Handled, RecvBudget, ServerSecurity, Side,
+    ChannelConfig, ChannelKind, ClientSecurity, Config, ConnectionId, RecvBudget, ServerSecurity,
 };
+use keel_rudp_proto::wire::Frame;
+use keel_rudp_proto::{Connection, Event, Side};
+use keel_rudp_proto::{Endpoint, EndpointConfig, Handled};
 
 fn cfg() -> Config {
     Config::new(vec![

@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use keel_reactor::{IoModel, Runtime};
-use keel_rudp::{
-    Client, ClientConfig, Config, Connection, DisconnectReason, Event, Server, ServerConfig,
-};
+use keel_rudp::{Client, ClientConfig, Config, DisconnectReason, Server, ServerConfig};
+use keel_rudp_proto::{Connection, Event};
 use keel_udp::Impairment;
 
 fn impairment(spec: &str) -> Option<Impairment> {

@@ -3,10 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use keel_rudp::{
-    ChannelConfig, ChannelKind, Config, ConfigError, Connection, ConnectionId, Endpoint,
-    EndpointConfig, Handled, SendError, Side,
-};
+use keel_rudp::{ChannelConfig, ChannelKind, Config, ConfigError, ConnectionId, SendError};
+use keel_rudp_proto::{Connection, Side};
+use keel_rudp_proto::{Endpoint, EndpointConfig, Handled};
 use proptest::prelude::*;
 
 fn cfg() -> Config {

@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::{addr, one_channel, public_addr, KEY, T0};
-use keel_rudp::wire::{Frame, Header, LongType, Writer};
-use keel_rudp::{
+use keel_rudp_proto::wire::{Frame, Header, LongType, Writer};
+use keel_rudp_proto::{
     ClientSecurity, ConnectToken, Connection, ConnectionHandle, DisconnectReason, Endpoint,
     EndpointConfig, EndpointStats, Event, Handled, ServerSecurity, TokenMinter, TokenSpec,
     REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN,

@@ -8,10 +8,12 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use keel_rudp::{
-    ChannelConfig, ChannelKind, ClientSecurity, Config, ConfigError, Connection, ConnectionHandle,
-    ConnectionId, Ctx, Endpoint, EndpointConfig, Event, Handled, Handler, SendBudget, SendError,
-    Server, ServerConfig, ServerSecurity, Side, SEND_MESSAGE_OVERHEAD,
+    ChannelConfig, ChannelKind, ClientSecurity, Config, ConfigError, ConnectionHandle,
+    ConnectionId, Ctx, Handler, SendBudget, SendError, Server, ServerConfig, ServerSecurity,
+    SEND_MESSAGE_OVERHEAD,
 };
+use keel_rudp_proto::{Connection, Event, Side};
+use keel_rudp_proto::{Endpoint, EndpointConfig, Handled};
 
 const CID: ConnectionId = ConnectionId([0, 1, 2, 3, 4, 5, 6, 7]);
 const MSG: usize = 16 << 10;

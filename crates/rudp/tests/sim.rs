@@ -3,8 +3,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use keel_rudp::sim::{Impairment, LinkConfig, Pair};
-use keel_rudp::{ChannelConfig, ChannelKind, Config, DisconnectReason, Event, Redundancy};
+use keel_rudp_proto::sim::{Impairment, LinkConfig, Pair};
+use keel_rudp_proto::{ChannelConfig, ChannelKind, Config, DisconnectReason, Event, Redundancy};
 
 const TICK: Duration = Duration::from_nanos(1_000_000_000 / 60);
 
@@ -290,13 +290,13 @@ fn close_reason_reaches_both_sides() {
             reason: "match over".into()
         })
     );
-    assert_eq!(p.a.state(), keel_rudp::State::Closed);
-    assert_eq!(p.b.state(), keel_rudp::State::Closed);
+    assert_eq!(p.a.state(), keel_rudp_proto::State::Closed);
+    assert_eq!(p.b.state(), keel_rudp_proto::State::Closed);
 }
 
 /// p50 and p99 delivery latency of small reliable messages sent at 60 Hz
 /// over 10 % loss each way.
-fn latency_under_loss(redundancy: Redundancy) -> (Duration, Duration, keel_rudp::Stats) {
+fn latency_under_loss(redundancy: Redundancy) -> (Duration, Duration, keel_rudp_proto::Stats) {
     let mut cfg = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
     cfg.redundancy = redundancy;
     let link = LinkConfig::new(Impairment {
@@ -607,7 +607,7 @@ fn bulk_transfers(
     seed: u64,
     rounds: u32,
     size: usize,
-) -> (Duration, keel_rudp::Stats) {
+) -> (Duration, keel_rudp_proto::Stats) {
     let cfg = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered).bulk()]);
     let mut p = Pair::new(cfg.clone(), cfg, link.clone(), link, seed);
     let start = p.now;

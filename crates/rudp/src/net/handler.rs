@@ -77,7 +77,7 @@ impl Ctx<'_> {
     /// # Errors
     ///
     /// [`SendError::Closed`] also for a handle that names no connection;
-    /// the others as [`Connection::send`](crate::Connection::send).
+    /// the others as [`Connection::send`](keel_rudp_proto::Connection::send).
     pub fn send(
         &mut self,
         conn: ConnectionHandle,

@@ -1,5 +1,5 @@
 //! keel-rudp on keel-udp lanes: a [`Server`](crate::Server) (one
-//! [`Endpoint`](crate::Endpoint) per lane of a keel-udp datagram socket
+//! [`Endpoint`](keel_rudp_proto::Endpoint) per lane of a keel-udp datagram socket
 //! group, packets steered to their lane by the lane byte of their
 //! connection ID) and a [`Client`](crate::Client), both driving the
 //! sans-IO core for a game's [`Handler`](crate::Handler).

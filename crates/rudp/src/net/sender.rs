@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::wire::ConnectionId;
+use keel_rudp_proto::wire::ConnectionId;
 use keel_rudp_proto::ConnectionHandle;
 use keel_rudp_proto::SendError;
 

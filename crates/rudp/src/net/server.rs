@@ -16,7 +16,7 @@ use crate::net::handler::{Ctx, Handler};
 use crate::net::lane::LaneState;
 use crate::net::sender::{Job, Post};
 use crate::net::stop::{LaneFailure, StopReport, Stopping};
-use crate::wire::LONG_HEADER_BIT;
+use keel_rudp_proto::wire::LONG_HEADER_BIT;
 use keel_rudp_proto::Config;
 use keel_rudp_proto::ServerSecurity;
 use keel_rudp_proto::REPLAY_CACHE;

@@ -9,12 +9,12 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use keel_reactor::{Handle, IoModel, Runtime};
-use keel_rudp::wire::{Frame, Header, Writer};
 use keel_rudp::{
     ChannelConfig, ChannelKind, Client, ClientConfig, ClientSecurity, Config, ConnectionHandle,
     ConnectionId, Ctx, DisconnectReason, Handler, SendError, Sender, Server, ServerConfig,
     ServerSecurity,
 };
+use keel_rudp_proto::wire::{Frame, Header, Writer};
 
 /// The connect-token key of the token tests.
 pub const KEY: [u8; 32] = [0x5e; 32];
