@@ -44,7 +44,7 @@ configuration alike. Lists are comma separated; the matrix is their product.
 
   --bench PATH         keel-bench binary (default: target/release/keel-bench,
                        built with cargo if missing)
-  --output FILE        JSON lines to write (default: out/matrix-<UTC time>.jsonl);
+  --output FILE        JSON lines to write (default: out/matrix/runs.jsonl);
                        an existing non-empty FILE is refused unless --overwrite
   --overwrite          replace an existing --output FILE (its runs are lost)
   --payloads LIST      --payload values, bytes, 16..65507    (default: 1024)
@@ -261,7 +261,7 @@ fi
 [[ -f "$bench" && -x "$bench" ]] || die "--bench: $bench is not an executable file"
 
 if [[ -z "$output" ]]; then
-  output="out/matrix-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
+  output="out/matrix/runs.jsonl"
 fi
 # An earlier matrix's runs are kept unless asked: a long matrix is not
 # lost to a repeated command.

@@ -1,7 +1,20 @@
 #!/usr/bin/env bash
 # What CI runs (.ci/run calls this and nothing else): format, lints, tests, docs.
 # Installs what a fresh machine lacks for the tests, then fails on the first error.
+#
+#   scripts/test.sh        (no arguments; exit status 0 all passed, that of
+#                           the failed step otherwise, 2 bad arguments)
 set -euo pipefail
+case "${1:-}" in
+  -h | --help)
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+    exit 0
+    ;;
+esac
+if [[ $# -gt 0 ]]; then
+  echo "test.sh: unknown argument '$1' (it takes none; see --help)" >&2
+  exit 2
+fi
 cd "$(dirname "$0")/.."
 
 need_component() {

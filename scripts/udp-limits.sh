@@ -47,7 +47,7 @@ after, then keel-bench report (loss chart and table) and a summary that relates
 lost echoes to the burst (clients x window x payload) and to the server's
 receive buffer, measured by filling a socket of the same size.
 
-  --out DIR            where everything goes (default: out/udp-limits-<UTC time>);
+  --out DIR            where everything goes (default: out/udp-limits);
                        an earlier probe there is refused unless --overwrite
   --overwrite          replace an earlier probe's files in --out DIR
   --bench PATH         keel-bench binary (default: target/release/keel-bench,
@@ -181,7 +181,7 @@ fi
 [[ -f "$bench" && -x "$bench" ]] || die "--bench: $bench is not an executable file"
 
 if [[ -z "$out" ]]; then
-  out="out/udp-limits-$(date -u +%Y%m%dT%H%M%SZ)"
+  out="out/udp-limits"
 fi
 # An earlier probe is kept unless asked: its runs would mix with these.
 [[ ! -s "$out/runs.jsonl" || $overwrite -eq 1 ]] ||
