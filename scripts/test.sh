@@ -156,4 +156,9 @@ grep -q 'no_concurrent_runs_and_no_lost_work \.\.\. ok' target/loom/sched.log ||
 }
 echo "== cargo doc" >&2
 RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps
+echo "== cargo package: the library crates (keel-bench and keel-testkit are publish = false)" >&2
+# Under a second: the archives and their manifests, not a build of each
+# (add the verification by dropping --no-verify: cargo builds every crate
+# from its archive, path dependencies through a local registry, ~15 s).
+cargo package --workspace --exclude keel-bench --exclude keel-testkit --no-verify --offline --allow-dirty -q
 echo "test.sh: all green" >&2
