@@ -208,6 +208,9 @@ impair_specs() {
 # "case": CASE. A failed run still prints its line (ok: false); keep going.
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
+# Ctrl-C / kill: the runs so far stay in results.jsonl (the one in progress
+# is not recorded); `keel-bench report` reads them.
+trap 'echo "$PROG: interrupted; the runs so far are in $results" >&2; exit 130' INT TERM
 run() {
   local case=$1
   shift

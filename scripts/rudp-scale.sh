@@ -187,6 +187,9 @@ rm -f "$out/table.md"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
+# Ctrl-C / kill: the runs so far stay in results.jsonl (the one in progress
+# is not recorded); `keel-bench report` reads them.
+trap 'echo "$PROG: interrupted; the runs so far are in $results" >&2; exit 130' INT TERM
 for c in $conns; do
   for r in $rates; do
     for rep in $(seq 1 "$reps"); do
