@@ -20,10 +20,33 @@
 # loopback sockets through keel-udp's conditioner, whose jitter lets
 # datagrams overtake each other (the simulation's queues are FIFO); RTT is
 # measured in microseconds, not whole milliseconds.
+#
+# Prints the table on stdout (no files). KEEL_BENCH: the binary (default:
+# build and use target/release/keel-bench). Exit status 2 on bad arguments.
 set -euo pipefail
+die() {
+  echo "kcp-check.sh: $*" >&2
+  exit 2
+}
+case "${1:-}" in
+  -h | --help)
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+    exit 0
+    ;;
+esac
+[[ $# -le 2 ]] || die "at most two arguments, SECONDS and SEEDS (see --help)"
 cd "$(dirname "$0")/.."
 secs=${1:-20}
 seeds=${2:-1 2 3}
+[[ "$secs" =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] && awk -v v="$secs" 'BEGIN { exit !(v > 0 && v <= 3600) }' ||
+  die "SECONDS: expected a decimal number of seconds, 0 < s <= 3600, got \"$secs\""
+for seed in $seeds; do
+  [[ "$seed" =~ ^[0-9]+$ && ${#seed} -le 9 ]] || die "SEEDS: expected integers, got \"$seed\" in \"$seeds\""
+done
+[[ -n "${seeds// /}" ]] || die "SEEDS: empty"
+if [[ -n "${KEEL_BENCH:-}" && ! -x "$KEEL_BENCH" ]]; then
+  die "KEEL_BENCH: $KEEL_BENCH is not an executable file"
+fi
 if [ -z "${KEEL_BENCH:-}" ]; then
   cargo build --release -q -p keel-bench
   KEEL_BENCH=target/release/keel-bench

@@ -10,14 +10,35 @@
 # 300000: 5,000 connections at 60 Hz) the cores its datagrams need at
 # that floor: an echo moves every message twice, and each datagram is
 # sent once and received once. Environment: REPS, PAYLOAD (default 400),
-# BATCH (default 64). Exit 1 when the probe cannot be built or fails.
+# BATCH (default 64). Prints only (no files but the probe's binary,
+# target/loopback-floor). Exit 1 when the probe cannot be built or fails,
+# 2 on bad arguments or settings.
 set -euo pipefail
+die() {
+  echo "loopback-floor.sh: $*" >&2
+  exit 2
+}
+for arg in "$@"; do
+  case "$arg" in
+    -h | --help)
+      awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+      exit 0
+      ;;
+    *) [[ "$arg" =~ ^[0-9]+$ && ${#arg} -le 12 && "$arg" -ge 1 ]] ||
+      die "MESSAGES_PER_SECOND: expected integers >= 1, got \"$arg\" (see --help)" ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 
 reps=${REPS:-5}
 payload=${PAYLOAD:-400}
 batch=${BATCH:-64}
 rates=("${@:-300000}")
+[[ "$reps" =~ ^[0-9]+$ && ${#reps} -le 6 && "$reps" -ge 1 ]] || die "REPS: expected an integer >= 1, got \"$reps\""
+[[ "$payload" =~ ^[0-9]+$ && ${#payload} -le 6 && "$payload" -ge 1 && "$payload" -le 65507 ]] ||
+  die "PAYLOAD: expected an integer 1..65507, got \"$payload\""
+[[ "$batch" =~ ^[0-9]+$ && ${#batch} -le 6 && "$batch" -ge 1 && "$batch" -le 1024 ]] ||
+  die "BATCH: expected an integer 1..1024, got \"$batch\""
 mkdir -p target
 bin=target/loopback-floor
 if [ ! -x "$bin" ] || [ tools/loopback-floor.c -nt "$bin" ]; then

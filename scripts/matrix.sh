@@ -44,18 +44,18 @@ configuration alike. Lists are comma separated; the matrix is their product.
 
   --bench PATH         keel-bench binary (default: target/release/keel-bench,
                        built with cargo if missing)
-  --output FILE        JSON lines to write (default: out/matrix-<UTC time>.jsonl);
+  --output FILE        JSON lines to write (default: out/matrix/runs.jsonl);
                        an existing non-empty FILE is refused unless --overwrite
   --overwrite          replace an existing --output FILE (its runs are lost)
-  --payloads LIST      --payload values, bytes        (default: 1024)
-  --clients LIST       --clients values               (default: 16)
-  --windows LIST       --window values                (default: 1)
-  --io-models LIST     --io-model values              (default: shared)
-  --io-threads LIST    --io-threads values            (default: 1)
-  --server-lanes LIST  --server-lanes values          (default: 1)
-  --work-values LIST   --work values                  (default: 0)
-  --seconds S          measured phase of every run    (default: 1)
-  --warmup S           warm-up of every run           (default: 0.25)
+  --payloads LIST      --payload values, bytes, 16..65507    (default: 1024)
+  --clients LIST       --clients values, 1..1024             (default: 16)
+  --windows LIST       --window values, 1..1024              (default: 1)
+  --io-models LIST     --io-model values, shared or sharded  (default: shared)
+  --io-threads LIST    --io-threads values, 1..64            (default: 1)
+  --server-lanes LIST  --server-lanes values, 1..64          (default: 1)
+  --work-values LIST   --work values, 0..10000000            (default: 0)
+  --seconds S          measured phase of every run, 0 < S <= 3600 (default: 1)
+  --warmup S           warm-up of every run, 0 <= S <= 3600  (default: 0.25)
   --repetitions N      runs of each configuration     (default: 3)
   --keep-going         run the whole matrix even after a failed run
   --expect-limits      a limits probe (scripts/udp-limits.sh): a run that fails only
@@ -65,10 +65,12 @@ configuration alike. Lists are comma separated; the matrix is their product.
                        failure (their lines keep ok: false)
   -h, --help           this text
 
-Each run is validated: its stdout is one JSON object, ok is true, the exit
-status agrees, and the echoed settings match the request. One progress line
-per run goes to stderr: "[k/n] rep r configuration" as the run starts, then
-"-> ok round trips/s, p99" (or "-> FAILED: why") when it ends.
+Every value is checked against keel-bench's ranges before the first run (exit
+status 2 naming the option and what it accepts). Each run is validated: its
+stdout is one JSON object, ok is true, the exit status agrees, and the echoed
+settings match the request. One progress line per run goes to stderr:
+"[k/n] rep r configuration" as the run starts, then "-> ok round trips/s, p99"
+(or "-> FAILED: why") when it ends.
 
 Exit status: 0 all runs valid (or, with --expect-limits, failed as expected),
 1 a run failed, 2 bad options or missing tool.
@@ -156,7 +158,11 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-# --- values: syntax here, ranges are the benchmark's to judge ---------------
+# --- values: every item checked here, before any run -------------------------
+#
+# The ranges are keel-bench's own (its --help; bench-cli/src/flags/table.rs):
+# a value it would refuse fails here, with exit status 2, instead of at the
+# first run that uses it (after the runs before it).
 
 # split_list NAME VALUE PATTERN: sets the array NAME to the comma-separated
 # items of VALUE, each matching the extended regex PATTERN.
@@ -175,6 +181,16 @@ split_list() {
   [[ ${#into[@]} -gt 0 ]] || die "$flag: empty list"
 }
 
+# in_range FLAG LO HI ITEM...: every ITEM (an integer) within LO..HI.
+in_range() {
+  local flag="$1" lo="$2" hi="$3" item
+  shift 3
+  for item in "$@"; do
+    [[ ${#item} -le 9 ]] && ((10#$item >= lo && 10#$item <= hi)) ||
+      die "$flag: $item is out of range; accepted: integers $lo..$hi"
+  done
+}
+
 payload_list=() client_list=() window_list=() model_list=() thread_list=() lane_list=() work_list=()
 uint='^[0-9]+$'
 split_list payload_list --payloads "$payloads" "$uint"
@@ -184,9 +200,30 @@ split_list model_list --io-models "$io_models" '^[a-z]+$'
 split_list thread_list --io-threads "$io_threads" "$uint"
 split_list lane_list --server-lanes "$server_lanes" "$uint"
 split_list work_list --work-values "$work_values" "$uint"
+if [[ $expect_limits -eq 1 ]]; then
+  # A limits probe asks for payloads over the IPv4 limit (65507 B) on
+  # purpose: keel-bench refuses them, and that is the probe's result.
+  in_range --payloads 16 65535 "${payload_list[@]}"
+else
+  for p in "${payload_list[@]}"; do
+    [[ ${#p} -le 9 ]] && ((10#$p >= 16 && 10#$p <= 65507)) ||
+      die "--payloads: $p is out of range; accepted: integers 16..65507 (16-byte header to the IPv4 limit; --expect-limits takes up to 65535, refused as expected)"
+  done
+fi
+in_range --clients 1 1024 "${client_list[@]}"
+in_range --windows 1 1024 "${window_list[@]}"
+for m in "${model_list[@]}"; do
+  [[ "$m" == shared || "$m" == sharded ]] ||
+    die "--io-models: unknown IO model \"$m\"; accepted: shared, sharded"
+done
+in_range --io-threads 1 64 "${thread_list[@]}"
+in_range --server-lanes 1 64 "${lane_list[@]}"
+in_range --work-values 0 10000000 "${work_list[@]}"
 decimal='^([0-9]+\.?[0-9]*|\.[0-9]+)$'
-[[ "$seconds" =~ $decimal ]] || die "--seconds: expected a decimal number of seconds, got \"$seconds\""
-[[ "$warmup" =~ $decimal ]] || die "--warmup: expected a decimal number of seconds, got \"$warmup\""
+[[ "$seconds" =~ $decimal ]] && awk -v v="$seconds" 'BEGIN { exit !(v > 0 && v <= 3600) }' ||
+  die "--seconds: expected a decimal number of seconds, 0 < s <= 3600, got \"$seconds\""
+[[ "$warmup" =~ $decimal ]] && awk -v v="$warmup" 'BEGIN { exit !(v <= 3600) }' ||
+  die "--warmup: expected a decimal number of seconds, 0 <= s <= 3600, got \"$warmup\""
 [[ "$repetitions" =~ $uint && "$repetitions" -ge 1 ]] ||
   die "--repetitions: expected an integer >= 1, got \"$repetitions\""
 
@@ -224,7 +261,7 @@ fi
 [[ -f "$bench" && -x "$bench" ]] || die "--bench: $bench is not an executable file"
 
 if [[ -z "$output" ]]; then
-  output="out/matrix-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
+  output="out/matrix/runs.jsonl"
 fi
 # An earlier matrix's runs are kept unless asked: a long matrix is not
 # lost to a repeated command.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # keel-rudp against KCP fast under loss: the matrices of issue 13.
 #
-#   scripts/rudp-matrix.sh [OUT_DIR]
+#   scripts/rudp-matrix.sh [--out DIR] [--overwrite] [OUT_DIR]   (--help for more)
 #
 # Loss L on each direction (--impair on the clients' sends, --impair-server
 # on the server's), 25 ms delay and JITTER (default 3 ms) each way (a 50 ms
@@ -19,46 +19,217 @@
 #   mode (KCP_WINDOW packets, default 128); BULK_PROTOCOLS picks among
 #   "rudp rudp-bulk kcp".
 #
-# Writes OUT_DIR/results.jsonl (one keel-bench line per run), then runs
-# `keel-bench report` on it: OUT_DIR/report.md (its "Latency under loss"
-# and "Bulk transfers" tables: medians over the seeds that passed, failed
-# seeds listed) and charts (rudp-p99.svg, rudp-bulk.svg); report.md is
-# also printed on stdout. For the bulk case it then prints one more
-# Markdown table, over every run, failed ones included (a run that
+# Writes OUT_DIR/results.jsonl (one keel-bench line per run, with "case":
+# "latency" or "bulk" added, which files it in `keel-bench report`'s
+# "Latency under loss" or "Bulk transfers" table whatever its client
+# count), then runs `keel-bench report` on it: OUT_DIR/report.md (medians
+# over the seeds that passed, failed seeds listed) and charts
+# (rudp-p99.svg, rudp-bulk.svg); report.md is also printed on stdout. For
+# the bulk case it then prints one more Markdown table (also written to
+# OUT_DIR/bulk.md), over every run, failed ones included (a run that
 # completed nothing counts with a goodput of 0): loss, protocol, runs ok,
 # transfers, completion p50/p99/max ms, goodput MB/s, wire bytes per
-# payload byte. Environment: SECONDS_PER_RUN (default 10), BULK_SECONDS
-# (default 15), SEEDS (default "1 2 3"), CLIENTS (default 8), LOSSES
-# (default "0 1 5 10 20"), JITTER (default 3ms), KCP_WINDOW (default 128),
-# KEEL_BENCH (default: build and use target/release/keel-bench). About
+# payload byte. The settings are environment variables (see --help); all
+# of them are checked before anything runs or any file is touched. About
 # 5 min for tick and 10-15 min for bulk with the defaults.
+#
+# Exit status: 0 the matrix ran (failed runs are results: their lines say
+# ok: false and the report lists them); 1 keel-bench could not be built or
+# its report failed; 2 bad arguments or settings, or OUT_DIR holds an
+# earlier matrix (without --overwrite).
 set -euo pipefail
-cd "$(dirname "$0")/.."
 
-out=${1:-target/rudp-matrix}
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PROG="rudp-matrix.sh"
+
+usage() {
+  cat <<EOF
+Usage: scripts/rudp-matrix.sh [--out DIR] [--overwrite] [OUT_DIR]
+
+keel-rudp against KCP fast under 0-20 % loss each way, 25 ms delay each way:
+the game-tick case (CLIENTS clients at 60 Hz) and the bulk case (1 MiB
+transfers). Writes DIR/results.jsonl (one keel-bench line per run),
+DIR/report.md and charts (keel-bench report), DIR/bulk.md; prints report.md.
+
+  --out DIR, OUT_DIR   where the results go (default: out/rudp-matrix); an
+                       earlier matrix there (a non-empty results.jsonl) is
+                       refused unless --overwrite
+  --overwrite          replace an earlier matrix's results in DIR
+  -h, --help           this text
+
+Environment (lists are space or comma separated; checked before any run):
+  CASES            "tick bulk" (default) or either one
+  LOSSES           loss % each way, 0..100    (default: "0 1 5 10 20")
+  SEEDS            seeds, integers            (default: "1 2 3")
+  CLIENTS          tick clients, 1..10000     (default: 8)
+  SECONDS_PER_RUN  tick measured phase, s     (default: 10; 0 < s <= 3600)
+  BULK_SECONDS     bulk measured phase, s     (default: 15; 0 < s <= 3600)
+  JITTER           jitter each way, e.g. 3ms, 500us, 0 (default: 3ms; <= 25ms)
+  KCP_WINDOW       KCP windows, packets, 1..32768 (default: 128)
+  BULK_PROTOCOLS   among "rudp rudp-bulk kcp" (default: all three)
+  KEEL_BENCH       keel-bench binary (default: build target/release/keel-bench)
+
+About 5 min for tick and 10-15 min for bulk with the defaults.
+
+Exit status: 0 the matrix ran (failed runs are results, listed in the report);
+1 keel-bench could not be built or its report failed; 2 bad arguments or
+settings, or an earlier matrix in DIR without --overwrite.
+EOF
+}
+
+die() {
+  echo "$PROG: $*" >&2
+  exit 2
+}
+
+# --- arguments ----------------------------------------------------------------
+
+out=""
+overwrite=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    --overwrite) overwrite=1 ;;
+    --overwrite=*) die "--overwrite takes no value" ;;
+    --out)
+      [[ $# -ge 2 && -n "$2" && "$2" != -* ]] || die "--out: missing value (a directory; see --help)"
+      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"$2\")"
+      out="$2"
+      shift
+      ;;
+    --out=*)
+      [[ -n "${1#--out=}" ]] || die "--out: empty value (a directory; see --help)"
+      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"${1#--out=}\")"
+      out="${1#--out=}"
+      ;;
+    -*) die "unknown option $1 (see --help)" ;;
+    *)
+      [[ -z "$out" ]] || die "one output directory only: \"$out\" and \"$1\" (see --help)"
+      out="$1"
+      ;;
+  esac
+  shift
+done
+out=${out:-out/rudp-matrix}
+
+# --- settings: every value checked before anything runs ---------------------
+
+# list VAR DEFAULT: the words of $VAR (commas count as spaces), or DEFAULT.
+list() {
+  local v="${!1-}"
+  [[ -n "${v// /}" ]] || v="$2"
+  echo "${v//,/ }"
+}
+decimal='^([0-9]+\.?[0-9]*|\.[0-9]+)$'
+uint='^[0-9]+$'
+# seconds_ok NAME VALUE: VALUE a decimal with 0 < VALUE <= 3600 (keel-bench's
+# --seconds).
+seconds_ok() {
+  [[ "$2" =~ $decimal ]] && awk -v v="$2" 'BEGIN { exit !(v > 0 && v <= 3600) }' ||
+    die "$1: expected seconds, a decimal with 0 < s <= 3600, got \"$2\""
+}
+# uint_ok NAME VALUE LO HI: VALUE an integer with LO <= VALUE <= HI.
+uint_ok() {
+  [[ "$2" =~ $uint ]] && [[ ${#2} -le 9 ]] && (("10#$2" >= $3 && "10#$2" <= $4)) ||
+    die "$1: expected an integer $3..$4, got \"$2\""
+}
+
 secs=${SECONDS_PER_RUN:-10}
 bulk_secs=${BULK_SECONDS:-15}
-seeds=${SEEDS:-1 2 3}
+seeds=$(list SEEDS "1 2 3")
 clients=${CLIENTS:-8}
-losses=${LOSSES:-0 1 5 10 20}
-cases=${CASES:-tick bulk}
+losses=$(list LOSSES "0 1 5 10 20")
+cases=$(list CASES "tick bulk")
 jitter=${JITTER:-3ms}
 kcp_window=${KCP_WINDOW:-128}
-bulk_protocols=${BULK_PROTOCOLS:-rudp rudp-bulk kcp}
-if [ -z "${KEEL_BENCH:-}" ]; then
-  cargo build --release -q -p keel-bench
-  KEEL_BENCH=target/release/keel-bench
+bulk_protocols=$(list BULK_PROTOCOLS "rudp rudp-bulk kcp")
+
+seconds_ok SECONDS_PER_RUN "$secs"
+seconds_ok BULK_SECONDS "$bulk_secs"
+for s in $seeds; do
+  uint_ok SEEDS "$s" 0 999999
+done
+uint_ok CLIENTS "$clients" 1 10000
+for l in $losses; do
+  [[ "$l" =~ $decimal ]] && awk -v v="$l" 'BEGIN { exit !(v <= 100) }' ||
+    die "LOSSES: expected loss percentages, decimals 0..100, got \"$l\" in \"$losses\""
+done
+for c in $cases; do
+  [[ "$c" == tick || "$c" == bulk ]] || die "CASES: unknown case \"$c\" (accepted: tick, bulk)"
+done
+[[ "$jitter" =~ ^(0|([0-9]+\.?[0-9]*|\.[0-9]+)(us|ms|s))$ ]] &&
+  awk -v v="$jitter" 'BEGIN { n = v + 0; u = substr(v, length(v) - 1);
+    s = (u == "us") ? n / 1e6 : (u == "ms") ? n / 1e3 : n; exit !(s <= 0.025) }' ||
+  die "JITTER: expected a duration up to the 25 ms delay (0, 500us, 3ms, 0.02s), got \"$jitter\""
+uint_ok KCP_WINDOW "$kcp_window" 1 32768
+for p in $bulk_protocols; do
+  case $p in
+    rudp | rudp-bulk | kcp) ;;
+    *) die "BULK_PROTOCOLS: unknown protocol \"$p\" (accepted: rudp, rudp-bulk, kcp)" ;;
+  esac
+done
+if [[ -n "${KEEL_BENCH:-}" ]]; then
+  [[ -f "$KEEL_BENCH" && -x "$KEEL_BENCH" ]] || die "KEEL_BENCH: $KEEL_BENCH is not an executable file"
 fi
-mkdir -p "$out"
+command -v python3 >/dev/null 2>&1 || die "needs python3 for the bulk table (Debian: apt-get install python3)"
+
 results="$out/results.jsonl"
-: >"$results"
+# An earlier matrix is kept unless asked: a long matrix is not lost to a
+# repeated command.
+[[ ! -s "$results" || $overwrite -eq 1 ]] ||
+  die "$results exists and is not empty (an earlier matrix); pass --overwrite to replace it, or choose another directory"
+
+# --- the runs -------------------------------------------------------------------
+
+if [[ -z "${KEEL_BENCH:-}" ]]; then
+  (cd "$ROOT" && cargo build --release -q -p keel-bench) || {
+    echo "$PROG: building keel-bench failed" >&2
+    exit 1
+  }
+  KEEL_BENCH="$ROOT/target/release/keel-bench"
+fi
+mkdir -p "$out" || die "--out: cannot create $out"
+: >"$results" || die "--out: cannot write $results"
+rm -f "$out/bulk.md"
 
 # impair_specs LOSS SEED: the clients' and the server's conditioner specs.
 impair_specs() {
   local p
-  p=$(awk "BEGIN { printf \"%.2f\", $1 / 100 }")
+  # The fraction with no more digits than it needs (0.5 % is 0.005).
+  p=$(awk -v l="$1" 'BEGIN { s = sprintf("%.6f", l / 100); sub(/0+$/, "", s); sub(/\.$/, ".0", s); print s }')
   c="loss=$p,delay=25ms,jitter=$jitter,seed=$2"
   s="loss=$p,delay=25ms,jitter=$jitter,seed=$(($2 + 1000))"
+}
+
+# run CASE ARGS...: one keel-bench run, its line appended to results with
+# "case": CASE. A failed run still prints its line (ok: false); keep going.
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+# Ctrl-C / kill: the runs so far stay in results.jsonl (the one in progress
+# is not recorded); `keel-bench report` reads them.
+trap 'echo "$PROG: interrupted; the runs so far are in $results" >&2; exit 130' INT TERM
+run() {
+  local case=$1
+  shift
+  "$KEEL_BENCH" "$@" --format json >"$tmp/line" || true
+  python3 -S - "$tmp/line" "$case" >>"$results" <<'PY'
+import json, sys
+path, case = sys.argv[1:]
+for line in open(path, encoding="utf-8", errors="replace"):
+    if not line.strip():
+        continue
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict):
+        obj["case"] = case
+        line = json.dumps(obj)
+    print(line.rstrip("\n"))
+PY
 }
 
 for case in $cases; do
@@ -68,11 +239,9 @@ for case in $cases; do
         for proto in rudp kcp; do
           for seed in $seeds; do
             impair_specs "$loss" "$seed"
-            echo "rudp-matrix: tick $proto loss=$loss% seed=$seed" >&2
-            # A failed run still prints its line (ok: false); keep going.
-            "$KEEL_BENCH" --protocol "$proto" --rate 60 --payload 400 --clients "$clients" \
-              --seconds "$secs" --warmup 1 --impair "$c" --impair-server "$s" \
-              --format json >>"$results" || true
+            echo "$PROG: tick $proto loss=$loss% seed=$seed" >&2
+            run latency --protocol "$proto" --rate 60 --payload 400 --clients "$clients" \
+              --seconds "$secs" --warmup 1 --impair "$c" --impair-server "$s"
           done
         done
       done
@@ -84,34 +253,38 @@ for case in $cases; do
             rudp) args=(--protocol rudp) ;;
             rudp-bulk) args=(--protocol rudp --bulk-channel) ;;
             kcp) args=(--protocol kcp --kcp-window "$kcp_window") ;;
-            *) echo "rudp-matrix: unknown bulk protocol $proto (rudp, rudp-bulk, kcp)" >&2; exit 2 ;;
           esac
           for seed in $seeds; do
             impair_specs "$loss" "$seed"
-            echo "rudp-matrix: bulk $proto loss=$loss% seed=$seed" >&2
-            "$KEEL_BENCH" "${args[@]}" --transfer 1048576 --clients 1 \
-              --seconds "$bulk_secs" --warmup 0 --impair "$c" --impair-server "$s" \
-              --format json >>"$results" || true
+            echo "$PROG: bulk $proto loss=$loss% seed=$seed" >&2
+            run bulk "${args[@]}" --transfer 1048576 --clients 1 \
+              --seconds "$bulk_secs" --warmup 0 --impair "$c" --impair-server "$s"
           done
         done
       done
-      ;;
-    *)
-      echo "rudp-matrix: unknown case $case (CASES takes tick and bulk)" >&2
-      exit 2
       ;;
   esac
 done
 
 # The tables and charts: keel-bench report groups the runs by loss and
 # protocol (seeds are the repetitions).
-"$KEEL_BENCH" report "$results" --out "$out"
+"$KEEL_BENCH" report "$results" --out "$out" || {
+  echo "$PROG: keel-bench report failed; the runs are in $results" >&2
+  exit 1
+}
 cat "$out/report.md"
 
 # The bulk table over every run, failed ones included.
-python3 - "$results" "$losses" <<'PY'
+python3 - "$results" "$losses" >"$out/bulk.md" <<'PY'
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = []
+for l in open(sys.argv[1]):
+    try:
+        r = json.loads(l)
+    except ValueError:
+        continue
+    if isinstance(r, dict):
+        rows.append(r)
 losses = sys.argv[2].split()
 def med(xs):
     xs = [x for x in xs if x is not None]
@@ -121,7 +294,7 @@ def ms(x):
 def loss_of(r):
     return float(r["impair"].split("loss=")[1].split(",")[0]) if r.get("impair") else 0.0
 def name(r):
-    if r["protocol"] == "kcp":
+    if r.get("protocol") == "kcp":
         return f"KCP {r.get('kcp_mode')} stream, window {r.get('kcp_window')}"
     n = f"keel-rudp {r.get('channel')}"
     return n + (" bulk channel" if r.get("bulk_channel") else "")
@@ -136,17 +309,23 @@ if bulk:
     # Completion times and goodput of every run (ok or not: a failed run's
     # completed transfers still happened), medians over the seeds; "runs
     # ok" says how many runs passed, and "transfers" sums them.
-    print()
     print("Bulk, every run (failed ones included):")
     print()
     print("| loss each way | protocol | runs ok | transfers | completion p50 ms | p99 ms | max ms | goodput MB/s | wire bytes / payload byte |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for (loss, n), rs in cells.items():
-        ok = sum(1 for r in rs if r["ok"])
-        wire = med([r.get("wire_bytes_per_payload_byte") for r in rs if r["ok"]])
+        ok = sum(1 for r in rs if r.get("ok"))
+        wire = med([r.get("wire_bytes_per_payload_byte") for r in rs if r.get("ok")])
         good = med([r.get("goodput_bytes_per_second") or 0.0 for r in rs])
-        print(f"| {loss} % | {n} | {ok}/{len(rs)} | {sum(r['messages'] for r in rs)} | "
-              f"{ms(med([r['rtt_p50_us'] for r in rs]))} | {ms(med([r['rtt_p99_us'] for r in rs]))} | "
-              f"{ms(med([r['rtt_max_us'] for r in rs]))} | {good / 1e6:.2f} | "
+        print(f"| {loss} % | {n} | {ok}/{len(rs)} | {sum(r.get('messages') or 0 for r in rs)} | "
+              f"{ms(med([r.get('rtt_p50_us') for r in rs]))} | {ms(med([r.get('rtt_p99_us') for r in rs]))} | "
+              f"{ms(med([r.get('rtt_max_us') for r in rs]))} | {good / 1e6:.2f} | "
               f"{'-' if wire is None else f'{wire:.3f}'} |")
 PY
+if [[ -s "$out/bulk.md" ]]; then
+  echo
+  cat "$out/bulk.md"
+else
+  rm -f "$out/bulk.md"
+fi
+echo "$PROG: results in $results, report in $out/report.md" >&2

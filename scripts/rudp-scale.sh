@@ -3,84 +3,252 @@
 # server's CPU per message and the memory per connection, keel-rudp against
 # plain keel-udp (the baseline) and KCP fast.
 #
-#   scripts/rudp-scale.sh [OUT_DIR]
+#   scripts/rudp-scale.sh [--out DIR] [--overwrite] [OUT_DIR]   (--help for more)
 #
 # Every cell: CONNS clients (one socket and connection each) each sending
 # a PAYLOAD-byte message RATE times a second (open loop, --rate; the
 # clients' sends spread over the period), echoed back (keel-rudp:
 # reliable-ordered; KCP: its one mode; udp: plain datagrams), no loss.
 # The server runs on one thread of its own, the clients on another; the
-# line's server_cpu_us_per_message is the server thread's CPU time over
-# the messages it received in the measured phase, and its
-# server_datagrams_per_message the datagrams the server received per
-# message (1 for plain UDP; acknowledgements travelling alone add to it).
-# "rudp-tick" is keel-rudp with the clients' max_ack_delay just above the
-# tick (--ack-delay 1000/RATE + 1 ms), so a client's acknowledgement of an
-# echo rides on its next message (docs/rudp-guide.md). Repetitions run the
-# protocols alternately (udp, rudp, kcp, udp, ...) so drift on a shared
-# machine touches them alike. Writes OUT_DIR/results.jsonl (one keel-bench
-# line per run) and prints a Markdown table of medians.
+# line's server_cpu_us_per_message is the server thread's CPU time (its
+# scheduler run time, ns) over the messages it received in the measured
+# phase, and its server_datagrams_per_message the datagrams the server
+# received per message (1 for plain UDP; acknowledgements travelling alone
+# add to it). "rudp-tick" is keel-rudp with the clients' max_ack_delay
+# just above the tick (--ack-delay 1000/RATE + 1 ms), so a client's
+# acknowledgement of an echo rides on its next message
+# (docs/rudp-guide.md). Repetitions run the protocols alternately (udp,
+# rudp, kcp, udp, ...) so drift on a shared machine touches them alike.
 #
-# Environment: CONNS (default "1000 5000"), RATES (default "20 60"),
-# PROTOCOLS (default "udp rudp rudp-tick kcp"), REPS (default 3), PAYLOAD (default
-# 400), SECONDS_PER_RUN (default 10), KEEL_BENCH (default: build and use
-# target/release/keel-bench).
+# Writes OUT_DIR/results.jsonl (one keel-bench line per run, with "case":
+# "scale" added, which files it in `keel-bench report`'s "Scale" table
+# whatever CONNS is), OUT_DIR/report.md and rudp-scale.svg (`keel-bench
+# report`), and OUT_DIR/table.md, a Markdown table of medians (with
+# "vs udp", the server CPU per message over plain keel-udp's in the same
+# cell), printed on stdout. The settings are environment variables (see
+# --help); all of them are checked before anything runs or any file is
+# touched.
+#
+# Exit status: 0 the runs ran (failed runs are results: ok: false in their
+# lines, "runs ok" in the table); 1 keel-bench could not be built or its
+# report failed, or too few open files for CONNS; 2 bad arguments or
+# settings, or OUT_DIR holds earlier results (without --overwrite).
 set -euo pipefail
-cd "$(dirname "$0")/.."
 
-out=${1:-target/rudp-scale}
-conns=${CONNS:-1000 5000}
-rates=${RATES:-20 60}
-protocols=${PROTOCOLS:-udp rudp rudp-tick kcp}
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PROG="rudp-scale.sh"
+
+usage() {
+  cat <<EOF
+Usage: scripts/rudp-scale.sh [--out DIR] [--overwrite] [OUT_DIR]
+
+Thousands of connections at a game tick, no loss: the server's CPU per message
+and the memory per connection of plain keel-udp (the baseline), keel-rudp and
+KCP fast. Writes DIR/results.jsonl (one keel-bench line per run), DIR/report.md
+and DIR/rudp-scale.svg (keel-bench report), DIR/table.md (medians, printed).
+
+  --out DIR, OUT_DIR   where the results go (default: out/rudp-scale); earlier
+                       results there (a non-empty results.jsonl) are refused
+                       unless --overwrite
+  --overwrite          replace earlier results in DIR
+  -h, --help           this text
+
+Environment (lists are space or comma separated; checked before any run):
+  CONNS            connections per cell, 1..10000   (default: "1000 5000")
+  RATES            messages per second per client, 1..10000 (default: "20 60")
+  PROTOCOLS        among "udp rudp rudp-tick kcp"    (default: all four)
+  REPS             repetitions, >= 1                 (default: 3)
+  PAYLOAD          bytes per message, 16..65507      (default: 400)
+  SECONDS_PER_RUN  measured phase, s, 0 < s <= 3600  (default: 10)
+  WARMUP           warm-up, s, 0 <= s <= 3600        (default: 2)
+  KEEL_BENCH       keel-bench binary (default: build target/release/keel-bench)
+
+Exit status: 0 the runs ran (failed runs are results, counted in "runs ok");
+1 keel-bench could not be built or its report failed, or too few open files;
+2 bad arguments or settings, or earlier results in DIR without --overwrite.
+EOF
+}
+
+die() {
+  echo "$PROG: $*" >&2
+  exit 2
+}
+
+# --- arguments ----------------------------------------------------------------
+
+out=""
+overwrite=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    --overwrite) overwrite=1 ;;
+    --overwrite=*) die "--overwrite takes no value" ;;
+    --out)
+      [[ $# -ge 2 && -n "$2" && "$2" != -* ]] || die "--out: missing value (a directory; see --help)"
+      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"$2\")"
+      out="$2"
+      shift
+      ;;
+    --out=*)
+      [[ -n "${1#--out=}" ]] || die "--out: empty value (a directory; see --help)"
+      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"${1#--out=}\")"
+      out="${1#--out=}"
+      ;;
+    -*) die "unknown option $1 (see --help)" ;;
+    *)
+      [[ -z "$out" ]] || die "one output directory only: \"$out\" and \"$1\" (see --help)"
+      out="$1"
+      ;;
+  esac
+  shift
+done
+out=${out:-out/rudp-scale}
+
+# --- settings: every value checked before anything runs ---------------------
+
+# list VAR DEFAULT: the words of $VAR (commas count as spaces), or DEFAULT.
+list() {
+  local v="${!1-}"
+  [[ -n "${v// /}" ]] || v="$2"
+  echo "${v//,/ }"
+}
+decimal='^([0-9]+\.?[0-9]*|\.[0-9]+)$'
+uint='^[0-9]+$'
+# uint_ok NAME VALUE LO HI: VALUE an integer with LO <= VALUE <= HI.
+uint_ok() {
+  [[ "$2" =~ $uint ]] && [[ ${#2} -le 9 ]] && (("10#$2" >= $3 && "10#$2" <= $4)) ||
+    die "$1: expected an integer $3..$4, got \"$2\""
+}
+
+conns=$(list CONNS "1000 5000")
+rates=$(list RATES "20 60")
+protocols=$(list PROTOCOLS "udp rudp rudp-tick kcp")
 reps=${REPS:-3}
 payload=${PAYLOAD:-400}
 secs=${SECONDS_PER_RUN:-10}
-if [ -z "${KEEL_BENCH:-}" ]; then
-  cargo build --release -q -p keel-bench
-  KEEL_BENCH=target/release/keel-bench
+warmup=${WARMUP:-2}
+
+for c in $conns; do
+  uint_ok CONNS "$c" 1 10000
+done
+for r in $rates; do
+  uint_ok RATES "$r" 1 10000
+done
+for p in $protocols; do
+  case $p in
+    udp | rudp | rudp-tick | kcp) ;;
+    *) die "PROTOCOLS: unknown protocol \"$p\" (accepted: udp, rudp, rudp-tick, kcp)" ;;
+  esac
+done
+uint_ok REPS "$reps" 1 1000
+uint_ok PAYLOAD "$payload" 16 65507
+[[ "$secs" =~ $decimal ]] && awk -v v="$secs" 'BEGIN { exit !(v > 0 && v <= 3600) }' ||
+  die "SECONDS_PER_RUN: expected seconds, a decimal with 0 < s <= 3600, got \"$secs\""
+[[ "$warmup" =~ $decimal ]] && awk -v v="$warmup" 'BEGIN { exit !(v <= 3600) }' ||
+  die "WARMUP: expected seconds, a decimal with 0 <= s <= 3600, got \"$warmup\""
+if [[ -n "${KEEL_BENCH:-}" ]]; then
+  [[ -f "$KEEL_BENCH" && -x "$KEEL_BENCH" ]] || die "KEEL_BENCH: $KEEL_BENCH is not an executable file"
 fi
+command -v python3 >/dev/null 2>&1 || die "needs python3 for the table (Debian: apt-get install python3)"
+
+results="$out/results.jsonl"
+# Earlier results are kept unless asked: a long run is not lost to a
+# repeated command.
+[[ ! -s "$results" || $overwrite -eq 1 ]] ||
+  die "$results exists and is not empty (earlier results); pass --overwrite to replace them, or choose another directory"
+
 # One socket per client, plus the runtime's own descriptors.
 need=0
-for c in $conns; do [ "$c" -gt "$need" ] && need=$c; done
+for c in $conns; do
+  if ((10#$c > need)); then need=$((10#$c)); fi
+done
 if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $((need + 256)) ]; then
   ulimit -n $((need + 256)) 2>/dev/null || {
-    echo "rudp-scale: need $((need + 256)) open files for $need clients; ulimit -n is $(ulimit -n)" >&2
+    echo "$PROG: need $((need + 256)) open files for $need clients; ulimit -n is $(ulimit -n) (raise it, or lower CONNS)" >&2
     exit 1
   }
 fi
-mkdir -p "$out"
-results="$out/results.jsonl"
-: >"$results"
 
+# --- the runs -------------------------------------------------------------------
+
+if [[ -z "${KEEL_BENCH:-}" ]]; then
+  (cd "$ROOT" && cargo build --release -q -p keel-bench) || {
+    echo "$PROG: building keel-bench failed" >&2
+    exit 1
+  }
+  KEEL_BENCH="$ROOT/target/release/keel-bench"
+fi
+mkdir -p "$out" || die "--out: cannot create $out"
+: >"$results" || die "--out: cannot write $results"
+rm -f "$out/table.md"
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+# Ctrl-C / kill: the runs so far stay in results.jsonl (the one in progress
+# is not recorded); `keel-bench report` reads them.
+trap 'echo "$PROG: interrupted; the runs so far are in $results" >&2; exit 130' INT TERM
 for c in $conns; do
   for r in $rates; do
     for rep in $(seq 1 "$reps"); do
       for proto in $protocols; do
-        echo "rudp-scale: $proto $c connections at $r Hz, repetition $rep" >&2
+        echo "$PROG: $proto $c connections at $r Hz, repetition $rep" >&2
         extra=()
         if [ "$proto" = rudp-tick ]; then
           extra=(--ack-delay $((1000 / r + 1)))
         fi
         # A failed run still prints its line (ok: false); keep going.
         "$KEEL_BENCH" --protocol "${proto%-tick}" ${extra[@]+"${extra[@]}"} --rate "$r" --payload "$payload" \
-          --clients "$c" --seconds "$secs" --warmup 2 --format json >>"$results" || true
+          --clients "$c" --seconds "$secs" --warmup "$warmup" --format json >"$tmp/line" || true
+        # "case": "scale" files the line in the report's scale table.
+        python3 -S - "$tmp/line" >>"$results" <<'PY'
+import json, sys
+for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
+    if not line.strip():
+        continue
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict):
+        obj["case"] = "scale"
+        line = json.dumps(obj)
+    print(line.rstrip("\n"))
+PY
       done
     done
   done
 done
 
-python3 - "$results" <<'PY'
+"$KEEL_BENCH" report "$results" --out "$out" >&2 || {
+  echo "$PROG: keel-bench report failed; the runs are in $results" >&2
+  exit 1
+}
+
+python3 - "$results" >"$out/table.md" <<'PY'
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = []
+for l in open(sys.argv[1]):
+    try:
+        r = json.loads(l)
+    except ValueError:
+        continue
+    if isinstance(r, dict) and r.get("clients") is not None and r.get("rate_hz") is not None:
+        rows.append(r)
 def med(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
 def fmt(x, spec):
     return "-" if x is None else format(x, spec)
 def kind(r):
-    if r["protocol"] == "rudp" and r.get("ack_delay_ms", 5) != 5:
+    # A rudp line without ack_delay_ms ran at keel-rudp's default (5 ms).
+    if r.get("protocol") == "rudp" and (r.get("ack_delay_ms") or 5) != 5:
         return "rudp-tick"
-    return r["protocol"]
+    return r.get("protocol")
+def ms(x):
+    return None if x is None else x / 1000
 names = {"udp": "keel-udp (plain)", "rudp": "keel-rudp reliable-ordered",
          "rudp-tick": "keel-rudp, ack delay above the tick", "kcp": "KCP fast"}
 print("| connections | rate Hz | protocol | runs ok | messages/s | server CPU µs/message | "
@@ -88,15 +256,16 @@ print("| connections | rate Hz | protocol | runs ok | messages/s | server CPU µ
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 cells = sorted({(r["clients"], r["rate_hz"]) for r in rows})
 for c, hz in cells:
-    base = None
+    cell = [r for r in rows if r["clients"] == c and r["rate_hz"] == hz]
+    # The baseline: plain keel-udp's median in the same cell (whatever the
+    # order of PROTOCOLS); "-" when the cell has no udp run with a figure.
+    base = med([r.get("server_cpu_us_per_message") for r in cell if kind(r) == "udp"])
     for proto in ["udp", "rudp", "rudp-tick", "kcp"]:
-        rs = [r for r in rows if kind(r) == proto and r["clients"] == c and r["rate_hz"] == hz]
+        rs = [r for r in cell if kind(r) == proto]
         if not rs:
             continue
-        ok = sum(1 for r in rs if r["ok"])
+        ok = sum(1 for r in rs if r.get("ok"))
         cpu = med([r.get("server_cpu_us_per_message") for r in rs])
-        if proto == "udp":
-            base = cpu
         ratio = None if (cpu is None or not base) else cpu / base
         rss = med([r.get("rss_bytes_per_connection") for r in rs])
         print(f"| {c} | {hz} | {names[proto]} | {ok}/{len(rs)} | "
@@ -106,6 +275,8 @@ for c, hz in cells:
               f"{fmt(med([r.get('server_cpu_percent') for r in rs]), '.0f')} | "
               f"{fmt(None if rss is None else rss / 1024, '.1f')} | "
               f"{fmt(med([r.get('udp_lost_messages') for r in rs]), '.0f')} | "
-              f"{fmt(med([r.get('rtt_p50_us') for r in rs]) and med([r.get('rtt_p50_us') for r in rs]) / 1000, '.1f')} | "
-              f"{fmt(med([r.get('rtt_p99_us') for r in rs]) and med([r.get('rtt_p99_us') for r in rs]) / 1000, '.1f')} |")
+              f"{fmt(ms(med([r.get('rtt_p50_us') for r in rs])), '.1f')} | "
+              f"{fmt(ms(med([r.get('rtt_p99_us') for r in rs])), '.1f')} |")
 PY
+cat "$out/table.md"
+echo "$PROG: results in $results, table in $out/table.md, report in $out/report.md" >&2

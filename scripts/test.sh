@@ -1,7 +1,20 @@
 #!/usr/bin/env bash
 # What CI runs (.ci/run calls this and nothing else): format, lints, tests, docs.
 # Installs what a fresh machine lacks for the tests, then fails on the first error.
+#
+#   scripts/test.sh        (no arguments; exit status 0 all passed, that of
+#                           the failed step otherwise, 2 bad arguments)
 set -euo pipefail
+case "${1:-}" in
+  -h | --help)
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+    exit 0
+    ;;
+esac
+if [[ $# -gt 0 ]]; then
+  echo "test.sh: unknown argument '$1' (it takes none; see --help)" >&2
+  exit 2
+fi
 cd "$(dirname "$0")/.."
 
 need_component() {
@@ -155,4 +168,9 @@ grep -q 'no_concurrent_runs_and_no_lost_work \.\.\. ok' target/loom/sched.log ||
 }
 echo "== cargo doc" >&2
 RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps
+echo "== cargo package: the library crates (keel-bench and keel-testkit are publish = false)" >&2
+# Under a second: the archives and their manifests, not a build of each
+# (add the verification by dropping --no-verify: cargo builds every crate
+# from its archive, path dependencies through a local registry, ~15 s).
+cargo package --workspace --exclude keel-bench --exclude keel-testkit --no-verify --offline --allow-dirty -q
 echo "test.sh: all green" >&2

@@ -47,7 +47,7 @@ after, then keel-bench report (loss chart and table) and a summary that relates
 lost echoes to the burst (clients x window x payload) and to the server's
 receive buffer, measured by filling a socket of the same size.
 
-  --out DIR            where everything goes (default: out/udp-limits-<UTC time>);
+  --out DIR            where everything goes (default: out/udp-limits);
                        an earlier probe there is refused unless --overwrite
   --overwrite          replace an earlier probe's files in --out DIR
   --bench PATH         keel-bench binary (default: target/release/keel-bench,
@@ -137,8 +137,9 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-# Syntax only; ranges are keel-bench's to judge (a rejected value shows up as
-# a failed run with keel-bench's message).
+# Every value checked here, before --out is touched, against keel-bench's
+# ranges (scripts/matrix.sh checks them again), except payloads over the IPv4
+# limit: those keel-bench refuses, and the probe reports "refused as expected".
 list='^[0-9]+(,[0-9]+)*$'
 uint='^[0-9]+$'
 decimal='^([0-9]+\.?[0-9]*|\.[0-9]+)$'
@@ -146,9 +147,20 @@ payloads="${payloads// /}"
 windows="${windows// /}"
 [[ "$payloads" =~ $list ]] || die "--payloads: expected comma-separated integers, got \"$payloads\""
 [[ "$windows" =~ $list ]] || die "--windows: expected comma-separated integers, got \"$windows\""
-[[ "$clients" =~ $uint && "$clients" -ge 1 ]] || die "--clients: expected an integer >= 1, got \"$clients\""
-[[ "$seconds" =~ $decimal ]] || die "--seconds: expected a decimal number of seconds, got \"$seconds\""
-[[ "$warmup" =~ $decimal ]] || die "--warmup: expected a decimal number of seconds, got \"$warmup\""
+for p in ${payloads//,/ }; do
+  [[ ${#p} -le 9 ]] && ((10#$p >= 16 && 10#$p <= 65535)) ||
+    die "--payloads: $p is out of range; accepted: integers 16..65535 (over 65507 are refused as expected)"
+done
+for w in ${windows//,/ }; do
+  [[ ${#w} -le 9 ]] && ((10#$w >= 1 && 10#$w <= 1024)) ||
+    die "--windows: $w is out of range; accepted: integers 1..1024"
+done
+[[ "$clients" =~ $uint && ${#clients} -le 9 ]] && ((10#$clients >= 1 && 10#$clients <= 1024)) ||
+  die "--clients: expected an integer 1..1024, got \"$clients\""
+[[ "$seconds" =~ $decimal ]] && awk -v v="$seconds" 'BEGIN { exit !(v > 0 && v <= 3600) }' ||
+  die "--seconds: expected a decimal number of seconds, 0 < s <= 3600, got \"$seconds\""
+[[ "$warmup" =~ $decimal ]] && awk -v v="$warmup" 'BEGIN { exit !(v <= 3600) }' ||
+  die "--warmup: expected a decimal number of seconds, 0 <= s <= 3600, got \"$warmup\""
 [[ "$repetitions" =~ $uint && "$repetitions" -ge 1 ]] ||
   die "--repetitions: expected an integer >= 1, got \"$repetitions\""
 
@@ -169,7 +181,7 @@ fi
 [[ -f "$bench" && -x "$bench" ]] || die "--bench: $bench is not an executable file"
 
 if [[ -z "$out" ]]; then
-  out="out/udp-limits-$(date -u +%Y%m%dT%H%M%SZ)"
+  out="out/udp-limits"
 fi
 # An earlier probe is kept unless asked: its runs would mix with these.
 [[ ! -s "$out/runs.jsonl" || $overwrite -eq 1 ]] ||

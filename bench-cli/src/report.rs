@@ -64,13 +64,16 @@
 //! run's own percentile, never pooled); a failed seed is left out of the
 //! numbers, counted in *runs ok* (`2/3`) and listed with its errors; a
 //! configuration none of whose seeds passed keeps its row, with no
-//! numbers. Each configuration is in one `Case`:
+//! numbers. Each configuration is in one `Case`: the one its lines' `case`
+//! field names (`latency`, `bulk` or `scale`, added by
+//! `scripts/rudp-matrix.sh` and `scripts/rudp-scale.sh`, so a scale run
+//! of 10 connections is still a scale run), else:
 //!
 //! * bulk: `transfer_bytes` is set (1 MiB transfers; the `rtt_*` fields
 //!   are per-transfer completion times, `goodput_bytes_per_second` the
 //!   goodput);
 //! * scale: `protocol` `udp` (the baseline), or at least
-//!   `rudp::SCALE_MIN_CLIENTS` clients (1,000 and 5,000 connections at 20
+//!   `rudp_key::SCALE_MIN_CLIENTS` (100) clients (1,000 and 5,000 connections at 20
 //!   to 60 Hz; `server_cpu_us_per_message`, `rss_bytes_per_connection`);
 //! * latency: the rest (the game-tick matrix: 400-byte messages at 60 Hz
 //!   under loss).

@@ -239,6 +239,51 @@ fn usage_errors_exit_2_with_a_clear_message() {
             vec!["--bench", s(&bench), "--repetitions", "0"],
             "--repetitions: expected an integer >= 1",
         ),
+        // Ranges too, before the first run (not at the run that uses it).
+        (
+            vec!["--bench", s(&bench), "--io-threads", "0"],
+            "--io-threads: 0 is out of range; accepted: integers 1..64",
+        ),
+        (
+            vec!["--bench", s(&bench), "--io-threads", "1,2,65"],
+            "--io-threads: 65 is out of range",
+        ),
+        (
+            vec!["--bench", s(&bench), "--io-models", "shared,owned"],
+            "--io-models: unknown IO model \"owned\"; accepted: shared, sharded",
+        ),
+        (
+            vec!["--bench", s(&bench), "--payloads", "1024,65508"],
+            "--payloads: 65508 is out of range; accepted: integers 16..65507",
+        ),
+        (
+            vec!["--bench", s(&bench), "--payloads", "8"],
+            "--payloads: 8 is out of range",
+        ),
+        (
+            vec!["--bench", s(&bench), "--clients", "0"],
+            "--clients: 0 is out of range; accepted: integers 1..1024",
+        ),
+        (
+            vec!["--bench", s(&bench), "--windows", "1025"],
+            "--windows: 1025 is out of range",
+        ),
+        (
+            vec!["--bench", s(&bench), "--server-lanes", "0"],
+            "--server-lanes: 0 is out of range",
+        ),
+        (
+            vec!["--bench", s(&bench), "--work-values", "99999999999"],
+            "--work-values: 99999999999 is out of range",
+        ),
+        (
+            vec!["--bench", s(&bench), "--seconds", "0"],
+            "--seconds: expected a decimal number of seconds, 0 < s <= 3600",
+        ),
+        (
+            vec!["--bench", s(&bench), "--warmup", "3601"],
+            "--warmup: expected a decimal number of seconds, 0 <= s <= 3600",
+        ),
         (vec!["--keep-going=yes"], "--keep-going takes no value"),
         (
             vec!["--bench", "/nonexistent/keel-bench"],

@@ -78,6 +78,45 @@ fn help_and_bad_options() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
     }
+
+    // Out of keel-bench's ranges: refused before --out is touched (not by
+    // the matrix after the snmp snapshot).
+    let dir = scratch("ranges");
+    let out = dir.join("probe");
+    let bench = fake_bench();
+    for (args, says) in [
+        (
+            &["--windows", "1,0"][..],
+            "--windows: 0 is out of range; accepted: integers 1..1024",
+        ),
+        (
+            &["--windows", "2000"][..],
+            "--windows: 2000 is out of range",
+        ),
+        (
+            &["--payloads", "8"][..],
+            "--payloads: 8 is out of range; accepted: integers 16..65535",
+        ),
+        (
+            &["--clients", "0"][..],
+            "--clients: expected an integer 1..1024",
+        ),
+        (
+            &["--seconds", "0"][..],
+            "--seconds: expected a decimal number of seconds, 0 < s",
+        ),
+        (
+            &["--warmup", "4000"][..],
+            "--warmup: expected a decimal number of seconds, 0 <= s",
+        ),
+    ] {
+        let mut all = vec!["--bench", s(&bench), "--out", s(&out)];
+        all.extend_from_slice(args);
+        let o = limits(&all, &[]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert!(!out.exists(), "{args:?} made {}", out.display());
+    }
 }
 
 #[test]

@@ -26,7 +26,7 @@ pub(super) const OTHER_SETTINGS: &[&str] = &[
 ];
 
 /// The fewest clients (connections) that make a run part of the scale
-/// case.
+/// case, for a line without a `case` field.
 pub(super) const SCALE_MIN_CLIENTS: u64 = 100;
 
 /// One direction's link conditioner setting without its seed: what makes
@@ -218,6 +218,11 @@ pub(super) struct RudpKey {
     pub link: Link,
     /// `impair_server` (the server's sends) without its seed.
     pub server_link: Link,
+    /// `case`, which a script adds to the lines it writes
+    /// (`scripts/rudp-scale.sh`: `scale`; `scripts/rudp-matrix.sh`:
+    /// `latency`, `bulk`): the case whatever the client count. `None`
+    /// (absent, or another value) leaves it to [`RudpKey::case`]'s rule.
+    pub case: Option<Case>,
 }
 
 /// Sort rank of a protocol: keel-rudp, KCP, keel-udp, anything else.
@@ -270,9 +275,13 @@ impl RudpKey {
         )
     }
 
-    /// Which case the configuration belongs to.
+    /// Which case the configuration belongs to: its `case` field, else
+    /// bulk with a `transfer_bytes`, scale for plain keel-udp or
+    /// [`SCALE_MIN_CLIENTS`] clients or more, latency otherwise.
     pub(super) fn case(&self) -> Case {
-        if self.transfer_bytes.is_some() {
+        if let Some(case) = self.case {
+            case
+        } else if self.transfer_bytes.is_some() {
             Case::Bulk
         } else if self.protocol.as_deref() == Some("udp")
             || self.clients.is_some_and(|c| c >= SCALE_MIN_CLIENTS)
@@ -380,7 +389,9 @@ impl Ord for RudpKey {
     /// Loss first, then keel-rudp before KCP before keel-udp, then the
     /// workload.
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.sort_tuple().cmp(&other.sort_tuple())
+        self.sort_tuple()
+            .cmp(&other.sort_tuple())
+            .then_with(|| self.case.cmp(&other.case))
     }
 }
 
@@ -400,7 +411,7 @@ impl fmt::Display for RudpKey {
 }
 
 /// The three cases of issue 13 a configuration can belong to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) enum Case {
     /// Messages at a rate (or a window) under loss: delivery latency.
     Latency,
@@ -409,6 +420,18 @@ pub(super) enum Case {
     /// Many connections ([`SCALE_MIN_CLIENTS`] or more), or plain
     /// keel-udp at a rate: server CPU and memory per connection.
     Scale,
+}
+
+impl Case {
+    /// The value of a line's `case` field: `latency`, `bulk` or `scale`.
+    fn parse(text: &str) -> Option<Case> {
+        match text {
+            "latency" => Some(Case::Latency),
+            "bulk" => Some(Case::Bulk),
+            "scale" => Some(Case::Scale),
+            _ => None,
+        }
+    }
 }
 
 /// A setting of [`RudpKey`] named in table sentences, columns and chart
@@ -602,6 +625,7 @@ impl RudpRun {
                 io_threads: f.int("io_threads"),
                 link,
                 server_link,
+                case: f.text("case").as_deref().and_then(Case::parse),
             },
             seed,
             rtt_max_us: f.measured("rtt_max_us"),

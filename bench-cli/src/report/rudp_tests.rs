@@ -756,3 +756,50 @@ fn the_scale_table_shows_server_datagrams_per_message() {
         assert!(s.contains(text), "lacks {text:?} in\n{s}");
     }
 }
+
+#[test]
+fn a_case_field_files_runs_whatever_their_client_count() {
+    // rudp-scale.sh with CONNS=10: "case": "scale" makes them scale runs
+    // (without it 10 clients under the 100-client rule read as latency).
+    let mut lines = Vec::new();
+    for proto in ["udp", "rudp", "kcp"] {
+        let mut v = scale(proto, 10, 1, 20.0);
+        v["case"] = json!("scale");
+        lines.push(v);
+    }
+    // rudp-matrix.sh with CLIENTS=200: "case": "latency" keeps them there.
+    let mut many = tick("rudp", 5, 1, 100.0);
+    many["clients"] = json!(200);
+    many["case"] = json!("latency");
+    lines.push(many);
+    let r = report_of(&lines);
+    let case_of = |proto: &str, clients: u64| {
+        r.rudp
+            .iter()
+            .find(|g| g.key.protocol.as_deref() == Some(proto) && g.key.clients == Some(clients))
+            .unwrap()
+            .case()
+    };
+    for proto in ["udp", "rudp", "kcp"] {
+        assert_eq!(case_of(proto, 10), Case::Scale, "{proto}");
+    }
+    assert_eq!(case_of("rudp", 200), Case::Latency);
+    let md = r.markdown(&[]);
+    let s = section(&md);
+    let latency = &s[s.find("### Latency under loss").unwrap()..s.find("### Scale").unwrap()];
+    assert!(
+        !latency.contains("| 10 |") && latency.contains("200 clients"),
+        "{s}"
+    );
+    assert!(
+        s.contains("| 10 | 20 Hz | keel-rudp reliable-ordered | 1/1 | 20.0 |"),
+        "{s}"
+    );
+
+    // Without the field the rule stands: 10 rudp clients are latency, and
+    // an unknown value is no field.
+    let mut plain = scale("rudp", 10, 1, 20.0);
+    assert_eq!(report_of(&[plain.clone()]).rudp[0].case(), Case::Latency);
+    plain["case"] = json!("other");
+    assert_eq!(report_of(&[plain]).rudp[0].case(), Case::Latency);
+}
