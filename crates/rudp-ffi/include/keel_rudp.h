@@ -245,6 +245,12 @@
 #define KEEL_DISCONNECT_ACK_TIMEOUT 5
 
 /*
+ `keel_event.disconnect`: a cause this version of the header does not
+ name (a newer library); `code` and `reason` may say more.
+ */
+#define KEEL_DISCONNECT_OTHER 6
+
+/*
  A client: one connection to one server, and its socket. Opaque; created
  by `keel_client_connect_*`, freed by `keel_client_destroy`. Use it from
  one thread at a time (any thread, not two at once).

@@ -47,8 +47,10 @@ impl From<SendError> for Error {
             SendError::UnknownChannel { .. } => Error::UnknownChannel,
             SendError::MessageTooLarge { .. } => Error::MessageTooLarge,
             SendError::Backpressure { .. } => Error::Backpressure,
-            SendError::BudgetSpent { .. } | SendError::InboxFull => Error::BudgetSpent,
-            SendError::Closed => Error::Closed,
+            SendError::BudgetSpent { .. } => Error::BudgetSpent,
+            // Closed, and any refusal a newer protocol crate adds: nothing
+            // was queued.
+            _ => Error::Closed,
         }
     }
 }
@@ -65,6 +67,14 @@ fn transient(e: &io::Error) -> bool {
         io::ErrorKind::ConnectionRefused
             | io::ErrorKind::ConnectionReset
             | io::ErrorKind::Interrupted
+    )
+}
+
+/// The events the C API passes on (the protocol's `Event` may grow).
+fn known(e: &Event) -> bool {
+    matches!(
+        e,
+        Event::Connected | Event::Message { .. } | Event::Disconnected(_)
     )
 }
 
@@ -215,8 +225,10 @@ impl Client {
         let deadline = Instant::now() + timeout;
         loop {
             self.drive()?;
-            if let Some(e) = self.conn.poll_event() {
-                return Ok(Some(e));
+            while let Some(e) = self.conn.poll_event() {
+                if known(&e) {
+                    return Ok(Some(e));
+                }
             }
             let now = Instant::now();
             if now >= deadline || self.conn.state() == State::Closed {
@@ -454,7 +466,9 @@ impl Server {
             Handled::Reply(len) => {
                 send_to(&self.sock, &self.tx[..len], from, &mut self.send_dropped)
             }
-            Handled::Routed(_) | Handled::Dropped => Ok(()),
+            // Routed, dropped, or an outcome this driver does not know:
+            // nothing to send.
+            _ => Ok(()),
         }
     }
 
@@ -498,8 +512,10 @@ impl Server {
         let deadline = Instant::now() + timeout;
         loop {
             self.drive()?;
-            if let Some((h, e)) = self.endpoint.poll_event() {
-                return Ok(Some(Polled::Connection(to_handle(h), e)));
+            while let Some((h, e)) = self.endpoint.poll_event() {
+                if known(&e) {
+                    return Ok(Some(Polled::Connection(to_handle(h), e)));
+                }
             }
             let now = Instant::now();
             if self.stop_done(now) {

@@ -112,6 +112,9 @@ pub const KEEL_DISCONNECT_IDLE_TIMEOUT: u32 = 3;
 pub const KEEL_DISCONNECT_HANDSHAKE_TIMEOUT: u32 = 4;
 /// `keel_event.disconnect`: the peer acknowledged nothing for the ack timeout.
 pub const KEEL_DISCONNECT_ACK_TIMEOUT: u32 = 5;
+/// `keel_event.disconnect`: a cause this version of the header does not
+/// name (a newer library); `code` and `reason` may say more.
+pub const KEEL_DISCONNECT_OTHER: u32 = 6;
 
 /// The settings of a client or server. Both ends must configure the same
 /// channels. Read only during the call it is passed to; the caller keeps
@@ -668,6 +671,7 @@ fn disconnect_fields(d: DisconnectReason) -> (u32, u64, String) {
         DisconnectReason::IdleTimeout => (KEEL_DISCONNECT_IDLE_TIMEOUT, 0, String::new()),
         DisconnectReason::HandshakeTimeout => (KEEL_DISCONNECT_HANDSHAKE_TIMEOUT, 0, String::new()),
         DisconnectReason::AckTimeout => (KEEL_DISCONNECT_ACK_TIMEOUT, 0, String::new()),
+        _ => (KEEL_DISCONNECT_OTHER, 0, String::new()),
     }
 }
 
@@ -711,6 +715,8 @@ fn fill(ev: &mut keel_event, e: Event, conn: u64, msg: &mut Vec<u8>, reason: &mu
             ev.reason = reason.as_ptr();
             ev.reason_len = reason.as_bytes().len();
         }
+        // The driver passes on only the three events above.
+        _ => {}
     }
 }
 

@@ -14,6 +14,7 @@ pub const DEFAULT_MAX_DATAGRAM: usize = 1200;
 /// packets that carry data until it is acknowledged, so a lost packet
 /// costs one send interval rather than a loss-detection delay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Redundancy {
     /// Bytes of repeated messages one packet may carry (0 turns it off).
     pub max_bytes_per_packet: usize,
@@ -66,6 +67,7 @@ impl Default for Redundancy {
 /// config.validate().unwrap();
 /// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Config {
     /// The channels, numbered from 0 in this order (1 to 256).
     pub channels: Vec<ChannelConfig>,
@@ -197,6 +199,7 @@ impl Config {
 
 /// A [`Config`] setting out of range.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// `channels` must hold 1 to 256 channels.
     Channels(usize),

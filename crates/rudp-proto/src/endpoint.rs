@@ -73,6 +73,7 @@ pub const CLOSE_HANDLER_PANIC: u64 = 16;
 
 /// Settings of an [`Endpoint`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct EndpointConfig {
     /// This lane's index: byte 0 of every connection ID it assigns.
     pub lane: u8,
@@ -199,6 +200,7 @@ impl ConnectionHandle {
 
 /// What [`Endpoint::handle`] did with a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Handled {
     /// A stateless answer (RETRY, a repeated ACCEPT, a REFUSE) of this many
     /// bytes is in `reply`: send it to the datagram's source.
@@ -213,6 +215,7 @@ pub enum Handled {
 
 /// Counters of an [`Endpoint`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EndpointStats {
     /// HELLO packets received.
     pub hellos: u64,

@@ -128,6 +128,7 @@ impl fmt::Debug for ConnectToken {
 /// Why a server refused a token. Each has its counter in
 /// [`EndpointStats`](crate::EndpointStats).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TokenError {
     /// Not sealed under the server's key as it claims (altered or made up).
     Forged,
@@ -162,6 +163,7 @@ impl fmt::Display for TokenError {
 
 /// What a server learns from a valid token.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TokenClaims {
     /// The client id.
     pub client_id: u64,

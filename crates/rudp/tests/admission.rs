@@ -120,7 +120,7 @@ impl World {
                             assert!(m <= n, "a reply of {m} bytes to {n}");
                             c.handle_datagram(self.now, &reply[..m]);
                         }
-                        Handled::Routed(_) | Handled::Dropped => {}
+                        _ => {}
                     }
                 }
             }

@@ -120,7 +120,7 @@ impl Net {
                         let r = self.reply[..n].to_vec();
                         self.down.send(self.now, &r);
                     }
-                    Handled::Routed(_) | Handled::Dropped => {}
+                    _ => {}
                 }
             }
             while let Some(d) = self.down.receive(self.now) {

@@ -33,6 +33,7 @@ pub enum State {
 
 /// Why a connection ended; both sides see the code and reason of a close.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DisconnectReason {
     /// This side called `close`.
     Local {
@@ -64,6 +65,7 @@ pub enum DisconnectReason {
 /// channels; they may or may not have arrived), or never sent
 /// (unreliable channels), and whether the peer acknowledged the CLOSE.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Undelivered {
     /// Messages not acknowledged, over all channels.
     pub messages: u64,
@@ -87,6 +89,7 @@ impl Undelivered {
 
 /// One channel's part of [`Undelivered`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ChannelUndelivered {
     /// The channel.
     pub channel: u8,
@@ -101,6 +104,7 @@ pub struct ChannelUndelivered {
 
 /// Something that happened on a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// The handshake finished.
     Connected,
@@ -127,6 +131,7 @@ pub struct MessageId {
 
 /// Why `send` refused a message. Nothing was queued.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SendError {
     /// No such channel.
     UnknownChannel {
@@ -206,6 +211,7 @@ impl std::error::Error for SendError {}
 
 /// Counters and estimates of one connection.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Smoothed RTT.
     pub smoothed_rtt: Duration,

@@ -77,6 +77,8 @@ impl Conns {
                     Handled::Dropped => return None,
                     Handled::Accepted(h, n) => (h, Some(n)),
                     Handled::Routed(h) => (h, None),
+                    // An outcome this driver does not know: nothing to send.
+                    _ => return None,
                 };
                 if locals.len() <= h.index() {
                     locals.resize(h.index() + 1, None);

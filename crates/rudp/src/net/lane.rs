@@ -348,6 +348,9 @@ impl<H: Handler> LaneState<H> {
                     self.record_end(conn);
                     self.with_ctx(now, |h, ctx| h.disconnected(ctx, conn, &reason))
                 }
+                // An event a newer keel-rudp-proto adds, before this
+                // driver hands it to handlers.
+                _ => {}
             }
             events += 1;
             if events == MAX_EVENTS_PER_ROUND {
