@@ -162,6 +162,8 @@ namespace Keel.Rudp
         public const uint KEEL_DISCONNECT_HANDSHAKE_TIMEOUT = 4;
         /// <summary>The peer acknowledged nothing for the ack timeout.</summary>
         public const uint KEEL_DISCONNECT_ACK_TIMEOUT = 5;
+        /// <summary>A cause this version of the header does not name (a newer library).</summary>
+        public const uint KEEL_DISCONNECT_OTHER = 6;
 
         /// <summary><c>struct keel_config</c>: the settings of a client or
         /// server (both ends configure the same channels). Read only during
@@ -613,6 +615,8 @@ namespace Keel.Rudp
         HandshakeTimeout = KeelNative.KEEL_DISCONNECT_HANDSHAKE_TIMEOUT,
         /// <summary>The peer acknowledged nothing for the ack timeout.</summary>
         AckTimeout = KeelNative.KEEL_DISCONNECT_ACK_TIMEOUT,
+        /// <summary>A cause this version of the binding does not name (a newer library).</summary>
+        Other = KeelNative.KEEL_DISCONNECT_OTHER,
     }
 
     /// <summary>A failed call: <see cref="Code"/> is the KEEL_ERR_* code

@@ -85,6 +85,7 @@ DISCONNECT_REMOTE = 2
 DISCONNECT_IDLE_TIMEOUT = 3
 DISCONNECT_HANDSHAKE_TIMEOUT = 4
 DISCONNECT_ACK_TIMEOUT = 5
+DISCONNECT_OTHER = 6  # a cause this version does not name (a newer library)
 
 
 class keel_config(ctypes.Structure):
