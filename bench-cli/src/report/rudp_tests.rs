@@ -756,3 +756,23 @@ fn the_scale_table_shows_server_datagrams_per_message() {
         assert!(s.contains(text), "lacks {text:?} in\n{s}");
     }
 }
+
+/// Lines written before percentiles were clamped could say `rtt_p99_us`
+/// 41909.5 with `rtt_max_us` 41900.5 (docs/performance/rudp.md, issue 24):
+/// the tables never show a percentile above the maximum.
+#[test]
+fn no_percentile_in_a_table_is_above_the_maximum() {
+    let mut lines = Vec::new();
+    for seed in 1..=3 {
+        let mut v = tick("rudp", 0, seed, 42.5);
+        v["rtt_max_us"] = json!(41_900.5);
+        v["rtt_p999_us"] = json!(43_000.0);
+        lines.push(v);
+    }
+    let md = report_of(&lines).markdown(&[]);
+    let s = section(&md);
+    assert!(
+        s.contains("| 0 % | keel-rudp reliable-ordered | 3/3 | 41.9 | 41.9 | 41.9 | 41.9 |"),
+        "{s}"
+    );
+}
