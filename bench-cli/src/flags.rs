@@ -52,7 +52,7 @@ use std::ffi::OsString;
 
 pub use config::*;
 pub use error::FlagError;
-pub use help::help_text;
+pub use help::{help_text, usage};
 pub use number::{is_plain_decimal, parse_seconds, parse_u32, parse_uint};
 pub use raw::{parse_raw, RawArgs, RawFlag};
 pub use table::{find_flag, FlagSpec, Subcommand, FLAGS, IDLE_TIMEOUT_ACCEPTED, IMPAIR_ACCEPTED};
@@ -66,6 +66,21 @@ where
     I::Item: Into<OsString>,
 {
     validate(parse_raw(args)?)
+}
+
+/// The subcommand the arguments name (`serve` or `report` first), read
+/// without parsing the rest, so that a rejected command line is answered
+/// with the right usage.
+pub fn requested_subcommand<I>(args: I) -> Subcommand
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
+    match args.into_iter().next().map(Into::into) {
+        Some(a) if a == "serve" => Subcommand::Serve,
+        Some(a) if a == "report" => Subcommand::Report,
+        _ => Subcommand::Run,
+    }
 }
 
 /// The `--format` the arguments ask for, read from their syntax alone, so

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::flags::FlagError;
+use crate::flags::{FlagError, Subcommand};
 use crate::output::RunReport;
 use crate::serve::ServeSummary;
 
@@ -377,9 +377,18 @@ pub(crate) fn serve_summary(s: &ServeSummary) -> String {
     out
 }
 
-/// A rejected command line, with where to look.
-pub(crate) fn bad_args(err: &FlagError) -> String {
-    format!("keel-bench: {err}\n  (keel-bench --help lists every flag and what it accepts)\n")
+/// A rejected command line: the error, the subcommand's usage, and where
+/// to look.
+pub(crate) fn bad_args(err: &FlagError, sub: Subcommand) -> String {
+    let help = match sub {
+        Subcommand::Run => "keel-bench --help",
+        Subcommand::Serve => "keel-bench serve --help",
+        Subcommand::Report => "keel-bench report --help",
+    };
+    format!(
+        "keel-bench: {err}\n\n{}\n`{help}` lists every flag and what it accepts.\n",
+        crate::flags::usage(sub)
+    )
 }
 
 /// A command that could not start (`serve` could not bind, `report` could

@@ -61,8 +61,9 @@ mod udp_rate;
 /// Exit code: the run passed every check (or `--help` was printed).
 pub const EXIT_OK: i32 = 0;
 /// Exit code: the run (or serve, or report) failed; the JSON line has
-/// `"ok": false`.
+/// `"ok": false`, and stderr says why in words.
 pub const EXIT_FAILED: i32 = 1;
-/// Exit code: bad arguments; the JSON line has `"ok": false` and an
-/// `"error"` naming the flag.
+/// Exit code: bad arguments; stderr has the error and the usage in words,
+/// and stdout one small JSON line ([`output::ErrorRecord`]) with `"ok":
+/// false` and an `"error"` naming the flag.
 pub const EXIT_BAD_ARGS: i32 = 2;

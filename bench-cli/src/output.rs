@@ -150,6 +150,45 @@ pub const KEEL_FIELDS: &[&str] = &[
     "lane_steering",
 ];
 
+/// The line for a command line that was rejected (bad arguments, exit 2)
+/// or a `report` that could not run: the contract's `"ok": false` and
+/// `"error"` naming the flag, and what produced it, nothing else. A record
+/// of every run field set to null would say nothing more and looks like a
+/// run; a run that started and failed prints its full [`RunReport`], and a
+/// failed `serve` its [`crate::serve::ServeSummary`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ErrorRecord {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `"keel"`.
+    pub backend: &'static str,
+    /// keel-bench's version.
+    pub keel_version: &'static str,
+    /// Always false.
+    pub ok: bool,
+    /// What was wrong: the flag and what it accepts, or why the command
+    /// could not run.
+    pub error: String,
+}
+
+impl ErrorRecord {
+    /// The record of `error`.
+    pub fn new(error: &str) -> Self {
+        ErrorRecord {
+            schema_version: SCHEMA_VERSION,
+            backend: BACKEND,
+            keel_version: env!("CARGO_PKG_VERSION"),
+            ok: false,
+            error: error.to_owned(),
+        }
+    }
+
+    /// The record as one line of JSON, without the trailing newline.
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(self).expect("an ErrorRecord always serializes")
+    }
+}
+
 /// Which part of the benchmark produced a report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -405,6 +405,9 @@ pub struct RunConfig {
     /// `--ack-delay`: the keel-rudp clients' `max_ack_delay` in ms
     /// (`--protocol rudp` only).
     pub ack_delay_ms: u32,
+    /// `--output FILE`: the JSON line goes to this file (created or
+    /// truncated) instead of stdout.
+    pub output: Option<PathBuf>,
 }
 
 impl Default for RunConfig {
@@ -438,6 +441,7 @@ impl Default for RunConfig {
             kcp_window: DEFAULT_KCP_WINDOW,
             bulk_channel: false,
             ack_delay_ms: DEFAULT_ACK_DELAY_MS,
+            output: None,
         }
     }
 }
@@ -490,6 +494,9 @@ pub struct ServeConfig {
     pub full_policy: FullPolicyChoice,
     /// `--format`: the summary line as JSON, in words, or both.
     pub format: OutputFormat,
+    /// `--output FILE`: the JSON summary goes to this file instead of
+    /// stdout.
+    pub output: Option<PathBuf>,
 }
 
 /// A validated `keel-bench report`.

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::config::{MAX_IN_FLIGHT_BYTES, MAX_PAYLOAD_IPV4, MAX_PAYLOAD_IPV6};
-use super::table::{FlagSpec, FLAGS};
+use super::table::{FlagSpec, Subcommand, FLAGS};
 
 /// The `--help` text: usage, every flag with its default and accepted
 /// values, the differences from arknet, and the exit codes.
@@ -18,6 +18,20 @@ pub fn help_text() -> String {
     cross_checks(&mut s);
     s.push_str(DIFFERENCES_AND_EXIT_CODES);
     s
+}
+
+/// The usage lines of `sub`, as a rejected command line shows them.
+pub fn usage(sub: Subcommand) -> &'static str {
+    match sub {
+        Subcommand::Run => {
+            "usage: keel-bench [RUN FLAGS]                       one run in this process\n       \
+             keel-bench --connect ADDR:PORT [RUN FLAGS]   clients only, against `serve`\n       \
+             keel-bench serve --bind ADDR:PORT [FLAGS]    the echo server alone\n       \
+             keel-bench report FILES... --out DIR         tables and charts of result files"
+        }
+        Subcommand::Serve => "usage: keel-bench serve --bind ADDR:PORT [SERVE FLAGS]",
+        Subcommand::Report => "usage: keel-bench report FILES... --out DIR",
+    }
 }
 
 /// What the program is, how it is called, and the rules every flag follows.
@@ -89,6 +103,7 @@ const DIFFERENCES_AND_EXIT_CODES: &str = "\n\
          \n\
          EXIT CODES:\n  \
          0  ok: the run passed every check (or --help)\n  \
-         1  the run failed its checks (ok: false in the JSON line)\n  \
-         2  bad arguments (still one JSON line on stdout with \"ok\": false and \"error\" naming the flag;\n     \
-         with --format human, the error in words instead)\n";
+         1  the run, serve or report failed (the JSON line has \"ok\": false and \"error\"; the\n     \
+         reason in words on stderr)\n  \
+         2  bad arguments: the error and the usage on stderr, and one small JSON line on stdout\n     \
+         {\"schema_version\", \"backend\", \"keel_version\", \"ok\": false, \"error\" naming the flag}\n";

@@ -232,7 +232,7 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
                 "applies to --protocol udp only, not {} (accepted with it: --channel, --rate, \
                  --payload, --clients, --window, --seconds, --warmup, --drain, --io-model, \
                  --io-threads, --work, --server-lanes, --impair, --impair-server, --transfer, \
-                 --format)",
+                 --format, --output)",
                 cfg.protocol.as_str()
             ),
         )),
@@ -263,7 +263,7 @@ fn check_transfer_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
                  --protocol rudp|kcp, --clients, --seconds, --warmup, --channel \
                  reliable-ordered|reliable-unordered, --bulk-channel, --kcp-mode, \
                  --kcp-window, --io-model, --io-threads, --work, --server-lanes, --impair, \
-                 --impair-server, --encrypt, --format"
+                 --impair-server, --encrypt, --format, --output"
             ),
         ));
     }
@@ -289,6 +289,15 @@ fn check_transfer_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
         ));
     }
     Ok(())
+}
+
+/// `--output FILE`: a path, not empty (the file is created when the run
+/// starts, so a path that cannot be written fails before it).
+fn parse_output(v: &str) -> Result<PathBuf, FlagError> {
+    if v.is_empty() {
+        return Err(FlagError::new("--output", "expected a file path, got \"\""));
+    }
+    Ok(PathBuf::from(v))
 }
 
 /// Parses one run flag's value into `cfg` (ranges of the flag alone).
@@ -317,6 +326,7 @@ fn set_run_flag(cfg: &mut RunConfig, name: &str, v: &str) -> Result<(), FlagErro
         "impair" => cfg.impair = parse_impair("impair", v)?,
         "impair-server" => cfg.impair_server = parse_impair("impair-server", v)?,
         "format" => cfg.format = parse_format(v)?,
+        "output" => cfg.output = Some(parse_output(v)?),
         "channel" => cfg.channel = parse_channel(v)?,
         "kcp-mode" => cfg.kcp_mode = parse_kcp_mode(v)?,
         "encrypt" => cfg.encrypt = true,
@@ -443,6 +453,7 @@ fn validate_serve(raw: &RawArgs) -> Result<ServeConfig, FlagError> {
         max_sessions: DEFAULT_MAX_SESSIONS,
         full_policy: FullPolicyChoice::EvictIdlest,
         format: OutputFormat::Auto,
+        output: None,
     };
     for f in &raw.flags {
         set_serve_flag(&mut cfg, f.name, f.value.as_deref().unwrap_or(""))?;
@@ -469,6 +480,7 @@ fn set_serve_flag(cfg: &mut ServeConfig, name: &str, v: &str) -> Result<(), Flag
         "max-sessions" => cfg.max_sessions = parse_u32("max-sessions", v, 1, MAX_MAX_SESSIONS)?,
         "full-policy" => cfg.full_policy = parse_full_policy(v)?,
         "format" => cfg.format = parse_format(v)?,
+        "output" => cfg.output = Some(parse_output(v)?),
         other => unreachable!("flag --{other} is not in the serve scope"),
     }
     Ok(())
@@ -524,6 +536,7 @@ mod tests {
             "out" => "dir",
             "payload" => "64",
             "format" => "both",
+            "output" => "out.json",
             "channel" => "unreliable",
             "kcp-mode" => "default",
             "transfer" => "65536",
