@@ -226,15 +226,28 @@ fn read_inputs(inputs: &[PathBuf]) -> Result<Report, String> {
         texts.push((path.display().to_string(), text));
     }
     let report = Report::from_texts(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())));
-    if report.run_count() == 0 && report.unreadable.is_empty() {
-        return Err(format!(
-            "report: no result lines in {}",
-            texts
-                .iter()
-                .map(|(n, _)| n.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+    let names = || {
+        texts
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if report.run_count() == 0 {
+        // Nothing to summarise: an empty table would pass for a report.
+        return Err(match report.unreadable.first() {
+            None => format!("report: no result lines in {}", names()),
+            Some(first) => format!(
+                "report: no result lines in {}: {} unreadable ({}: {})",
+                names(),
+                match report.unreadable.len() {
+                    1 => "its 1 line is".to_string(),
+                    n => format!("all {n} lines are"),
+                },
+                first.source,
+                first.reason
+            ),
+        });
     }
     Ok(report)
 }

@@ -35,14 +35,24 @@ pub fn report(cfg: &ReportConfig) -> Result<(), String> {
     };
     let unreadable = match written.unreadable {
         0 => String::new(),
-        n => format!(", {n} unreadable lines"),
+        n => format!(", {}", plural(n, "unreadable line")),
     };
     eprintln!(
-        "report: {} runs, {} configurations summarised, {excluded}{unreadable}",
-        written.runs, written.summarised,
+        "report: {}, {} summarised, {excluded}{unreadable}",
+        plural(written.runs, "run"),
+        plural(written.summarised, "configuration"),
     );
     for file in &written.files {
         eprintln!("report: wrote {}", file.display());
     }
     Ok(())
+}
+
+/// `1 run`, `2 runs`, `0 runs`.
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }

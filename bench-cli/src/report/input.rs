@@ -254,6 +254,14 @@ impl Run {
         let Value::Object(obj) = value else {
             return Err(format!("expected a JSON object, got {}", kind_of(value)));
         };
+        if !["ok", "backend", "schema_version"]
+            .iter()
+            .any(|k| obj.contains_key(*k))
+        {
+            return Err(
+                "not a keel-bench record (none of ok, backend, schema_version)".to_string(),
+            );
+        }
         let f = Fields::new(obj);
         let rudp = RudpRun::is_rudp_line(&f).then(|| RudpRun::read(&f));
         let other_settings = f.other_settings(if rudp.is_some() {
