@@ -103,7 +103,7 @@ const DIFFERENCES_AND_EXIT_CODES: &str = "\n\
          \n\
          EXIT CODES:\n  \
          0  ok: the run passed every check (or --help)\n  \
-         1  the run, serve or report failed (the JSON line has \"ok\": false and \"error\"; the\n     \
-         reason in words on stderr)\n  \
+         1  the run failed its checks, or serve or report could not run (the JSON line has\n     \
+         \"ok\": false and \"error\"; the reason in words on stderr)\n  \
          2  bad arguments: the error and the usage on stderr, and one small JSON line on stdout\n     \
          {\"schema_version\", \"backend\", \"keel_version\", \"ok\": false, \"error\" naming the flag}\n";
