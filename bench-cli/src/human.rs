@@ -10,7 +10,7 @@ use crate::output::RunReport;
 use crate::serve::ServeSummary;
 
 /// `141234` as `141,234`.
-fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -23,7 +23,7 @@ fn thousands(n: u64) -> String {
 }
 
 /// A duration given in µs: `98.3 µs`, `1.25 ms`, `1.50 s`; `?` if unknown.
-fn micros(us: Option<f64>) -> String {
+pub(crate) fn micros(us: Option<f64>) -> String {
     match us {
         None => "?".to_string(),
         Some(us) if us >= 1e6 => format!("{:.2} s", us / 1e6),
@@ -151,7 +151,7 @@ fn link(spec: &str) -> String {
         .iter()
         .filter(|(k, v)| {
             !matches!(*k, "limit" | "limit-bytes")
-                && !(*k == "reorder-delay" && !reorder)
+                && (*k != "reorder-delay" || reorder)
                 && !(*k != "seed" && matches!(*v, "0" | "0ms" | "0s"))
         })
         .map(|(k, v)| format!("{k}={v}"))
@@ -282,12 +282,14 @@ pub(crate) fn run_summary(r: &RunReport) -> String {
     let _ = writeln!(s, "  throughput  {}", run_throughput(r));
     let _ = writeln!(
         s,
-        "  {}p50 {}, p99 {}, p99.9 {} (max {}; {} samples)",
+        "  {}p50 {}, p99 {}, p99.9 {} (min {}, max {}, std dev {}; {} samples)",
         if bulk { "completion  " } else { "RTT         " },
         micros(r.rtt.rtt_p50_us),
         micros(r.rtt.rtt_p99_us),
         micros(r.rtt_extra.rtt_p999_us),
+        micros(r.rtt_min_us),
         micros(r.rtt_extra.rtt_max_us),
+        micros(r.rtt_stddev_us),
         thousands(r.rtt.rtt_samples)
     );
     let _ = writeln!(
@@ -380,10 +382,9 @@ pub(crate) fn serve_summary(s: &ServeSummary) -> String {
 /// A rejected command line: the error, the subcommand's usage, and where
 /// to look.
 pub(crate) fn bad_args(err: &FlagError, sub: Subcommand) -> String {
-    let help = match sub {
-        Subcommand::Run => "keel-bench --help",
-        Subcommand::Serve => "keel-bench serve --help",
-        Subcommand::Report => "keel-bench report --help",
+    let help = match sub.word() {
+        "" => "keel-bench --help".to_string(),
+        word => format!("keel-bench {word} --help"),
     };
     format!(
         "keel-bench: {err}\n\n{}\n`{help}` lists every flag and what it accepts.\n",

@@ -13,7 +13,8 @@
 //!   and [`present`]: which of the two goes where (`--format`, terminal);
 //! * [`procstats`]: CPU time, peak RSS and host UDP counters from `/proc`;
 //! * [`report`]: `keel-bench report`, result files to a Markdown table and
-//!   SVG charts, behind one entry ([`report::write`]);
+//!   SVG charts, behind one entry ([`report::write`]), and `keel-bench
+//!   compare` ([`report::compare`]);
 //! * [`loopback`], [`client`], [`echo`], [`serve`]: the network run on
 //!   keel-reactor and keel-udp (public API only);
 //! * `peer`: the client side and phases shared by the open-loop and
@@ -25,6 +26,7 @@
 //!   `kcp` and `udp_rate` share (one driver, two transports);
 //! * `udp_rate`: `--protocol udp --rate`, the open-loop echo over plain
 //!   keel-udp (the scale case's baseline);
+//! * [`completions`]: `keel-bench completions bash|zsh|fish`;
 //! * [`run`]: the entry points of the commands.
 //!
 //! The modules in plain type (`human`, `peer`, `bulk`, `kcp`, `rudp`,
@@ -40,6 +42,7 @@
 
 mod bulk;
 pub mod client;
+pub mod completions;
 pub mod echo;
 pub mod flags;
 mod human;
@@ -58,7 +61,8 @@ mod socket_client;
 pub mod stats;
 mod udp_rate;
 
-/// Exit code: the run passed every check (or `--help` was printed).
+/// Exit code: the run passed every check (or `--help` or `--version` was
+/// printed, a report written, a comparison made).
 pub const EXIT_OK: i32 = 0;
 /// Exit code: the run (or serve, or report) failed; the JSON line has
 /// `"ok": false`, and stderr says why in words.

@@ -452,7 +452,7 @@ fn record_measurements(
     shutdown: &Shutdown,
 ) {
     report.checks.client_send_completion_errors = shutdown.client_send_errors;
-    report.set_rtt(&clients.rtt.merged().summary());
+    report.set_rtt_of(&clients.rtt.merged());
     report.set_throughput(
         phases
             .drain_end

@@ -28,6 +28,13 @@ fn bad_args(err: &FlagError, format: OutputFormat, sub: Subcommand) -> i32 {
     EXIT_BAD_ARGS
 }
 
+/// Writes `text` to stdout, ignoring a closed stdout.
+fn print_out(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
 fn try_main() -> i32 {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let command = match flags::parse(args.iter().cloned()) {
@@ -41,14 +48,32 @@ fn try_main() -> i32 {
         }
     };
     match command {
-        Command::Help => {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(flags::help_text().as_bytes());
-            let _ = out.flush();
+        Command::Help { sub, long } => {
+            print_out(&flags::help_for(sub, long));
             EXIT_OK
         }
+        Command::Version => {
+            print_out(&format!("keel-bench {}\n", env!("CARGO_PKG_VERSION")));
+            EXIT_OK
+        }
+        Command::Completions(shell) => {
+            print_out(&keel_bench::completions::script(shell));
+            EXIT_OK
+        }
+        Command::Compare(cfg) => match keel_bench::report::compare(&cfg) {
+            Ok(text) => {
+                print_out(&text);
+                EXIT_OK
+            }
+            Err(e) => {
+                present::report_failed(&e);
+                EXIT_FAILED
+            }
+        },
         Command::Run(cfg) => {
-            let mut dest = match Destination::open(cfg.format, cfg.output.as_deref()) {
+            let dest = Destination::open(cfg.format, cfg.output.as_deref())
+                .and_then(|d| d.with_histogram(cfg.histogram.as_deref()));
+            let mut dest = match dest {
                 Ok(dest) => dest,
                 Err(err) => return bad_args(&err, cfg.format, Subcommand::Run),
             };

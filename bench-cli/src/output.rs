@@ -148,6 +148,8 @@ pub const KEEL_FIELDS: &[&str] = &[
     "conditioner_dropped",
     "conditioner_duplicated",
     "lane_steering",
+    "rtt_min_us",
+    "rtt_stddev_us",
 ];
 
 /// The line for a command line that was rejected (bad arguments, exit 2)
@@ -289,6 +291,21 @@ pub struct RunReport {
     /// ... `rss_bytes_per_connection`).
     #[serde(flatten)]
     pub scale: Scale,
+    /// Smallest RTT, µs (appended after every other field, as scripts read
+    /// the earlier ones by position too).
+    pub rtt_min_us: Option<f64>,
+    /// Population standard deviation of the RTTs, µs.
+    pub rtt_stddev_us: Option<f64>,
+    /// `--histogram`: the measured RTTs in HdrHistogram's
+    /// percentile-distribution format ([`crate::stats::Rtt::
+    /// percentile_distribution`]), kept only when asked for; not in the
+    /// JSON line.
+    #[serde(skip)]
+    pub rtt_distribution: Option<String>,
+    /// `--histogram` was given: [`RunReport::set_rtt_of`] keeps the
+    /// distribution.
+    #[serde(skip)]
+    pub wants_distribution: bool,
 }
 
 /// The run's configuration as the contract echoes it (`protocol` ...
@@ -641,6 +658,10 @@ impl RunReport {
             peer: PeerSettings::default(),
             bulk: Bulk::default(),
             scale: Scale::default(),
+            rtt_min_us: None,
+            rtt_stddev_us: None,
+            rtt_distribution: None,
+            wants_distribution: false,
         }
     }
 
@@ -714,6 +735,7 @@ impl RunReport {
                 transfer_bytes: peer.then_some(cfg.transfer),
                 goodput_bytes_per_second: peer.then_some(None),
             },
+            wants_distribution: cfg.histogram.is_some(),
             ..blank
         }
     }
@@ -741,6 +763,17 @@ impl RunReport {
         self.rtt_extra.rtt_p999_us = rtt.p999_us;
         self.rtt_extra.rtt_max_us = rtt.max_us;
         self.rtt_extra.rtt_mean_us = rtt.mean_us;
+        self.rtt_min_us = rtt.min_us;
+        self.rtt_stddev_us = rtt.stddev_us;
+    }
+
+    /// [`RunReport::set_rtt`] of `rtt`'s summary, and its percentile
+    /// distribution when `--histogram` asked for it.
+    pub fn set_rtt_of(&mut self, rtt: &crate::stats::Rtt) {
+        self.set_rtt(&rtt.summary());
+        if self.wants_distribution {
+            self.rtt_distribution = Some(rtt.percentile_distribution());
+        }
     }
 
     /// Sets `elapsed_seconds` and derives `payload_roundtrip_bytes`,

@@ -685,7 +685,7 @@ pub(crate) fn record(report: &mut RunReport, tally: &Tally, server: ServerTally,
     report.checks.warmup_ok = tally.warmup_errors == 0;
     report.checks.server_send_rejections = Some(server.send_rejections);
     report.delivery.messages_delivered = Some(server.delivered);
-    report.set_rtt(&rtt.summary());
+    report.set_rtt_of(rtt);
 }
 
 /// The server's CPU per message and the memory per connection into

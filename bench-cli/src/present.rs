@@ -56,6 +56,7 @@ fn to_stderr(text: &str) {
 pub struct Destination {
     format: OutputFormat,
     file: Option<(PathBuf, File)>,
+    histogram: Option<(PathBuf, File)>,
 }
 
 impl Destination {
@@ -71,7 +72,26 @@ impl Destination {
                 Some((path.to_owned(), file))
             }
         };
-        Ok(Destination { format, file })
+        Ok(Destination {
+            format,
+            file,
+            histogram: None,
+        })
+    }
+
+    /// Also writes a run's RTT distribution to `path` (`--histogram`),
+    /// created or truncated now. `Err` names `--histogram` and the path.
+    pub fn with_histogram(mut self, path: Option<&Path>) -> Result<Destination, FlagError> {
+        if let Some(path) = path {
+            let file = File::create(path).map_err(|e| {
+                FlagError::new(
+                    "--histogram",
+                    format!("cannot create {}: {e}", path.display()),
+                )
+            })?;
+            self.histogram = Some((path.to_owned(), file));
+        }
+        Ok(self)
     }
 
     /// Shows a result: `json` is the JSON line (without its newline),
@@ -124,15 +144,27 @@ impl Destination {
         written
     }
 
-    /// A run's report; false when the `--output` file could not be
-    /// written.
+    /// A run's report (and its RTT distribution, with `--histogram`);
+    /// false when a file could not be written.
     pub fn run(&mut self, report: &RunReport) -> bool {
         let failure = (!report.ok).then(|| report.error.as_deref().unwrap_or("(no reason given)"));
-        self.show(
+        let mut written = true;
+        if let Some((path, file)) = &mut self.histogram {
+            let text = report.rtt_distribution.as_deref().unwrap_or("");
+            if let Err(e) = file.write_all(text.as_bytes()).and_then(|()| file.flush()) {
+                to_stderr(&format!(
+                    "keel-bench: --histogram: cannot write {}: {e}\n",
+                    path.display()
+                ));
+                written = false;
+            }
+        }
+        let shown = self.show(
             &report.to_json_line(),
             || human::run_summary(report),
             failure,
-        )
+        );
+        shown && written
     }
 
     /// `serve`'s summary when it ends; false when the `--output` file
@@ -167,9 +199,9 @@ pub fn bad_args(err: &FlagError, format: OutputFormat, sub: Subcommand) {
     to_stderr(&human::bad_args(err, sub));
 }
 
-/// A `report` that could not run: the JSON error line on stdout, the
-/// reason on stderr.
+/// A `report` (or `compare`) that could not run: the JSON error line on
+/// stdout, the reason on stderr.
 pub fn report_failed(error: &str) {
     to_stdout(&format!("{}\n", ErrorRecord::new(error).to_json_line()));
-    to_stderr(&human::failed("report", error));
+    to_stderr(&format!("keel-bench: FAILED: {error}\n"));
 }

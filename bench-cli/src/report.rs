@@ -136,6 +136,7 @@
 //! module.
 
 mod charts;
+mod compare;
 mod fields;
 mod input;
 mod markdown;
@@ -152,6 +153,8 @@ use charts::{
     LOSS_FILE, P99_FILE, RUDP_BULK_FILE, RUDP_P99_FILE, RUDP_SCALE_FILE, THROUGHPUT_FILE,
 };
 use summary::Report;
+
+pub use compare::compare;
 
 /// Name of the Markdown file written in the output directory.
 pub const MARKDOWN_FILE: &str = "report.md";

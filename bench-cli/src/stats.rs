@@ -137,6 +137,70 @@ impl Rtt {
         self.min_ns = u64::MAX;
     }
 
+    /// Everything recorded so far in HdrHistogram's percentile-distribution
+    /// format (Java's `outputPercentileDistribution`, which HdrHistogram's
+    /// plotter reads), values in microseconds, 5 ticks per half distance:
+    /// a header, then `Value Percentile TotalCount 1/(1-Percentile)` lines,
+    /// then the mean, standard deviation, maximum and count. Values are
+    /// bucket edges clamped to the exact maximum, as the percentiles of
+    /// [`Rtt::summary`] are.
+    pub fn percentile_distribution(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = format!(
+            "{:>12} {:>14} {:>10} {:>14}\n\n",
+            "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
+        );
+        let us = |ns: u64| ns.clamp(self.min_ns.min(self.max_ns), self.max_ns) as f64 / 1_000.0;
+        let mut total = 0u64;
+        if !self.is_empty() {
+            for v in self.hist.iter_quantiles(5) {
+                total += v.count_since_last_iteration();
+                let q = v.quantile_iterated_to();
+                if q < 1.0 {
+                    let _ = writeln!(
+                        out,
+                        "{:12.3} {:2.12} {:10} {:14.2}",
+                        us(v.value_iterated_to()),
+                        q,
+                        total,
+                        1.0 / (1.0 - q)
+                    );
+                } else {
+                    let _ = writeln!(
+                        out,
+                        "{:12.3} {:2.12} {:10}",
+                        us(v.value_iterated_to()),
+                        q,
+                        total
+                    );
+                }
+            }
+        }
+        let s = self.summary();
+        // HdrHistogram's sub-bucket count: the power of two at or above
+        // 2 x 10^digits.
+        let sub_buckets = (2 * 10u64.pow(u32::from(SIGNIFICANT_DIGITS))).next_power_of_two();
+        let _ = writeln!(
+            out,
+            "#[Mean    = {:12.3}, StdDeviation   = {:12.3}]",
+            s.mean_us.unwrap_or(0.0),
+            s.stddev_us.unwrap_or(0.0)
+        );
+        let _ = writeln!(
+            out,
+            "#[Max     = {:12.3}, Total count    = {:12}]",
+            s.max_us.unwrap_or(0.0),
+            self.len()
+        );
+        let _ = writeln!(
+            out,
+            "#[Buckets = {:12}, SubBuckets     = {:12}]",
+            self.hist.buckets(),
+            sub_buckets
+        );
+        out
+    }
+
     /// The summary of everything recorded so far.
     pub fn summary(&self) -> RttSummary {
         let samples = self.len();
@@ -325,6 +389,54 @@ mod tests {
         assert_eq!(s.p50_us, Some(349_320.001));
         assert_eq!(s.p999_us, Some(349_320.001));
         assert_eq!(s.stddev_us, Some(0.0));
+    }
+
+    #[test]
+    fn the_percentile_distribution_is_hdrhistograms_format() {
+        let mut r = Rtt::new();
+        for us in 1..=1000u64 {
+            r.record(Duration::from_micros(us));
+        }
+        let text = r.percentile_distribution();
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some("       Value     Percentile TotalCount 1/(1-Percentile)")
+        );
+        assert_eq!(lines.next(), Some(""));
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip(2)
+            .take_while(|l| !l.starts_with('#'))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert!(rows.len() > 20, "{text}");
+        assert_eq!(rows[0], ["1.000", "0.000000000000", "1", "1.00"]);
+        let last = rows.last().unwrap();
+        assert_eq!(last, &["1000.000", "1.000000000000", "1000"], "{text}");
+        // Percentiles and counts only grow; no value above the maximum.
+        for w in rows.windows(2) {
+            let (a, b) = (&w[0], &w[1]);
+            assert!(a[1].parse::<f64>().unwrap() <= b[1].parse::<f64>().unwrap());
+            assert!(a[2].parse::<u64>().unwrap() <= b[2].parse::<u64>().unwrap());
+            assert!(b[0].parse::<f64>().unwrap() <= 1000.0);
+        }
+        assert!(
+            text.contains("#[Mean    =      500.500, StdDeviation   =      288.675]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("#[Max     =     1000.000, Total count    =         1000]"),
+            "{text}"
+        );
+        assert!(text.contains("SubBuckets     =         2048]"), "{text}");
+        // Empty: the header and the footer, no rows.
+        let empty = Rtt::new().percentile_distribution();
+        assert_eq!(
+            empty.lines().filter(|l| !l.is_empty()).count(),
+            4,
+            "{empty}"
+        );
     }
 
     #[test]

@@ -216,6 +216,7 @@ fn serve_summary_in_human_format() {
 #[test]
 fn help_documents_format() {
     let help = text(&keel_bench(&["--help"]).stdout);
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(help.contains("--format FORMAT [run, serve]"), "{help}");
     assert!(help.contains("accepted: json, human, both"), "{help}");
     assert!(

@@ -369,6 +369,8 @@ fn full_report() -> RunReport {
     r.scale.server_cpu_us_per_message = Some(Some(12.75));
     r.scale.server_cpu_percent = Some(Some(33.5));
     r.scale.rss_bytes_per_connection = Some(Some(4096.0));
+    r.rtt_min_us = Some(50.5);
+    r.rtt_stddev_us = Some(33.25);
     r
 }
 

@@ -13,6 +13,10 @@ pub enum Subcommand {
     Serve,
     /// `report`.
     Report,
+    /// `compare A B`.
+    Compare,
+    /// `completions SHELL`.
+    Completions,
 }
 
 impl Subcommand {
@@ -22,6 +26,8 @@ impl Subcommand {
             Subcommand::Run => RUN,
             Subcommand::Serve => SERVE,
             Subcommand::Report => REPORT,
+            Subcommand::Compare => COMPARE,
+            Subcommand::Completions => COMPLETIONS,
         }
     }
 
@@ -31,8 +37,30 @@ impl Subcommand {
             Subcommand::Run => "keel-bench (run)",
             Subcommand::Serve => "keel-bench serve",
             Subcommand::Report => "keel-bench report",
+            Subcommand::Compare => "keel-bench compare",
+            Subcommand::Completions => "keel-bench completions",
         }
     }
+
+    /// The word that selects it (`serve`), empty for a run.
+    pub fn word(self) -> &'static str {
+        match self {
+            Subcommand::Run => "",
+            Subcommand::Serve => "serve",
+            Subcommand::Report => "report",
+            Subcommand::Compare => "compare",
+            Subcommand::Completions => "completions",
+        }
+    }
+
+    /// Every subcommand, the run first.
+    pub const ALL: [Subcommand; 5] = [
+        Subcommand::Run,
+        Subcommand::Serve,
+        Subcommand::Report,
+        Subcommand::Compare,
+        Subcommand::Completions,
+    ];
 }
 
 /// Scope bit: a run takes the flag.
@@ -41,6 +69,12 @@ const RUN: u8 = 1;
 const SERVE: u8 = 2;
 /// Scope bit: `report` takes the flag.
 const REPORT: u8 = 4;
+/// Scope bit: `compare` takes the flag.
+const COMPARE: u8 = 8;
+/// Scope bit: `completions` takes the flag.
+const COMPLETIONS: u8 = 16;
+/// Every subcommand.
+const ALL: u8 = RUN | SERVE | REPORT | COMPARE | COMPLETIONS;
 
 /// One row of the flag table: drives parsing scope and `--help`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,7 +190,9 @@ pub const FLAGS: &[FlagSpec] = &[
     spec("bind", "ADDR:PORT", "required", "IP:PORT literal (e.g. 0.0.0.0:7000, [::]:7000); port 0 picks a free port", "serve: address to serve on", SERVE),
     spec("sockperf", "", "off", "switch", "serve: answer sockperf's UDP ping-pong client (clear the client bit) instead of keel-bench clients; as sockperf's own server, it leaves warm-up messages and messages without a pong request unanswered, counted in the summary's unanswered_warmup and unanswered_no_reply (every datagram received is in one summary counter: datagrams_in = answered + unanswered_warmup + unanswered_no_reply + invalid_messages + sessions_refused + truncated + recv_discarded)", SERVE),
     spec("out", "DIR", "required", "directory path", "report: where the Markdown table and SVG charts go", REPORT),
-    spec("help", "", "", "switch (also -h)", "print this help and exit 0", RUN | SERVE | REPORT),
+    spec("histogram", "FILE", "none", "a file path (created or truncated when the run starts)", "keel: write the measured phase's RTT distribution to FILE in HdrHistogram's percentile-distribution format (microseconds; plot it with HdrHistogram's plotter, or read the Value and Percentile columns)", RUN),
+    spec("help", "", "", "switch (-h: the short help)", "print this help (of the subcommand: serve --help, report --help) and exit 0", ALL),
+    spec("version", "", "", "switch (also -V)", "print keel-bench's version and exit 0", ALL),
 ];
 
 /// Looks up a flag by its long name (without `--`).
