@@ -12,6 +12,7 @@
 //! * `human`: the few lines a person reads instead of (or beside) it,
 //!   and [`present`]: which of the two goes where (`--format`, terminal);
 //! * [`procstats`]: CPU time, peak RSS and host UDP counters from `/proc`;
+//! * [`progress`]: the progress line of long runs on a terminal;
 //! * [`report`]: `keel-bench report`, result files to a Markdown table and
 //!   SVG charts, behind one entry ([`report::write`]), and `keel-bench
 //!   compare` ([`report::compare`]);
@@ -27,6 +28,8 @@
 //! * `udp_rate`: `--protocol udp --rate`, the open-loop echo over plain
 //!   keel-udp (the scale case's baseline);
 //! * [`completions`]: `keel-bench completions bash|zsh|fish`;
+//! * [`interrupt`]: Ctrl-C ends a run's measured phase early, with its
+//!   partial results;
 //! * [`run`]: the entry points of the commands.
 //!
 //! The modules in plain type (`human`, `peer`, `bulk`, `kcp`, `rudp`,
@@ -46,6 +49,7 @@ pub mod completions;
 pub mod echo;
 pub mod flags;
 mod human;
+pub mod interrupt;
 mod kcp;
 pub mod loopback;
 pub mod message;
@@ -53,6 +57,7 @@ pub mod output;
 mod peer;
 pub mod present;
 pub mod procstats;
+pub mod progress;
 pub mod report;
 mod rudp;
 pub mod run;

@@ -77,7 +77,18 @@ fn try_main() -> i32 {
                 Ok(dest) => dest,
                 Err(err) => return bad_args(&err, cfg.format, Subcommand::Run),
             };
+            if let Some(warning) = run::io_threads_warning(cfg.io_threads) {
+                eprintln!("{warning}");
+            }
+            // Ctrl-C ends the measured phase with the results so far.
+            if let Err(e) = keel_bench::interrupt::handle() {
+                eprintln!("keel-bench: warning: {e}; Ctrl-C will end the run without results");
+            }
+            let progress = keel_bench::progress::Progress::start(&cfg);
             let report = run::run(&cfg);
+            if let Some(p) = progress {
+                p.finish();
+            }
             let written = dest.run(&report);
             exit_code(report.ok && written)
         }
@@ -86,6 +97,9 @@ fn try_main() -> i32 {
                 Ok(dest) => dest,
                 Err(err) => return bad_args(&err, cfg.format, Subcommand::Serve),
             };
+            if let Some(warning) = run::io_threads_warning(cfg.io_threads) {
+                eprintln!("{warning}");
+            }
             match run::serve(&cfg) {
                 // The summary says why when it is not ok (ok: false, error).
                 Ok(summary) => {

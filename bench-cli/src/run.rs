@@ -16,6 +16,23 @@ pub fn run(cfg: &RunConfig) -> RunReport {
     }
 }
 
+/// The warning for `--io-threads` above the machine's cores (threads then
+/// share cores, and the figures say more about the scheduler than about
+/// keel); `None` when they fit or the core count is unknown.
+pub fn io_threads_warning(io_threads: u32) -> Option<String> {
+    let cores = std::thread::available_parallelism().ok()?.get();
+    threads_over_cores(io_threads, cores)
+}
+
+fn threads_over_cores(io_threads: u32, cores: usize) -> Option<String> {
+    (io_threads as usize > cores).then(|| {
+        format!(
+            "keel-bench: warning: --io-threads {io_threads} is more than this machine's {cores} \
+             cores (available parallelism): threads will share cores"
+        )
+    })
+}
+
 /// Serves echoes as described by `cfg` until its `--seconds` elapse or the
 /// process gets SIGINT/SIGTERM, and returns the summary (the caller shows
 /// it, see [`crate::present::serve`]). `Err` carries the reason it could
@@ -54,5 +71,22 @@ fn plural(n: usize, what: &str) -> String {
         format!("1 {what}")
     } else {
         format!("{n} {what}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn more_threads_than_cores_is_a_warning() {
+        assert_eq!(threads_over_cores(2, 2), None);
+        let w = threads_over_cores(8, 2).unwrap();
+        assert!(
+            w.contains("--io-threads 8 is more than this machine's 2 cores"),
+            "{w}"
+        );
+        assert_eq!(plural(1, "run"), "1 run");
+        assert_eq!(plural(0, "run"), "0 runs");
     }
 }

@@ -127,3 +127,35 @@ fn compare_two_files_and_write_a_histogram() {
     let out = keel_bench(&["compare", a.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn more_io_threads_than_cores_warns_on_stderr() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores >= 64 {
+        eprintln!("skipped: {cores} cores, --io-threads cannot exceed them");
+        return;
+    }
+    let threads = (cores + 1).to_string();
+    let out = keel_bench(&[
+        "--io-threads",
+        &threads,
+        "--seconds",
+        "0.1",
+        "--warmup",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "warning: --io-threads {threads} is more than this machine's {cores} cores"
+        )),
+        "{stderr}"
+    );
+    let out = keel_bench(&["--io-threads", "1", "--seconds", "0.1", "--warmup", "0"]);
+    assert!(
+        !text(&out.stderr).contains("warning"),
+        "{}",
+        text(&out.stderr)
+    );
+}
