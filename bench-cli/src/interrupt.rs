@@ -5,8 +5,8 @@
 //! (exit status 130).
 //!
 //! [`handle`] installs the handler (the binary does, for a run); the phase
-//! loops wait with [`wait_until`], which returns as soon as the signal
-//! comes (a condition variable, not a poll), or ask [`interrupted`].
+//! loops wait with `wait_until`, which returns as soon as the signal
+//! comes (a condition variable, not a poll), or ask `interrupted`.
 
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Instant;
@@ -29,7 +29,7 @@ fn state() -> &'static State {
 }
 
 /// Handles SIGINT for the rest of the process: the first ends the phase
-/// ([`interrupted`] says when), the second exits with status 130. `Err`
+/// (`interrupted` says when), the second exits with status 130. `Err`
 /// if the handler cannot be installed (the run then goes on without it).
 pub fn handle() -> Result<(), String> {
     let mut signals = Signals::new([SIGINT]).map_err(|e| format!("handling SIGINT: {e}"))?;

@@ -35,7 +35,7 @@ fn threads_over_cores(io_threads: u32, cores: usize) -> Option<String> {
 
 /// Serves echoes as described by `cfg` until its `--seconds` elapse or the
 /// process gets SIGINT/SIGTERM, and returns the summary (the caller shows
-/// it, see [`crate::present::serve`]). `Err` carries the reason it could
+/// it, see [`crate::present::Destination::serve`]). `Err` carries the reason it could
 /// not serve at all.
 pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
     crate::serve::serve(cfg)
