@@ -176,4 +176,9 @@ fn garbage_fails_and_one_run_is_singular() {
         stderr.contains("report: 1 run, 1 configuration summarised, none excluded"),
         "{stderr}"
     );
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains("(1 run, 1 configuration: 1 summarised, 0 excluded)"),
+        "{md}"
+    );
 }
