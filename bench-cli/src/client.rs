@@ -218,6 +218,15 @@ impl BenchClient {
         }
     }
 
+    /// Ends the measured phase at `at` if that is earlier than planned (an
+    /// interrupt): no new message after it, and the drain starts.
+    pub fn end_at(&mut self, at: Instant) {
+        if let Some(s) = &mut self.schedule {
+            s.measure_end = s.measure_end.min(at);
+        }
+        self.check_drained(Instant::now());
+    }
+
     /// Starts the closed loop: `window` messages now, one more per echo.
     pub fn start(&mut self, ctx: &mut ClientCtx<'_>, schedule: Schedule) {
         self.schedule = Some(schedule);

@@ -6,7 +6,9 @@
 //! keel-bench --connect ADDR:PORT [RUN FLAGS]  clients only, against `serve`
 //! keel-bench serve --bind ADDR:PORT [SERVE FLAGS]
 //! keel-bench report FILES... --out DIR
-//! keel-bench --help
+//! keel-bench compare BASELINE.jsonl CANDIDATE.jsonl
+//! keel-bench completions bash|zsh|fish
+//! keel-bench -h | --help | -V | --version
 //! ```
 //!
 //! The run flags, their defaults and ranges are those of arknet's loopback
@@ -14,7 +16,7 @@
 //! that drives validation scope and `--help`. Rules:
 //!
 //! * every flag takes exactly one value (`--flag V` or `--flag=V`), except
-//!   the switches `--sockperf`, `--encrypt`, `--bulk-channel` and
+//!   the switches `--sockperf`, `--encrypt`, `--bulk-channel`, `--version`/`-V` and
 //!   `--help`/`-h`;
 //! * numbers follow one grammar ([`number`]), the same as in keel-udp's
 //!   link conditioner specs: integers are whole tokens of ASCII digits (no
@@ -52,9 +54,9 @@ use std::ffi::OsString;
 
 pub use config::*;
 pub use error::FlagError;
-pub use help::help_text;
+pub use help::{help_for, help_text, usage, HELP_WIDTH};
 pub use number::{is_plain_decimal, parse_seconds, parse_u32, parse_uint};
-pub use raw::{parse_raw, RawArgs, RawFlag};
+pub use raw::{parse_raw, HelpLength, RawArgs, RawFlag};
 pub use table::{find_flag, FlagSpec, Subcommand, FLAGS, IDLE_TIMEOUT_ACCEPTED, IMPAIR_ACCEPTED};
 pub use validate::validate;
 pub use values::parse_impair;
@@ -66,6 +68,23 @@ where
     I::Item: Into<OsString>,
 {
     validate(parse_raw(args)?)
+}
+
+/// The subcommand the arguments name (`serve` or `report` first), read
+/// without parsing the rest, so that a rejected command line is answered
+/// with the right usage.
+pub fn requested_subcommand<I>(args: I) -> Subcommand
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
+    match args.into_iter().next().map(Into::into) {
+        Some(a) if a == "serve" => Subcommand::Serve,
+        Some(a) if a == "report" => Subcommand::Report,
+        Some(a) if a == "compare" => Subcommand::Compare,
+        Some(a) if a == "completions" => Subcommand::Completions,
+        _ => Subcommand::Run,
+    }
 }
 
 /// The `--format` the arguments ask for, read from their syntax alone, so

@@ -12,8 +12,10 @@
 //! * `human`: the few lines a person reads instead of (or beside) it,
 //!   and [`present`]: which of the two goes where (`--format`, terminal);
 //! * [`procstats`]: CPU time, peak RSS and host UDP counters from `/proc`;
+//! * [`progress`]: the progress line of long runs on a terminal;
 //! * [`report`]: `keel-bench report`, result files to a Markdown table and
-//!   SVG charts, behind one entry ([`report::write`]);
+//!   SVG charts, behind one entry ([`report::write`]), and `keel-bench
+//!   compare` ([`report::compare`]);
 //! * [`loopback`], [`client`], [`echo`], [`serve`]: the network run on
 //!   keel-reactor and keel-udp (public API only);
 //! * `peer`: the client side and phases shared by the open-loop and
@@ -25,6 +27,9 @@
 //!   `kcp` and `udp_rate` share (one driver, two transports);
 //! * `udp_rate`: `--protocol udp --rate`, the open-loop echo over plain
 //!   keel-udp (the scale case's baseline);
+//! * [`completions`]: `keel-bench completions bash|zsh|fish`;
+//! * [`interrupt`]: Ctrl-C ends a run's measured phase early, with its
+//!   partial results;
 //! * [`run`]: the entry points of the commands.
 //!
 //! The modules in plain type (`human`, `peer`, `bulk`, `kcp`, `rudp`,
@@ -40,9 +45,11 @@
 
 mod bulk;
 pub mod client;
+pub mod completions;
 pub mod echo;
 pub mod flags;
 mod human;
+pub mod interrupt;
 mod kcp;
 pub mod loopback;
 pub mod message;
@@ -50,6 +57,7 @@ pub mod output;
 mod peer;
 pub mod present;
 pub mod procstats;
+pub mod progress;
 pub mod report;
 mod rudp;
 pub mod run;
@@ -58,11 +66,13 @@ mod socket_client;
 pub mod stats;
 mod udp_rate;
 
-/// Exit code: the run passed every check (or `--help` was printed).
+/// Exit code: the run passed every check (or `--help` or `--version` was
+/// printed, a report written, a comparison made).
 pub const EXIT_OK: i32 = 0;
 /// Exit code: the run (or serve, or report) failed; the JSON line has
-/// `"ok": false`.
+/// `"ok": false`, and stderr says why in words.
 pub const EXIT_FAILED: i32 = 1;
-/// Exit code: bad arguments; the JSON line has `"ok": false` and an
-/// `"error"` naming the flag.
+/// Exit code: bad arguments; stderr has the error and the usage in words,
+/// and stdout one small JSON line ([`output::ErrorRecord`]) with `"ok":
+/// false` and an `"error"` naming the flag.
 pub const EXIT_BAD_ARGS: i32 = 2;

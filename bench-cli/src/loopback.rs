@@ -85,6 +85,13 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
 
     record_tally(report, &tally, &echo_stats, clients.list.len() - collected);
     record_measurements(report, &clients, &phases, &shutdown);
+    if let Some(t) = phases.interrupted {
+        report.error = Some(crate::interrupt::error(
+            t,
+            phases.measure_start,
+            cfg.seconds,
+        ));
+    }
     report.set_snmp(udp_delta(snmp_before.as_ref(), snmp_after.as_ref()).as_ref());
     if let Some(s) = &shutdown.server {
         report.checks.server_send_rejections = Some(s.send_rejections);
@@ -257,6 +264,8 @@ fn record_client_buffers(report: &mut RunReport, clients: &[Client<BenchClient>]
 /// When the phases ran, and the process CPU time over the measured one.
 struct Phases {
     measure_start: Instant,
+    /// When a Ctrl-C ended the measured phase early, if one did.
+    interrupted: Option<Instant>,
     /// When the last echo came back, or the drain's deadline.
     drain_end: Instant,
     drain_timed_out: bool,
@@ -280,16 +289,34 @@ fn run_phases(cfg: &RunConfig, clients: &Clients) -> Phases {
     for c in &clients.list {
         c.post(move |h, ctx| h.start(ctx, schedule));
     }
-    sleep_until(measure_start);
+    // Ctrl-C ends the phase early: the clients stop sending and drain.
+    let stop_at = |t: Instant| {
+        for c in &clients.list {
+            c.post(move |h, _| h.end_at(t));
+        }
+    };
+    let mut measure_end = measure_end;
+    let mut interrupted = crate::interrupt::wait_until(measure_start);
+    if let Some(t) = interrupted {
+        stop_at(t);
+        measure_end = t;
+    }
     let cpu_start = process_cpu_time();
     let wall_start = Instant::now();
-    sleep_until(measure_end);
+    if interrupted.is_none() {
+        interrupted = crate::interrupt::wait_until(measure_end);
+        if let Some(t) = interrupted {
+            stop_at(t);
+            measure_end = t;
+        }
+    }
     let drain_deadline = measure_end + Duration::from_secs_f64(cfg.drain);
     let drained_at = clients.latch.wait(cfg.clients, drain_deadline);
     let cpu_end = process_cpu_time();
     let wall_end = Instant::now();
     Phases {
         measure_start,
+        interrupted,
         drain_end: drained_at.unwrap_or(drain_deadline),
         drain_timed_out: drained_at.is_none(),
         cpu: (cpu_start, cpu_end),
@@ -452,7 +479,7 @@ fn record_measurements(
     shutdown: &Shutdown,
 ) {
     report.checks.client_send_completion_errors = shutdown.client_send_errors;
-    report.set_rtt(&clients.rtt.merged().summary());
+    report.set_rtt_of(&clients.rtt.merged());
     report.set_throughput(
         phases
             .drain_end

@@ -1,13 +1,14 @@
 //! keel-bench binary: parse the flags, dispatch, show the result (the JSON
-//! line, and the human summary as `--format` asks), exit with
-//! [`keel_bench::EXIT_OK`], [`keel_bench::EXIT_FAILED`] or
-//! [`keel_bench::EXIT_BAD_ARGS`]. All logic lives in the library.
+//! line, and the human summary as `--format` asks; errors in words on
+//! stderr), exit with [`keel_bench::EXIT_OK`], [`keel_bench::EXIT_FAILED`]
+//! or [`keel_bench::EXIT_BAD_ARGS`]. All logic lives in the library.
 
 use std::ffi::OsString;
 use std::io::Write;
 
-use keel_bench::flags::{self, Command, OutputFormat};
-use keel_bench::{present, run, EXIT_BAD_ARGS, EXIT_FAILED, EXIT_OK};
+use keel_bench::flags::{self, Command, FlagError, OutputFormat, Subcommand};
+use keel_bench::present::{self, Destination};
+use keel_bench::{run, EXIT_BAD_ARGS, EXIT_FAILED, EXIT_OK};
 
 fn main() {
     std::process::exit(try_main())
@@ -21,42 +22,100 @@ fn exit_code(ok: bool) -> i32 {
     }
 }
 
+/// A rejected command line: exit 2.
+fn bad_args(err: &FlagError, format: OutputFormat, sub: Subcommand) -> i32 {
+    present::bad_args(err, format, sub);
+    EXIT_BAD_ARGS
+}
+
+/// Writes `text` to stdout, ignoring a closed stdout.
+fn print_out(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
 fn try_main() -> i32 {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let command = match flags::parse(args.iter().cloned()) {
         Ok(command) => command,
         Err(err) => {
-            present::bad_args(&err, flags::requested_format(args));
-            return EXIT_BAD_ARGS;
+            return bad_args(
+                &err,
+                flags::requested_format(args.iter().cloned()),
+                flags::requested_subcommand(args.iter().cloned()),
+            )
         }
     };
     match command {
-        Command::Help => {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(flags::help_text().as_bytes());
-            let _ = out.flush();
+        Command::Help { sub, long } => {
+            print_out(&flags::help_for(sub, long));
             EXIT_OK
         }
-        Command::Run(cfg) => {
-            let report = run::run(&cfg);
-            present::run(&report, cfg.format);
-            exit_code(report.ok)
+        Command::Version => {
+            print_out(&format!("keel-bench {}\n", env!("CARGO_PKG_VERSION")));
+            EXIT_OK
         }
-        Command::Serve(cfg) => match run::serve(&cfg) {
-            // The summary says why when it is not ok (ok: false, error).
-            Ok(summary) => {
-                present::serve(&summary, cfg.format);
-                exit_code(summary.ok)
+        Command::Completions(shell) => {
+            print_out(&keel_bench::completions::script(shell));
+            EXIT_OK
+        }
+        Command::Compare(cfg) => match keel_bench::report::compare(&cfg) {
+            Ok(text) => {
+                print_out(&text);
+                EXIT_OK
             }
             Err(e) => {
-                present::failed("serve", &e, cfg.format);
+                present::report_failed(&e);
                 EXIT_FAILED
             }
         },
+        Command::Run(cfg) => {
+            let dest = Destination::open(cfg.format, cfg.output.as_deref())
+                .and_then(|d| d.with_histogram(cfg.histogram.as_deref()));
+            let mut dest = match dest {
+                Ok(dest) => dest,
+                Err(err) => return bad_args(&err, cfg.format, Subcommand::Run),
+            };
+            if let Some(warning) = run::io_threads_warning(cfg.io_threads) {
+                eprintln!("{warning}");
+            }
+            // Ctrl-C ends the measured phase with the results so far.
+            if let Err(e) = keel_bench::interrupt::handle() {
+                eprintln!("keel-bench: warning: {e}; Ctrl-C will end the run without results");
+            }
+            let progress = keel_bench::progress::Progress::start(&cfg);
+            let report = run::run(&cfg);
+            if let Some(p) = progress {
+                p.finish();
+            }
+            let written = dest.run(&report);
+            exit_code(report.ok && written)
+        }
+        Command::Serve(cfg) => {
+            let mut dest = match Destination::open(cfg.format, cfg.output.as_deref()) {
+                Ok(dest) => dest,
+                Err(err) => return bad_args(&err, cfg.format, Subcommand::Serve),
+            };
+            if let Some(warning) = run::io_threads_warning(cfg.io_threads) {
+                eprintln!("{warning}");
+            }
+            match run::serve(&cfg) {
+                // The summary says why when it is not ok (ok: false, error).
+                Ok(summary) => {
+                    let written = dest.serve(&summary);
+                    exit_code(summary.ok && written)
+                }
+                Err(e) => {
+                    dest.serve_failed(&cfg, &e);
+                    EXIT_FAILED
+                }
+            }
+        }
         Command::Report(cfg) => match run::report(&cfg) {
             Ok(()) => EXIT_OK,
             Err(e) => {
-                present::failed("report", &e, OutputFormat::Auto);
+                present::report_failed(&e);
                 EXIT_FAILED
             }
         },

@@ -148,7 +148,48 @@ pub const KEEL_FIELDS: &[&str] = &[
     "conditioner_dropped",
     "conditioner_duplicated",
     "lane_steering",
+    "rtt_min_us",
+    "rtt_stddev_us",
 ];
+
+/// The line for a command line that was rejected (bad arguments, exit 2)
+/// or a `report` that could not run: the contract's `"ok": false` and
+/// `"error"` naming the flag, and what produced it, nothing else. A record
+/// of every run field set to null would say nothing more and looks like a
+/// run; a run that started and failed prints its full [`RunReport`], and a
+/// failed `serve` its [`crate::serve::ServeSummary`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ErrorRecord {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `"keel"`.
+    pub backend: &'static str,
+    /// keel-bench's version.
+    pub keel_version: &'static str,
+    /// Always false.
+    pub ok: bool,
+    /// What was wrong: the flag and what it accepts, or why the command
+    /// could not run.
+    pub error: String,
+}
+
+impl ErrorRecord {
+    /// The record of `error`.
+    pub fn new(error: &str) -> Self {
+        ErrorRecord {
+            schema_version: SCHEMA_VERSION,
+            backend: BACKEND,
+            keel_version: env!("CARGO_PKG_VERSION"),
+            ok: false,
+            error: error.to_owned(),
+        }
+    }
+
+    /// The record as one line of JSON, without the trailing newline.
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(self).expect("an ErrorRecord always serializes")
+    }
+}
 
 /// Which part of the benchmark produced a report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -250,6 +291,21 @@ pub struct RunReport {
     /// ... `rss_bytes_per_connection`).
     #[serde(flatten)]
     pub scale: Scale,
+    /// Smallest RTT, µs (appended after every other field, as scripts read
+    /// the earlier ones by position too).
+    pub rtt_min_us: Option<f64>,
+    /// Population standard deviation of the RTTs, µs.
+    pub rtt_stddev_us: Option<f64>,
+    /// `--histogram`: the measured RTTs in HdrHistogram's
+    /// percentile-distribution format ([`crate::stats::Rtt::
+    /// percentile_distribution`]), kept only when asked for; not in the
+    /// JSON line.
+    #[serde(skip)]
+    pub rtt_distribution: Option<String>,
+    /// `--histogram` was given: [`RunReport::set_rtt_of`] keeps the
+    /// distribution.
+    #[serde(skip)]
+    pub wants_distribution: bool,
 }
 
 /// The run's configuration as the contract echoes it (`protocol` ...
@@ -602,6 +658,10 @@ impl RunReport {
             peer: PeerSettings::default(),
             bulk: Bulk::default(),
             scale: Scale::default(),
+            rtt_min_us: None,
+            rtt_stddev_us: None,
+            rtt_distribution: None,
+            wants_distribution: false,
         }
     }
 
@@ -675,6 +735,7 @@ impl RunReport {
                 transfer_bytes: peer.then_some(cfg.transfer),
                 goodput_bytes_per_second: peer.then_some(None),
             },
+            wants_distribution: cfg.histogram.is_some(),
             ..blank
         }
     }
@@ -702,6 +763,17 @@ impl RunReport {
         self.rtt_extra.rtt_p999_us = rtt.p999_us;
         self.rtt_extra.rtt_max_us = rtt.max_us;
         self.rtt_extra.rtt_mean_us = rtt.mean_us;
+        self.rtt_min_us = rtt.min_us;
+        self.rtt_stddev_us = rtt.stddev_us;
+    }
+
+    /// [`RunReport::set_rtt`] of `rtt`'s summary, and its percentile
+    /// distribution when `--histogram` asked for it.
+    pub fn set_rtt_of(&mut self, rtt: &crate::stats::Rtt) {
+        self.set_rtt(&rtt.summary());
+        if self.wants_distribution {
+            self.rtt_distribution = Some(rtt.percentile_distribution());
+        }
     }
 
     /// Sets `elapsed_seconds` and derives `payload_roundtrip_bytes`,

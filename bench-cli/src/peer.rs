@@ -160,6 +160,14 @@ impl Driver {
         self.schedule = Some(schedule);
     }
 
+    /// The measured phase ends at `at` if that is earlier than planned (an
+    /// interrupt); the next pump sees it.
+    pub(crate) fn end_at(&mut self, at: Instant) {
+        if let Some(s) = &mut self.schedule {
+            s.measure_end = s.measure_end.min(at);
+        }
+    }
+
     /// Gives up on lost unreliable messages.
     pub(crate) fn expire(&mut self, now: Instant) {
         if self.channel.reliable() {
@@ -345,6 +353,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(crate) enum Job {
     /// The run starts.
     Start(Schedule),
+    /// Ctrl-C: the measured phase ends at this instant instead.
+    End(Instant),
     /// Time to send what is due (open loop: this client's send time came;
     /// closed loop: a millisecond passed) and give up on lost messages.
     Tick,
@@ -445,7 +455,9 @@ pub(crate) fn drive(
     for i in 0..n {
         post(i, Job::Start(schedule));
     }
-    let drain_deadline = measure_end + Duration::from_secs_f64(cfg.drain);
+    let mut measure_end = measure_end;
+    let mut drain_deadline = measure_end + Duration::from_secs_f64(cfg.drain);
+    let mut interrupted = None;
     let mut cpu_start = None;
     let mut server_start = None;
     let mut received_start = 0;
@@ -456,6 +468,17 @@ pub(crate) fn drive(
     let mut next = start;
     let drained_at = loop {
         let now = Instant::now();
+        // Ctrl-C ends the measured phase now; the clients drain.
+        if interrupted.is_none() && now < measure_end {
+            if let Some(t) = crate::interrupt::interrupted() {
+                interrupted = Some(t);
+                measure_end = t.max(measure_start).min(measure_end);
+                drain_deadline = measure_end + Duration::from_secs_f64(cfg.drain);
+                for i in 0..n {
+                    post(i, Job::End(measure_end));
+                }
+            }
+        }
         if wall_start.is_none() && now >= measure_start {
             cpu_start = process_cpu_time();
             server_start = server.threads.cpu_time();
@@ -485,6 +508,9 @@ pub(crate) fn drive(
     let process_wall = wall_start.map_or(Duration::ZERO, |w| w.elapsed());
     if drained_at.is_none() {
         report.checks.drain_timeouts = 1;
+    }
+    if let Some(t) = interrupted {
+        report.error = Some(crate::interrupt::error(t, measure_start, cfg.seconds));
     }
     let end = drained_at.unwrap_or(drain_deadline);
     if let (Some(a), Some(b)) = (cpu_start, cpu_end) {
@@ -685,7 +711,7 @@ pub(crate) fn record(report: &mut RunReport, tally: &Tally, server: ServerTally,
     report.checks.warmup_ok = tally.warmup_errors == 0;
     report.checks.server_send_rejections = Some(server.send_rejections);
     report.delivery.messages_delivered = Some(server.delivered);
-    report.set_rtt(&rtt.summary());
+    report.set_rtt_of(rtt);
 }
 
 /// The server's CPU per message and the memory per connection into

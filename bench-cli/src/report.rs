@@ -139,6 +139,7 @@
 //! module.
 
 mod charts;
+mod compare;
 mod fields;
 mod input;
 mod markdown;
@@ -155,6 +156,8 @@ use charts::{
     LOSS_FILE, P99_FILE, RUDP_BULK_FILE, RUDP_P99_FILE, RUDP_SCALE_FILE, THROUGHPUT_FILE,
 };
 use summary::Report;
+
+pub use compare::compare;
 
 /// Name of the Markdown file written in the output directory.
 pub const MARKDOWN_FILE: &str = "report.md";
@@ -229,15 +232,28 @@ fn read_inputs(inputs: &[PathBuf]) -> Result<Report, String> {
         texts.push((path.display().to_string(), text));
     }
     let report = Report::from_texts(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())));
-    if report.run_count() == 0 && report.unreadable.is_empty() {
-        return Err(format!(
-            "report: no result lines in {}",
-            texts
-                .iter()
-                .map(|(n, _)| n.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+    let names = || {
+        texts
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if report.run_count() == 0 {
+        // Nothing to summarise: an empty table would pass for a report.
+        return Err(match report.unreadable.first() {
+            None => format!("report: no result lines in {}", names()),
+            Some(first) => format!(
+                "report: no result lines in {}: {} unreadable ({}: {})",
+                names(),
+                match report.unreadable.len() {
+                    1 => "its 1 line is".to_string(),
+                    n => format!("all {n} lines are"),
+                },
+                first.source,
+                first.reason
+            ),
+        });
     }
     Ok(report)
 }

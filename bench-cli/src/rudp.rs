@@ -158,6 +158,7 @@ impl BenchPeer {
         match job {
             Job::Start(s) => self.driver.start(s),
             Job::Tick => self.driver.expire(Instant::now()),
+            Job::End(at) => self.driver.end_at(at),
         }
         self.pump(ctx);
         self.rearm(ctx);

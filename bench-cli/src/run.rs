@@ -16,9 +16,26 @@ pub fn run(cfg: &RunConfig) -> RunReport {
     }
 }
 
+/// The warning for `--io-threads` above the machine's cores (threads then
+/// share cores, and the figures say more about the scheduler than about
+/// keel); `None` when they fit or the core count is unknown.
+pub fn io_threads_warning(io_threads: u32) -> Option<String> {
+    let cores = std::thread::available_parallelism().ok()?.get();
+    threads_over_cores(io_threads, cores)
+}
+
+fn threads_over_cores(io_threads: u32, cores: usize) -> Option<String> {
+    (io_threads as usize > cores).then(|| {
+        format!(
+            "keel-bench: warning: --io-threads {io_threads} is more than this machine's {cores} \
+             cores (available parallelism): threads will share cores"
+        )
+    })
+}
+
 /// Serves echoes as described by `cfg` until its `--seconds` elapse or the
 /// process gets SIGINT/SIGTERM, and returns the summary (the caller shows
-/// it, see [`crate::present::serve`]). `Err` carries the reason it could
+/// it, see [`crate::present::Destination::serve`]). `Err` carries the reason it could
 /// not serve at all.
 pub fn serve(cfg: &ServeConfig) -> Result<ServeSummary, String> {
     crate::serve::serve(cfg)
@@ -35,14 +52,41 @@ pub fn report(cfg: &ReportConfig) -> Result<(), String> {
     };
     let unreadable = match written.unreadable {
         0 => String::new(),
-        n => format!(", {n} unreadable lines"),
+        n => format!(", {}", plural(n, "unreadable line")),
     };
     eprintln!(
-        "report: {} runs, {} configurations summarised, {excluded}{unreadable}",
-        written.runs, written.summarised,
+        "report: {}, {} summarised, {excluded}{unreadable}",
+        plural(written.runs, "run"),
+        plural(written.summarised, "configuration"),
     );
     for file in &written.files {
         eprintln!("report: wrote {}", file.display());
     }
     Ok(())
+}
+
+/// `1 run`, `2 runs`, `0 runs`.
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn more_threads_than_cores_is_a_warning() {
+        assert_eq!(threads_over_cores(2, 2), None);
+        let w = threads_over_cores(8, 2).unwrap();
+        assert!(
+            w.contains("--io-threads 8 is more than this machine's 2 cores"),
+            "{w}"
+        );
+        assert_eq!(plural(1, "run"), "1 run");
+        assert_eq!(plural(0, "run"), "0 runs");
+    }
 }

@@ -71,7 +71,8 @@ pub struct ServeSummary {
     pub full_policy: &'static str,
     /// Seconds served.
     pub elapsed_seconds: f64,
-    /// What ended it: `"seconds"`, `"SIGINT"` or `"SIGTERM"`.
+    /// What ended it: `"seconds"`, `"SIGINT"` or `"SIGTERM"`; `"error"`
+    /// when it could not start ([`ServeSummary::failed`]).
     pub ended_by: String,
     /// Datagrams received: each is in exactly one of `answered`,
     /// `unanswered_warmup`, `unanswered_no_reply`, `invalid_messages`,
@@ -215,6 +216,53 @@ fn wait_for_end(seconds: Option<f64>, signals: &mpsc::Receiver<&'static str>) ->
         None => signals
             .recv()
             .map_or_else(|_| "signal thread ended".to_string(), str::to_string),
+    }
+}
+
+impl ServeSummary {
+    /// The summary of a `serve` that could not start (the address in use,
+    /// the runtime not started): the configuration as asked, every
+    /// counter 0 (nothing was served) and the socket buffers 0 (none was
+    /// granted), `ended_by` `"error"`, `ok` false and `error` why; the
+    /// same fields, in the same order, as a summary of a server that ran.
+    pub fn failed(cfg: &ServeConfig, error: &str) -> ServeSummary {
+        ServeSummary {
+            role: "serve",
+            backend: crate::output::BACKEND,
+            keel_version: env!("CARGO_PKG_VERSION"),
+            bind: cfg.bind.to_string(),
+            mode: if cfg.sockperf { "sockperf" } else { "bench" },
+            io_model: cfg.io_model.as_str(),
+            io_threads: cfg.io_threads,
+            server_io_lanes: cfg.server_lanes,
+            idle_timeout_seconds: cfg.idle_timeout.map(|d| d.as_secs_f64()),
+            max_sessions: cfg.max_sessions,
+            full_policy: cfg.full_policy.as_str(),
+            elapsed_seconds: 0.0,
+            ended_by: "error".to_string(),
+            datagrams_in: 0,
+            datagrams_out: 0,
+            bytes_in: 0,
+            bytes_out: 0,
+            kernel_rcvbuf_drops: 0,
+            answered: 0,
+            unanswered_warmup: 0,
+            unanswered_no_reply: 0,
+            invalid_messages: 0,
+            send_rejections: 0,
+            send_errors: 0,
+            truncated: 0,
+            recv_discarded: 0,
+            sessions_opened: 0,
+            sessions_refused: 0,
+            sessions_rejected: 0,
+            sessions_timed_out: 0,
+            sessions_evicted: 0,
+            udp_server_send_buffer_bytes: 0,
+            udp_server_receive_buffer_bytes: 0,
+            ok: false,
+            error: Some(error.to_owned()),
+        }
     }
 }
 

@@ -154,6 +154,7 @@ impl<T: Transport> SocketClient for SocketPeer<T> {
         match job {
             Job::Start(s) => self.driver.start(s),
             Job::Tick => self.driver.expire(Instant::now()),
+            Job::End(at) => self.driver.end_at(at),
         }
         self.pump(ctx);
         self.arm(ctx);

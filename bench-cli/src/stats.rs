@@ -25,8 +25,14 @@ pub struct Rtt {
     hist: Histogram<u64>,
     /// Exact sum of recorded (clamped) values, for the mean.
     sum_ns: u128,
+    /// Exact sum of the squares of recorded (clamped) values, for the
+    /// standard deviation (60 s² in ns² is 3.6e21, so 2^128 holds about
+    /// 10^17 of the largest samples).
+    sum_sq_ns: u128,
     /// Exact largest recorded (clamped) value.
     max_ns: u64,
+    /// Exact smallest recorded (clamped) value; `u64::MAX` when empty.
+    min_ns: u64,
 }
 
 /// Percentiles and moments of recorded RTTs, in microseconds.
@@ -35,7 +41,10 @@ pub struct Rtt {
 /// empty run cannot be mistaken for a fast one. Percentiles are nearest-rank
 /// (the smallest recorded value such that at least the given fraction of
 /// samples are less than or equal to it), reported as the highest value
-/// equivalent at the histogram's precision; `max_us` and `mean_us` are exact.
+/// equivalent at the histogram's precision, clamped to the exact
+/// `min_us ..= max_us`: a bucket's upper edge is not a sample, so no
+/// percentile is ever above the largest RTT recorded (or below the
+/// smallest); `min_us`, `max_us`, `mean_us` and `stddev_us` are exact.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct RttSummary {
     /// Number of samples recorded.
@@ -54,6 +63,10 @@ pub struct RttSummary {
     pub max_us: Option<f64>,
     /// Arithmetic mean.
     pub mean_us: Option<f64>,
+    /// Smallest sample.
+    pub min_us: Option<f64>,
+    /// Population standard deviation of the samples.
+    pub stddev_us: Option<f64>,
 }
 
 impl Default for Rtt {
@@ -70,7 +83,9 @@ impl Rtt {
         Rtt {
             hist,
             sum_ns: 0,
+            sum_sq_ns: 0,
             max_ns: 0,
+            min_ns: u64::MAX,
         }
     }
 
@@ -82,7 +97,11 @@ impl Rtt {
             .min(HIGHEST_NS);
         self.hist.saturating_record(ns);
         self.sum_ns += u128::from(ns);
+        self.sum_sq_ns = self
+            .sum_sq_ns
+            .saturating_add(u128::from(ns) * u128::from(ns));
         self.max_ns = self.max_ns.max(ns);
+        self.min_ns = self.min_ns.min(ns);
     }
 
     /// Number of samples recorded.
@@ -103,7 +122,9 @@ impl Rtt {
             .add(&other.hist)
             .expect("RTT histograms share their bounds");
         self.sum_ns += other.sum_ns;
+        self.sum_sq_ns = self.sum_sq_ns.saturating_add(other.sum_sq_ns);
         self.max_ns = self.max_ns.max(other.max_ns);
+        self.min_ns = self.min_ns.min(other.min_ns);
     }
 
     /// Forgets every sample (e.g. between warm-up and measured phase),
@@ -111,7 +132,73 @@ impl Rtt {
     pub fn reset(&mut self) {
         self.hist.reset();
         self.sum_ns = 0;
+        self.sum_sq_ns = 0;
         self.max_ns = 0;
+        self.min_ns = u64::MAX;
+    }
+
+    /// Everything recorded so far in HdrHistogram's percentile-distribution
+    /// format (Java's `outputPercentileDistribution`, which HdrHistogram's
+    /// plotter reads), values in microseconds, 5 ticks per half distance:
+    /// a header, then `Value Percentile TotalCount 1/(1-Percentile)` lines,
+    /// then the mean, standard deviation, maximum and count. Values are
+    /// bucket edges clamped to the exact maximum, as the percentiles of
+    /// [`Rtt::summary`] are.
+    pub fn percentile_distribution(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = format!(
+            "{:>12} {:>14} {:>10} {:>14}\n\n",
+            "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
+        );
+        let us = |ns: u64| ns.clamp(self.min_ns.min(self.max_ns), self.max_ns) as f64 / 1_000.0;
+        let mut total = 0u64;
+        if !self.is_empty() {
+            for v in self.hist.iter_quantiles(5) {
+                total += v.count_since_last_iteration();
+                let q = v.quantile_iterated_to();
+                if q < 1.0 {
+                    let _ = writeln!(
+                        out,
+                        "{:12.3} {:2.12} {:10} {:14.2}",
+                        us(v.value_iterated_to()),
+                        q,
+                        total,
+                        1.0 / (1.0 - q)
+                    );
+                } else {
+                    let _ = writeln!(
+                        out,
+                        "{:12.3} {:2.12} {:10}",
+                        us(v.value_iterated_to()),
+                        q,
+                        total
+                    );
+                }
+            }
+        }
+        let s = self.summary();
+        // HdrHistogram's sub-bucket count: the power of two at or above
+        // 2 x 10^digits.
+        let sub_buckets = (2 * 10u64.pow(u32::from(SIGNIFICANT_DIGITS))).next_power_of_two();
+        let _ = writeln!(
+            out,
+            "#[Mean    = {:12.3}, StdDeviation   = {:12.3}]",
+            s.mean_us.unwrap_or(0.0),
+            s.stddev_us.unwrap_or(0.0)
+        );
+        let _ = writeln!(
+            out,
+            "#[Max     = {:12.3}, Total count    = {:12}]",
+            s.max_us.unwrap_or(0.0),
+            self.len()
+        );
+        let _ = writeln!(
+            out,
+            "#[Buckets = {:12}, SubBuckets     = {:12}]",
+            self.hist.buckets(),
+            sub_buckets
+        );
+        out
     }
 
     /// The summary of everything recorded so far.
@@ -121,7 +208,16 @@ impl Rtt {
             return RttSummary::default();
         }
         let us = |ns: u64| Some(ns as f64 / 1_000.0);
-        let q = |quantile: f64| us(self.hist.value_at_quantile(quantile));
+        // The histogram answers with its bucket's highest equivalent value,
+        // which can lie above the largest sample: clamp to what was seen.
+        let q = |quantile: f64| {
+            us(self
+                .hist
+                .value_at_quantile(quantile)
+                .clamp(self.min_ns, self.max_ns))
+        };
+        let mean_ns = self.sum_ns as f64 / samples as f64;
+        let variance_ns2 = (self.sum_sq_ns as f64 / samples as f64 - mean_ns * mean_ns).max(0.0);
         RttSummary {
             samples,
             p50_us: q(0.50),
@@ -130,7 +226,9 @@ impl Rtt {
             p99_us: q(0.99),
             p999_us: q(0.999),
             max_us: us(self.max_ns),
-            mean_us: Some(self.sum_ns as f64 / samples as f64 / 1_000.0),
+            mean_us: Some(mean_ns / 1_000.0),
+            min_us: us(self.min_ns),
+            stddev_us: Some(variance_ns2.sqrt() / 1_000.0),
         }
     }
 }
@@ -258,6 +356,105 @@ mod tests {
         assert_eq!(s.p90_us, Some(0.4));
         assert_eq!(s.max_us, Some(0.4));
         assert_eq!(s.mean_us, Some(0.25));
+    }
+
+    /// A bucket's upper edge is not a sample: at 3 significant digits,
+    /// 349.32 ms lies in a bucket whose highest equivalent value is above
+    /// it, and the percentiles used to report that edge (issue 24:
+    /// `p99.9 349.44 ms (max 349.32 ms)`).
+    #[test]
+    fn no_percentile_above_the_maximum_or_below_the_minimum() {
+        let mut r = Rtt::new();
+        let top = Duration::from_nanos(349_320_001);
+        for _ in 0..990 {
+            r.record(Duration::from_micros(1_000));
+        }
+        for _ in 0..10 {
+            r.record(top);
+        }
+        // The histogram's own answer is the bucket edge, above the max.
+        assert!(r.hist.value_at_quantile(0.999) > 349_320_001);
+        let s = r.summary();
+        assert_eq!(s.max_us, Some(349_320.001));
+        assert_eq!(s.min_us, Some(1_000.0));
+        for p in [s.p50_us, s.p90_us, s.p95_us, s.p99_us, s.p999_us] {
+            let p = p.unwrap();
+            assert!(p <= s.max_us.unwrap() && p >= s.min_us.unwrap(), "{s:?}");
+        }
+        assert_eq!(s.p999_us, s.max_us);
+        // One sample: every percentile is that sample, exactly.
+        let mut one = Rtt::new();
+        one.record(top);
+        let s = one.summary();
+        assert_eq!(s.p50_us, Some(349_320.001));
+        assert_eq!(s.p999_us, Some(349_320.001));
+        assert_eq!(s.stddev_us, Some(0.0));
+    }
+
+    #[test]
+    fn the_percentile_distribution_is_hdrhistograms_format() {
+        let mut r = Rtt::new();
+        for us in 1..=1000u64 {
+            r.record(Duration::from_micros(us));
+        }
+        let text = r.percentile_distribution();
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some("       Value     Percentile TotalCount 1/(1-Percentile)")
+        );
+        assert_eq!(lines.next(), Some(""));
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip(2)
+            .take_while(|l| !l.starts_with('#'))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert!(rows.len() > 20, "{text}");
+        assert_eq!(rows[0], ["1.000", "0.000000000000", "1", "1.00"]);
+        let last = rows.last().unwrap();
+        assert_eq!(last, &["1000.000", "1.000000000000", "1000"], "{text}");
+        // Percentiles and counts only grow; no value above the maximum.
+        for w in rows.windows(2) {
+            let (a, b) = (&w[0], &w[1]);
+            assert!(a[1].parse::<f64>().unwrap() <= b[1].parse::<f64>().unwrap());
+            assert!(a[2].parse::<u64>().unwrap() <= b[2].parse::<u64>().unwrap());
+            assert!(b[0].parse::<f64>().unwrap() <= 1000.0);
+        }
+        assert!(
+            text.contains("#[Mean    =      500.500, StdDeviation   =      288.675]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("#[Max     =     1000.000, Total count    =         1000]"),
+            "{text}"
+        );
+        assert!(text.contains("SubBuckets     =         2048]"), "{text}");
+        // Empty: the header and the footer, no rows.
+        let empty = Rtt::new().percentile_distribution();
+        assert_eq!(
+            empty.lines().filter(|l| !l.is_empty()).count(),
+            4,
+            "{empty}"
+        );
+    }
+
+    #[test]
+    fn min_and_standard_deviation_are_exact() {
+        let mut r = Rtt::new();
+        for us in [2u64, 4, 4, 4, 5, 5, 7, 9] {
+            r.record(Duration::from_micros(us));
+        }
+        let s = r.summary();
+        assert_eq!(s.min_us, Some(2.0));
+        assert_eq!(s.mean_us, Some(5.0));
+        assert!((s.stddev_us.unwrap() - 2.0).abs() < 1e-9, "{s:?}");
+        let mut b = Rtt::new();
+        b.record(Duration::from_micros(1));
+        r.merge(&b);
+        assert_eq!(r.summary().min_us, Some(1.0));
+        r.reset();
+        assert_eq!(r.summary().min_us, None);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use keel_bench::flags::{
     help_text, parse, AddressFamily, Command, FlagError, FullPolicyChoice, IoModel, Protocol,
-    RunConfig, ServeConfig, FLAGS,
+    RunConfig, ServeConfig, Subcommand, FLAGS,
 };
 
 fn run(args: &[&str]) -> Result<RunConfig, FlagError> {
@@ -603,18 +603,47 @@ fn report_structure() {
 
 #[test]
 fn help_wins_and_lists_every_flag_with_default_range_and_exit_codes() {
-    assert_eq!(parse(["--help"]).unwrap(), Command::Help);
-    assert_eq!(parse(["-h"]).unwrap(), Command::Help);
-    assert_eq!(parse(["--clients", "0", "--help"]).unwrap(), Command::Help);
-    assert_eq!(parse(["serve", "--help"]).unwrap(), Command::Help);
-    assert_eq!(parse(["report", "--help"]).unwrap(), Command::Help);
+    let help = |sub, long| Command::Help { sub, long };
+    assert_eq!(parse(["--help"]).unwrap(), help(Subcommand::Run, true));
+    assert_eq!(parse(["-h"]).unwrap(), help(Subcommand::Run, false));
+    assert_eq!(
+        parse(["--clients", "0", "--help"]).unwrap(),
+        help(Subcommand::Run, true)
+    );
+    assert_eq!(
+        parse(["serve", "--help"]).unwrap(),
+        help(Subcommand::Serve, true)
+    );
+    assert_eq!(
+        parse(["report", "-h"]).unwrap(),
+        help(Subcommand::Report, false)
+    );
+    assert_eq!(
+        parse(["compare", "--help"]).unwrap(),
+        help(Subcommand::Compare, true)
+    );
+    assert_eq!(
+        parse(["-h", "--help"]).unwrap(),
+        help(Subcommand::Run, true)
+    );
+    assert_eq!(parse(["--version"]).unwrap(), Command::Version);
+    assert_eq!(parse(["-V"]).unwrap(), Command::Version);
+    assert_eq!(parse(["serve", "-V"]).unwrap(), Command::Version);
     rejects(&["--help=yes"], "--help");
+    rejects(&["--version=1"], "--version");
 
-    let help = help_text();
+    // Lines are wrapped at 100 columns: compare the words.
+    let help = help_text().split_whitespace().collect::<Vec<_>>().join(" ");
+    for line in help_text().lines() {
+        assert!(line.chars().count() <= 100, "{line}");
+    }
     for spec in FLAGS {
         assert!(help.contains(&format!("--{}", spec.name)), "{}", spec.name);
-        assert!(help.contains(spec.accepted), "{}", spec.name);
-        assert!(help.contains(&format!("default: {}", spec.default)) || spec.default.is_empty());
+        let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(help.contains(&words(spec.accepted)), "{}", spec.name);
+        assert!(
+            help.contains(&words(&format!("default: {}", spec.default))) || spec.default.is_empty()
+        );
     }
     for range in [
         "1..=1024",
@@ -628,7 +657,7 @@ fn help_wins_and_lists_every_flag_with_default_range_and_exit_codes() {
         assert!(help.contains(range), "{range}");
     }
     for code in ["0  ok", "1  the run failed", "2  bad arguments"] {
-        assert!(help.contains(code), "{code}");
+        assert!(help_text().contains(code), "{code}");
     }
 }
 

@@ -159,15 +159,16 @@ fn a_failed_run_says_why_in_its_summary() {
 
 #[test]
 fn bad_arguments_in_human_format_are_words_and_still_exit_2() {
+    // Errors are words on stderr (issue 24); human asks for no JSON line.
     let out = keel_bench(&["--format", "human", "--clients", "0"]);
     assert_eq!(out.status.code(), Some(2));
-    let stdout = text(&out.stdout);
-    assert!(!stdout.contains('{'), "{stdout}");
+    assert_eq!(text(&out.stdout), "");
+    let stderr = text(&out.stderr);
     assert!(
-        stdout.contains("--clients: expected an integer in 1..=1024, got \"0\""),
-        "{stdout}"
+        stderr.contains("--clients: expected an integer in 1..=1024, got \"0\""),
+        "{stderr}"
     );
-    assert!(stdout.contains("--help"), "{stdout}");
+    assert!(stderr.contains("--help"), "{stderr}");
 
     // A bad --format is itself reported as the JSON line (the format is
     // unknown), naming what it accepts.
@@ -215,6 +216,7 @@ fn serve_summary_in_human_format() {
 #[test]
 fn help_documents_format() {
     let help = text(&keel_bench(&["--help"]).stdout);
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(help.contains("--format FORMAT [run, serve]"), "{help}");
     assert!(help.contains("accepted: json, human, both"), "{help}");
     assert!(

@@ -96,6 +96,7 @@ fn the_parser_never_panics_names_what_it_rejects_and_accepts_only_valid_runs() {
                                 .any(|a| a.starts_with('-') && a.contains(&f[1..])))
                         || f == "--clients x --window x --payload"
                         || f == "FILES"
+                        || f == "SHELL"
                         || f == "arguments"
                         || (f.contains("empty argument") && args.iter().any(String::is_empty));
                     prop_assert!(named, "{args:?}: {e}");
@@ -142,11 +143,24 @@ fn the_parser_never_panics_names_what_it_rejects_and_accepts_only_valid_runs() {
                     counts.set((a + 1, r));
                     prop_assert!(!cfg.inputs.is_empty() && !cfg.out.as_os_str().is_empty());
                 }
-                Ok(Command::Help) => {
+                Ok(Command::Help { .. }) => {
                     counts.set((a + 1, r));
                     // --help, or -h alone or in a cluster of short flags.
                     prop_assert!(args.iter().any(|a| a == "--help"
                         || (a.starts_with('-') && !a.starts_with("--") && a.contains('h'))));
+                }
+                Ok(Command::Version) => {
+                    counts.set((a + 1, r));
+                    // --version, or -V alone or in a cluster of short flags.
+                    prop_assert!(args.iter().any(|a| a == "--version"
+                        || (a.starts_with('-') && !a.starts_with("--") && a.contains('V'))));
+                }
+                Ok(other @ (Command::Compare(_) | Command::Completions(_))) => {
+                    prop_assert!(
+                        args.first()
+                            .is_some_and(|a| a == "compare" || a == "completions"),
+                        "{args:?}: {other:?}"
+                    );
                 }
             }
             Ok(())

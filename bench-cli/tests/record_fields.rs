@@ -8,8 +8,8 @@
 //! * [`records_keep_their_fields_in_order`]: the key sequence of every kind
 //!   of record the binary prints (a UDP run, an open-loop UDP run, rudp and
 //!   kcp echo and bulk runs, a client-only run against `serve`, `serve`'s
-//!   summary, the error line for bad arguments and for a `report` that
-//!   cannot read), and of the reports a run starts from (`RunReport::new`
+//!   summary and that of a `serve` that cannot bind, the error line for bad
+//!   arguments and for a `report` that cannot read), and of the reports a run starts from (`RunReport::new`
 //!   for each protocol) against the checked-in lists.
 //! * [`a_full_record_is_byte_identical_to_the_golden_one`]: a report with
 //!   every field set to a fixed value serializes to exactly
@@ -223,6 +223,13 @@ fn every_record() -> Vec<(&'static str, String)> {
             record(&["report", "/nonexistent/keel-bench-runs.jsonl"], false),
         ),
     ];
+    let taken = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    out.push((
+        "serve that cannot bind",
+        record(&["serve", "--bind", &addr, "--seconds", "1"], false),
+    ));
+    drop(taken);
     let (client, serve) = client_and_serve();
     out.push(("run udp --connect", client));
     out.push(("serve", serve));
@@ -362,6 +369,8 @@ fn full_report() -> RunReport {
     r.scale.server_cpu_us_per_message = Some(Some(12.75));
     r.scale.server_cpu_percent = Some(Some(33.5));
     r.scale.rss_bytes_per_connection = Some(Some(4096.0));
+    r.rtt_min_us = Some(50.5);
+    r.rtt_stddev_us = Some(33.25);
     r
 }
 

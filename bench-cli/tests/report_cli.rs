@@ -61,7 +61,7 @@ fn writes_table_and_charts_and_excludes_failed_configurations() {
         stderr.contains("8 runs, 2 configurations summarised, 1 excluded"),
         "{stderr}"
     );
-    assert!(stderr.contains("1 unreadable lines"), "{stderr}");
+    assert!(stderr.contains("1 unreadable line"), "{stderr}");
 
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
@@ -148,5 +148,37 @@ fn unreadable_inputs_fail_with_one_json_line() {
     fails_with(
         &report(&[&good, Path::new("--out"), &good]),
         "cannot create",
+    );
+}
+
+/// Issue 24 defect 7: `report garbage.jsonl` exited 0 with "0
+/// configurations summarised", and one run was "1 runs", "1
+/// configurations".
+#[test]
+fn garbage_fails_and_one_run_is_singular() {
+    let dir = scratch("garbage");
+    let out = dir.join("out");
+    let garbage = dir.join("garbage.jsonl");
+    std::fs::write(&garbage, "hello\n{\"not\": \"a record\"}\n[1, 2]\n").unwrap();
+    let o = report(&[&garbage, Path::new("--out"), &out]);
+    fails_with(&o, "no result lines");
+    fails_with(&o, "all 3 lines are unreadable");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("garbage.jsonl:1: not JSON"), "{stderr}");
+    assert!(!out.exists(), "nothing written");
+
+    let one = dir.join("one.jsonl");
+    std::fs::write(&one, run_line("shared", 1, 10.0, true, 1)).unwrap();
+    let o = report(&[&one, Path::new("--out"), &out]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("report: 1 run, 1 configuration summarised, none excluded"),
+        "{stderr}"
+    );
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains("(1 run, 1 configuration: 1 summarised, 0 excluded)"),
+        "{md}"
     );
 }

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use keel_udp::Impairment;
 
+use super::table::Subcommand;
+
 /// Largest UDP payload over IPv4: keel-udp's [`keel_udp::MAX_PAYLOAD_V4`]
 /// (65,535 − 20 IP − 8 UDP), the one number keel-udp refuses sends above.
 pub const MAX_PAYLOAD_IPV4: u64 = keel_udp::MAX_PAYLOAD_V4 as u64;
@@ -405,6 +407,12 @@ pub struct RunConfig {
     /// `--ack-delay`: the keel-rudp clients' `max_ack_delay` in ms
     /// (`--protocol rudp` only).
     pub ack_delay_ms: u32,
+    /// `--output FILE`: the JSON line goes to this file (created or
+    /// truncated) instead of stdout.
+    pub output: Option<PathBuf>,
+    /// `--histogram FILE`: the measured RTTs go to this file in
+    /// HdrHistogram's percentile-distribution format.
+    pub histogram: Option<PathBuf>,
 }
 
 impl Default for RunConfig {
@@ -438,6 +446,8 @@ impl Default for RunConfig {
             kcp_window: DEFAULT_KCP_WINDOW,
             bulk_channel: false,
             ack_delay_ms: DEFAULT_ACK_DELAY_MS,
+            output: None,
+            histogram: None,
         }
     }
 }
@@ -490,6 +500,9 @@ pub struct ServeConfig {
     pub full_policy: FullPolicyChoice,
     /// `--format`: the summary line as JSON, in words, or both.
     pub format: OutputFormat,
+    /// `--output FILE`: the JSON summary goes to this file instead of
+    /// stdout.
+    pub output: Option<PathBuf>,
 }
 
 /// A validated `keel-bench report`.
@@ -501,6 +514,27 @@ pub struct ReportConfig {
     pub out: PathBuf,
 }
 
+/// A validated `keel-bench compare A B`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompareConfig {
+    /// The baseline: a JSON-lines file of runs.
+    pub baseline: PathBuf,
+    /// The candidate, compared with the baseline configuration by
+    /// configuration.
+    pub candidate: PathBuf,
+}
+
+/// A shell `keel-bench completions` writes a script for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shell {
+    /// bash.
+    Bash,
+    /// zsh.
+    Zsh,
+    /// fish.
+    Fish,
+}
+
 /// What the command line asks for.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
@@ -510,6 +544,17 @@ pub enum Command {
     Serve(ServeConfig),
     /// Summarise result files.
     Report(ReportConfig),
-    /// Print `help_text` (the `--help` text) and exit 0.
-    Help,
+    /// Compare two result files.
+    Compare(CompareConfig),
+    /// Print a completion script for a shell.
+    Completions(Shell),
+    /// Print the help of a subcommand (`help_text(sub, long)`) and exit 0.
+    Help {
+        /// Whose help: `serve --help` is serve's.
+        sub: Subcommand,
+        /// `--help` (every flag in full) rather than `-h` (a line each).
+        long: bool,
+    },
+    /// Print `keel-bench VERSION` and exit 0.
+    Version,
 }

@@ -16,14 +16,25 @@ pub struct RawFlag {
     pub value: Option<String>,
 }
 
+/// How much help: `-h` the short, `--help` the long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HelpLength {
+    /// `-h`: usage and one line per flag.
+    Short,
+    /// `--help`: every flag with its default and what it accepts.
+    Long,
+}
+
 /// The command line split into subcommand, flags and positionals; only
 /// syntax has been checked (known flag names, values present and UTF-8).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RawArgs {
     /// Subcommand (first argument `serve` or `report`; otherwise a run).
     pub subcommand: Subcommand,
-    /// `--help` or `-h` was given.
-    pub help: bool,
+    /// `--help` (long) or `-h` (short) was given.
+    pub help: Option<HelpLength>,
+    /// `--version` or `-V` was given.
+    pub version: bool,
     /// Flags in command line order (switches have no value).
     pub flags: Vec<RawFlag>,
     /// Other arguments (input files of `report`).
@@ -70,11 +81,14 @@ where
             Err(e) => return Err(FlagError::new("arguments", e.to_string())),
         };
         match tok {
-            Tok::Short('h') => raw.help = true,
+            Tok::Short('h') => {
+                raw.help.get_or_insert(HelpLength::Short);
+            }
+            Tok::Short('V') => raw.version = true,
             Tok::Short(c) => {
                 return Err(FlagError::new(
                     format!("-{c}"),
-                    "unknown flag (keel-bench has only long --flags and -h; see --help)",
+                    "unknown flag (keel-bench has only long --flags, -h and -V; see --help)",
                 ))
             }
             Tok::Long(name) => {
@@ -93,7 +107,9 @@ where
                         ));
                     }
                     if spec.name == "help" {
-                        raw.help = true;
+                        raw.help = Some(HelpLength::Long);
+                    } else if spec.name == "version" {
+                        raw.version = true;
                     } else {
                         raw.flags.push(RawFlag {
                             name: spec.name,
@@ -117,6 +133,8 @@ where
                 match v.as_str() {
                     "serve" if first => raw.subcommand = Subcommand::Serve,
                     "report" if first => raw.subcommand = Subcommand::Report,
+                    "compare" if first => raw.subcommand = Subcommand::Compare,
+                    "completions" if first => raw.subcommand = Subcommand::Completions,
                     _ => raw.positionals.push(v),
                 }
             }

@@ -13,6 +13,10 @@ pub enum Subcommand {
     Serve,
     /// `report`.
     Report,
+    /// `compare A B`.
+    Compare,
+    /// `completions SHELL`.
+    Completions,
 }
 
 impl Subcommand {
@@ -22,6 +26,8 @@ impl Subcommand {
             Subcommand::Run => RUN,
             Subcommand::Serve => SERVE,
             Subcommand::Report => REPORT,
+            Subcommand::Compare => COMPARE,
+            Subcommand::Completions => COMPLETIONS,
         }
     }
 
@@ -31,8 +37,30 @@ impl Subcommand {
             Subcommand::Run => "keel-bench (run)",
             Subcommand::Serve => "keel-bench serve",
             Subcommand::Report => "keel-bench report",
+            Subcommand::Compare => "keel-bench compare",
+            Subcommand::Completions => "keel-bench completions",
         }
     }
+
+    /// The word that selects it (`serve`), empty for a run.
+    pub fn word(self) -> &'static str {
+        match self {
+            Subcommand::Run => "",
+            Subcommand::Serve => "serve",
+            Subcommand::Report => "report",
+            Subcommand::Compare => "compare",
+            Subcommand::Completions => "completions",
+        }
+    }
+
+    /// Every subcommand, the run first.
+    pub const ALL: [Subcommand; 5] = [
+        Subcommand::Run,
+        Subcommand::Serve,
+        Subcommand::Report,
+        Subcommand::Compare,
+        Subcommand::Completions,
+    ];
 }
 
 /// Scope bit: a run takes the flag.
@@ -41,6 +69,12 @@ const RUN: u8 = 1;
 const SERVE: u8 = 2;
 /// Scope bit: `report` takes the flag.
 const REPORT: u8 = 4;
+/// Scope bit: `compare` takes the flag.
+const COMPARE: u8 = 8;
+/// Scope bit: `completions` takes the flag.
+const COMPLETIONS: u8 = 16;
+/// Every subcommand.
+const ALL: u8 = RUN | SERVE | REPORT | COMPARE | COMPLETIONS;
 
 /// One row of the flag table: drives parsing scope and `--help`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,11 +185,14 @@ pub const FLAGS: &[FlagSpec] = &[
     spec("idle-timeout", "S", "30", IDLE_TIMEOUT_ACCEPTED, "serve: end a peer's session after S seconds without a datagram from it, so one-off or spoofed sources do not hold their slots of --max-sessions forever (30 s is far longer than any pause of a keel-bench or sockperf client during a run; the echo server keeps no state per session, and a peer that comes back gets a new one); off keeps every session until the server stops", SERVE),
     spec("max-sessions", "N", "65536", "1..=16777216", "serve: sessions (peer addresses) per receive lane at most; a new peer beyond it meets --full-policy", SERVE),
     spec("full-policy", "POLICY", "evict-idlest", "refuse, evict-idlest", "serve: a new peer (whose first datagram is a valid message: garbage never opens a session, it is counted in invalid_messages and sessions_rejected) when the session table is full: evict-idlest = end the least recently active session (sessions_evicted) and admit the new peer, so a flood of spoofed sources evicts its own sessions and cannot lock a real peer out; refuse = eviction off: drop its datagrams (sessions_refused) until an idle session times out, established peers are never disturbed", SERVE),
-    spec("format", "FORMAT", "json on stdout, plus the summary on stderr when stdout is a terminal", "json, human, both", "keel: json = the JSON line on stdout, nothing else; human = a few lines for a person (configuration, throughput, p50/p99/p99.9 RTT, CPU, drops and errors, ok or why not) on stdout instead of the JSON line; both = the JSON line on stdout and the summary on stderr", RUN | SERVE),
+    spec("format", "FORMAT", "json on stdout, plus the summary on stderr when stdout is a terminal", "json, human, both", "keel: json = the JSON line on stdout, nothing else there (errors are still said on stderr); human = a few lines for a person (configuration, throughput, p50/p99/p99.9 RTT, CPU, drops and errors, ok or why not) on stdout instead of the JSON line; both = the JSON line on stdout and the summary on stderr", RUN | SERVE),
+    spec("output", "FILE", "none (stdout)", "a file path (created or truncated when the command starts)", "keel: write the JSON line to FILE instead of stdout (the summary goes where --format says, stdout included when it is a terminal)", RUN | SERVE),
     spec("bind", "ADDR:PORT", "required", "IP:PORT literal (e.g. 0.0.0.0:7000, [::]:7000); port 0 picks a free port", "serve: address to serve on", SERVE),
     spec("sockperf", "", "off", "switch", "serve: answer sockperf's UDP ping-pong client (clear the client bit) instead of keel-bench clients; as sockperf's own server, it leaves warm-up messages and messages without a pong request unanswered, counted in the summary's unanswered_warmup and unanswered_no_reply (every datagram received is in one summary counter: datagrams_in = answered + unanswered_warmup + unanswered_no_reply + invalid_messages + sessions_refused + truncated + recv_discarded)", SERVE),
     spec("out", "DIR", "required", "directory path", "report: where the Markdown table and SVG charts go", REPORT),
-    spec("help", "", "", "switch (also -h)", "print this help and exit 0", RUN | SERVE | REPORT),
+    spec("histogram", "FILE", "none", "a file path (created or truncated when the run starts)", "keel: write the measured phase's RTT distribution to FILE in HdrHistogram's percentile-distribution format (microseconds; plot it with HdrHistogram's plotter, or read the Value and Percentile columns)", RUN),
+    spec("help", "", "", "switch (-h: the short help)", "print this help (of the subcommand: serve --help, report --help) and exit 0", ALL),
+    spec("version", "", "", "switch (also -V)", "print keel-bench's version and exit 0", ALL),
 ];
 
 /// Looks up a flag by its long name (without `--`).

@@ -7,15 +7,16 @@
 use std::path::PathBuf;
 
 use super::config::{
-    AddressFamily, ChannelChoice, Command, FullPolicyChoice, IoModel, LaneSteeringChoice,
-    OutputFormat, Protocol, ReportConfig, RunConfig, ServeConfig, DEFAULT_BATCH,
-    DEFAULT_BULK_DRAIN, DEFAULT_IO_THREADS, DEFAULT_MAX_SESSIONS, DEFAULT_SERVER_LANES,
-    DEFAULT_SERVE_IDLE_TIMEOUT, DEFAULT_WORK, MAX_ACK_DELAY_MS, MAX_CLIENTS_CLOSED_LOOP,
-    MAX_CLIENTS_OPEN_LOOP, MAX_IN_FLIGHT_BYTES, MAX_MAX_SESSIONS, MIN_PAYLOAD,
+    AddressFamily, ChannelChoice, Command, CompareConfig, FullPolicyChoice, IoModel,
+    LaneSteeringChoice, OutputFormat, Protocol, ReportConfig, RunConfig, ServeConfig, Shell,
+    DEFAULT_BATCH, DEFAULT_BULK_DRAIN, DEFAULT_IO_THREADS, DEFAULT_MAX_SESSIONS,
+    DEFAULT_SERVER_LANES, DEFAULT_SERVE_IDLE_TIMEOUT, DEFAULT_WORK, MAX_ACK_DELAY_MS,
+    MAX_CLIENTS_CLOSED_LOOP, MAX_CLIENTS_OPEN_LOOP, MAX_IN_FLIGHT_BYTES, MAX_MAX_SESSIONS,
+    MIN_PAYLOAD,
 };
 use super::error::FlagError;
 use super::number::{parse_seconds, parse_u32, parse_uint};
-use super::raw::{RawArgs, RawFlag};
+use super::raw::{HelpLength, RawArgs, RawFlag};
 use super::table::{find_flag, Subcommand};
 use super::values::{
     parse_addr, parse_batch, parse_channel, parse_family, parse_format, parse_full_policy,
@@ -27,8 +28,14 @@ use super::values::{
 /// Validates [`RawArgs`] into a [`Command`]: values, ranges, scope of each
 /// flag, repeats, and the cross-checks between flags.
 pub fn validate(raw: RawArgs) -> Result<Command, FlagError> {
-    if raw.help {
-        return Ok(Command::Help);
+    if let Some(length) = raw.help {
+        return Ok(Command::Help {
+            sub: raw.subcommand,
+            long: length == HelpLength::Long,
+        });
+    }
+    if raw.version {
+        return Ok(Command::Version);
     }
     // Scope and repeats first, so the later passes can assume one value each.
     for (i, f) in raw.flags.iter().enumerate() {
@@ -39,6 +46,8 @@ pub fn validate(raw: RawArgs) -> Result<Command, FlagError> {
         Subcommand::Run => validate_run(&raw).map(Command::Run),
         Subcommand::Serve => validate_serve(&raw).map(Command::Serve),
         Subcommand::Report => validate_report(&raw).map(Command::Report),
+        Subcommand::Compare => validate_compare(&raw).map(Command::Compare),
+        Subcommand::Completions => validate_completions(&raw).map(Command::Completions),
     }
 }
 
@@ -52,6 +61,8 @@ fn check_scope(f: &RawFlag, sub: Subcommand) -> Result<(), FlagError> {
         (Subcommand::Run, "a run"),
         (Subcommand::Serve, "serve"),
         (Subcommand::Report, "report"),
+        (Subcommand::Compare, "compare"),
+        (Subcommand::Completions, "completions"),
     ]
     .into_iter()
     .filter(|(owner, _)| spec.accepted_by(*owner))
@@ -232,7 +243,7 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
                 "applies to --protocol udp only, not {} (accepted with it: --channel, --rate, \
                  --payload, --clients, --window, --seconds, --warmup, --drain, --io-model, \
                  --io-threads, --work, --server-lanes, --impair, --impair-server, --transfer, \
-                 --format)",
+                 --format, --output)",
                 cfg.protocol.as_str()
             ),
         )),
@@ -263,7 +274,7 @@ fn check_transfer_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
                  --protocol rudp|kcp, --clients, --seconds, --warmup, --channel \
                  reliable-ordered|reliable-unordered, --bulk-channel, --kcp-mode, \
                  --kcp-window, --io-model, --io-threads, --work, --server-lanes, --impair, \
-                 --impair-server, --encrypt, --format"
+                 --impair-server, --encrypt, --format, --output"
             ),
         ));
     }
@@ -289,6 +300,23 @@ fn check_transfer_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
         ));
     }
     Ok(())
+}
+
+/// `--output FILE`: a path, not empty (the file is created when the run
+/// starts, so a path that cannot be written fails before it).
+fn parse_output(v: &str) -> Result<PathBuf, FlagError> {
+    parse_path("output", v)
+}
+
+/// A file path flag: not empty.
+fn parse_path(name: &str, v: &str) -> Result<PathBuf, FlagError> {
+    if v.is_empty() {
+        return Err(FlagError::new(
+            format!("--{name}"),
+            "expected a file path, got \"\"",
+        ));
+    }
+    Ok(PathBuf::from(v))
 }
 
 /// Parses one run flag's value into `cfg` (ranges of the flag alone).
@@ -317,6 +345,8 @@ fn set_run_flag(cfg: &mut RunConfig, name: &str, v: &str) -> Result<(), FlagErro
         "impair" => cfg.impair = parse_impair("impair", v)?,
         "impair-server" => cfg.impair_server = parse_impair("impair-server", v)?,
         "format" => cfg.format = parse_format(v)?,
+        "output" => cfg.output = Some(parse_output(v)?),
+        "histogram" => cfg.histogram = Some(parse_path("histogram", v)?),
         "channel" => cfg.channel = parse_channel(v)?,
         "kcp-mode" => cfg.kcp_mode = parse_kcp_mode(v)?,
         "encrypt" => cfg.encrypt = true,
@@ -443,6 +473,7 @@ fn validate_serve(raw: &RawArgs) -> Result<ServeConfig, FlagError> {
         max_sessions: DEFAULT_MAX_SESSIONS,
         full_policy: FullPolicyChoice::EvictIdlest,
         format: OutputFormat::Auto,
+        output: None,
     };
     for f in &raw.flags {
         set_serve_flag(&mut cfg, f.name, f.value.as_deref().unwrap_or(""))?;
@@ -469,6 +500,7 @@ fn set_serve_flag(cfg: &mut ServeConfig, name: &str, v: &str) -> Result<(), Flag
         "max-sessions" => cfg.max_sessions = parse_u32("max-sessions", v, 1, MAX_MAX_SESSIONS)?,
         "full-policy" => cfg.full_policy = parse_full_policy(v)?,
         "format" => cfg.format = parse_format(v)?,
+        "output" => cfg.output = Some(parse_output(v)?),
         other => unreachable!("flag --{other} is not in the serve scope"),
     }
     Ok(())
@@ -499,6 +531,42 @@ fn validate_report(raw: &RawArgs) -> Result<ReportConfig, FlagError> {
     })
 }
 
+fn validate_compare(raw: &RawArgs) -> Result<CompareConfig, FlagError> {
+    match raw.positionals.as_slice() {
+        [a, b] if !a.is_empty() && !b.is_empty() => Ok(CompareConfig {
+            baseline: PathBuf::from(a),
+            candidate: PathBuf::from(b),
+        }),
+        other => Err(FlagError::new(
+            "FILES",
+            format!(
+                "compare needs exactly two result files, the baseline then the candidate \
+                 (got {})",
+                other.len()
+            ),
+        )),
+    }
+}
+
+fn validate_completions(raw: &RawArgs) -> Result<Shell, FlagError> {
+    match raw.positionals.as_slice() {
+        [s] if s == "bash" => Ok(Shell::Bash),
+        [s] if s == "zsh" => Ok(Shell::Zsh),
+        [s] if s == "fish" => Ok(Shell::Fish),
+        [s] => Err(FlagError::new(
+            "SHELL",
+            format!("expected bash, zsh or fish, got {s:?}"),
+        )),
+        other => Err(FlagError::new(
+            "SHELL",
+            format!(
+                "completions needs one shell: bash, zsh or fish (got {} arguments)",
+                other.len()
+            ),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::raw::parse_raw;
@@ -524,6 +592,8 @@ mod tests {
             "out" => "dir",
             "payload" => "64",
             "format" => "both",
+            "output" => "out.json",
+            "histogram" => "rtt.hgrm",
             "channel" => "unreliable",
             "kcp-mode" => "default",
             "transfer" => "65536",

@@ -21,7 +21,12 @@
 //!   axis with a tick at each measured value, one colour per series (the
 //!   protocol, and whatever else of the configuration varies) named in a
 //!   legend; a median dot per point with min–max whiskers over the seeds,
-//!   the medians joined by a line; hollow when some seeds failed.
+//!   the medians joined by a line; hollow when some seeds failed. The
+//!   latency and bulk charts' y axis turns logarithmic when their values
+//!   span more than 10× (so no line is squashed onto zero); the scale
+//!   chart's stays linear.
+//! * one IO shape only (udp-limits): the throughput and p99 charts put the
+//!   configurations on x instead of one lone "by IO model" position.
 //!
 //! Where things live: `bars` (throughput and p99), `loss` and `lines`
 //! draw the charts, `rudp` says what the line charts show; `axes` (the
@@ -125,6 +130,7 @@ pub(super) fn rudp_p99_svg(report: &Report) -> Result<Option<String>, String> {
         y_desc: "p99 latency (echo delivered), ms (lower is better)",
         x_fmt: trim_number,
         y_fmt: axes::fmt_us,
+        log_when_apart: true,
     };
     spec.lines(report)
         .map(|l| lines::draw(&l, RUDP_P99_FILE))
@@ -145,6 +151,7 @@ pub(super) fn rudp_bulk_svg(report: &Report) -> Result<Option<String>, String> {
         y_desc: "p99 completion time, ms (lower is better)",
         x_fmt: trim_number,
         y_fmt: axes::fmt_us,
+        log_when_apart: true,
     };
     spec.lines(report)
         .map(|l| lines::draw(&l, RUDP_BULK_FILE))
@@ -165,6 +172,7 @@ pub(super) fn rudp_scale_svg(report: &Report) -> Result<Option<String>, String> 
         y_desc: "server CPU per message, µs (lower is better)",
         x_fmt: axes::fmt_rate,
         y_fmt: axes::fmt_us,
+        log_when_apart: false,
     };
     spec.lines(report)
         .map(|l| lines::draw(&l, RUDP_SCALE_FILE))

@@ -63,6 +63,20 @@ impl<'a> Fields<'a> {
         finite(self.obj.get(name))
     }
 
+    /// A measured RTT percentile, never above the line's `rtt_max_us` (nor
+    /// below its `rtt_min_us`): older lines reported a histogram bucket's
+    /// upper edge, which could lie above the largest sample (issue 24).
+    pub(super) fn percentile(&self, name: &str) -> Option<f64> {
+        let mut v = self.measured(name)?;
+        if let Some(max) = self.measured("rtt_max_us") {
+            v = v.min(max);
+        }
+        if let Some(min) = self.measured("rtt_min_us") {
+            v = v.max(min);
+        }
+        Some(v)
+    }
+
     /// The settings of `names` the line has, as JSON text.
     pub(super) fn other_settings(&self, names: &[&'static str]) -> BTreeMap<&'static str, String> {
         names

@@ -254,6 +254,14 @@ impl Run {
         let Value::Object(obj) = value else {
             return Err(format!("expected a JSON object, got {}", kind_of(value)));
         };
+        if !["ok", "backend", "schema_version"]
+            .iter()
+            .any(|k| obj.contains_key(*k))
+        {
+            return Err(
+                "not a keel-bench record (none of ok, backend, schema_version)".to_string(),
+            );
+        }
         let f = Fields::new(obj);
         let rudp = RudpRun::is_rudp_line(&f).then(|| RudpRun::read(&f));
         let other_settings = f.other_settings(if rudp.is_some() {
@@ -272,9 +280,9 @@ impl Run {
             errors: errors(&f),
             roundtrips_per_second: f.measured("roundtrips_per_second"),
             payload_mib_per_second: f.measured("payload_mib_per_second"),
-            rtt_p50_us: f.measured("rtt_p50_us"),
-            rtt_p99_us: f.measured("rtt_p99_us"),
-            rtt_p999_us: f.measured("rtt_p999_us"),
+            rtt_p50_us: f.percentile("rtt_p50_us"),
+            rtt_p99_us: f.percentile("rtt_p99_us"),
+            rtt_p999_us: f.percentile("rtt_p999_us"),
             cpu_percent: f.measured("cpu_percent"),
             udp_lost_messages: lost_echoes(obj, rudp.is_some()),
             rudp,

@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 use super::charts::{LOSS_FILE, P99_FILE, THROUGHPUT_FILE};
 use super::fields::opt;
 use super::summary::{fmt_lost, Group, Report, Summary};
+use crate::report::fields::count;
 use text::{cell, code, fmt_opt, fmt_us, unreadable_count, UDP_HOW};
 
 impl Report {
@@ -48,15 +49,15 @@ fn intro(md: &mut String, report: &Report) {
     }
     let _ = writeln!(
         md,
-        "Inputs: {} ({} runs, {} configurations: {} summarised, {} excluded{}).\n",
+        "Inputs: {} ({}, {}: {} summarised, {} excluded{}).\n",
         report
             .inputs
             .iter()
             .map(|s| code(s))
             .collect::<Vec<_>>()
             .join(", "),
-        report.run_count(),
-        report.groups.len(),
+        count(Some(report.run_count() as u64), "run"),
+        count(Some(report.groups.len() as u64), "configuration"),
         report.summarised().count(),
         report.excluded().count(),
         unreadable_count(report)

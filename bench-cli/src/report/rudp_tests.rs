@@ -803,3 +803,53 @@ fn a_case_field_files_runs_whatever_their_client_count() {
     plain["case"] = json!("other");
     assert_eq!(report_of(&[plain]).rudp[0].case(), Case::Latency);
 }
+
+/// Lines written before percentiles were clamped could say `rtt_p99_us`
+/// 41909.5 with `rtt_max_us` 41900.5 (docs/performance/rudp.md, issue 24):
+/// the tables never show a percentile above the maximum.
+#[test]
+fn no_percentile_in_a_table_is_above_the_maximum() {
+    let mut lines = Vec::new();
+    for seed in 1..=3 {
+        let mut v = tick("rudp", 0, seed, 42.5);
+        v["rtt_max_us"] = json!(41_900.5);
+        v["rtt_p999_us"] = json!(43_000.0);
+        lines.push(v);
+    }
+    let md = report_of(&lines).markdown(&[]);
+    let s = section(&md);
+    assert!(
+        s.contains("| 0 % | keel-rudp reliable-ordered | 3/3 | 41.9 | 41.9 | 41.9 | 41.9 |"),
+        "{s}"
+    );
+}
+
+/// Issue 24: rudp-bulk.svg's linear axis squashed two of three lines onto
+/// zero when KCP's transfers took seconds and keel-rudp's milliseconds.
+/// Values that span more than 10x get a log axis that says so; the p99
+/// chart of the matrix (within 10x) stays linear.
+#[test]
+fn lines_far_apart_get_a_log_axis() {
+    let mut lines = Vec::new();
+    for loss in [0, 10] {
+        for seed in 1..=2 {
+            lines.push(bulk("rudp", loss, seed, 40.0 + f64::from(loss)));
+            lines.push(bulk("kcp", loss, seed, 60.0 + 2000.0 * f64::from(loss)));
+        }
+    }
+    let svg = charts::rudp_bulk_svg(&report_of(&lines)).unwrap().unwrap();
+    assert!(
+        svg.contains("p99 completion time, ms, log scale (lower is better)"),
+        "{svg}"
+    );
+    // Decades on the axis, so keel-rudp's 40-50 ms are not at the bottom
+    // of a 20 s scale.
+    for tick in [">\n100\n<", ">\n10000\n<"] {
+        assert!(svg.contains(tick), "lacks tick {tick:?}");
+    }
+    assert_legible("bulk", &svg);
+    let linear = charts::rudp_p99_svg(&report_of(&matrix()))
+        .unwrap()
+        .unwrap();
+    assert!(!linear.contains("log scale"));
+}

@@ -510,3 +510,48 @@ fn lost_echoes_are_both_phases_on_new_lines_and_not_doubled_on_old_ones() {
     let lost: Vec<(u64, Vec<u64>)> = r.loss.iter().map(|c| (c.window, c.lost.clone())).collect();
     assert_eq!(lost, vec![(16, vec![540]), (64, vec![537])]);
 }
+
+/// Issue 24: udp-limits' runs (one IO shape, a payload × window grid) made
+/// "by IO model" charts with one x position, "1", and every configuration a
+/// colour over it. With one IO shape the configurations are the x axis:
+/// grouped by payload, a position per window, one colour.
+#[test]
+fn one_io_shape_puts_the_configurations_on_the_x_axis() {
+    let mut lines = Vec::new();
+    for payload in [64, 1024, 8192] {
+        for window in [1, 16, 64] {
+            let mut v = line("shared", 1, window, 50_000.0 + window as f64, 30.0);
+            v["payload_bytes"] = json!(payload);
+            lines.push(v);
+        }
+    }
+    let r = report_of(&lines);
+    for (name, svg) in [
+        ("throughput", charts::throughput_svg(&r).unwrap().unwrap()),
+        ("p99", charts::p99_svg(&r).unwrap().unwrap()),
+    ] {
+        assert!(is_svg(&svg));
+        assert!(svg.contains("by configuration"), "{name}");
+        assert!(!svg.contains("by IO model"), "{name}");
+        for text in [
+            "payload 64 B",
+            "payload 8192 B",
+            ">\nwindow 1\n<",
+            ">\nwindow 64\n<",
+        ] {
+            assert!(svg.contains(text), "{name} lacks {text:?}");
+        }
+        // The IO shape once, in the subtitle; not as a lone tick "1".
+        assert!(svg.contains("shared: 1 context, 1 thread"), "{name}");
+        assert!(!svg.contains(">\n1\n<"), "{name}");
+        // One colour: no second palette colour anywhere.
+        assert!(!svg.contains("#E69F00"), "{name}: a second colour");
+        assert_legible_on_a_page(name, &svg);
+    }
+    let t = charts::throughput_svg(&r).unwrap().unwrap();
+    let bars = elements(&t, "rect")
+        .iter()
+        .filter(|e| e.contains("fill=\"#0072B2\""))
+        .count();
+    assert_eq!(bars, 9, "a bar per configuration (one series: no legend)");
+}

@@ -18,10 +18,19 @@
 //! In-process, each client's socket goes through keel's link conditioner
 //! (`--impair`, default `loss=0.05,delay=15ms,jitter=3ms`, both ways), so
 //! the RTT and the loss repair show.
+//!
+//! Clients are numbered from 1; each says its number on the join channel
+//! as it connects, so "client 2" and the server's "player 2" are the same
+//! one. `--help` lists the flags; a bad flag is an error in words and exit
+//! status 2 before anything starts.
 
 use std::net::SocketAddr;
-use std::sync::mpsc;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
+
+use keel_udp::Impairment;
 
 use keel_reactor::{IoModel, Runtime};
 use keel_rudp::{
@@ -33,6 +42,9 @@ const MAP: u8 = 0;
 const SNAPSHOT: u8 = 1;
 const INPUT: u8 = 2;
 const CHAT: u8 = 3;
+/// A client's number (u32, big endian), sent once as it connects, so the
+/// server's player numbers are the clients' own.
+const JOIN: u8 = 4;
 const TICK: Duration = Duration::from_micros(16_667);
 
 /// Both ends configure the same channels (the handshake checks it).
@@ -44,42 +56,88 @@ fn channels() -> Config {
         ChannelConfig::new(ChannelKind::UnreliableSequenced),
         ChannelConfig::new(ChannelKind::UnreliableSequenced),
         ChannelConfig::new(ChannelKind::ReliableOrdered),
+        ChannelConfig::new(ChannelKind::ReliableOrdered),
     ])
+}
+
+/// Why a connection ended, in words: `closed by the server (code 0, "game
+/// over")`. `this` and `peer` name the two ends as seen from here.
+fn reason_text(reason: &DisconnectReason, this: &str, peer: &str) -> String {
+    let closed = |by: &str, code: u64, why: &str| {
+        if why.is_empty() {
+            format!("closed by {by} (code {code})")
+        } else {
+            format!("closed by {by} (code {code}, \"{why}\")")
+        }
+    };
+    match reason {
+        DisconnectReason::Local { code, reason } => closed(this, *code, reason),
+        DisconnectReason::Remote { code, reason } => closed(peer, *code, reason),
+        DisconnectReason::IdleTimeout => format!("timed out: nothing arrived from {peer}"),
+        DisconnectReason::HandshakeTimeout => format!("{peer} never answered the handshake"),
+        DisconnectReason::AckTimeout => format!("{peer} acknowledged nothing for too long"),
+    }
+}
+
+/// An address as `127.0.0.1:48499`, or `an unknown address`.
+fn addr_text(addr: Option<SocketAddr>) -> String {
+    addr.map_or_else(|| "an unknown address".to_string(), |a| a.to_string())
+}
+
+/// A player on the server: its connection, the number its client gave,
+/// its position.
+struct Seat {
+    conn: ConnectionHandle,
+    number: u32,
+    x: i32,
 }
 
 /// The server's game state on one lane.
 struct Game {
-    players: Vec<(ConnectionHandle, i32)>,
+    players: Vec<Seat>,
     tick: u32,
     conns: Vec<ConnectionHandle>,
 }
 
+impl Game {
+    /// `player N` for a connection that said its number, else `a player
+    /// not yet joined`.
+    fn name(&self, conn: ConnectionHandle) -> String {
+        self.players.iter().find(|p| p.conn == conn).map_or_else(
+            || "a player not yet joined".to_string(),
+            |p| format!("player {}", p.number),
+        )
+    }
+}
+
 impl Handler for Game {
-    fn connected(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle) {
-        println!(
-            "server: player {} joined from {:?}",
-            conn.index(),
-            ctx.peer_addr(conn)
-        );
-        let map: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
-        let _ = ctx.send(conn, MAP, &map);
-        let _ = ctx.send(
-            conn,
-            CHAT,
-            format!("welcome, player {}", conn.index()).as_bytes(),
-        );
-        self.players.push((conn, 0));
+    fn connected(&mut self, _: &mut Ctx<'_>, _: ConnectionHandle) {
+        // The player joins when its client says its number (JOIN).
     }
 
     fn message(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle, channel: u8, data: &[u8]) {
         match channel {
+            JOIN if data.len() == 4 => {
+                if self.players.iter().any(|p| p.conn == conn) {
+                    return;
+                }
+                let number = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
+                println!(
+                    "server: player {number} joined from {}",
+                    addr_text(ctx.peer_addr(conn))
+                );
+                let map: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+                let _ = ctx.send(conn, MAP, &map);
+                let _ = ctx.send(conn, CHAT, format!("welcome, player {number}").as_bytes());
+                self.players.push(Seat { conn, number, x: 0 });
+            }
             INPUT if data.len() == 5 => {
-                if let Some(p) = self.players.iter_mut().find(|p| p.0 == conn) {
-                    p.1 += i32::from(data[4] as i8); // the input moves the player
+                if let Some(p) = self.players.iter_mut().find(|p| p.conn == conn) {
+                    p.x += i32::from(data[4] as i8); // the input moves the player
                 }
             }
             CHAT => {
-                let line = format!("player {}: {}", conn.index(), String::from_utf8_lossy(data));
+                let line = format!("{}: {}", self.name(conn), String::from_utf8_lossy(data));
                 println!("server: chat {line}");
                 ctx.connections(&mut self.conns);
                 for &c in &self.conns {
@@ -91,8 +149,12 @@ impl Handler for Game {
     }
 
     fn disconnected(&mut self, _: &mut Ctx<'_>, conn: ConnectionHandle, reason: &DisconnectReason) {
-        println!("server: player {} left: {reason:?}", conn.index());
-        self.players.retain(|p| p.0 != conn);
+        println!(
+            "server: {} left: {}",
+            self.name(conn),
+            reason_text(reason, "the server", "the player")
+        );
+        self.players.retain(|p| p.conn != conn);
     }
 }
 
@@ -103,18 +165,19 @@ impl Game {
         self.tick += 1;
         let mut snap = Vec::with_capacity(4 + 8 * self.players.len());
         snap.extend_from_slice(&self.tick.to_be_bytes());
-        for (c, x) in &self.players {
-            snap.extend_from_slice(&(c.index() as u32).to_be_bytes());
-            snap.extend_from_slice(&x.to_be_bytes());
+        for p in &self.players {
+            snap.extend_from_slice(&p.number.to_be_bytes());
+            snap.extend_from_slice(&p.x.to_be_bytes());
         }
-        for (c, _) in &self.players {
-            let _ = ctx.send(*c, SNAPSHOT, &snap);
+        for p in &self.players {
+            let _ = ctx.send(p.conn, SNAPSHOT, &snap);
         }
     }
 }
 
 /// A client's view.
 struct Player {
+    /// Its number, from 1 (the server's player number too).
     name: usize,
     joined: Option<Instant>,
     started: Instant,
@@ -124,16 +187,21 @@ struct Player {
     last_report: Instant,
     /// Its connection, from `connected` on.
     conn: Option<ConnectionHandle>,
+    /// Set when the server's welcome arrived: the server knows this
+    /// player's number, so its chat lines are signed with it.
+    welcomed: Arc<AtomicBool>,
 }
 
 impl Handler for Player {
-    fn connected(&mut self, _: &mut Ctx<'_>, conn: ConnectionHandle) {
+    fn connected(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle) {
         self.conn = Some(conn);
         println!(
-            "client {}: connected after {:?}",
+            "client {}: connected to {} after {:.1} ms",
             self.name,
-            self.started.elapsed()
+            addr_text(ctx.peer_addr(conn)),
+            self.started.elapsed().as_secs_f64() * 1e3
         );
+        let _ = ctx.send(conn, JOIN, &(self.name as u32).to_be_bytes());
     }
 
     fn message(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle, channel: u8, data: &[u8]) {
@@ -145,10 +213,11 @@ impl Handler for Player {
                     .all(|(i, &b)| b == (i as u32 * 7 % 251) as u8);
                 self.joined = Some(Instant::now());
                 println!(
-                    "client {}: map of {} bytes arrived {:?} after start (intact: {ok})",
+                    "client {}: map of {} bytes arrived {:.1} ms after start ({})",
                     self.name,
                     data.len(),
-                    self.started.elapsed()
+                    self.started.elapsed().as_secs_f64() * 1e3,
+                    if ok { "intact" } else { "CORRUPT" }
                 );
             }
             SNAPSHOT if data.len() >= 4 => {
@@ -176,75 +245,180 @@ impl Handler for Player {
                     }
                 }
             }
-            CHAT => println!(
-                "client {}: chat \"{}\"",
-                self.name,
-                String::from_utf8_lossy(data)
-            ),
+            CHAT => {
+                let line = String::from_utf8_lossy(data);
+                if line.starts_with("welcome, ") {
+                    self.welcomed.store(true, Ordering::Relaxed);
+                }
+                println!("client {}: chat \"{line}\"", self.name);
+            }
             _ => {}
         }
     }
 
     fn disconnected(&mut self, _: &mut Ctx<'_>, _: ConnectionHandle, reason: &DisconnectReason) {
-        println!("client {}: disconnected: {reason:?}", self.name);
+        println!(
+            "client {}: disconnected: {}",
+            self.name,
+            reason_text(reason, "this client", "the server")
+        );
     }
 }
+
+/// The flags, as `--help` lists them.
+const HELP: &str = "\
+game: a small game on keel-rudp (map download, 60 Hz snapshots and inputs, chat)
+
+USAGE:
+  game [--seconds S] [--clients N] [--impair SPEC]    server and clients in one process
+  game --server ADDR:PORT [--seconds S]               the server alone
+  game --client ADDR:PORT [--seconds S] [--clients N] clients only, against a server
+
+FLAGS:
+  --seconds S       how long to play, 0 < S <= 3600 (default 3)
+  --clients N       clients, 1..=1000 (default 2), numbered from 1
+  --impair SPEC     in-process only: keel's link conditioner on every client, both ways
+                    (default loss=0.05,delay=15ms,jitter=3ms; see keel-udp's Impairment;
+                    each client gets its own seed)
+  --server ADDR     serve on ADDR:PORT (e.g. 0.0.0.0:7777)
+  --client ADDR     connect to a server at ADDR:PORT
+  -h, --help        print this help and exit
+
+Exit status: 0 when the game ran, 1 when it could not run, 2 for a bad flag.
+";
 
 struct Args {
     server: Option<SocketAddr>,
     client: Option<SocketAddr>,
     seconds: f64,
     clients: usize,
-    impair: String,
+    impair: Impairment,
 }
 
-fn parse() -> Result<Args, String> {
+/// The command line, or `None` for `--help`; `Err` names the flag and
+/// what it accepts.
+fn parse() -> Result<Option<Args>, String> {
+    const DEFAULT_IMPAIR: &str = "loss=0.05,delay=15ms,jitter=3ms";
     let mut a = Args {
         server: None,
         client: None,
         seconds: 3.0,
         clients: 2,
-        impair: "loss=0.05,delay=15ms,jitter=3ms".into(),
+        impair: DEFAULT_IMPAIR.parse().map_err(|e| format!("{e}"))?,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or(format!("{flag}: expected a value"));
+        if flag == "--help" || flag == "-h" {
+            return Ok(None);
+        }
+        let mut value = || {
+            it.next()
+                .ok_or(format!("{flag}: expected a value (see --help)"))
+        };
         match flag.as_str() {
-            "--server" => a.server = Some(value()?.parse().map_err(|e| format!("--server: {e}"))?),
-            "--client" => a.client = Some(value()?.parse().map_err(|e| format!("--client: {e}"))?),
-            "--seconds" => a.seconds = value()?.parse().map_err(|e| format!("--seconds: {e}"))?,
-            "--clients" => a.clients = value()?.parse().map_err(|e| format!("--clients: {e}"))?,
-            "--impair" => a.impair = value()?,
-            other => return Err(format!("unknown flag {other}; expected --server ADDR, --client ADDR, --seconds S, --clients N, --impair SPEC")),
+            "--server" => {
+                let v = value()?;
+                a.server = Some(v.parse().map_err(|e| {
+                    format!("--server: {e}: {v:?} (expected ADDR:PORT, e.g. 0.0.0.0:7777)")
+                })?)
+            }
+            "--client" => {
+                let v = value()?;
+                a.client = Some(v.parse().map_err(|e| {
+                    format!("--client: {e}: {v:?} (expected ADDR:PORT, e.g. 127.0.0.1:7777)")
+                })?)
+            }
+            "--seconds" => {
+                let v = value()?;
+                a.seconds = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s > 0.0 && *s <= 3600.0)
+                    .ok_or(format!(
+                        "--seconds: expected a number of seconds, 0 < S <= 3600, got {v:?}"
+                    ))?;
+            }
+            "--clients" => {
+                let v = value()?;
+                a.clients = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or(format!(
+                        "--clients: expected a whole number 1..=1000, got {v:?}"
+                    ))?;
+            }
+            "--impair" => {
+                let v = value()?;
+                a.impair = v.parse().map_err(|e| format!("--impair: {e}"))?;
+            }
+            other => {
+                return Err(format!(
+                    "unknown flag {other:?}; expected --server ADDR:PORT, --client ADDR:PORT, \
+                     --seconds S, --clients N, --impair SPEC or --help"
+                ))
+            }
         }
     }
-    Ok(a)
+    if a.server.is_some() && a.client.is_some() {
+        return Err("--server and --client: give one (or neither, to play in one process)".into());
+    }
+    Ok(Some(a))
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = parse()?;
+fn main() -> ExitCode {
+    let args = match parse() {
+        Ok(Some(args)) => args,
+        Ok(None) => {
+            print!("{HELP}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("game: {e}\n(game --help lists the flags)");
+            return ExitCode::from(2);
+        }
+    };
+    match play(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("game: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The game as `args` asks: the server, the clients, the loop, the
+/// summaries.
+fn play(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let rt = Runtime::new(IoModel::Shared { threads: 2 })?;
     let run_for = Duration::from_secs_f64(args.seconds);
     let in_process = args.server.is_none() && args.client.is_none();
 
     let server = match (args.server, in_process) {
-        (Some(addr), _) => Some(start_server(&rt, addr)?),
+        (Some(addr), _) => {
+            Some(start_server(&rt, addr).map_err(|e| format!("--server {addr}: {e}"))?)
+        }
         (None, true) => Some(start_server(&rt, "127.0.0.1:0".parse()?)?),
         _ => None,
     };
     let target = args.client.or(server.as_ref().map(|s| s.local_addr()));
     let mut clients = Vec::new();
+    let mut welcomed = Vec::new();
     if let Some(target) = target.filter(|_| args.client.is_some() || in_process) {
-        for name in 0..args.clients.max(1) {
+        for name in 1..=args.clients {
             let mut cc = ClientConfig::new(channels(), keel_rudp::ClientSecurity::Insecure);
             if in_process {
                 // Each player from its own loopback address, as players on
                 // the internet would be: the server admits 16 connections
                 // per address (`Admission`).
-                cc.local = Some(format!("127.0.{}.{}:0", name / 250, name % 250 + 1).parse()?);
-                let spec = &args.impair;
-                cc.udp.send_impairment = Some(format!("{spec},seed={}", 2 * name + 1).parse()?);
-                cc.udp.recv_impairment = Some(format!("{spec},seed={}", 2 * name + 2).parse()?);
+                let i = name - 1;
+                cc.local = Some(format!("127.0.{}.{}:0", i / 250, i % 250 + 2).parse()?);
+                let seed = |k: u64| Impairment {
+                    seed: args.impair.seed.wrapping_add(k),
+                    ..args.impair.clone()
+                };
+                cc.udp.send_impairment = Some(seed(2 * i as u64 + 1));
+                cc.udp.recv_impairment = Some(seed(2 * i as u64 + 2));
             }
             let player = Player {
                 name,
@@ -255,7 +429,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 stale: 0,
                 last_report: Instant::now(),
                 conn: None,
+                welcomed: Arc::new(AtomicBool::new(false)),
             };
+            welcomed.push(player.welcomed.clone());
             clients.push(Client::connect(rt.next_reactor(), target, cc, player)?);
         }
     }
@@ -278,7 +454,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 0xff
             });
             let _ = s.send(INPUT, &input);
-            if frame % 90 == 10 * i as u32 + 1 {
+            // Chat once the server knows the player (it welcomed it).
+            if frame % 90 == (10 * i as u32 + 1) % 90 && welcomed[i].load(Ordering::Relaxed) {
                 let _ = s.send(CHAT, format!("hello at frame {frame}").as_bytes());
             }
         }
@@ -300,8 +477,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ));
         });
         if let Ok((name, snaps, stale, join, Some(s))) = rx.recv_timeout(Duration::from_secs(2)) {
+            let join = join.map_or_else(
+                || "never got the map".to_string(),
+                |j| format!("got the map in {:.1} ms", j.as_secs_f64() * 1e3),
+            );
             println!(
-                "client {name}: done: joined in {join:?}, {snaps} snapshots ({stale} out of order), \
+                "client {name}: done: {join}, {snaps} snapshots ({stale} out of order), \
                  rtt {:.1} ms, loss {:.1} %, {} packets sent, {} resent chunks, {} redundant copies, {} stale dropped",
                 s.smoothed_rtt.as_secs_f64() * 1e3,
                 s.loss_rate * 100.0,
@@ -319,7 +500,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         while s.stats().connections_removed < clients.len() as u64 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
-        println!("server: {:?}", s.stats());
+        let k = s.stats();
+        println!(
+            "server: {} connections made, {} ended; {} handshakes, {} refused; {} malformed \
+             datagrams, {} for no connection; {} messages left unacknowledged, {} closes \
+             unacknowledged",
+            k.connections_created,
+            k.connections_removed,
+            k.hellos,
+            k.refused,
+            k.malformed,
+            k.unknown_connection,
+            k.undelivered_messages,
+            k.closes_unacknowledged
+        );
         s.stop();
     }
     // Each stop waits for its CLOSE to be acknowledged: start them all,
@@ -328,7 +522,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for s in stops {
         s.wait();
     }
-    rt.stop()?;
+    rt.stop()
+        .map_err(|e| format!("stopping the runtime: {e}"))?;
     Ok(())
 }
 

@@ -3,6 +3,13 @@
 //! per series; median bars from 0 (throughput) or median dots on a log
 //! axis (p99), with min–max whiskers. [`Bars::of`] lays a chart out,
 //! [`draw`] draws it.
+//!
+//! When every configuration runs on one IO shape (udp-limits' payload ×
+//! window grid, say), an x axis by IO model would be one position with
+//! every configuration a colour of its own over it (issue 24). The chart
+//! is then by configuration instead: one group of positions per value of
+//! the first setting that varies (payload, say), one position per value of
+//! the others (window), one colour, the IO shape named in the subtitle.
 
 use std::collections::BTreeSet;
 use std::ops::Range;
@@ -156,6 +163,9 @@ impl Bars {
         }
         let keys: Vec<&ConfigKey> = points.iter().map(|(k, _)| *k).collect();
         let shapes = distinct(&keys, shape_of);
+        if shapes.len() == 1 && distinct(&keys, series_of).len() > 1 {
+            return Some(Bars::by_configuration(metric, &points, &shapes[0]));
+        }
         let (groups, slots) = x_layout(&shapes);
         let dims = [FAMILY, PAYLOAD, CLIENTS, WINDOW, WORK, BATCH, LANES];
         let (constant, varying) = split_dims(&keys, &dims);
@@ -195,6 +205,74 @@ impl Bars {
             fmt: metric.fmt,
             mark: metric.mark,
         })
+    }
+
+    /// The chart of `points`, which share the IO shape `shape`, with the
+    /// configurations on the x axis: a group per value of the first
+    /// setting that varies, a position per value of the others, one
+    /// series.
+    fn by_configuration(
+        metric: &Metric,
+        points: &[(&ConfigKey, Spread)],
+        shape: &ConfigKey,
+    ) -> Bars {
+        let keys: Vec<&ConfigKey> = points.iter().map(|(k, _)| *k).collect();
+        let dims = [FAMILY, PAYLOAD, CLIENTS, WINDOW, WORK, BATCH, LANES];
+        let (mut constant, varying) = split_dims(&keys, &dims);
+        constant.push(shape.io_label());
+        let configs = distinct(&keys, series_of);
+        let (outer, inner) = varying.split_first().expect("several configurations vary");
+        let mut groups: Vec<Group> = Vec::new();
+        let mut slots = Vec::new();
+        for (i, c) in configs.iter().enumerate() {
+            // One group per value of `outer`; one group in all when
+            // nothing else varies (the ticks then say `outer`).
+            let caption = if inner.is_empty() {
+                String::new()
+            } else {
+                (outer.get)(c)
+            };
+            match groups.last_mut() {
+                Some(g) if g.model == caption => g.slots.end = i + 1,
+                _ => groups.push(Group {
+                    model: caption,
+                    counts: String::new(),
+                    slots: i..i + 1,
+                }),
+            }
+            let pos = i as f64 + (groups.len() - 1) as f64 * GROUP_GAP;
+            let tick = if inner.is_empty() {
+                (outer.get)(c)
+            } else {
+                label(c, inner)
+            };
+            slots.push((pos, tick));
+        }
+        let values = configs
+            .iter()
+            .map(|c| {
+                points
+                    .iter()
+                    .find(|(k, _)| series_of(k) == *c)
+                    .map(|(_, s)| *s)
+            })
+            .collect();
+        let what = match metric.mark {
+            Mark::Bar => "bar: median over repetitions (fresh processes); whiskers: min–max",
+            Mark::Dot => {
+                "dot: median over repetitions (fresh processes); whiskers: min–max; log scale"
+            }
+        };
+        Bars {
+            title: metric.title.replace("by IO model", "by configuration"),
+            subtitle: vec![what.to_string(), constant.join(" · ")],
+            y_desc: metric.y_desc.to_string(),
+            groups,
+            slots,
+            series: vec![(shape.io_label(), values)],
+            fmt: metric.fmt,
+            mark: metric.mark,
+        }
     }
 
     /// Every value, of every series.

@@ -3,6 +3,12 @@
 //! min–max whiskers over the seeds, the medians joined by a line. Series
 //! are nudged apart on x so their whiskers do not hide each other; a point
 //! some of whose seeds failed is a hollow dot. [`draw`] draws a [`Lines`].
+//!
+//! The y axis is linear from 0 unless (latency and completion times) the
+//! values span more than
+//! [`LOG_SPAN`]× (KCP's bulk transfers at 10 % loss take seconds where
+//! keel-rudp's take tens of milliseconds): then it is logarithmic, and the
+//! axis says so, so that no line is squashed onto zero (issue 24).
 
 use plotters::coord::cartesian::Cartesian2d;
 use plotters::prelude::*;
@@ -16,6 +22,10 @@ const PLOT_H: u32 = 420;
 const X_AREA: u32 = 74;
 const Y_AREA: u32 = 100;
 const DOT_R: i32 = 6;
+
+/// Largest value over smallest (both > 0) above which the y axis is
+/// logarithmic.
+pub(super) const LOG_SPAN: f64 = 10.0;
 
 /// One point of a series.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,12 +57,38 @@ pub(super) struct Lines {
     pub(super) x_fmt: fn(f64) -> String,
     /// Text of a y tick.
     pub(super) y_fmt: fn(f64) -> String,
+    /// Logarithmic y when the values span more than [`LOG_SPAN`]×.
+    pub(super) log_when_apart: bool,
     pub(super) series: Vec<Series>,
 }
 
 impl Lines {
     fn points(&self) -> impl Iterator<Item = &Point> {
         self.series.iter().flat_map(|s| &s.points)
+    }
+
+    /// Linear from 0, or (`log_when_apart`) logarithmic when every value is
+    /// above 0 and they span more than [`LOG_SPAN`]×.
+    fn y_axis(&self) -> (YAxis, bool) {
+        let hi = self.points().map(|p| p.y.max).fold(0.0, f64::max);
+        let lo = self.points().map(|p| p.y.min).fold(f64::INFINITY, f64::min);
+        if self.log_when_apart && lo > 0.0 && hi / lo > LOG_SPAN {
+            (YAxis::log(lo, hi), true)
+        } else {
+            (YAxis::linear(hi), false)
+        }
+    }
+
+    /// The y axis' words, with `log scale` on a log axis: `p99 completion
+    /// time, ms, log scale (lower is better)`.
+    fn y_desc(&self, log: bool) -> String {
+        if !log {
+            return self.y_desc.clone();
+        }
+        match self.y_desc.find(" (") {
+            Some(i) => format!("{}, log scale{}", &self.y_desc[..i], &self.y_desc[i..]),
+            None => format!("{}, log scale", self.y_desc),
+        }
     }
 }
 
@@ -68,7 +104,8 @@ pub(super) fn draw(lines: &Lines, name: &str) -> Result<String, String> {
     let height = header.height() + legend.height() + MARGIN + PLOT_H + X_AREA + MARGIN;
     let xs: Vec<f64> = lines.points().map(|p| p.x).collect();
     let x = Through::of(&xs);
-    let y = YAxis::linear(lines.points().map(|p| p.y.max).fold(0.0, f64::max));
+    let (y, log) = lines.y_axis();
+    let y_desc = lines.y_desc(log);
     let x_ticks = x.ticks().len();
 
     let mut svg = String::new();
@@ -87,7 +124,7 @@ pub(super) fn draw(lines: &Lines, name: &str) -> Result<String, String> {
             x_label: &|v: &f64| (lines.x_fmt)(*v),
             y_label: &|v: &f64| (lines.y_fmt)(*v),
             x_desc: Some(&lines.x_desc),
-            y_desc: &lines.y_desc,
+            y_desc: &y_desc,
         };
         draw_axes(&mut chart, &text, Grid::Horizontal { x_ticks }, name)?;
         draw_series(lines, &mut chart, name)?;

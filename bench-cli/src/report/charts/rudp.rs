@@ -27,6 +27,10 @@ pub(super) struct Spec {
     pub(super) y_desc: &'static str,
     pub(super) x_fmt: fn(f64) -> String,
     pub(super) y_fmt: fn(f64) -> String,
+    /// A log y axis when the values span more than
+    /// [`LOG_SPAN`](super::lines::LOG_SPAN)× (latency and completion
+    /// times); false keeps it linear from 0 (CPU per message).
+    pub(super) log_when_apart: bool,
 }
 
 /// `spread` scaled by `k` (µs to ms).
@@ -96,6 +100,7 @@ impl Spec {
             y_desc: self.y_desc.to_string(),
             x_fmt: self.x_fmt,
             y_fmt: self.y_fmt,
+            log_when_apart: self.log_when_apart,
             series,
         })
     }

@@ -7,7 +7,7 @@ use std::fmt::{Display, Write as _};
 
 use super::text::{cell, code, fmt_opt, fmt_us, unreadable_count, UDP_HOW};
 use crate::report::charts::{RUDP_BULK_FILE, RUDP_P99_FILE, RUDP_SCALE_FILE};
-use crate::report::fields::opt;
+use crate::report::fields::{count, opt};
 use crate::report::rudp::{
     dims_label, split_dims, Case, RudpDim, RudpGroup, CLIENTS, IO, LINK, LOSS, PAYLOAD, RATE,
     TRANSFER, WINDOW,
@@ -25,25 +25,25 @@ pub(super) fn intro(md: &mut String, report: &Report) {
         .join(", ");
     let rudp_runs: usize = report.rudp.iter().map(|g| g.runs.len()).sum();
     let rudp = format!(
-        "{rudp_runs} of the keel-rudp benchmark in {} configurations",
-        report.rudp.len()
+        "{rudp_runs} of the keel-rudp benchmark in {}",
+        count(Some(report.rudp.len() as u64), "configuration")
     );
     if report.groups.is_empty() {
         let _ = writeln!(
             md,
-            "Inputs: {inputs} ({} runs, all {rudp}{}).\n",
-            report.run_count(),
+            "Inputs: {inputs} ({}, all {rudp}{}).\n",
+            count(Some(report.run_count() as u64), "run"),
             unreadable_count(report)
         );
         return;
     }
     let _ = writeln!(
         md,
-        "Inputs: {inputs} ({} runs: {} of the UDP echo matrix in {} configurations \
+        "Inputs: {inputs} ({}: {} of the UDP echo matrix in {} \
          ({} summarised, {} excluded), {rudp} (section *keel-rudp and KCP*){}).\n",
-        report.run_count(),
+        count(Some(report.run_count() as u64), "run"),
         report.udp_run_count(),
-        report.groups.len(),
+        count(Some(report.groups.len() as u64), "configuration"),
         report.summarised().count(),
         report.excluded().count(),
         unreadable_count(report)

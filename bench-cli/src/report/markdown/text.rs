@@ -47,6 +47,9 @@ pub(super) fn unreadable_count(report: &Report) -> String {
     if report.unreadable.is_empty() {
         String::new()
     } else {
-        format!("; {} unreadable lines", report.unreadable.len())
+        match report.unreadable.len() {
+            1 => "; 1 unreadable line".to_string(),
+            n => format!("; {n} unreadable lines"),
+        }
     }
 }
