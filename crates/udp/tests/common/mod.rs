@@ -221,7 +221,8 @@ pub const NETNS_CHILD_ENV: &str = "KEEL_UDP_NETNS_CHILD";
 /// Printed by a namespace child that cannot set up its namespace.
 pub const NETNS_SKIP: &str = "KEEL-NETNS-SKIP:";
 
-/// Runs test `name` of the current test binary again inside a private
+/// Runs test `name` of module `module` (the caller's `module_path!()`) of
+/// the current test binary again inside a private
 /// user + network namespace (`unshare -rn`, so nothing on the host changes
 /// and the namespace disappears with the process), after running `setup`
 /// there (commands such as `ip link set lo up`).
@@ -230,8 +231,15 @@ pub const NETNS_SKIP: &str = "KEEL-NETNS-SKIP:";
 /// body; false in the parent, which has checked the child's outcome (or
 /// printed why it skipped: no `unshare`, no user namespaces, a setup
 /// command failed). `KEEL_REQUIRE_NETNS=1` makes a skip a failure.
-pub fn in_netns(name: &str, setup: &[&[&str]]) -> bool {
+pub fn in_netns(module: &str, name: &str, setup: &[&[&str]]) -> bool {
     use std::process::Command;
+    // The test's path as libtest names it: the module path without the
+    // crate (the binary) in front, e.g. `drops::kernel_drops::NAME` gives
+    // `kernel_drops::NAME`, a lone `kernel_drops::NAME` gives `NAME`.
+    let path = match module.split_once("::") {
+        Some((_, inner)) => format!("{inner}::{name}"),
+        None => name.to_owned(),
+    };
     let skip = |why: &str| {
         assert!(
             std::env::var_os("KEEL_REQUIRE_NETNS").is_none(),
@@ -263,7 +271,7 @@ pub fn in_netns(name: &str, setup: &[&[&str]]) -> bool {
     let out = match Command::new("unshare")
         .args(["-rn", "--"])
         .arg(&exe)
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .args(["--exact", &path, "--nocapture", "--test-threads=1"])
         .env(NETNS_CHILD_ENV, "1")
         .output()
     {

@@ -1,14 +1,12 @@
 //! Sessions: connect before the first datagram, idle timeout, the bounded
 //! table (refuse and evict), explicit close, shutdown.
 
-mod common;
-
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use keel_reactor::{IoModel, Runtime};
 use keel_udp::{
     DisconnectReason, EndpointConfig, FullPolicy, Server, ServerConfig, ServerCtx, ServerHandler,

@@ -9,11 +9,9 @@
 //! the short ones end before that offset (a failed classic BPF load
 //! returns 0: lane 0).
 
-mod common;
-
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 
-use common::*;
+use crate::common::*;
 use keel_reactor::{IoModel, Runtime};
 use keel_udp::{
     LaneSteering, Server, ServerConfig, ServerCtx, ServerHandler, Session, SocketOptions,

@@ -2,13 +2,11 @@
 //! happened, other servers on the runtime keep serving, and a stopped
 //! runtime shows as a stopped server.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::sync::Mutex;
 
-use common::*;
+use crate::common::*;
 use keel_reactor::{IoModel, Runtime};
 use keel_udp::{SendError, Server, ServerConfig, ServerCtx, ServerHandler, ServerStatus, Session};
 

@@ -1,12 +1,10 @@
 //! Echo on every IO model and lane count, exact counters, empty, binary and
 //! maximum-size datagrams, the size limit, IPv6.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::mpsc;
 
-use common::*;
+use crate::common::*;
 use keel_reactor::IoModel;
 use keel_udp::{
     Client, ClientConfig, ClientCtx, ClientHandler, CounterSnapshot, EndpointConfig, SendError,

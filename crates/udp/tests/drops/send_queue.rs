@@ -17,13 +17,11 @@
 //! namespaces, `ip` or `tc` are unavailable these tests say so and skip
 //! (set `KEEL_REQUIRE_NETNS=1` to make that a failure).
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
-use common::*;
+use crate::common::*;
 use keel_reactor::IoModel;
 use keel_udp::{
     DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig, SendError, Server,
@@ -31,11 +29,12 @@ use keel_udp::{
 };
 
 /// Runs test `name` of this binary again inside `unshare -rn` with a rate
-/// limit on the namespace's loopback (see `common::in_netns`), so sends
+/// limit on the namespace's loopback (see `crate::common::in_netns`), so sends
 /// queue in the qdisc and a tiny send buffer fills; returns true in that
 /// child, false in the parent (which has checked the child's outcome).
 fn in_throttled_netns(name: &str) -> bool {
     in_netns(
+        module_path!(),
         name,
         &[
             &["ip", "link", "set", "lo", "up"],

@@ -2,14 +2,12 @@
 //! the caller sees, and counted), a stop never waits for a backlog, and
 //! every send accepted with `Ok` is either sent or counted as discarded.
 
-mod common;
-
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use keel_reactor::{IoModel, Runtime};
 use keel_udp::{
     Client, ClientConfig, ClientCtx, ClientHandler, EndpointConfig, SendError, ServerConfig,

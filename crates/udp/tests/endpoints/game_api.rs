@@ -2,15 +2,13 @@
 //! session handles used from other threads, sends that land on the lane
 //! owning the session, a per-player pass that sends, and session timers.
 
-mod common;
-
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use keel_reactor::{IoModel, MissedTicks, Runtime, TimerId};
 use keel_udp::{
     DisconnectReason, FullPolicy, Server, ServerConfig, ServerCtx, ServerHandler, Session,
@@ -334,7 +332,7 @@ fn for_each_session_sends_each_player_its_own_snapshot() {
         let mut s = ctx.session_mut(target).expect("player 1's session");
         *s.state() = 77;
         s.send(b"just you").unwrap();
-        assert!(ctx.session_mut(common::closed_port(v4())).is_none());
+        assert!(ctx.session_mut(crate::common::closed_port(v4())).is_none());
     }));
     assert_eq!(recv_text(&players[1], "session_mut's send"), b"just you");
     let (tx, rx) = mpsc::channel();

@@ -2,15 +2,13 @@
 //! datagrams arrive in order, and the batched and one-per-call paths give
 //! identical results.
 
-mod common;
-
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use keel_reactor::{IoModel, TimerId};
 use keel_udp::{EndpointConfig, Server, ServerConfig, ServerCtx, ServerHandler, Session};
 

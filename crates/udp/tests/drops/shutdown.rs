@@ -4,14 +4,12 @@
 //! `connect` after every session had been ended, and its session never got
 //! a `disconnect`).
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use keel_reactor::Reactor;
 use keel_udp::{
     DisconnectReason, EndpointConfig, Impairment, Server, ServerConfig, ServerCtx, ServerHandler,

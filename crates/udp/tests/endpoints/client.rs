@@ -1,11 +1,9 @@
 //! The client: a closed port ends it with `Refused` (no crash, the runtime
 //! goes on), explicit close ends it with `Closed`.
 
-mod common;
-
 use std::sync::mpsc;
 
-use common::*;
+use crate::common::*;
 use keel_reactor::IoModel;
 use keel_udp::{
     Client, ClientConfig, ClientCtx, ClientHandler, DisconnectReason, SendError, ServerConfig,

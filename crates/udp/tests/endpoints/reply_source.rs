@@ -10,11 +10,9 @@
 //! sees it. IPv6 has only `::1` on the host's loopback; that case runs in a
 //! private network namespace with a second address.
 
-mod common;
-
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 
-use common::*;
+use crate::common::*;
 use keel_reactor::IoModel;
 use keel_udp::SocketOptions;
 use keel_udp::{EndpointConfig, Server, ServerConfig, ServerCtx, ServerHandler, Session};
@@ -160,7 +158,11 @@ fn ipv6_any_replies_from_the_address_sent_to_in_netns() {
             "nodad",
         ],
     ];
-    if !in_netns("ipv6_any_replies_from_the_address_sent_to_in_netns", setup) {
+    if !in_netns(
+        module_path!(),
+        "ipv6_any_replies_from_the_address_sent_to_in_netns",
+        setup,
+    ) {
         return;
     }
     let second: Ipv6Addr = "2001:db8::2".parse().unwrap();

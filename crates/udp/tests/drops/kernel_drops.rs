@@ -3,13 +3,11 @@
 //! datagrams in the kernel, and `kernel_drops` equals sent minus received.
 #![cfg(target_os = "linux")]
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use keel_reactor::IoModel;
 use keel_udp::{
     EndpointConfig, Server, ServerConfig, ServerCtx, ServerHandler, Session, SocketOptions,
@@ -212,6 +210,7 @@ fn snmp_udp(field: &str) -> u64 {
 #[test]
 fn a_flood_through_the_stop_is_accounted_exactly() {
     if !in_netns(
+        module_path!(),
         "a_flood_through_the_stop_is_accounted_exactly",
         &[&["ip", "link", "set", "lo", "up"]],
     ) {

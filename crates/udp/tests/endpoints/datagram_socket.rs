@@ -1,12 +1,10 @@
 //! The datagram socket: one unconnected socket that sends to any address and
 //! reports each datagram's sender.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::mpsc;
 
-use common::*;
+use crate::common::*;
 use keel_reactor::IoModel;
 use keel_udp::{
     DatagramSocket, DatagramSocketCtx, DatagramSocketHandler, EndpointConfig, SendError,

@@ -2,12 +2,10 @@
 //! second server to the port of a running one fails with `AddrInUse`
 //! instead of silently joining the group and taking part of its traffic.
 
-mod common;
-
 use std::io;
 use std::net::SocketAddr;
 
-use common::*;
+use crate::common::*;
 use keel_reactor::IoModel;
 use keel_udp::{Server, ServerConfig};
 
