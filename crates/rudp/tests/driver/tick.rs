@@ -2,12 +2,10 @@
 //! that ticks at a fixed rate and sends a snapshot to every player each
 //! tick, never early; a replaced request runs once, at the later time.
 
-mod common;
-
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use keel_reactor::{IoModel, Runtime};
 use keel_rudp::{
     Client, ClientConfig, ClientSecurity, ConnectionHandle, Ctx, Handler, Server, ServerConfig,

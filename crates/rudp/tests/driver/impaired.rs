@@ -3,13 +3,11 @@
 //! directions; clients that change address; spoofed handshakes; silent
 //! peers.
 
-mod common;
-
 use std::collections::HashSet;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use keel_reactor::{IoModel, Runtime};
 use keel_rudp::{
     Client, ClientConfig, Config, Connection, DisconnectReason, Event, Server, ServerConfig,

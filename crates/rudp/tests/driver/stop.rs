@@ -2,12 +2,10 @@
 //! before `stop` arrives (or is reported), and the CLOSE reaches every
 //! client over a lossy link.
 
-mod common;
-
 use std::sync::mpsc::{self, Receiver};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use keel_reactor::{IoModel, Runtime};
 use keel_rudp::{
     Client, ClientConfig, ClientSecurity, DisconnectReason, Server, ServerConfig, ServerSecurity,

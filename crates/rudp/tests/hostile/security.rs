@@ -2,12 +2,10 @@
 //! Endpoint and a client Connection exchanging datagrams directly (sans-IO,
 //! virtual clock, deterministic).
 
-mod common;
-
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::{addr, one_channel, public_addr, KEY, T0};
+use crate::common::{addr, one_channel, public_addr, KEY, T0};
 use keel_rudp::wire::{Frame, Header, LongType, Writer};
 use keel_rudp::{
     ClientSecurity, ConnectToken, Connection, ConnectionHandle, DisconnectReason, Endpoint,

@@ -2,13 +2,11 @@
 //! that says so, and nothing else: the other lane keeps serving, the
 //! server names the failed lane, the runtime is not stopped.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use keel_reactor::{IoModel, Runtime};
 use keel_rudp::{
     Client, ClientConfig, ClientSecurity, ConnectionHandle, Ctx, DisconnectReason, Handler, Server,

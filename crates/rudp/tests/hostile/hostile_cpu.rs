@@ -4,11 +4,9 @@
 //! Structural checks (sizes of state, counts); the timings are in
 //! `examples/hostile_recv.rs` and docs/security.md.
 
-mod common;
-
 use std::time::Instant;
 
-use common::{fill, Rng, BYTES, CID};
+use crate::common::{fill, Rng, BYTES, CID};
 use keel_rudp::wire::{varint, Frame, Header, Writer};
 use keel_rudp::{ChannelConfig, ChannelKind, Config, Connection, Side};
 
@@ -21,7 +19,7 @@ fn cfg() -> Config {
 
 /// A FRAGMENT of a 1 MiB message on the ordered channel.
 fn fragment(seq: u64, offset: u32, len: usize) -> Frame<'static> {
-    common::fragment(0, seq, 1 << 20, offset, len)
+    crate::common::fragment(0, seq, 1 << 20, offset, len)
 }
 
 #[test]

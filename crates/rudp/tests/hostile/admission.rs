@@ -4,12 +4,10 @@
 //! connection table. Sans-IO (an Endpoint and client Connections with a
 //! virtual clock), then once through a real Server.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::{addr, one_channel, public_addr, KEY, T0};
+use crate::common::{addr, one_channel, public_addr, KEY, T0};
 use keel_rudp::wire::{Header, Reader};
 use keel_rudp::{
     Admission, ClientSecurity, ConfigError, ConnectToken, Connection, DisconnectReason, Endpoint,
@@ -514,7 +512,7 @@ fn admission_settings_out_of_range_are_refused_by_name() {
 /// 127.0.0.2, another address, gets in.
 #[test]
 fn through_a_server_a_token_holds_one_connection_and_an_address_its_share() {
-    use common::*;
+    use crate::common::*;
     use keel_reactor::{IoModel, Runtime};
     use keel_rudp::{Client, ClientConfig, Server, ServerConfig};
 
@@ -613,7 +611,7 @@ fn server_bind_names_a_bad_admission_setting() {
     let mut sc = ServerConfig::new(one_channel(), ServerSecurity::Insecure);
     sc.admission.handshake_burst = 0;
     let e = Server::bind(rt.handles(), addr("127.0.0.1:0"), sc, |_| {
-        common::recorder(false).0
+        crate::common::recorder(false).0
     })
     .unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
@@ -627,8 +625,8 @@ fn server_bind_names_a_bad_admission_setting() {
 /// A 4-lane server on loopback: what the lanes hold together, however the
 /// kernel would have spread the sockets. `events` gets every lane's events.
 mod lanes {
-    use super::common::*;
     use super::*;
+    use crate::common::*;
     use keel_reactor::{IoModel, Runtime};
     use keel_rudp::{Client, ClientConfig, Server, ServerConfig};
     use std::sync::mpsc::Receiver;
@@ -703,7 +701,7 @@ mod lanes {
 /// connects.
 #[test]
 fn on_four_lanes_a_token_holds_one_live_connection_and_is_refused_from_another_ip() {
-    use common::Seen;
+    use crate::common::Seen;
     use lanes::*;
     let bed = bed(tokens());
     let t = mint(1);
@@ -717,7 +715,7 @@ fn on_four_lanes_a_token_holds_one_live_connection_and_is_refused_from_another_i
     }
     // Every client but the last is told it was replaced.
     for (i, rx) in receivers[..7].iter().enumerate() {
-        match common::next(rx, WAIT, "the replaced client's CLOSE") {
+        match crate::common::next(rx, WAIT, "the replaced client's CLOSE") {
             Seen::Disconnected(_, DisconnectReason::Remote { code, .. }, _) => {
                 assert_eq!(code, CLOSE_REPLACED, "client {i}")
             }
@@ -726,7 +724,7 @@ fn on_four_lanes_a_token_holds_one_live_connection_and_is_refused_from_another_i
     }
     // The server's handlers saw 8 connect and 7 replaced: 1 live.
     let (mut connected, mut replaced) = (0, 0);
-    common::collect_until(&bed.events, WAIT, "8 connected, 7 replaced", |s| {
+    crate::common::collect_until(&bed.events, WAIT, "8 connected, 7 replaced", |s| {
         match s {
             Seen::Connected(..) => connected += 1,
             Seen::Disconnected(_, DisconnectReason::Local { code, .. }, _) => {

@@ -1,11 +1,9 @@
 //! keel-rudp on real sockets: a server on keel-udp lanes and a client,
 //! on both runtime models and from a game loop driving `Reactor::turn`.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use keel_reactor::{IoModel, Reactor, Runtime};
 use std::sync::mpsc::Receiver;
 
