@@ -3,13 +3,11 @@
 //! empty, missing its value, not UTF-8; unknown flags; flags combined
 //! wrongly; and too few file descriptors for the clients asked for.
 //!
-//! flags.rs checks the parser value by value in-process and cli.rs a few
+//! flags.rs checks the parser value by value in-process and exit_codes.rs a few
 //! exit codes; this file sweeps the binary itself, driven by its own
 //! `--help`, so a flag added later is covered without editing the test.
 //! Every rejection must be exit 2 with exactly one JSON line on stdout,
 //! `"ok": false` and an `"error"` naming the flag, and nothing panicked.
-
-mod common;
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStringExt;
@@ -18,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{keel_bench, BIN};
+use crate::common::{keel_bench, BIN};
 
 /// Asserts a rejection naming `flag`; returns the error text.
 #[track_caller]

@@ -10,8 +10,6 @@
 //! Every wait is bounded: socket read timeouts for echoes, a channel with a
 //! timeout for the child's exit.
 
-mod common;
-
 use std::io::{BufRead, BufReader, ErrorKind};
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, ChildStderr, Command, Output, Stdio};
@@ -21,7 +19,7 @@ use std::time::{Duration, Instant};
 use keel_bench::message::{encode, Phase};
 use serde_json::Value;
 
-use common::{u, BIN};
+use crate::common::{u, BIN};
 
 /// A running `keel-bench serve` on 127.0.0.1 (port picked by the kernel).
 struct Serve {

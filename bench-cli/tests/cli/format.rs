@@ -3,14 +3,12 @@
 //! errors, ok or why not), where it goes, and that scripts see nothing new
 //! when they do not ask for it.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
-use common::{keel_bench, BIN};
+use crate::common::{keel_bench, BIN};
 
 /// A short passing run.
 const RUN: &[&str] = &["--seconds", "0.2", "--warmup", "0.05", "--clients", "2"];

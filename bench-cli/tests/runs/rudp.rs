@@ -1,14 +1,12 @@
 //! `--protocol rudp`: short real runs over keel-rudp on loopback, with and
 //! without seeded loss, closed and open loop; and its flag errors.
 
-mod common;
-
 use keel_bench::output::{KEEL_FIELDS, REFERENCE_FIELDS};
 use serde_json::Value;
 
-use common::{keel_bench, run_with, u};
+use crate::common::{keel_bench, run_with, u};
 
-/// A `--protocol rudp` run (see [`common::run`]).
+/// A `--protocol rudp` run (see [`crate::common::run`]).
 fn run(args: &[&str]) -> (i32, Value) {
     run_with(&["--protocol", "rudp"], args)
 }
@@ -210,7 +208,7 @@ fn rudp_flags_are_checked() {
     assert!(e.contains("udp, rudp or kcp"), "{e}");
 }
 
-/// A `--protocol kcp` run (see [`common::run`]).
+/// A `--protocol kcp` run (see [`crate::common::run`]).
 fn kcp(args: &[&str]) -> (i32, Value) {
     run_with(&["--protocol", "kcp"], args)
 }

@@ -5,15 +5,13 @@
 //! the part of the opening burst that does not fit the server's receive
 //! buffer, and every loss is a kernel receive-buffer drop.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use common::{fake_bench, repo_root, s, scratch, stderr, stdout, BIN};
+use crate::common::{fake_bench, repo_root, s, scratch, stderr, stdout, BIN};
 
 /// A benchmark for the script: runs go to the fake, `report` to the real
 /// keel-bench.
@@ -82,7 +80,7 @@ fn help_and_bad_options() {
 
 #[test]
 fn fake_probe_writes_runs_snmp_report_and_tables() {
-    let dir = scratch("fake");
+    let dir = scratch(module_path!(), "fake");
     let bench = fake_with_real_report(&dir);
     let out = dir.join("probe");
     let o = limits(
@@ -164,7 +162,7 @@ fn fake_probe_writes_runs_snmp_report_and_tables() {
 
 #[test]
 fn a_run_failing_for_another_reason_than_loss_exits_1() {
-    let dir = scratch("crash");
+    let dir = scratch(module_path!(), "crash");
     let bench = fake_with_real_report(&dir);
     let out = dir.join("probe");
     let o = limits(
@@ -201,7 +199,7 @@ fn a_run_failing_for_another_reason_than_loss_exits_1() {
 #[cfg(target_os = "linux")]
 #[test]
 fn real_probe_loss_is_bounded_by_the_burst_over_the_buffer() {
-    let dir = scratch("real");
+    let dir = scratch(module_path!(), "real");
     let out = dir.join("probe");
     let o = limits(
         &[
@@ -245,7 +243,7 @@ fn real_probe_loss_is_bounded_by_the_burst_over_the_buffer() {
 /// --overwrite.
 #[test]
 fn expected_losses_are_not_called_failed_and_overwrite_reruns() {
-    let dir = scratch("expected");
+    let dir = scratch(module_path!(), "expected");
     let bench = fake_with_real_report(&dir);
     let out = dir.join("probe");
     let args = [
@@ -284,7 +282,7 @@ fn expected_losses_are_not_called_failed_and_overwrite_reruns() {
 /// data.
 #[test]
 fn real_payload_over_the_ipv4_limit_is_refused_as_expected() {
-    let dir = scratch("refused");
+    let dir = scratch(module_path!(), "refused");
     let out = dir.join("probe");
     let o = limits(
         &[

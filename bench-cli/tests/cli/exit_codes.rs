@@ -1,18 +1,16 @@
 //! The built binary: exit codes and the one JSON line on stdout.
 
-mod common;
-
 use std::process::Output;
 
 use serde_json::Value;
 
-use common::keel_bench;
+use crate::common::keel_bench;
 
-/// [`common::json_line`], the line ended by a newline.
+/// [`crate::common::json_line`], the line ended by a newline.
 fn json_line(out: &Output) -> Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.ends_with('\n'), "{stdout:?}");
-    common::json_line(out)
+    crate::common::json_line(out)
 }
 
 #[track_caller]

@@ -2,9 +2,7 @@
 //! clients send at a game tick, the server runs apart from them, and the
 //! line reports the server's CPU per message and memory per connection.
 
-mod common;
-
-use common::{f, run, u};
+use crate::common::{f, run, u};
 
 #[test]
 fn every_protocol_runs_open_loop_and_reports_the_servers_cost() {

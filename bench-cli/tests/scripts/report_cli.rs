@@ -1,14 +1,12 @@
 //! `keel-bench report` as a command: files in, table and charts out, exit
 //! codes and the JSON error line when it cannot.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::{json, Value};
 
-use common::{scratch, BIN};
+use crate::common::{scratch, BIN};
 
 fn report(args: &[&Path]) -> Output {
     Command::new(BIN)
@@ -34,7 +32,7 @@ fn run_line(model: &str, window: u64, rate: f64, ok: bool, rep: u64) -> String {
 
 #[test]
 fn writes_table_and_charts_and_excludes_failed_configurations() {
-    let dir = scratch("ok");
+    let dir = scratch(module_path!(), "ok");
     let a = dir.join("a.jsonl");
     let b = dir.join("b.jsonl");
     let mut first = String::new();
@@ -128,7 +126,7 @@ fn fails_with(o: &Output, needle: &str) {
 
 #[test]
 fn unreadable_inputs_fail_with_one_json_line() {
-    let dir = scratch("errors");
+    let dir = scratch(module_path!(), "errors");
     let out = dir.join("out");
     fails_with(
         &report(&[&dir.join("missing.jsonl"), Path::new("--out"), &out]),

@@ -3,14 +3,12 @@
 //! exit codes, and with the real keel-bench for a tiny matrix followed by
 //! `keel-bench report`.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use common::{fake_bench, repo_root, s, scratch, stderr, BIN};
+use crate::common::{fake_bench, repo_root, s, scratch, stderr, BIN};
 
 /// Runs scripts/matrix.sh with `args` and extra environment `env`.
 fn matrix(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -44,7 +42,7 @@ fn report(inputs: &[&Path], out: &Path) -> Output {
 
 #[test]
 fn fake_matrix_annotates_each_run_with_repetitions_outermost() {
-    let dir = scratch("ok");
+    let dir = scratch(module_path!(), "ok");
     let out = dir.join("res.jsonl");
     let bench = fake_bench();
     let o = matrix(
@@ -108,7 +106,7 @@ fn fake_matrix_annotates_each_run_with_repetitions_outermost() {
 
 #[test]
 fn fake_loss_fails_runs_keep_going_finishes_the_matrix() {
-    let dir = scratch("loss");
+    let dir = scratch(module_path!(), "loss");
     let out = dir.join("res.jsonl");
     let bench = fake_bench();
     let args = |out: &Path, keep_going: bool| {
@@ -165,7 +163,7 @@ fn fake_loss_fails_runs_keep_going_finishes_the_matrix() {
 
 #[test]
 fn fake_bad_outputs_are_caught_by_validation() {
-    let dir = scratch("bad");
+    let dir = scratch(module_path!(), "bad");
     let bench = fake_bench();
     for (mode, needle) in [
         ("mismatch", "payload_bytes: requested 1024, got 1025"),
@@ -215,7 +213,7 @@ fn fake_bad_outputs_are_caught_by_validation() {
 
 #[test]
 fn usage_errors_exit_2_with_a_clear_message() {
-    let dir = scratch("usage");
+    let dir = scratch(module_path!(), "usage");
     let bench = fake_bench();
     let out = dir.join("r.jsonl");
     std::fs::write(dir.join("full.jsonl"), "{}\n").unwrap();
@@ -269,7 +267,7 @@ fn usage_errors_exit_2_with_a_clear_message() {
 /// Every run of the matrix must pass.
 #[test]
 fn real_tiny_matrix_then_report() {
-    let dir = scratch("real");
+    let dir = scratch(module_path!(), "real");
     let out = dir.join("res.jsonl");
     let bench = PathBuf::from(BIN);
     let o = matrix(
@@ -337,7 +335,7 @@ fn real_tiny_matrix_then_report() {
 /// matrix is not lost to a repeated command), replaced with it.
 #[test]
 fn an_existing_output_is_kept_unless_overwrite_is_given() {
-    let dir = scratch("overwrite");
+    let dir = scratch(module_path!(), "overwrite");
     let out = dir.join("runs.jsonl");
     let bench = fake_bench();
     let args = [
@@ -373,7 +371,7 @@ fn an_existing_output_is_kept_unless_overwrite_is_given() {
 /// a surprise is FAILED.
 #[test]
 fn expect_limits_reports_lost_echoes_as_expected_not_failed() {
-    let dir = scratch("expect");
+    let dir = scratch(module_path!(), "expect");
     let out = dir.join("runs.jsonl");
     let bench = fake_bench();
     let o = matrix(

@@ -1,15 +1,13 @@
 //! Whole runs of the built binary, as users and shell scripts run it: one
 //! JSON line, the contract's fields, `ok` and the exit code.
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use keel_bench::output::{KEEL_FIELDS, REFERENCE_FIELDS};
 use serde_json::Value;
 
-use common::{json_line, keel_bench, BIN};
+use crate::common::{json_line, keel_bench, BIN};
 
 /// A short run with the canonical flags plus `extra` (later flags of the
 /// same name are not allowed, so the canonical ones are filtered).

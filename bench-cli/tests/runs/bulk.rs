@@ -2,11 +2,9 @@
 //! KCP (stream mode) on loopback, with and without seeded loss; the line's
 //! bulk fields agree with each other.
 
-mod common;
-
 use serde_json::Value;
 
-use common::{f, keel_bench, run, u};
+use crate::common::{f, keel_bench, run, u};
 
 /// The fields of a passing bulk line of `bytes` agree: completed transfers,
 /// goodput from them, completion times, what the server received.
