@@ -22,11 +22,7 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 /// Polls `done` (a counter read; there is no event to await) every
 /// millisecond, at most 30 s.
 fn wait_for(what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    keel_testkit::poll_until(Duration::from_secs(30), what, done);
 }
 
 #[test]

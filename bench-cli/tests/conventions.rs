@@ -69,7 +69,7 @@ fn completions_for_bash_zsh_and_fish() {
         );
     }
     // bash can parse its script.
-    let dir = scratch("completions");
+    let dir = scratch(module_path!(), "completions");
     let path = dir.join("keel-bench.bash");
     std::fs::write(&path, keel_bench(&["completions", "bash"]).stdout).unwrap();
     if let Ok(status) = Command::new("bash").arg("-n").arg(&path).status() {
@@ -82,7 +82,7 @@ fn completions_for_bash_zsh_and_fish() {
 
 #[test]
 fn compare_two_files_and_write_a_histogram() {
-    let dir = scratch("compare");
+    let dir = scratch(module_path!(), "compare");
     let (a, b, h) = (
         dir.join("a.jsonl"),
         dir.join("b.jsonl"),

@@ -113,7 +113,7 @@ fn a_serve_that_cannot_bind_prints_the_serve_summarys_shape() {
 
 #[test]
 fn output_writes_the_json_line_to_a_file() {
-    let dir = common::scratch("errors-output");
+    let dir = common::scratch(module_path!(), "errors-output");
     let file = dir.join("run.json");
     let out = keel_bench(&[
         "--seconds",

@@ -75,10 +75,12 @@ pub fn fake_bench() -> PathBuf {
 }
 
 /// A fresh, empty directory for one test under cargo's per-target tmpdir,
-/// named after the test file (`matrix_e2e-NAME`).
-pub fn scratch(name: &str) -> PathBuf {
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{}-{name}", env!("CARGO_CRATE_NAME")));
+/// named after the caller's module (its `module_path!()`, which names the
+/// test binary and the module in it) and `name`: `scripts-matrix_e2e-NAME`.
+/// Tests of one binary run at once, so two modules' `NAME`s may be alike.
+pub fn scratch(module: &str, name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{}-{name}", module.replace("::", "-")));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir

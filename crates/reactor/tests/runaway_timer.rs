@@ -15,9 +15,7 @@ const FIRES: u64 = 200_000;
 
 /// Resident memory of this process, in KiB.
 fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    keel_testkit::rss_bytes() / 1024
 }
 
 /// Counts fires; sends once on `done` when `FIRES` is reached.

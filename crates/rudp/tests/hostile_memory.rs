@@ -25,9 +25,7 @@ fn cfg() -> Config {
 }
 
 fn rss_bytes() -> usize {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
+    keel_testkit::rss_bytes() as usize
 }
 
 #[test]

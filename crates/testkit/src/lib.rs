@@ -1,16 +1,31 @@
-//! keel-testkit: what keel's crates share in their integration tests (a
-//! dev-dependency only, never published).
+//! keel-testkit: what more than one of keel's crates needs in its
+//! integration tests (a dev-dependency only, never published). What only
+//! one crate's tests use stays in that crate's `tests/common`.
 //!
+//! * Waiting without sleeping, bounded: [`Progress`] (a counter handlers
+//!   bump and test threads await), [`recv_within`] and [`recv_in`] (a
+//!   channel's next value or a panic naming what was awaited), and
+//!   [`poll_until`] for the few states nothing signals. Every wait is
+//!   bounded ([`LIMIT`] unless the caller says), so a broken build fails
+//!   instead of hanging.
+//! * [`rss_bytes`]: this process's resident memory, for the tests that hold
+//!   what a peer can make us keep.
 //! * [`CountingAllocator`]: a global allocator that counts allocations
 //!   made on threads marked with [`mark_runtime_thread`] while
 //!   [`set_measuring`] is on, for the tests that prove a steady state
-//!   allocates nothing.
+//!   allocates nothing (one test binary each: the allocator is the
+//!   process's).
 //! * [`check_rust_fences`]: a guide whose Rust blocks run as doctests has
 //!   none switched off.
 #![deny(unsafe_code)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
+mod proc;
 mod sys;
+mod wait;
+
+pub use proc::rss_bytes;
+pub use wait::{poll_until, recv_in, recv_within, Progress, LIMIT};
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -33,6 +33,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use keel_reactor::{IoModel, Runtime};
+use keel_testkit::rss_bytes;
 use keel_udp::{
     DisconnectReason, FullPolicy, Server, ServerConfig, ServerCtx, ServerHandler, Session,
     SocketOptions,
@@ -80,21 +81,6 @@ impl ServerHandler for Echo {
             self.evictions_seen.fetch_add(1, Ordering::Relaxed);
         }
     }
-}
-
-/// Resident set size of this process in bytes (VmRSS).
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS line");
-    let kib: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .expect("VmRSS value");
-    kib * 1024
 }
 
 fn mib(bytes: u64) -> f64 {

@@ -1,8 +1,9 @@
-//! Helpers shared by the reactor's integration tests.
-#![allow(dead_code)]
+//! Helpers of the reactor's integration tests only (a mio socket, /proc
+//! views of this process's descriptors and threads, a watchdog); what
+//! other crates' tests share too is in keel-testkit.
+#![allow(dead_code, unused_imports)]
 
 use std::net::SocketAddr;
-use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// A loopback mio UDP socket on an ephemeral port.
@@ -12,39 +13,8 @@ pub fn udp() -> (mio::net::UdpSocket, SocketAddr) {
     (s, a)
 }
 
-/// A counter that handlers bump and test threads wait on (no sleeping).
-#[derive(Default)]
-pub struct Progress {
-    count: Mutex<u64>,
-    cv: Condvar,
-}
-
-impl Progress {
-    pub fn add(&self, n: u64) {
-        *self.count.lock().unwrap() += n;
-        self.cv.notify_all();
-    }
-
-    pub fn get(&self) -> u64 {
-        *self.count.lock().unwrap()
-    }
-
-    /// Waits until `pred(count)` holds; panics after `limit` with `what`.
-    pub fn wait_for(&self, limit: Duration, what: &str, pred: impl Fn(u64) -> bool) -> u64 {
-        let deadline = Instant::now() + limit;
-        let mut c = self.count.lock().unwrap();
-        while !pred(*c) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(
-                !left.is_zero(),
-                "timed out waiting for {what}: count is {}",
-                *c
-            );
-            c = self.cv.wait_timeout(c, left).unwrap().0;
-        }
-        *c
-    }
-}
+/// The counter the tests await (shared with the other crates' tests).
+pub use keel_testkit::Progress;
 
 /// Open file descriptors of this process.
 pub fn open_fds() -> usize {

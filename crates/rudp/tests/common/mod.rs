@@ -2,10 +2,10 @@
 //! every event to the test thread (and may echo), a connected server and
 //! client, waiting with a deadline, the connect-token tests' key and
 //! clock, and the hostile tests' crafted packets.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::net::SocketAddr;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use keel_reactor::{Handle, IoModel, Runtime};
@@ -101,16 +101,9 @@ impl Handler for Recorder {
     }
 }
 
-/// The next event within `within`, or a panic naming `what`.
-pub fn next(rx: &Receiver<Seen>, within: Duration, what: &str) -> Seen {
-    match rx.recv_timeout(within) {
-        Ok(s) => s,
-        Err(RecvTimeoutError::Timeout) => {
-            panic!("no event within {within:?} while waiting for {what}")
-        }
-        Err(RecvTimeoutError::Disconnected) => panic!("handler gone while waiting for {what}"),
-    }
-}
+/// The next event within `within`, or a panic naming `what` (keel-testkit's
+/// bounded receive, shared with the other crates' tests).
+pub use keel_testkit::recv_in as next;
 
 /// Events until `done` says enough or `within` passes (then a panic
 /// naming `what`).

@@ -1,12 +1,14 @@
-//! Helpers shared by keel-udp's integration tests: a condvar progress
-//! counter to await events without sleeping, blocking std clients with
-//! bounded waits, lane barriers, and handlers that echo or record events.
-#![allow(dead_code)]
+//! Helpers of keel-udp's integration tests: blocking std clients with
+//! bounded waits, lane barriers, handlers that echo or record events, and
+//! re-running a test in its own network namespace. The waits (a progress
+//! counter, channel receives) are keel-testkit's, shared with the other
+//! crates' tests.
+#![allow(dead_code, unused_imports)]
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use keel_reactor::{IoModel, Runtime};
@@ -14,70 +16,9 @@ use keel_udp::{
     DisconnectReason, Server, ServerConfig, ServerCtx, ServerHandler, Session, SocketOptions,
 };
 
-/// Upper bound of every wait in these tests. Loopback events arrive in
-/// microseconds; this only bounds how long a broken build hangs.
-pub const LIMIT: Duration = Duration::from_secs(10);
-
-/// A counter that handlers bump and test threads wait on (no sleeping).
-#[derive(Default)]
-pub struct Progress {
-    count: Mutex<u64>,
-    cv: Condvar,
-}
-
-impl Progress {
-    pub fn add(&self, n: u64) {
-        *self.count.lock().unwrap() += n;
-        self.cv.notify_all();
-    }
-
-    pub fn get(&self) -> u64 {
-        *self.count.lock().unwrap()
-    }
-
-    /// Waits until `pred(count)` holds; panics after `limit` with `what`.
-    pub fn wait_for(&self, limit: Duration, what: &str, pred: impl Fn(u64) -> bool) -> u64 {
-        let deadline = Instant::now() + limit;
-        let mut c = self.count.lock().unwrap();
-        while !pred(*c) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(
-                !left.is_zero(),
-                "timed out after {limit:?} waiting for {what}: count is {}",
-                *c
-            );
-            c = self.cv.wait_timeout(c, left).unwrap().0;
-        }
-        *c
-    }
-
-    /// Waits up to `limit` for `pred(count)`; returns whether it holds.
-    pub fn wait_quietly(&self, limit: Duration, pred: impl Fn(u64) -> bool) -> bool {
-        let deadline = Instant::now() + limit;
-        let mut c = self.count.lock().unwrap();
-        while !pred(*c) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            c = self.cv.wait_timeout(c, left).unwrap().0;
-        }
-        true
-    }
-
-    /// Waits until the count is at least `n`.
-    pub fn wait_at_least(&self, n: u64, what: &str) -> u64 {
-        self.wait_for(LIMIT, what, |c| c >= n)
-    }
-}
-
-/// Receives from a channel within [`LIMIT`], or panics naming `what`.
-pub fn recv_within<T>(rx: &mpsc::Receiver<T>, what: &str) -> T {
-    match rx.recv_timeout(LIMIT) {
-        Ok(v) => v,
-        Err(e) => panic!("waiting for {what}: {e} after {LIMIT:?}"),
-    }
-}
+/// The bounded waits shared with the other crates' tests: [`LIMIT`] bounds
+/// every wait here.
+pub use keel_testkit::{recv_within, Progress, LIMIT};
 
 /// The loopback address of `addr`'s family, port 0.
 pub fn loopback_like(addr: SocketAddr) -> SocketAddr {
@@ -280,7 +221,8 @@ pub const NETNS_CHILD_ENV: &str = "KEEL_UDP_NETNS_CHILD";
 /// Printed by a namespace child that cannot set up its namespace.
 pub const NETNS_SKIP: &str = "KEEL-NETNS-SKIP:";
 
-/// Runs test `name` of the current test binary again inside a private
+/// Runs test `name` of module `module` (the caller's `module_path!()`) of
+/// the current test binary again inside a private
 /// user + network namespace (`unshare -rn`, so nothing on the host changes
 /// and the namespace disappears with the process), after running `setup`
 /// there (commands such as `ip link set lo up`).
@@ -289,8 +231,15 @@ pub const NETNS_SKIP: &str = "KEEL-NETNS-SKIP:";
 /// body; false in the parent, which has checked the child's outcome (or
 /// printed why it skipped: no `unshare`, no user namespaces, a setup
 /// command failed). `KEEL_REQUIRE_NETNS=1` makes a skip a failure.
-pub fn in_netns(name: &str, setup: &[&[&str]]) -> bool {
+pub fn in_netns(module: &str, name: &str, setup: &[&[&str]]) -> bool {
     use std::process::Command;
+    // The test's path as libtest names it: the module path without the
+    // crate (the binary) in front, e.g. `drops::kernel_drops::NAME` gives
+    // `kernel_drops::NAME`, a lone `kernel_drops::NAME` gives `NAME`.
+    let path = match module.split_once("::") {
+        Some((_, inner)) => format!("{inner}::{name}"),
+        None => name.to_owned(),
+    };
     let skip = |why: &str| {
         assert!(
             std::env::var_os("KEEL_REQUIRE_NETNS").is_none(),
@@ -322,7 +271,7 @@ pub fn in_netns(name: &str, setup: &[&[&str]]) -> bool {
     let out = match Command::new("unshare")
         .args(["-rn", "--"])
         .arg(&exe)
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .args(["--exact", &path, "--nocapture", "--test-threads=1"])
         .env(NETNS_CHILD_ENV, "1")
         .output()
     {
