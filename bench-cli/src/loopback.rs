@@ -287,12 +287,12 @@ fn run_phases(cfg: &RunConfig, clients: &Clients) -> Phases {
         loss_timeout: cfg.loss_timeout_ms.map(Duration::from_millis),
     };
     for c in &clients.list {
-        c.post(move |h, ctx| h.start(ctx, schedule));
+        let _ = c.post(move |h, ctx| h.start(ctx, schedule));
     }
     // Ctrl-C ends the phase early: the clients stop sending and drain.
     let stop_at = |t: Instant| {
         for c in &clients.list {
-            c.post(move |h, _| h.end_at(t));
+            let _ = c.post(move |h, _| h.end_at(t));
         }
     };
     let mut measure_end = measure_end;
@@ -332,7 +332,7 @@ fn collect_tallies(clients: &Clients) -> (ClientTally, usize) {
     let mut collected = 0;
     for c in &clients.list {
         let tx = tx.clone();
-        c.post(move |h, _| {
+        let _ = c.post(move |h, _| {
             if let Some(words) = h.report() {
                 let _ = tx.send(words);
             }

@@ -653,7 +653,7 @@ pub(crate) fn drive_sockets<H: SocketClient>(
     rtt: &SharedRtt,
 ) -> SocketClients {
     let post = |i: usize, job: Job| {
-        clients[i].post(move |h, ctx| h.job(ctx, job));
+        let _ = clients[i].post(move |h, ctx| h.job(ctx, job));
     };
     let measured = drive(
         cfg,
@@ -665,7 +665,7 @@ pub(crate) fn drive_sockets<H: SocketClient>(
         &post,
     );
     let (tally, reported) = collect_tallies(clients.len(), |i, tx| {
-        clients[i].post(move |h, _| {
+        let _ = clients[i].post(move |h, _| {
             let _ = tx.send((h.take(), ()));
         });
     });

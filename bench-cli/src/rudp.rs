@@ -365,7 +365,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     }
 
     let post = |i: usize, job: Job| {
-        clients[i].post(move |h, ctx| h.job(ctx, job));
+        let _ = clients[i].post(move |h, ctx| h.job(ctx, job));
     };
     let received = || counts.received.load(Ordering::Relaxed);
     let probe = ServerProbe {
@@ -438,7 +438,7 @@ fn collect_clients(
     rtt: &SharedRtt,
 ) -> (Tally, Rtt, StatSum, CounterSnapshot) {
     let (mut tally, stats) = collect_tallies(clients.len(), |i, tx| {
-        clients[i].post(move |h, ctx| {
+        let _ = clients[i].post(move |h, ctx| {
             let stats = h.conn.and_then(|c| ctx.stats(c));
             let _ = tx.send((h.driver.take(), stats));
         });
@@ -465,7 +465,7 @@ fn collect_server(server: &Server<EchoPeer>) -> StatSum {
     let (tx, rx) = mpsc::channel();
     for lane in 0..server.lanes() {
         let tx = tx.clone();
-        server.post(lane, move |_, ctx| {
+        let _ = server.post(lane, move |_, ctx| {
             let mut conns = Vec::new();
             ctx.connections(&mut conns);
             let mut sum = StatSum::default();

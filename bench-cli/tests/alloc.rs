@@ -31,7 +31,7 @@ fn benchmark_echo_path_allocates_nothing_per_echo() {
     const PAYLOAD: usize = 1024;
     let rt = runtime_for(IoModel::Shared, 1).unwrap();
     let (tx, rx) = mpsc::channel();
-    rt.handle().post(move || {
+    let _ = rt.handle().post(move || {
         keel_testkit::mark_runtime_thread();
         tx.send(()).unwrap();
     });
@@ -70,7 +70,7 @@ fn benchmark_echo_path_allocates_nothing_per_echo() {
         let words = Arc::new(Mutex::new(None));
         let h = BenchClient::new(id, PAYLOAD, 1, latch.clone(), rtt.clone(), words);
         let c = Client::connect(rt.handle(), server.local_addr(), config.clone(), h).unwrap();
-        c.post(move |h, ctx| h.start(ctx, schedule));
+        let _ = c.post(move |h, ctx| h.start(ctx, schedule));
         clients.push(c);
     }
     let echoes = || server.counters().datagrams_out;

@@ -358,7 +358,7 @@ fn bench_client_counts_every_bad_datagram_and_keeps_its_window() {
         measure_end: now + Duration::from_secs(600),
         loss_timeout: None,
     };
-    client.post(move |h, ctx| h.start(ctx, schedule));
+    let _ = client.post(move |h, ctx| h.start(ctx, schedule));
 
     let mut first = vec![0u8; 4096];
     let (n, client_addr) = peer
@@ -371,9 +371,11 @@ fn bench_client_counts_every_bad_datagram_and_keeps_its_window() {
 
     let tally = |client: &Client<BenchClient>| -> ClientTally {
         let (tx, rx) = mpsc::channel();
-        assert!(client.post(move |h, _| {
-            let _ = tx.send(h.tally.clone());
-        }));
+        assert!(client
+            .post(move |h, _| {
+                let _ = tx.send(h.tally.clone());
+            })
+            .is_ok());
         rx.recv_timeout(WAIT).expect("the client answers")
     };
     // Receives the client's next message (it sends one per completion).

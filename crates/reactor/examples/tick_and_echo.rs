@@ -73,7 +73,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     client.join().expect("client thread panicked")?;
     let (tx, rx) = std::sync::mpsc::channel();
-    echo.post(move |e, _| {
+    let _ = echo.post(move |e, _| {
         let _ = tx.send(e.echoed);
     });
     let echoed = rx.recv_timeout(Duration::from_secs(1))?;

@@ -59,10 +59,12 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Why [`LaneHandle::try_post`](crate::LaneHandle::try_post) refused a
-/// closure. The closure was dropped before `try_post` returned, on the
-/// calling thread.
+/// Why a `post` refused a closure ([`LaneHandle::post`](crate::LaneHandle::post),
+/// [`Handle::post`](crate::Handle::post), and the `post` of keel-udp's and
+/// keel-rudp's sockets, clients and servers). The closure was dropped
+/// before `post` returned, on the calling thread.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PostError {
     /// The lane's inbox already holds `capacity` closures waiting to run
     /// (its [`LaneOptions::max_posts`](crate::LaneOptions::max_posts)).
@@ -74,6 +76,14 @@ pub enum PostError {
     /// The lane is closed (by its handler, by a contained panic, or because
     /// its reactor stopped or is gone): nothing posted to it will run.
     Closed,
+    /// A server has no lane with this index (keel-udp's and keel-rudp's
+    /// `Server::post(lane, ...)`).
+    NoSuchLane {
+        /// The lane asked for.
+        lane: usize,
+        /// How many the server has (0 to `lanes - 1`).
+        lanes: usize,
+    },
 }
 
 impl fmt::Display for PostError {
@@ -87,6 +97,11 @@ impl fmt::Display for PostError {
             PostError::Closed => write!(
                 f,
                 "lane closed or its reactor stopped; the closure was dropped"
+            ),
+            PostError::NoSuchLane { lane, lanes } => write!(
+                f,
+                "no lane {lane}: the server has lanes 0 to {}; the closure was dropped",
+                lanes.saturating_sub(1)
             ),
         }
     }

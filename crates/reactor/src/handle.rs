@@ -35,26 +35,18 @@ impl Handle {
     }
 
     /// Runs `f` on the reactor (on its own lane, serialized with the
-    /// reactor's other closures and closure timers). Returns false (and
-    /// drops `f`) if the reactor stopped or its lane's inbox is full
-    /// ([`DEFAULT_MAX_POSTS`](crate::DEFAULT_MAX_POSTS) closures waiting).
-    pub fn post<F>(&self, f: F) -> bool
+    /// reactor's other closures and closure timers).
+    ///
+    /// # Errors
+    ///
+    /// As [`LaneHandle::post`]: the reactor stopped, or its lane's inbox is
+    /// full ([`DEFAULT_MAX_POSTS`](crate::DEFAULT_MAX_POSTS) closures
+    /// waiting); `f` is dropped before this returns.
+    pub fn post<F>(&self, f: F) -> Result<(), PostError>
     where
         F: FnOnce() + Send + 'static,
     {
         reactor_lane(&self.core).post(move |_, _| f())
-    }
-
-    /// As [`Handle::post`], saying why a closure was refused.
-    ///
-    /// # Errors
-    ///
-    /// As [`LaneHandle::try_post`]; `f` is dropped before this returns.
-    pub fn try_post<F>(&self, f: F) -> Result<(), PostError>
-    where
-        F: FnOnce() + Send + 'static,
-    {
-        reactor_lane(&self.core).try_post(move |_, _| f())
     }
 
     /// How many posted closures this reactor dropped without running them

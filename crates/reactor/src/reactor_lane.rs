@@ -94,7 +94,7 @@ pub(crate) fn closure_timer(
         // Queued before the timer can fire (we hold the timer lock), and a
         // lane runs its posts before its timers, so the closure is in place.
         // A control post: a flood of Handle::post must not lose a timer.
-        lane.post_control(move |st: &mut ReactorLane, _| {
+        let _ = lane.post_control(move |st: &mut ReactorLane, _| {
             st.timers.insert(id, (f, period.is_none()));
         });
     })
@@ -108,7 +108,7 @@ pub(crate) fn cancel_closure_timer(core: &Core, id: TimerId) -> bool {
     // is running this cancel) is skipped; the cleanup below runs before any
     // later round's timers.
     lock(&installed.cancelled).push(id);
-    installed.lane.post_control(move |st: &mut ReactorLane, _| {
+    let _ = installed.lane.post_control(move |st: &mut ReactorLane, _| {
         st.timers.remove(&id);
         lock(&st.cancelled).retain(|t| *t != id);
     });

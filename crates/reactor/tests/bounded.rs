@@ -68,11 +68,13 @@ fn try_post_into_a_blocked_lane_accepts_exactly_max_posts() {
     let (entered_tx, entered_rx) = mpsc::channel();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let (self_post_tx, self_post_rx) = mpsc::channel();
-    assert!(lane.post(move |_, cx| {
-        entered_tx.send(()).unwrap();
-        release_rx.recv_timeout(LIMIT).expect("released");
-        self_post_tx.send(cx.lane().try_post(|_, _| ())).unwrap();
-    }));
+    assert!(lane
+        .post(move |_, cx| {
+            entered_tx.send(()).unwrap();
+            release_rx.recv_timeout(LIMIT).expect("released");
+            self_post_tx.send(cx.lane().post(|_, _| ())).unwrap();
+        })
+        .is_ok());
     entered_rx.recv_timeout(LIMIT).expect("blocker runs");
     assert_eq!(lane.queued_posts(), 0);
 
@@ -97,7 +99,7 @@ fn try_post_into_a_blocked_lane_accepts_exactly_max_posts() {
                         dropped: dropped.clone(),
                     };
                     let (ran, twice) = (ran.clone(), twice.clone());
-                    match lane.try_post(move |_, _| {
+                    match lane.post(move |_, _| {
                         let _guard = guard;
                         if ran.set(id) {
                             twice.fetch_add(1, Ordering::SeqCst);
@@ -129,10 +131,15 @@ fn try_post_into_a_blocked_lane_accepts_exactly_max_posts() {
         "every refused closure dropped"
     );
     assert_eq!(ran.count(), 0, "nothing ran while the lane was blocked");
-    assert!(!lane.post(|_, _| ()), "post() is refused when full too");
+    assert!(
+        lane.post(|_, _| ()).is_err(),
+        "post() is refused when full too"
+    );
     // Control posts go through a full inbox; this one runs after the rest.
     let (done_tx, done_rx) = mpsc::channel();
-    assert!(lane.post_control(move |_, _| done_tx.send(()).unwrap()));
+    assert!(lane
+        .post_control(move |_, _| done_tx.send(()).unwrap())
+        .is_ok());
     assert_eq!(lane.queued_posts(), MAX + 1);
 
     release_tx.send(()).unwrap();
@@ -149,7 +156,10 @@ fn try_post_into_a_blocked_lane_accepts_exactly_max_posts() {
     }
     assert_eq!(dropped.count(), TOTAL);
     assert_eq!(lane.queued_posts(), 0);
-    assert!(lane.post(|_, _| ()), "room again once the lane caught up");
+    assert!(
+        lane.post(|_, _| ()).is_ok(),
+        "room again once the lane caught up"
+    );
     rt.stop().unwrap();
 }
 
@@ -163,8 +173,8 @@ fn max_posts_zero_means_one_and_errors_say_what_happened() {
     let (lane, ()) = reactor
         .handle()
         .add_lane_with_options(Plain, options, |_, _| ());
-    assert_eq!(lane.try_post(|_, _| ()), Ok(()));
-    let full = lane.try_post(|_, _| ()).unwrap_err();
+    assert_eq!(lane.post(|_, _| ()), Ok(()));
+    let full = lane.post(|_, _| ()).unwrap_err();
     assert_eq!(full, PostError::Full { capacity: 1 });
     let text = full.to_string();
     assert!(text.contains("full") && text.contains('1'), "{text}");
@@ -180,14 +190,12 @@ fn max_posts_zero_means_one_and_errors_say_what_happened() {
         id: 0,
         dropped: dropped.clone(),
     };
-    let closed = lane
-        .try_post(move |_, _| drop(guard))
-        .expect_err("closed lane");
+    let closed = lane.post(move |_, _| drop(guard)).expect_err("closed lane");
     assert_eq!(closed, PostError::Closed);
     assert!(dropped.get(0), "the refused closure was dropped");
     assert!(closed.to_string().contains("closed"));
     assert!(
-        !lane.post_control(|_, _| ()),
+        lane.post_control(|_, _| ()).is_err(),
         "control posts need an open lane"
     );
 }
@@ -203,14 +211,11 @@ fn full_lane_of_a_stopped_reactor_is_closed() {
         ..LaneOptions::default()
     };
     let (lane, ()) = handle.add_lane_with_options(Plain, options, |_, _| ());
-    assert_eq!(lane.try_post(|_, _| ()), Ok(()));
-    assert_eq!(
-        lane.try_post(|_, _| ()),
-        Err(PostError::Full { capacity: 1 })
-    );
+    assert_eq!(lane.post(|_, _| ()), Ok(()));
+    assert_eq!(lane.post(|_, _| ()), Err(PostError::Full { capacity: 1 }));
     handle.stop();
-    assert_eq!(lane.try_post(|_, _| ()), Err(PostError::Closed));
-    assert_eq!(handle.try_post(|| ()), Err(PostError::Closed));
+    assert_eq!(lane.post(|_, _| ()), Err(PostError::Closed));
+    assert_eq!(handle.post(|| ()), Err(PostError::Closed));
     drop(reactor);
     assert_eq!(
         handle.discarded_posts(),

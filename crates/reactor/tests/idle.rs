@@ -23,7 +23,7 @@ fn idle_shared_runtime_does_not_spin() {
     let (tx, rx) = std::sync::mpsc::channel();
     for i in 0..1000 {
         let tx = tx.clone();
-        rt.handle().post(move || tx.send(i).unwrap());
+        let _ = rt.handle().post(move || tx.send(i).unwrap());
     }
     for _ in 0..1000 {
         rx.recv_timeout(Duration::from_secs(10)).unwrap();

@@ -131,7 +131,7 @@ fn exclusivity(model: IoModel) {
                 s.send_to(&msg, addrs[(seq as usize + sender as usize) % addrs.len()])
                     .unwrap();
                 if u64::from(seq) < POSTS_PER_SENDER {
-                    lane.post(|st, _| {
+                    let _ = lane.post(|st, _| {
                         st.enter();
                         st.posts += 1;
                         st.exit();
@@ -146,7 +146,7 @@ fn exclusivity(model: IoModel) {
     let total = u64::from(SENDERS * PER_SENDER);
     progress.wait_for(LIMIT, "all datagrams", |rx| rx >= total);
     let (tx, rx) = mpsc::channel();
-    lane.post(move |st, _| {
+    let _ = lane.post(move |st, _| {
         tx.send((st.seen.len() as u64, st.duplicates, st.posts))
             .unwrap();
     });
@@ -317,7 +317,7 @@ fn stale_token_never_reaches_new_owner() {
             (id1, id2)
         },
     );
-    lane.post(move |st, _| {
+    let _ = lane.post(move |st, _| {
         st.first = Some((id1, s1));
         st.second = Some((id2, s2));
     });
@@ -328,7 +328,7 @@ fn stale_token_never_reaches_new_owner() {
     reactor.turn(Some(Duration::from_secs(5))).unwrap();
     let (tx, rx) = mpsc::channel();
     let probe = lane.clone();
-    probe.post(move |st, _| tx.send((st.log.clone(), st.third_addr)).unwrap());
+    let _ = probe.post(move |st, _| tx.send((st.log.clone(), st.third_addr)).unwrap());
     reactor.turn(Some(Duration::ZERO)).unwrap();
     let (log, a3) = rx.try_recv().unwrap();
     assert_eq!(
@@ -342,7 +342,7 @@ fn stale_token_never_reaches_new_owner() {
     for _ in 0..50 {
         reactor.turn(Some(Duration::from_millis(100))).unwrap();
         let tx = tx.clone();
-        lane.post(move |st, _| {
+        let _ = lane.post(move |st, _| {
             if st.log.len() > 1 {
                 let _ = tx.send(st.log.clone());
             }
@@ -423,7 +423,7 @@ fn churn_under_shared_4_never_misdelivers() {
         }
     }
     let (tx, rx) = mpsc::channel();
-    lane.post(move |st, _| tx.send((st.foreign, st.replaced)).unwrap());
+    let _ = lane.post(move |st, _| tx.send((st.foreign, st.replaced)).unwrap());
     let (foreign, replaced) = rx.recv_timeout(LIMIT).unwrap();
     rt.stop().unwrap();
     assert_eq!(
@@ -483,7 +483,7 @@ fn yielded_lane_runs_again_without_new_events() {
         reg.unwrap();
         progress.wait_for(LIMIT, "all 100 via yields", |n| n >= 100);
         let (tx, rx) = mpsc::channel();
-        lane.post(move |st, _| tx.send((st.got, st.calls)).unwrap());
+        let _ = lane.post(move |st, _| tx.send((st.got, st.calls)).unwrap());
         let (got, calls) = rx.recv_timeout(LIMIT).unwrap();
         rt.stop().unwrap();
         assert_eq!(got, 100);

@@ -106,30 +106,34 @@ fn post_from_8_threads(model: IoModel, expect: Expect) {
                     // To a reactor.
                     let ctx = (id as usize) % reactors.len();
                     let (tl, bm, ins) = (tally.clone(), bitmap.clone(), inside.clone());
-                    assert!(reactors[ctx].post(move || {
-                        if ins[ctx].swap(true, Ordering::SeqCst) {
-                            tl.overlaps.fetch_add(1, Ordering::SeqCst);
-                        }
-                        if !expect.holds(ctx) {
-                            tl.wrong_thread.fetch_add(1, Ordering::SeqCst);
-                        }
-                        if bm.set(id) {
-                            tl.duplicates.fetch_add(1, Ordering::SeqCst);
-                        }
-                        ins[ctx].store(false, Ordering::SeqCst);
-                        tl.progress.add(1);
-                    }));
+                    assert!(reactors[ctx]
+                        .post(move || {
+                            if ins[ctx].swap(true, Ordering::SeqCst) {
+                                tl.overlaps.fetch_add(1, Ordering::SeqCst);
+                            }
+                            if !expect.holds(ctx) {
+                                tl.wrong_thread.fetch_add(1, Ordering::SeqCst);
+                            }
+                            if bm.set(id) {
+                                tl.duplicates.fetch_add(1, Ordering::SeqCst);
+                            }
+                            ins[ctx].store(false, Ordering::SeqCst);
+                            tl.progress.add(1);
+                        })
+                        .is_ok());
                     // To a lane.
                     let (ctx, lane) = &lanes[(id as usize + t as usize) % lanes.len()];
                     let ctx = *ctx;
                     let tl = tally.clone();
-                    assert!(lane.post(move |st, _| {
-                        if !expect.holds(ctx) {
-                            tl.wrong_thread.fetch_add(1, Ordering::SeqCst);
-                        }
-                        st.ids.push(id);
-                        tl.progress.add(1);
-                    }));
+                    assert!(lane
+                        .post(move |st, _| {
+                            if !expect.holds(ctx) {
+                                tl.wrong_thread.fetch_add(1, Ordering::SeqCst);
+                            }
+                            st.ids.push(id);
+                            tl.progress.add(1);
+                        })
+                        .is_ok());
                 }
             })
         })
@@ -144,7 +148,7 @@ fn post_from_8_threads(model: IoModel, expect: Expect) {
     let mut lane_ids = Vec::new();
     for (_, lane) in &lanes {
         let (tx, rx) = mpsc::channel();
-        lane.post(move |st, _| tx.send(std::mem::take(&mut st.ids)).unwrap());
+        let _ = lane.post(move |st, _| tx.send(std::mem::take(&mut st.ids)).unwrap());
         lane_ids.extend(rx.recv_timeout(LIMIT).expect("lane runs posts"));
     }
     rt.stop().unwrap();

@@ -153,9 +153,12 @@ fn fds_return_to_baseline(model: IoModel) {
     }
     for lane in &lanes {
         assert!(lane.is_closed());
-        assert!(!lane.post(|_, _| ()), "posted to a lane after stop");
+        assert!(lane.post(|_, _| ()).is_err(), "posted to a lane after stop");
     }
-    assert!(!rt_handle.post(|| ()), "posted to a reactor after stop");
+    assert!(
+        rt_handle.post(|| ()).is_err(),
+        "posted to a reactor after stop"
+    );
     drop(lanes);
     drop(rt_handle);
     assert_eq!(
@@ -234,7 +237,7 @@ fn runtime_stop_lets_running_handlers_finish_and_joins_threads() {
         let exited = Arc::new(Progress::default());
         for i in 0..rt.reactors() {
             let (inst, ex) = (installed.clone(), exited.clone());
-            rt.reactor(i).unwrap().post(move || {
+            let _ = rt.reactor(i).unwrap().post(move || {
                 PROBE.with(|p| {
                     if p.borrow().is_none() {
                         *p.borrow_mut() = Some(ExitProbe(ex));
@@ -249,7 +252,7 @@ fn runtime_stop_lets_running_handlers_finish_and_joins_threads() {
         let inside = Arc::new(Progress::default());
         let finished = Arc::new(AtomicBool::new(false));
         let (i, f) = (inside.clone(), finished.clone());
-        lane.post(move |_, cx| {
+        let _ = lane.post(move |_, cx| {
             i.add(1);
             // Still running when stop is called: wait until it is (stop
             // raises a flag nothing waits on, so poll it, bounded).
@@ -337,7 +340,7 @@ fn posted_closure_and_timer_panics_are_returned_by_stop_and_join() {
     let lane = rt.reactor(1).unwrap().add_lane(Plain);
     let reached = Arc::new(Progress::default());
     let r = reached.clone();
-    lane.post(move |_, _| {
+    let _ = lane.post(move |_, _| {
         r.add(1);
         panic!("boom in a lane post (a panic this test expects)");
     });
@@ -363,8 +366,8 @@ fn posted_closure_panic_is_returned_by_turn() {
     let handle = reactor.handle();
     let ran_before = Arc::new(AtomicBool::new(false));
     let r = ran_before.clone();
-    handle.post(move || r.store(true, Ordering::SeqCst));
-    handle.post(|| panic!("boom in a reactor post (a panic this test expects)"));
+    let _ = handle.post(move || r.store(true, Ordering::SeqCst));
+    let _ = handle.post(|| panic!("boom in a reactor post (a panic this test expects)"));
     let result = reactor.turn(Some(LIMIT)).map(|_| ());
     assert!(ran_before.load(Ordering::SeqCst));
     assert_handler_panic(result, "boom in a reactor post (a panic this test expects)");
@@ -418,10 +421,12 @@ fn stop_drops_queued_posts_instead_of_running_them() {
     // The lane is busy in this closure while the others queue up.
     let (entered_tx, entered_rx) = mpsc::channel();
     let (release_tx, release_rx) = mpsc::channel::<()>();
-    assert!(lane.post(move |_, _| {
-        entered_tx.send(()).unwrap();
-        let _ = release_rx.recv_timeout(LIMIT);
-    }));
+    assert!(lane
+        .post(move |_, _| {
+            entered_tx.send(()).unwrap();
+            let _ = release_rx.recv_timeout(LIMIT);
+        })
+        .is_ok());
     entered_rx
         .recv_timeout(LIMIT)
         .expect("the blocking post runs");
@@ -435,7 +440,7 @@ fn stop_drops_queued_posts_instead_of_running_them() {
                         counts: counts.clone(),
                         ran: false,
                     };
-                    lane.try_post(move |_, _| {
+                    lane.post(move |_, _| {
                         // Binds the whole guard: `guard.ran = true` alone
                         // would capture a copy of the flag, not the guard.
                         let mut guard = guard;
@@ -527,7 +532,7 @@ fn contained_panics_close_only_their_lane() {
     let (bystander, ()) = rt.add_lane_with(doomed("bystander", None), |_, _| ());
     let ask_bystander = |round: u32| {
         let (tx, rx) = mpsc::channel();
-        assert!(bystander.post(move |_, _| tx.send(round).unwrap()));
+        assert!(bystander.post(move |_, _| tx.send(round).unwrap()).is_ok());
         assert_eq!(rx.recv_timeout(LIMIT).expect("bystander runs posts"), round);
     };
     ask_bystander(0);
@@ -536,23 +541,29 @@ fn contained_panics_close_only_their_lane() {
     let (posts, ()) = rt.add_lane_with_options(doomed("posts", None), contained, |_, _| ());
     let (entered_tx, entered_rx) = mpsc::channel();
     let (release_tx, release_rx) = mpsc::channel::<()>();
-    assert!(posts.post(move |_, _| {
-        entered_tx.send(()).unwrap();
-        let _ = release_rx.recv_timeout(LIMIT);
-    }));
+    assert!(posts
+        .post(move |_, _| {
+            entered_tx.send(()).unwrap();
+            let _ = release_rx.recv_timeout(LIMIT);
+        })
+        .is_ok());
     entered_rx
         .recv_timeout(LIMIT)
         .expect("the blocking post runs");
-    assert!(posts.post(|_, _| panic!("boom in a contained post (a panic this test expects)")));
+    assert!(posts
+        .post(|_, _| panic!("boom in a contained post (a panic this test expects)"))
+        .is_ok());
     let counts = Arc::new(Counts::default());
     let guard = Counted {
         counts: counts.clone(),
         ran: false,
     };
-    assert!(posts.post(move |_, _| {
-        let mut guard = guard;
-        guard.ran = true;
-    }));
+    assert!(posts
+        .post(move |_, _| {
+            let mut guard = guard;
+            guard.ran = true;
+        })
+        .is_ok());
     release_tx.send(()).unwrap();
 
     // 2. A timer handler panics.
@@ -587,10 +598,7 @@ fn contained_panics_close_only_their_lane() {
         assert!(lane.is_closed(), "{what}");
         let expected = format!("boom in a contained {what} (a panic this test expects)");
         assert_eq!(lane.panic_message().as_deref(), Some(expected.as_str()));
-        assert_eq!(
-            lane.try_post(|_, _| ()),
-            Err(keel_reactor::PostError::Closed)
-        );
+        assert_eq!(lane.post(|_, _| ()), Err(keel_reactor::PostError::Closed));
     }
     assert_eq!(
         counts.dropped.load(Ordering::SeqCst),

@@ -134,7 +134,7 @@ fn lane_timer_from_handle_and_from_cx_fire_on_timer() {
     let t0 = Instant::now();
     let outside = lane.timer(t0 + ms(2), None).unwrap();
     let (tx, rx) = mpsc::channel();
-    lane.post(move |_, cx| tx.send(cx.timer(t0 + ms(1), None)).unwrap());
+    let _ = lane.post(move |_, cx| tx.send(cx.timer(t0 + ms(1), None)).unwrap());
     turn_until(&mut reactor, "both lane timers", || {
         log.lock().unwrap().len() >= 2
     });
@@ -151,7 +151,7 @@ fn cancel_from_on_timer_is_final() {
     // turn, must not be handled, nor any later one.
     let (mut reactor, lane, log, cancelled) = timed_lane();
     let (tx, rx) = mpsc::channel();
-    lane.post(move |st, cx| {
+    let _ = lane.post(move |st, cx| {
         let due = Instant::now();
         let first = cx.timer(due, None);
         let victim = cx.timer(due, Some(ms(1)));
@@ -181,7 +181,7 @@ fn cancel_from_post_drops_a_fire_delivered_in_the_same_turn() {
     let (mut reactor, lane, log, cancelled) = timed_lane();
     let due = lane.timer(Instant::now() - ms(1), Some(ms(1))).unwrap();
     let c = cancelled.clone();
-    lane.post(move |_, cx| c.lock().unwrap().push((due, cx.cancel_timer(due))));
+    let _ = lane.post(move |_, cx| c.lock().unwrap().push((due, cx.cancel_timer(due))));
     reactor.turn(Some(LIMIT)).unwrap();
     let sentinel = lane.timer(Instant::now() + ms(10), None).unwrap();
     turn_until(&mut reactor, "the sentinel timer", || {
@@ -330,14 +330,14 @@ fn periodic_100hz_on_runtime_keeps_its_rate() {
     // Stop both, then read what the reactors recorded, serialized after
     // any fire already under way.
     let (tx, rx) = mpsc::channel();
-    lane.post(move |st, cx| {
+    let _ = lane.post(move |st, cx| {
         cx.cancel_timer(lane_timer);
         tx.send(st.at.clone()).unwrap();
     });
     let lane_at = rx.recv_timeout(LIMIT).expect("lane runs posts");
     reactor.cancel_timer(closure_timer);
     let (tx, rx) = mpsc::channel();
-    reactor.post(move || tx.send(()).unwrap());
+    let _ = reactor.post(move || tx.send(()).unwrap());
     rx.recv_timeout(LIMIT).expect("reactor runs posts");
     let closure_at = at.lock().unwrap().clone();
     shared.stop().unwrap();
@@ -365,7 +365,7 @@ fn post_wakes_a_reactor_sleeping_in_run() {
         // No timers: the reactor sleeps in poll with no timeout.
         wait_until_in_poll(NAME, LIMIT);
         let (tx, rx) = mpsc::channel();
-        assert!(handle.post(move || tx.send(round).unwrap()));
+        assert!(handle.post(move || tx.send(round).unwrap()).is_ok());
         assert_eq!(
             rx.recv_timeout(LIMIT)
                 .expect("the post did not wake the reactor"),
@@ -394,7 +394,7 @@ fn idle_turn_waits_its_timeout() {
     // After a post has run (the waker fired), the next idle turn waits too.
     let ran = Arc::new(AtomicBool::new(false));
     let r = ran.clone();
-    reactor
+    let _ = reactor
         .handle()
         .post(move || r.store(true, Ordering::SeqCst));
     assert!(reactor.turn(Some(LIMIT)).unwrap() >= 1);
@@ -486,7 +486,7 @@ fn missed_tick_policies_through_the_handles() {
     assert_eq!(burst.load(Ordering::SeqCst), u64::from(MAX_CATCH_UP));
     assert_eq!(skip.load(Ordering::SeqCst), 1);
     let (tx, rx) = mpsc::channel();
-    lane.post(move |st, _| tx.send(std::mem::take(&mut st.fires)).unwrap());
+    let _ = lane.post(move |st, _| tx.send(std::mem::take(&mut st.fires)).unwrap());
     reactor.turn(Some(LIMIT)).unwrap();
     let late = t0.elapsed();
     let mut fires = rx.try_recv().expect("the post ran");
@@ -531,7 +531,7 @@ fn a_moved_lane_timer_fires_once_at_its_new_deadline_not_its_old_one() {
     let (mut reactor, lane, log, _) = timed_lane();
     let t0 = Instant::now();
     let (tx, rx) = mpsc::channel();
-    lane.post(move |_, cx| {
+    let _ = lane.post(move |_, cx| {
         // `later` moves from 10 ms to 60 ms; `earlier` from 5 s to 30 ms,
         // and its move goes through an unarmed reusable timer too.
         let later = cx.timer(t0 + ms(10), None);
@@ -569,7 +569,7 @@ fn a_lane_timer_moved_100_000_times_is_one_timer_and_fires_once() {
     let (mut reactor, lane, log, _) = timed_lane();
     let handle = reactor.handle();
     let (tx, rx) = mpsc::channel();
-    lane.post(move |_, cx| {
+    let _ = lane.post(move |_, cx| {
         let t0 = Instant::now();
         let id = cx.reusable_timer();
         let mut most = 0;
@@ -608,7 +608,7 @@ fn a_move_drops_a_fire_delivered_in_the_same_turn_and_unset_disarms() {
     // first, so the fire already delivered is for the old deadline.
     let (mut reactor, lane, log, _) = timed_lane();
     let (tx, rx) = mpsc::channel();
-    lane.post(move |_, cx| {
+    let _ = lane.post(move |_, cx| {
         let id = cx.reusable_timer();
         cx.set_timer(id, Instant::now()).unwrap();
         tx.send(id).unwrap();
@@ -618,7 +618,7 @@ fn a_move_drops_a_fire_delivered_in_the_same_turn_and_unset_disarms() {
     // The timer was due at once: one more turn would deliver its fire.
     let moved = Arc::new(Mutex::new(None));
     let m = moved.clone();
-    lane.post(move |_, cx| {
+    let _ = lane.post(move |_, cx| {
         let at = Instant::now() + ms(30);
         *m.lock().unwrap() = Some((cx.set_timer(id, at), at));
     });
@@ -635,7 +635,7 @@ fn a_move_drops_a_fire_delivered_in_the_same_turn_and_unset_disarms() {
     );
     // Armed again, then disarmed: it does not fire.
     let (tx, rx) = mpsc::channel();
-    lane.post(move |_, cx| {
+    let _ = lane.post(move |_, cx| {
         cx.set_timer(id, Instant::now() + ms(5)).unwrap();
         tx.send((cx.unset_timer(id), cx.unset_timer(id))).unwrap();
     });
@@ -658,7 +658,7 @@ fn a_lane_cannot_move_a_timer_it_does_not_own_or_that_is_gone() {
     let theirs = other.timer(Instant::now() + ms(50), None).unwrap();
     let closure = reactor.handle().timer(Instant::now() + ms(50), None, || {});
     let (tx, rx) = mpsc::channel();
-    lane.post(move |_, cx| {
+    let _ = lane.post(move |_, cx| {
         let mine = cx.timer(Instant::now() + ms(50), None);
         assert!(cx.cancel_timer(mine));
         let errors = [
@@ -688,7 +688,7 @@ fn closing_a_lane_frees_its_reusable_timers_armed_or_not() {
     let (mut reactor, lane, _, _) = timed_lane();
     let handle = reactor.handle();
     let (tx, rx) = mpsc::channel();
-    lane.post(move |_, cx| {
+    let _ = lane.post(move |_, cx| {
         let kept = cx.reusable_timer();
         let armed = cx.reusable_timer();
         cx.set_timer(armed, Instant::now() + Duration::from_secs(60))
@@ -772,14 +772,14 @@ fn moving_timers_on_a_shared_runtime_never_get_a_stale_fire() {
             progress.get()
         );
         for lane in &lanes {
-            lane.post(|c, cx| c.rearm(cx));
+            let _ = lane.post(|c, cx| c.rearm(cx));
         }
         std::thread::yield_now();
     }
     let (tx, rx) = mpsc::channel();
     for lane in &lanes {
         let tx = tx.clone();
-        lane.post(move |c, _| tx.send(c.early).unwrap());
+        let _ = lane.post(move |c, _| tx.send(c.early).unwrap());
     }
     let early: Vec<u64> = (0..LANES)
         .map(|_| rx.recv_timeout(LIMIT).unwrap())

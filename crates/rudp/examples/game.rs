@@ -76,6 +76,7 @@ fn reason_text(reason: &DisconnectReason, this: &str, peer: &str) -> String {
         DisconnectReason::IdleTimeout => format!("timed out: nothing arrived from {peer}"),
         DisconnectReason::HandshakeTimeout => format!("{peer} never answered the handshake"),
         DisconnectReason::AckTimeout => format!("{peer} acknowledged nothing for too long"),
+        other => format!("ended: {other:?}"),
     }
 }
 
@@ -444,7 +445,7 @@ fn play(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     while start.elapsed() < run_for {
         frame += 1;
         if let Some(s) = &server {
-            s.post(0, |game: &mut Game, ctx| game.tick(ctx));
+            let _ = s.post(0, |game: &mut Game, ctx| game.tick(ctx));
         }
         for (i, s) in senders.iter().enumerate() {
             let mut input = frame.to_be_bytes().to_vec();
@@ -466,7 +467,7 @@ fn play(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     // Summaries, read on each lane.
     for c in &clients {
         let (tx, rx) = mpsc::channel();
-        c.post(move |p: &mut Player, ctx| {
+        let _ = c.post(move |p: &mut Player, ctx| {
             let s = p.conn.and_then(|h| ctx.stats(h));
             let _ = tx.send((
                 p.name,
@@ -492,7 +493,7 @@ fn play(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 s.stale_messages
             );
         }
-        c.close(0, "game over");
+        let _ = c.close(0, "game over");
     }
     if let Some(s) = &server {
         // Let the closes arrive: wait for the players to leave, bounded.

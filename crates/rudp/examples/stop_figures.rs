@@ -176,7 +176,7 @@ fn stops_with_queued(n: u32) {
                 .is_some_and(|s| s.connections_created == 1)
         })
         .unwrap();
-    server.post(lane, move |_, ctx| {
+    let _ = server.post(lane, move |_, ctx| {
         let mut conns = Vec::new();
         ctx.connections(&mut conns);
         for i in 0..n {

@@ -70,6 +70,8 @@ pub use keel_rudp_proto::{
     RecvBudget, SendBudget, DEFAULT_RECV_BUDGET, DEFAULT_SEND_BUDGET, SEND_MESSAGE_OVERHEAD,
 };
 
+/// Why a `post` or a [`Sender`] refused work (keel-reactor's type).
+pub use keel_reactor::PostError;
 pub use net::client::{Client, ClientConfig};
 pub use net::handler::{Ctx, Handler};
 pub use net::sender::Sender;

@@ -130,7 +130,7 @@ fn steady_state_reliable_echo_allocates_nothing_on_the_runtime_thread() {
     const MEASURED: u32 = 3_000;
     let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
     let (tx, rx) = mpsc::channel();
-    rt.handle().post(move || {
+    let _ = rt.handle().post(move || {
         keel_testkit::mark_runtime_thread();
         tx.send(()).unwrap();
     });
@@ -177,7 +177,7 @@ fn steady_state_reliable_echo_allocates_nothing_on_the_runtime_thread() {
     // Prove the counter works: this closure allocates on the runtime thread.
     keel_testkit::set_measuring(true);
     let (tx, rx) = mpsc::channel();
-    server.post(0, move |_, _| tx.send(vec![0u8; 16]).unwrap());
+    let _ = server.post(0, move |_, _| tx.send(vec![0u8; 16]).unwrap());
     drop(rx.recv_timeout(Duration::from_secs(5)).expect("the probe"));
     assert!(
         keel_testkit::take_runtime_allocs() >= 1,

@@ -109,7 +109,7 @@ fn run_until(client: &Client<Player>, echoes: &AtomicU64, target: u64) {
         assert!(Instant::now() < deadline, "echo {target} not within 30 s");
         if idle.swap(false, Ordering::AcqRel) {
             let idle = idle.clone();
-            client.post(move |p, ctx| {
+            let _ = client.post(move |p, ctx| {
                 p.tick(ctx);
                 idle.store(true, Ordering::Release);
             });
@@ -124,7 +124,7 @@ fn client_and_server_allocate_nothing_per_message_in_steady_state() {
     const MEASURED: u64 = 3_000;
     let rt = Runtime::new(IoModel::Shared { threads: 1 }).unwrap();
     let (tx, rx) = mpsc::channel();
-    rt.handle().post(move || {
+    let _ = rt.handle().post(move || {
         keel_testkit::mark_runtime_thread();
         tx.send(()).unwrap();
     });
@@ -160,7 +160,7 @@ fn client_and_server_allocate_nothing_per_message_in_steady_state() {
     // Prove the counter works: this closure allocates on the runtime thread.
     keel_testkit::set_measuring(true);
     let (tx, rx) = mpsc::channel();
-    client.post(move |_, _| tx.send(vec![0u8; 16]).unwrap());
+    let _ = client.post(move |_, _| tx.send(vec![0u8; 16]).unwrap());
     drop(rx.recv_timeout(Duration::from_secs(5)).expect("the probe"));
     assert!(
         keel_testkit::take_runtime_allocs() >= 1,

@@ -1,5 +1,6 @@
 //! The client: one connected socket on a lane.
 
+use keel_reactor::PostError;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -377,9 +378,14 @@ impl<H: ClientHandler> Client<H> {
     }
 
     /// Runs `f` on the client's lane with its handler and context.
-    /// Returns false if the client is closed or its inbox is at its bound
-    /// ([`inbox_capacity`](crate::EndpointConfig)).
-    pub fn post<F>(&self, f: F) -> bool
+    ///
+    /// # Errors
+    ///
+    /// [`PostError::Full`](crate::PostError::Full) if its inbox is at its
+    /// bound ([`inbox_capacity`](crate::EndpointConfig)),
+    /// [`PostError::Closed`](crate::PostError::Closed) if the client is
+    /// closed; `f` is dropped before this returns.
+    pub fn post<F>(&self, f: F) -> Result<(), PostError>
     where
         F: FnOnce(&mut H, &mut ClientCtx<'_>) + Send + 'static,
     {
@@ -409,7 +415,7 @@ impl<H: ClientHandler> Client<H> {
     /// Closes the client: [`ClientHandler::disconnect`] runs with
     /// [`DisconnectReason::Closed`], then the socket is closed.
     pub fn close(&self) {
-        self.lane.post_control(|st, cx| {
+        let _ = self.lane.post_control(|st, cx| {
             if !st.ended {
                 st.end(cx, DisconnectReason::Closed);
             }
@@ -428,7 +434,7 @@ impl<H: ClientHandler> Client<H> {
                 st.end(cx, DisconnectReason::Closed);
             }
         });
-        if !posted {
+        if posted.is_err() {
             // Closed already, or its runtime stopped (nobody will close it).
             return self.lane.is_closed();
         }

@@ -1,6 +1,7 @@
 //! The datagram socket: one unconnected socket that sends to any address and
 //! reports each datagram's sender.
 
+use keel_reactor::PostError;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -323,9 +324,14 @@ impl<H: DatagramSocketHandler> DatagramSocket<H> {
     }
 
     /// Runs `f` on the socket's lane with its handler and context.
-    /// Returns false if the socket is closed or its inbox is at its bound
-    /// ([`inbox_capacity`](crate::EndpointConfig)).
-    pub fn post<F>(&self, f: F) -> bool
+    ///
+    /// # Errors
+    ///
+    /// [`PostError::Full`](crate::PostError::Full) if its inbox is at its
+    /// bound ([`inbox_capacity`](crate::EndpointConfig)),
+    /// [`PostError::Closed`](crate::PostError::Closed) if the socket is
+    /// closed; `f` is dropped before this returns.
+    pub fn post<F>(&self, f: F) -> Result<(), PostError>
     where
         F: FnOnce(&mut H, &mut DatagramSocketCtx<'_>) + Send + 'static,
     {
@@ -337,10 +343,15 @@ impl<H: DatagramSocketHandler> DatagramSocket<H> {
 
     /// Runs `f` on the socket's lane like [`post`](Self::post), but is
     /// never refused for a full inbox, only when the socket is closed or
-    /// closing, or its reactor stopped (false): for rare control work (a
-    /// protocol's graceful stop) that a flood of posts must not crowd out.
-    /// `f` does not run if the socket starts closing before it gets to it.
-    pub fn post_control<F>(&self, f: F) -> bool
+    /// closing, or its reactor stopped ([`PostError::Closed`](crate::PostError::Closed)):
+    /// for rare control work (a protocol's graceful stop) that a flood of
+    /// posts must not crowd out. `f` does not run if the socket starts
+    /// closing before it gets to it.
+    ///
+    /// # Errors
+    ///
+    /// [`PostError::Closed`](crate::PostError::Closed).
+    pub fn post_control<F>(&self, f: F) -> Result<(), PostError>
     where
         F: FnOnce(&mut H, &mut DatagramSocketCtx<'_>) + Send + 'static,
     {
@@ -412,7 +423,7 @@ impl<H: DatagramSocketHandler> DatagramSocket<H> {
     where
         F: FnOnce(&mut H, &mut DatagramSocketCtx<'_>) + Send + 'static,
     {
-        self.lane.post_control(move |st, cx| {
+        let _ = self.lane.post_control(move |st, cx| {
             if st.closing {
                 return;
             }

@@ -73,7 +73,7 @@ where
     F: FnOnce(&mut L, &mut LaneCtx<'_, L>) + Send + 'static,
 {
     OFFERING.with(|o| o.set(true));
-    let posted = lane.try_post(job);
+    let posted = lane.post(job);
     OFFERING.with(|o| o.set(false));
     match posted {
         Ok(()) => Ok(()),
@@ -81,6 +81,7 @@ where
             bump_shared(&counters.send_inbox_full, 1);
             Err(SendError::InboxFull { capacity })
         }
-        Err(PostError::Closed) => Err(SendError::Closed),
+        // Closed, or a refusal a lane handle does not give (no such lane).
+        Err(_) => Err(SendError::Closed),
     }
 }

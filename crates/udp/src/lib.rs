@@ -72,6 +72,8 @@ pub use counters::CounterSnapshot;
 pub use datagram_lanes::DatagramSockets;
 pub use datagram_socket::{DatagramSocket, DatagramSocketCtx, DatagramSocketHandler};
 pub use error::{DisconnectReason, SendError};
+/// Why a `post` refused a closure (keel-reactor's, the same type).
+pub use keel_reactor::PostError;
 pub use server::{Server, ServerCtx, ServerHandler, ServerStatus, Session, SessionHandle};
 pub use socket::{SocketBuffers, SocketOptions};
 pub use sys::{max_payload, LocalAddr, MAX_PAYLOAD_V4, MAX_PAYLOAD_V6};

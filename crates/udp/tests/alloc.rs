@@ -64,7 +64,7 @@ fn steady_state_echo_allocates_nothing_on_the_runtime_thread() {
     let rt = runtime(IoModel::Shared { threads: 1 });
     // Mark the runtime's only thread.
     let (tx, rx) = mpsc::channel();
-    rt.handle().post(move || {
+    let _ = rt.handle().post(move || {
         keel_testkit::mark_runtime_thread();
         let name = std::thread::current().name().map(str::to_owned);
         tx.send(name).unwrap();
@@ -100,7 +100,7 @@ fn steady_state_echo_allocates_nothing_on_the_runtime_thread() {
     // thread, and this one allocates on the runtime thread.
     keel_testkit::set_measuring(true);
     let (tx, rx) = mpsc::channel();
-    server.with_lane(0, move |_, _| tx.send(vec![0u8; 16]).unwrap());
+    let _ = server.post(0, move |_, _| tx.send(vec![0u8; 16]).unwrap());
     drop(recv_within(&rx, "the probe"));
     let ticks_before = TICKS.load(Ordering::SeqCst);
     let probe_allocs = keel_testkit::take_runtime_allocs();

@@ -92,7 +92,7 @@ fn pair(
 /// did before (flushes and counters included) is visible afterwards.
 fn socket_barrier<H: DatagramSocketHandler>(socket: &DatagramSocket<H>) {
     let (tx, rx) = mpsc::channel();
-    assert!(socket.post(move |_, _| tx.send(()).unwrap()));
+    assert!(socket.post(move |_, _| tx.send(()).unwrap()).is_ok());
     recv_within(&rx, "a closure on the socket's lane");
 }
 
@@ -103,11 +103,13 @@ fn send_chunked(sender: &DatagramSocket<Quiet>, to: SocketAddr, n: u32, arrivals
     const CHUNK: u32 = 200;
     for start in (0..n).step_by(CHUNK as usize) {
         let end = (start + CHUNK).min(n);
-        assert!(sender.post(move |_, ctx| {
-            for seq in start..end {
-                ctx.send_to(to, &datagram(seq)).unwrap();
-            }
-        }));
+        assert!(sender
+            .post(move |_, ctx| {
+                for seq in start..end {
+                    ctx.send_to(to, &datagram(seq)).unwrap();
+                }
+            })
+            .is_ok());
         socket_barrier(sender);
         let out = sender.counters().datagrams_out;
         arrivals
@@ -224,12 +226,14 @@ fn delayed_datagrams_never_arrive_before_delay_minus_jitter() {
     // are released.
     for burst in 0..3 {
         let log = log.clone();
-        assert!(sender.post(move |_, ctx| {
-            for seq in (burst * N / 3)..((burst + 1) * N / 3) {
-                log.lock().unwrap()[seq as usize] = Some(Instant::now());
-                ctx.send_to(to, &datagram(seq)).unwrap();
-            }
-        }));
+        assert!(sender
+            .post(move |_, ctx| {
+                for seq in (burst * N / 3)..((burst + 1) * N / 3) {
+                    log.lock().unwrap()[seq as usize] = Some(Instant::now());
+                    ctx.send_to(to, &datagram(seq)).unwrap();
+                }
+            })
+            .is_ok());
         std::thread::sleep(Duration::from_millis(7));
     }
     arrivals
@@ -450,13 +454,15 @@ fn client_send_loss_and_receive_duplicates_with_delay() {
     const CHUNK: u32 = 200;
     for start in (0..N).step_by(CHUNK as usize) {
         let end = (start + CHUNK).min(N);
-        assert!(client.post(move |_, ctx| {
-            for seq in start..end {
-                ctx.send(&datagram(seq)).unwrap();
-            }
-        }));
+        assert!(client
+            .post(move |_, ctx| {
+                for seq in start..end {
+                    ctx.send(&datagram(seq)).unwrap();
+                }
+            })
+            .is_ok());
         let (tx, rx) = mpsc::channel();
-        assert!(client.post(move |_, _| tx.send(()).unwrap()));
+        assert!(client.post(move |_, _| tx.send(()).unwrap()).is_ok());
         recv_within(&rx, "the client's lane");
         let out = client.counters().datagrams_out;
         seen.wait_for(LIMIT, "the chunk at the server", |c| c >= out);
@@ -469,7 +475,7 @@ fn client_send_loss_and_receive_duplicates_with_delay() {
     let deadline = Instant::now() + LIMIT;
     let c = loop {
         let (tx, rx) = mpsc::channel();
-        assert!(client.post(move |_, _| tx.send(()).unwrap()));
+        assert!(client.post(move |_, _| tx.send(()).unwrap()).is_ok());
         recv_within(&rx, "the client's lane");
         let c = client.counters();
         if c.datagrams_in >= kept {
@@ -514,11 +520,13 @@ fn the_store_is_bounded_and_what_it_refuses_is_counted() {
     let rt = runtime(IoModel::Shared { threads: 1 });
     let (sender, receiver, arrivals) = pair(&rt, imp);
     let to = receiver.local_addr();
-    assert!(sender.post(move |_, ctx| {
-        for seq in 0..100 {
-            ctx.send_to(to, &datagram(seq)).unwrap();
-        }
-    }));
+    assert!(sender
+        .post(move |_, ctx| {
+            for seq in 0..100 {
+                ctx.send_to(to, &datagram(seq)).unwrap();
+            }
+        })
+        .is_ok());
     arrivals
         .progress
         .wait_at_least(10, "the ten held datagrams");

@@ -96,17 +96,6 @@ impl<L: Lane> LaneHandle<L> {
         self.cell.clone()
     }
 
-    /// Runs `f` on the lane with `&mut` to its state. Returns false (and
-    /// drops `f` before returning) if the lane is closed, its reactor
-    /// stopped or is gone, or its inbox is full ([`LaneOptions::max_posts`]
-    /// closures waiting). [`LaneHandle::try_post`] says which.
-    pub fn post<F>(&self, f: F) -> bool
-    where
-        F: FnOnce(&mut L, &mut LaneCtx<'_, L>) + Send + 'static,
-    {
-        self.try_post(f).is_ok()
-    }
-
     /// Runs `f` on the lane with `&mut` to its state, if the lane accepts
     /// it. The bound holds for posts from any thread, the lane's own
     /// handlers included.
@@ -117,7 +106,7 @@ impl<L: Lane> LaneHandle<L> {
     /// wait; [`PostError::Closed`] if the lane is closed or its reactor
     /// stopped or is gone. Either way `f` is dropped before this returns,
     /// on the calling thread.
-    pub fn try_post<F>(&self, f: F) -> Result<(), PostError>
+    pub fn post<F>(&self, f: F) -> Result<(), PostError>
     where
         F: FnOnce(&mut L, &mut LaneCtx<'_, L>) + Send + 'static,
     {
@@ -135,16 +124,20 @@ impl<L: Lane> LaneHandle<L> {
 
     /// Runs `f` on the lane like [`LaneHandle::post`], but is never refused
     /// for a full inbox, only when the lane is closed or its reactor stopped
-    /// (false). Meant for rare control work (stop, shutdown, close) that a
-    /// flood of ordinary posts must not crowd out; it counts towards the
-    /// bound that ordinary posts see.
-    pub fn post_control<F>(&self, f: F) -> bool
+    /// ([`PostError::Closed`]). Meant for rare control work (stop, shutdown,
+    /// close) that a flood of ordinary posts must not crowd out; it counts
+    /// towards the bound that ordinary posts see.
+    ///
+    /// # Errors
+    ///
+    /// [`PostError::Closed`]; `f` is dropped before this returns.
+    pub fn post_control<F>(&self, f: F) -> Result<(), PostError>
     where
         F: FnOnce(&mut L, &mut LaneCtx<'_, L>) + Send + 'static,
     {
         match self.cell.core.upgrade() {
-            Some(core) => self.push_post(&core, Box::new(f), false).is_ok(),
-            None => false,
+            Some(core) => self.push_post(&core, Box::new(f), false),
+            None => Err(PostError::Closed),
         }
     }
 
@@ -221,7 +214,7 @@ impl<L: Lane> LaneHandle<L> {
     /// Returns false if it was already closed or its reactor stopped. Never
     /// refused for a full inbox (it is a [`LaneHandle::post_control`]).
     pub fn close(&self) -> bool {
-        self.post_control(|_, cx| cx.close())
+        self.post_control(|_, cx| cx.close()).is_ok()
     }
 
     /// Whether the lane is closed.

@@ -173,13 +173,8 @@ pub enum SendError {
         /// The budget's limit.
         limit: usize,
     },
-    /// The connection is closing or closed (or, for a `keel_rudp::Sender`,
-    /// its lane is).
+    /// The connection is closing or closed.
     Closed,
-    /// A `keel_rudp::Sender`'s lane has `inbox_capacity` jobs
-    /// waiting (keel-udp's `EndpointConfig::inbox_capacity`): nothing was
-    /// queued; the lane is behind, send again later.
-    InboxFull,
 }
 
 impl fmt::Display for SendError {
@@ -200,9 +195,6 @@ impl fmt::Display for SendError {
                 "server send budget spent: its connections hold {used} bytes; {len} more would pass send_budget ({limit} bytes); retry after acknowledgements"
             ),
             SendError::Closed => f.write_str("connection is closing or closed"),
-            SendError::InboxFull => f.write_str(
-                "the connection's lane has inbox_capacity jobs waiting; nothing was queued, send again later",
-            ),
         }
     }
 }

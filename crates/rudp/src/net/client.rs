@@ -1,5 +1,6 @@
 //! A keel-rudp client on a keel-udp datagram socket.
 
+use keel_reactor::PostError;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -48,7 +49,7 @@ impl ClientConfig {
 struct LanePost<H: Handler>(DatagramSocket<LaneState<H>>);
 
 impl<H: Handler> Post for LanePost<H> {
-    fn post(&self, job: Job) -> bool {
+    fn post(&self, job: Job) -> Result<(), PostError> {
         self.0.post(move |st, udp| st.run_job(udp, job))
     }
 
@@ -158,9 +159,14 @@ impl<H: Handler> Client<H> {
     }
 
     /// Runs `f` on the client's lane with its handler and a context; what
-    /// it sends leaves at once. False if the lane is closed or its inbox
-    /// is full.
-    pub fn post<F>(&self, f: F) -> bool
+    /// it sends leaves at once.
+    ///
+    /// # Errors
+    ///
+    /// [`PostError::Full`](crate::PostError::Full) if the lane's inbox is
+    /// full, [`PostError::Closed`](crate::PostError::Closed) if it is
+    /// closed; `f` is dropped before this returns.
+    pub fn post<F>(&self, f: F) -> Result<(), PostError>
     where
         F: FnOnce(&mut H, &mut Ctx<'_>) + Send + 'static,
     {
@@ -177,7 +183,11 @@ impl<H: Handler> Client<H> {
     /// connection's `close_timeout`), then this side's `disconnected`
     /// runs, where [`Ctx::undelivered`] tells what was not
     /// acknowledged. The socket stays open until [`Client::stop`].
-    pub fn close(&self, code: u64, reason: &str) -> bool {
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::post`].
+    pub fn close(&self, code: u64, reason: &str) -> Result<(), PostError> {
         let reason = reason.to_owned();
         self.post(move |_, ctx| ctx.close(CLIENT_CONN, code, &reason))
     }
@@ -203,7 +213,7 @@ impl<H: Handler> Client<H> {
         let posted = self.socket.post_control(move |st: &mut LaneState<H>, udp| {
             st.begin_stop(udp, crate::CLOSE_STOPPED, "client stopping", deadline, tx)
         });
-        let waiting = if posted {
+        let waiting = if posted.is_ok() {
             vec![(0, self.post.clone())]
         } else {
             Vec::new()
@@ -232,7 +242,7 @@ impl<H: Handler> Client<H> {
         let posted = self.socket.post(move |st, _| {
             let _ = tx.send(st.client_closed());
         });
-        if !posted {
+        if posted.is_err() {
             return self.socket.is_closed();
         }
         rx.recv().unwrap_or(true)

@@ -4,9 +4,9 @@
 use std::fmt;
 use std::sync::Arc;
 
+use keel_reactor::PostError;
 use keel_rudp_proto::wire::ConnectionId;
 use keel_rudp_proto::ConnectionHandle;
-use keel_rudp_proto::SendError;
 
 /// What a [`Sender`] asks its lane to do.
 pub(crate) enum Op {
@@ -24,8 +24,8 @@ pub(crate) struct Job {
 
 /// A lane that takes jobs from other threads.
 pub(crate) trait Post: Send + Sync {
-    /// Queues `job`; false when the lane's inbox is full or it is closed.
-    fn post(&self, job: Job) -> bool;
+    /// Queues `job`, or says why not (inbox full, lane closed).
+    fn post(&self, job: Job) -> Result<(), PostError>;
     /// The lane has closed.
     fn is_closed(&self) -> bool;
     /// Closes the lane's socket (after what already arrived is handled).
@@ -37,7 +37,7 @@ pub(crate) trait Post: Send + Sync {
 /// Each call copies the message and hands it to the connection's lane
 /// through the lane's bounded inbox (keel-udp's `inbox_capacity`); the lane
 /// queues it on the connection and flushes with its next batch. Past the
-/// bound a call fails at once with [`SendError::InboxFull`] instead of
+/// bound a call fails at once with [`PostError::Full`] instead of
 /// growing memory. What the connection itself refuses on the lane
 /// (backpressure, the send budget spent, a closed connection) reaches
 /// [`Handler::send_failed`](crate::Handler::send_failed).
@@ -62,28 +62,24 @@ impl fmt::Debug for Sender {
 }
 
 impl Sender {
-    fn offer(&self, op: Op) -> Result<(), SendError> {
+    fn offer(&self, op: Op) -> Result<(), PostError> {
         let job = Job {
             conn: self.conn,
             cid: self.cid,
             op,
         };
-        if self.lane.post(job) {
-            Ok(())
-        } else if self.lane.is_closed() {
-            Err(SendError::Closed)
-        } else {
-            Err(SendError::InboxFull)
-        }
+        self.lane.post(job)
     }
 
     /// Queues `data` on `channel` of the connection.
     ///
     /// # Errors
     ///
-    /// [`SendError::InboxFull`] when the lane has `inbox_capacity` jobs
-    /// waiting, [`SendError::Closed`] when the lane is closed.
-    pub fn send(&self, channel: u8, data: &[u8]) -> Result<(), SendError> {
+    /// [`PostError::Full`] when the lane has `inbox_capacity` jobs
+    /// waiting, [`PostError::Closed`] when the lane is closed. What the
+    /// connection refuses on the lane reaches
+    /// [`Handler::send_failed`](crate::Handler::send_failed).
+    pub fn send(&self, channel: u8, data: &[u8]) -> Result<(), PostError> {
         self.offer(Op::Send {
             channel,
             data: data.to_vec(),
@@ -96,7 +92,7 @@ impl Sender {
     /// # Errors
     ///
     /// As [`Sender::send`].
-    pub fn close(&self, code: u64, reason: &str) -> Result<(), SendError> {
+    pub fn close(&self, code: u64, reason: &str) -> Result<(), PostError> {
         self.offer(Op::Close {
             code,
             reason: reason.to_owned(),

@@ -1,5 +1,6 @@
 //! A keel-rudp server on keel-udp lanes.
 
+use keel_reactor::PostError;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -105,7 +106,7 @@ pub(crate) fn invalid(what: &str, e: impl std::fmt::Display) -> io::Error {
 struct LanePost<H: Handler>(DatagramSocket<LaneState<H>>);
 
 impl<H: Handler> Post for LanePost<H> {
-    fn post(&self, job: Job) -> bool {
+    fn post(&self, job: Job) -> Result<(), PostError> {
         self.0.post(move |st, udp| st.run_job(udp, job))
     }
 
@@ -356,14 +357,23 @@ impl<H: Handler> Server<H> {
 
     /// Runs `f` on lane `lane` with its handler and a context (a game
     /// tick: send snapshots to the lane's connections); what it sends
-    /// leaves at once. False if there is no such lane, it is closed, or
-    /// its inbox is full.
-    pub fn post<F>(&self, lane: usize, f: F) -> bool
+    /// leaves at once.
+    ///
+    /// # Errors
+    ///
+    /// [`PostError::NoSuchLane`](crate::PostError::NoSuchLane),
+    /// [`PostError::Full`](crate::PostError::Full) if the lane's inbox is
+    /// full, [`PostError::Closed`](crate::PostError::Closed) if it is
+    /// closed; `f` is dropped before this returns.
+    pub fn post<F>(&self, lane: usize, f: F) -> Result<(), PostError>
     where
         F: FnOnce(&mut H, &mut Ctx<'_>) + Send + 'static,
     {
         let Some(socket) = self.group.lane(lane) else {
-            return false;
+            return Err(PostError::NoSuchLane {
+                lane,
+                lanes: self.lanes(),
+            });
         };
         socket.post(move |st, udp: &mut DatagramSocketCtx<'_>| {
             st.with_ctx(Instant::now(), f);
@@ -411,7 +421,7 @@ impl<H: Handler> Server<H> {
             let posted = socket.post_control(move |st: &mut LaneState<H>, udp| {
                 st.begin_stop(udp, code, &reason, deadline, tx)
             });
-            if posted {
+            if posted.is_ok() {
                 waiting.push((i, post.clone()));
             }
         }

@@ -35,10 +35,12 @@ fn a_client_stop_right_after_its_sends_delivers_them() {
     // last words and stops at once.
     let (release, held) = mpsc::channel::<()>();
     let (holding, is_holding) = mpsc::channel();
-    assert!(client.post(move |_, _| {
-        holding.send(()).unwrap();
-        let _ = held.recv_timeout(Duration::from_secs(10));
-    }));
+    assert!(client
+        .post(move |_, _| {
+            holding.send(()).unwrap();
+            let _ = held.recv_timeout(Duration::from_secs(10));
+        })
+        .is_ok());
     is_holding.recv_timeout(Duration::from_secs(5)).unwrap();
     let sender = client.sender();
     for i in 0..N {
@@ -67,14 +69,16 @@ fn a_server_stop_with_messages_queued_delivers_them() {
     let (rt, server, _srv_rx, client, cli_rx) = connected_pair(2);
     // Queue them on the lane, and know they are queued, before the stop.
     let (queued, is_queued) = mpsc::channel();
-    assert!(server.post(0, move |_, ctx| {
-        let mut conns = Vec::new();
-        ctx.connections(&mut conns);
-        for i in 0..N {
-            ctx.send(conns[0], ORDERED, &payload(i, 64)).unwrap();
-        }
-        queued.send(()).unwrap();
-    }));
+    assert!(server
+        .post(0, move |_, ctx| {
+            let mut conns = Vec::new();
+            ctx.connections(&mut conns);
+            for i in 0..N {
+                ctx.send(conns[0], ORDERED, &payload(i, 64)).unwrap();
+            }
+            queued.send(()).unwrap();
+        })
+        .is_ok());
     is_queued.recv_timeout(Duration::from_secs(5)).unwrap();
     let report = server.stop();
     let (got, end) = messages_then_end(&cli_rx, "client");
@@ -105,14 +109,16 @@ fn a_stop_reports_what_a_vanished_client_did_not_get() {
     let (server, srv_rx, client, _cli_rx) = connect(&rt, client_rt.handle(), cfg);
     client_rt.stop().unwrap();
     let (queued, is_queued) = mpsc::channel();
-    assert!(server.post(0, move |_, ctx| {
-        let mut conns = Vec::new();
-        ctx.connections(&mut conns);
-        for i in 0..10 {
-            ctx.send(conns[0], ORDERED, &payload(i, 64)).unwrap();
-        }
-        queued.send(()).unwrap();
-    }));
+    assert!(server
+        .post(0, move |_, ctx| {
+            let mut conns = Vec::new();
+            ctx.connections(&mut conns);
+            for i in 0..10 {
+                ctx.send(conns[0], ORDERED, &payload(i, 64)).unwrap();
+            }
+            queued.send(()).unwrap();
+        })
+        .is_ok());
     is_queued.recv_timeout(Duration::from_secs(5)).unwrap();
     let started = std::time::Instant::now();
     let report = server.stop();

@@ -98,7 +98,7 @@ pub(crate) fn start<L: Endpoint>(
     match registered {
         Ok(()) => Ok(lane),
         Err(e) => {
-            lane.post_control(|_, cx| cx.close());
+            let _ = lane.post_control(|_, cx| cx.close());
             Err(e)
         }
     }

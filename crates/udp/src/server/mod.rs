@@ -11,6 +11,7 @@ mod handler;
 mod lane;
 mod session;
 
+use keel_reactor::PostError;
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
@@ -173,7 +174,7 @@ impl<H: ServerHandler> Server<H> {
                 Err(e) => {
                     for l in &lanes {
                         let l: &LaneHandle<ServerLane<H>> = l;
-                        l.post_control(|_, cx| cx.close());
+                        let _ = l.post_control(|_, cx| cx.close());
                     }
                     return Err(e);
                 }
@@ -281,16 +282,25 @@ impl<H: ServerHandler> Server<H> {
     }
 
     /// Runs `f` on lane `lane` with its handler and context (e.g. to
-    /// broadcast, or to read handler state from another thread).
-    /// Returns false if there is no such lane, it is closed, or its inbox
-    /// is at its bound ([`inbox_capacity`](crate::EndpointConfig)); `f` is
+    /// broadcast, or to read handler state from another thread); `f` is
     /// dropped without running if the lane closes before it gets to it.
-    pub fn with_lane<F>(&self, lane: usize, f: F) -> bool
+    ///
+    /// # Errors
+    ///
+    /// [`PostError::NoSuchLane`](crate::PostError::NoSuchLane),
+    /// [`PostError::Full`](crate::PostError::Full) if the lane's inbox is
+    /// at its bound ([`inbox_capacity`](crate::EndpointConfig)),
+    /// [`PostError::Closed`](crate::PostError::Closed) if it is closed; `f`
+    /// is dropped before this returns.
+    pub fn post<F>(&self, lane: usize, f: F) -> Result<(), PostError>
     where
         F: FnOnce(&mut H, &mut ServerCtx<'_, H::SessionState>) + Send + 'static,
     {
         let Some(l) = self.shared.lanes.get(lane) else {
-            return false;
+            return Err(PostError::NoSuchLane {
+                lane,
+                lanes: self.shared.lanes.len(),
+            });
         };
         l.post(move |st, cx| {
             if st.core.closing {
@@ -312,7 +322,8 @@ impl<H: ServerHandler> Server<H> {
     /// sends still waiting in it are counted in `send_discarded`.
     pub fn stop(&self) {
         for l in &self.shared.lanes {
-            l.post_control(|st, cx| st.shutdown(cx));
+            // Refused only by a closed lane: nothing left to stop there.
+            let _ = l.post_control(|st, cx| st.shutdown(cx));
         }
     }
 
@@ -332,7 +343,7 @@ impl<H: ServerHandler> Server<H> {
                 st.core.on_dropped.push(done);
                 st.shutdown(cx);
             });
-            if posted {
+            if posted.is_ok() {
                 waits.push((l, finished));
             } else if !l.is_closed() {
                 // Refused though not closed: its reactor stopped, so nobody

@@ -93,7 +93,7 @@ pub fn barrier<H: ServerHandler>(server: &Server<H>) {
     for lane in 0..server.lanes() {
         let (tx, rx) = mpsc::channel();
         assert!(
-            server.with_lane(lane, move |_, _| tx.send(()).unwrap()),
+            server.post(lane, move |_, _| tx.send(()).unwrap()).is_ok(),
             "lane {lane} is closed"
         );
         recv_within(&rx, &format!("a closure on lane {lane}"));
@@ -108,7 +108,9 @@ pub fn settled_counters<H: ServerHandler>(server: &Server<H>) -> keel_udp::Count
     let (tx, rx) = mpsc::channel();
     let s = server.clone();
     assert!(
-        server.with_lane(0, move |_, _| tx.send(s.counters()).unwrap()),
+        server
+            .post(0, move |_, _| tx.send(s.counters()).unwrap())
+            .is_ok(),
         "lane 0 is closed"
     );
     recv_within(&rx, "the counters from lane 0")

@@ -22,10 +22,12 @@ const PER_THREAD: usize = 2_000;
 fn hold_lane<H: keel_udp::ServerHandler>(server: &keel_udp::Server<H>) -> mpsc::Sender<()> {
     let (release, released) = mpsc::channel::<()>();
     let (held_tx, held) = mpsc::channel();
-    assert!(server.with_lane(0, move |_, _| {
-        held_tx.send(()).unwrap();
-        let _ = released.recv_timeout(LIMIT);
-    }));
+    assert!(server
+        .post(0, move |_, _| {
+            held_tx.send(()).unwrap();
+            let _ = released.recv_timeout(LIMIT);
+        })
+        .is_ok());
     recv_within(&held, "the lane to be held");
     release
 }
@@ -137,10 +139,12 @@ fn client_sends_from_threads_stop_at_the_inbox_bound() {
     let client = Client::connect(rt.handle(), sink.local_addr().unwrap(), config, Quiet).unwrap();
     let (release, released) = mpsc::channel::<()>();
     let (held_tx, held) = mpsc::channel();
-    assert!(client.post(move |_, _| {
-        held_tx.send(()).unwrap();
-        let _ = released.recv_timeout(LIMIT);
-    }));
+    assert!(client
+        .post(move |_, _| {
+            held_tx.send(()).unwrap();
+            let _ = released.recv_timeout(LIMIT);
+        })
+        .is_ok());
     recv_within(&held, "the client lane to be held");
     let results: Vec<_> = (0..15).map(|_| client.send(b"x")).collect();
     assert!(results[..10].iter().all(Result::is_ok), "{results:?}");
@@ -150,7 +154,10 @@ fn client_sends_from_threads_stop_at_the_inbox_bound() {
             .all(|r| *r == Err(SendError::InboxFull { capacity: 10 })),
         "{results:?}"
     );
-    assert!(!client.post(|_, _| {}), "a full inbox refuses posts too");
+    assert!(
+        client.post(|_, _| {}).is_err(),
+        "a full inbox refuses posts too"
+    );
     drop(release);
     assert!(client.close_and_wait(LIMIT));
     let c = client.counters();

@@ -99,7 +99,7 @@ fn burst_while_held(server: &Server<Count>, client: &std::net::UdpSocket, count:
     let addr = server.local_addr();
     let (entered, is_in) = mpsc::channel();
     let (release, go) = mpsc::channel::<()>();
-    server.with_lane(0, move |_, _| {
+    let _ = server.post(0, move |_, _| {
         entered.send(()).unwrap();
         go.recv_timeout(LIMIT).expect("released");
     });

@@ -106,7 +106,7 @@ fn burst_through_tiny_sndbuf(batch: usize, rounds: usize, per_round: usize) {
     for _ in 0..rounds {
         let (tx, rx) = mpsc::channel();
         let (next, accepted) = (next.clone(), accepted.clone());
-        socket.post(move |_, ctx| {
+        let _ = socket.post(move |_, ctx| {
             let mut refusals = Vec::new();
             let mut data = vec![0u8; LEN];
             for _ in 0..per_round {
@@ -151,7 +151,7 @@ fn burst_through_tiny_sndbuf(batch: usize, rounds: usize, per_round: usize) {
     }
     // Nothing beyond them.
     let (tx, rx) = mpsc::channel();
-    socket.post(move |_, _| tx.send(()).unwrap());
+    let _ = socket.post(move |_, _| tx.send(()).unwrap());
     recv_within(&rx, "socket barrier");
     let c = socket.counters();
     println!("batch {batch}, {rounds} x {per_round}: {refused} refused, {c:?}");
@@ -273,7 +273,7 @@ fn loopback_burst_with_minimum_sndbuf_is_accounted() {
     // The echoes go back to the socket's own socket; it ignores them.
     let socket = DatagramSocket::bind(rt.handle(), v4(), tiny_sndbuf(64, 8), Quiet).unwrap();
     let (tx, rx) = mpsc::channel();
-    socket.post(move |_, ctx| {
+    let _ = socket.post(move |_, ctx| {
         let data = vec![7u8; LEN];
         let results: Vec<_> = (0..N).map(|_| ctx.send_to(to, &data)).collect();
         tx.send(results).unwrap();
@@ -281,7 +281,7 @@ fn loopback_burst_with_minimum_sndbuf_is_accounted() {
     let results = recv_within(&rx, "the burst");
     assert!(results.iter().all(Result::is_ok), "{results:?}");
     let (tx, rx) = mpsc::channel();
-    socket.post(move |_, _| tx.send(()).unwrap());
+    let _ = socket.post(move |_, _| tx.send(()).unwrap());
     recv_within(&rx, "socket barrier");
     let c = socket.counters();
     assert_eq!(c.datagrams_out, N as u64, "{c:?}");
@@ -328,7 +328,7 @@ fn datagrams_queued_at_close_are_counted_as_discarded() {
     let (tx, rx) = mpsc::channel();
     // One burst and the close in the same lane call: the queue has no
     // chance to drain before the socket goes.
-    socket.post(move |_, ctx| {
+    let _ = socket.post(move |_, ctx| {
         let data = [7u8; 1_000];
         let mut accepted = 0u64;
         for _ in 0..500 {

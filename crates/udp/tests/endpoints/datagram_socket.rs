@@ -36,7 +36,7 @@ fn cast_talks_to_anyone(family: SocketAddr) {
         socket.send_to(a, format!("to {i}").as_bytes()).unwrap();
     }
     let to = addrs.clone();
-    socket.post(move |_, ctx| {
+    let _ = socket.post(move |_, ctx| {
         for (i, &a) in to.iter().enumerate() {
             ctx.send_to(a, format!("again {i}").as_bytes()).unwrap();
         }
@@ -79,7 +79,7 @@ fn cast_talks_to_anyone(family: SocketAddr) {
     assert_eq!(&buf[..n], b"still fine");
 
     let (btx, brx) = mpsc::channel();
-    socket.post(move |_, _| btx.send(()).unwrap());
+    let _ = socket.post(move |_, _| btx.send(()).unwrap());
     recv_within(&brx, "socket barrier");
     let c = socket.counters();
     assert_eq!((c.datagrams_in, c.datagrams_out), (4, 8), "{c:?}");

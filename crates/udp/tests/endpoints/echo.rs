@@ -262,7 +262,7 @@ fn keel_client_refuses_oversize_and_echoes_maximum() {
     // Inside the client's lane too.
     let (etx, erx) = mpsc::channel();
     let over2 = over.clone();
-    client.post(move |_, ctx| etx.send(ctx.send(&over2)).unwrap());
+    let _ = client.post(move |_, ctx| etx.send(ctx.send(&over2)).unwrap());
     assert_eq!(
         recv_within(&erx, "the in-lane send result"),
         Err(SendError::TooLarge {

@@ -316,24 +316,30 @@ fn for_each_session_sends_each_player_its_own_snapshot() {
             .count()
             == 3
     });
-    assert!(f.server.with_lane(0, |_, ctx| {
-        ctx.for_each_session(|s| {
-            let snapshot = format!("{} {}", s.peer().port(), s.state());
-            s.send(snapshot.as_bytes()).unwrap();
-        });
-    }));
+    assert!(f
+        .server
+        .post(0, |_, ctx| {
+            ctx.for_each_session(|s| {
+                let snapshot = format!("{} {}", s.peer().port(), s.state());
+                s.send(snapshot.as_bytes()).unwrap();
+            });
+        })
+        .is_ok());
     for (i, p) in players.iter().enumerate() {
         let port = p.local_addr().unwrap().port();
         let want = format!("{port} {}", i + 1);
         assert_eq!(recv_text(p, "a snapshot"), want.as_bytes());
     }
     let target = players[1].local_addr().unwrap();
-    assert!(f.server.with_lane(0, move |_, ctx| {
-        let mut s = ctx.session_mut(target).expect("player 1's session");
-        *s.state() = 77;
-        s.send(b"just you").unwrap();
-        assert!(ctx.session_mut(crate::common::closed_port(v4())).is_none());
-    }));
+    assert!(f
+        .server
+        .post(0, move |_, ctx| {
+            let mut s = ctx.session_mut(target).expect("player 1's session");
+            *s.state() = 77;
+            s.send(b"just you").unwrap();
+            assert!(ctx.session_mut(crate::common::closed_port(v4())).is_none());
+        })
+        .is_ok());
     assert_eq!(recv_text(&players[1], "session_mut's send"), b"just you");
     let (tx, rx) = mpsc::channel();
     f.server
@@ -379,11 +385,14 @@ fn session_timers_fire_with_their_session_and_die_with_it() {
 fn lane_timer_reading(f: &Fixture, ms: u64) -> u64 {
     let (tx, rx) = mpsc::channel();
     *f.lane_timer.lock().unwrap() = Some(tx);
-    assert!(f.server.with_lane(0, move |_, ctx| {
-        // A periodic timer with the Delay policy, cancelled at its first
-        // fire by the handler taking the sender: one reading only.
-        let every = Duration::from_millis(ms);
-        ctx.timer_with(Instant::now() + every, Some(every), MissedTicks::Delay);
-    }));
+    assert!(f
+        .server
+        .post(0, move |_, ctx| {
+            // A periodic timer with the Delay policy, cancelled at its first
+            // fire by the handler taking the sender: one reading only.
+            let every = Duration::from_millis(ms);
+            ctx.timer_with(Instant::now() + every, Some(every), MissedTicks::Delay);
+        })
+        .is_ok());
     recv_within(&rx, "the lane timer")
 }

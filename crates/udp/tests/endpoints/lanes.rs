@@ -134,10 +134,12 @@ fn serialization(lanes: usize) {
         }
         for (lane, flag) in flags.iter().enumerate() {
             let flag = flag.clone();
-            assert!(server.with_lane(lane, move |_, _| {
-                flag.enter();
-                flag.exit();
-            }));
+            assert!(server
+                .post(lane, move |_, _| {
+                    flag.enter();
+                    flag.exit();
+                })
+                .is_ok());
             posted += 1;
         }
         seen.wait_for(LIMIT, "the echo handlers", |c| c > now);
@@ -228,7 +230,7 @@ fn burst_through(batch: usize, clients: &[std::net::UdpSocket]) -> (Seen, Vec<Se
 
     let (entered, is_in) = mpsc::channel();
     let (release, go) = mpsc::channel::<()>();
-    server.with_lane(0, move |_, _| {
+    let _ = server.post(0, move |_, _| {
         entered.send(()).unwrap();
         go.recv_timeout(LIMIT).expect("released");
     });

@@ -404,7 +404,7 @@ fn close_ends_a_session_with_reason_closed() {
         ev.contains(&Event::Disconnect(a_addr, DisconnectReason::Closed))
     });
     // ServerCtx::close from another thread.
-    assert!(f.server.with_lane(0, move |_, ctx| ctx.close(b_addr)));
+    assert!(f.server.post(0, move |_, ctx| ctx.close(b_addr)).is_ok());
     f.log.wait("b's disconnect", |ev| {
         ev.contains(&Event::Disconnect(b_addr, DisconnectReason::Closed))
     });
