@@ -238,7 +238,7 @@ impl Core {
         lock(&self.timers).insert_reusable(lane)
     }
 
-    /// Arms or moves a timer of `lane` to `deadline`, running
+    /// Arms or moves a timer of the lane at `lane` to `deadline`, running
     /// `before_unlock` if it did (with the timer lock held, so no fire of
     /// the timer can be delivered meanwhile), and wakes the poller if the
     /// reactor's earliest deadline is now earlier (moving a timer later
@@ -247,7 +247,7 @@ impl Core {
         &self,
         id: TimerId,
         deadline: Instant,
-        lane: &Arc<dyn LaneTask>,
+        lane: *const (),
         before_unlock: impl FnOnce(),
     ) -> Result<(), TimerError> {
         let mut timers = lock(&self.timers);
@@ -261,13 +261,13 @@ impl Core {
         Ok(())
     }
 
-    /// Disarms a timer of `lane`, keeping it registered, running
+    /// Disarms a timer of the lane at `lane`, keeping it registered, running
     /// `before_unlock` if it could (with the timer lock held); returns
     /// whether it was armed.
     pub(crate) fn unset_timer(
         &self,
         id: TimerId,
-        lane: &Arc<dyn LaneTask>,
+        lane: *const (),
         before_unlock: impl FnOnce(),
     ) -> Result<bool, TimerError> {
         let mut timers = lock(&self.timers);
@@ -574,9 +574,10 @@ impl Core {
     }
 }
 
-/// Whether a timer's target is `lane` (the same lane cell).
-fn same_lane(target: &Arc<dyn LaneTask>, lane: &Arc<dyn LaneTask>) -> bool {
-    std::ptr::addr_eq(Arc::as_ptr(target), Arc::as_ptr(lane))
+/// Whether a timer's target is the lane cell at `lane` (compared by
+/// address only).
+fn same_lane(target: &Arc<dyn LaneTask>, lane: *const ()) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(target), lane)
 }
 
 /// Wakes the most recently parked thread.

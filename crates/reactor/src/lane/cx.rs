@@ -160,14 +160,18 @@ impl<L: Lane> LaneCtx<'_, L> {
     /// assert_eq!(reactor.handle().timer_count(), 1);
     ///
     /// let (tx, rx) = std::sync::mpsc::channel();
-    /// let fired = loop {
+    /// let mut fired = None;
+    /// let give_up = Instant::now() + Duration::from_secs(10);
+    /// while Instant::now() < give_up {
     ///     reactor.turn(Some(Duration::from_millis(10)))?;
-    ///     if let Ok(fired) = rx.try_recv() {
-    ///         break fired;
+    ///     if let Ok(f) = rx.try_recv() {
+    ///         fired = Some(f);
+    ///         break;
     ///     }
     ///     let tx = tx.clone();
     ///     lane.post(move |p, _| if !p.fired.is_empty() { tx.send(p.fired.clone()).unwrap() });
-    /// };
+    /// }
+    /// let fired: Vec<Instant> = fired.expect("the timer fires within 10 s");
     /// // It fired once, at its last deadline, and stays registered, unarmed.
     /// assert_eq!(fired.len(), 1);
     /// assert!(fired[0] >= start + Duration::from_millis(30));
@@ -196,9 +200,9 @@ impl<L: Lane> LaneCtx<'_, L> {
     /// or a one-shot timer from [`LaneCtx::timer`] that fired);
     /// [`TimerError::OtherLane`] if it is not this lane's. Nothing changes.
     pub fn set_timer(&mut self, id: TimerId, deadline: Instant) -> Result<(), TimerError> {
-        let task: Arc<dyn LaneTask> = self.cell.clone();
         let inbox = &self.cell.inbox;
-        self.core.set_timer(id, deadline, &task, || {
+        let lane = Arc::as_ptr(self.cell).cast::<()>();
+        self.core.set_timer(id, deadline, lane, || {
             drop_queued_fires(&mut lock(inbox).timers, id);
         })?;
         self.drop_fires_this_round(id);
@@ -215,9 +219,9 @@ impl<L: Lane> LaneCtx<'_, L> {
     ///
     /// As [`LaneCtx::set_timer`].
     pub fn unset_timer(&mut self, id: TimerId) -> Result<bool, TimerError> {
-        let task: Arc<dyn LaneTask> = self.cell.clone();
         let inbox = &self.cell.inbox;
-        let was = self.core.unset_timer(id, &task, || {
+        let lane = Arc::as_ptr(self.cell).cast::<()>();
+        let was = self.core.unset_timer(id, lane, || {
             drop_queued_fires(&mut lock(inbox).timers, id);
         })?;
         self.drop_fires_this_round(id);
