@@ -145,7 +145,17 @@ fn c_client_to_rust_server(bin: &str) -> Result<(), String> {
         .spawn()
         .map_err(|e| format!("run {bin}: {e}"))?;
     let result = wait(child, "the C client");
-    let saw: Vec<ServerSaw> = rx.try_iter().collect();
+    // The server's own DISCONNECTED (LOCAL) comes once its CLOSE is
+    // acknowledged, or after its close_timeout (2 s) when the C client's
+    // acknowledgement was lost on the link and the client has exited.
+    let mut saw: Vec<ServerSaw> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !saw.iter().any(|s| matches!(s, ServerSaw::Ended(_))) {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(s) => saw.push(s),
+            Err(_) => break,
+        }
+    }
     server.stop();
     rt.stop().map_err(|e| format!("runtime: {e:?}"))?;
     result?;
