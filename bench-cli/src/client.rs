@@ -378,7 +378,7 @@ impl ClientHandler for BenchClient {
         self.check_drained(now);
     }
 
-    fn disconnect(&mut self, _ctx: &mut ClientCtx<'_>, reason: DisconnectReason) {
+    fn disconnected(&mut self, _ctx: &mut ClientCtx<'_>, reason: DisconnectReason) {
         if reason == DisconnectReason::Closed {
             return; // the run closing it after collecting
         }

@@ -137,7 +137,7 @@ impl ServerHandler for Echo {
     /// Admits a new peer only if its first datagram passes the check: a
     /// session is never opened for garbage (the datagram is counted as
     /// invalid here, and in keel-udp's `sessions_rejected`).
-    fn connect(
+    fn accept(
         &mut self,
         _ctx: &mut ServerCtx<'_, ()>,
         _peer: SocketAddr,

@@ -7,7 +7,7 @@
 //! every later peer out:
 //!
 //! * a datagram that is not a message of the mode opens no session (the
-//!   handler's `connect` checks a new peer's first datagram), so garbage
+//!   handler's `accept` checks a new peer's first datagram), so garbage
 //!   from any number of sources costs no slot of the table;
 //! * when the table (`--max-sessions` per lane) is full, a new peer with a
 //!   valid message evicts the least recently active session

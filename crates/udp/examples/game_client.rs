@@ -84,7 +84,7 @@ impl ClientHandler for Player {
         }
     }
 
-    fn disconnect(&mut self, _: &mut ClientCtx<'_>, reason: DisconnectReason) {
+    fn disconnected(&mut self, _: &mut ClientCtx<'_>, reason: DisconnectReason) {
         let _ = self.done.send(reason);
     }
 }

@@ -1,7 +1,7 @@
 // Run: cargo run -p keel-udp --example game_server -- [--addr 127.0.0.1:9001] [--seconds 10] [--idle-ms 3000]
 //
 // A toy game server: players join with a first datagram `join <name>`
-// (admission in `ServerHandler::connect`: anything else is turned away and
+// (admission in `ServerHandler::accept`: anything else is turned away and
 // counted), are welcomed with `welcome <name>`, then send inputs. A 60 Hz
 // tick (a periodic lane timer started in `ServerHandler::started`) sends
 // every player its own snapshot in one pass (`for_each_session`): the tick
@@ -42,7 +42,7 @@ impl ServerHandler for Game {
         ctx.timer(Instant::now() + TICK, Some(TICK));
     }
 
-    fn connect(
+    fn accept(
         &mut self,
         ctx: &mut ServerCtx<'_, Player>,
         peer: SocketAddr,
@@ -74,7 +74,7 @@ impl ServerHandler for Game {
         s.state().inputs += 1;
     }
 
-    fn disconnect(
+    fn disconnected(
         &mut self,
         ctx: &mut ServerCtx<'_, Player>,
         peer: SocketAddr,

@@ -44,7 +44,7 @@ pub trait ClientHandler: Send + 'static {
     /// ([`DisconnectReason::Refused`], from ICMP port unreachable), a socket
     /// error, [`Client::close`] or [`ClientCtx::close`]. The socket is closed
     /// after this returns.
-    fn disconnect(&mut self, ctx: &mut ClientCtx<'_>, reason: DisconnectReason) {
+    fn disconnected(&mut self, ctx: &mut ClientCtx<'_>, reason: DisconnectReason) {
         let _ = (ctx, reason);
     }
 
@@ -136,7 +136,7 @@ impl<H: ClientHandler> ClientLane<H> {
         self.ended = true;
         self.tx.flush();
         let mut ctx = cctx!(self, cx);
-        self.handler.disconnect(&mut ctx, reason);
+        self.handler.disconnected(&mut ctx, reason);
         self.tx.flush();
         // Last (it re-points the socket): no more arrivals; what is still
         // queued and the drops no datagram reported are counted.
@@ -412,7 +412,7 @@ impl<H: ClientHandler> Client<H> {
         endpoint::offer_send(&self.lane, &self.counters, None, self.peer, data)
     }
 
-    /// Closes the client: [`ClientHandler::disconnect`] runs with
+    /// Closes the client: [`ClientHandler::disconnected`] runs with
     /// [`DisconnectReason::Closed`], then the socket is closed.
     pub fn close(&self) {
         let _ = self.lane.post_control(|st, cx| {

@@ -128,7 +128,7 @@ pub enum FullPolicy {
     /// new addresses evicts its own sessions, oldest first, and a peer that
     /// sends at least once per `max_sessions` admissions under such a
     /// flood keeps its session. Only a newcomer that
-    /// [`ServerHandler::connect`](crate::ServerHandler::connect) admitted
+    /// [`ServerHandler::accept`](crate::ServerHandler::accept) admitted
     /// evicts anyone: refuse bad first datagrams there.
     EvictIdlest,
 }

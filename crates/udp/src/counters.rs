@@ -79,8 +79,8 @@ counters! {
     sessions_opened,
     /// Datagrams from new peers refused because the session table was full.
     sessions_refused,
-    /// New peers the handler turned away in `connect` (admission): no
-    /// session state was made and no `disconnect` follows.
+    /// New peers the handler turned away in `accept` (admission): no
+    /// session state was made and no `disconnected` follows.
     sessions_rejected,
     /// Sessions ended by the idle timeout.
     sessions_timed_out,

@@ -3,8 +3,8 @@
 //! * [`Server`]: binds one socket per receive lane (one by default; several
 //!   share a port with `SO_REUSEPORT`). Each lane drains its socket with
 //!   `recvmmsg` and hands datagrams to its [`ServerHandler`] in arrival
-//!   order, with sessions keyed by the peer's address: `connect` before a
-//!   peer's first datagram, `datagram`, `disconnect` with a
+//!   order, with sessions keyed by the peer's address: `accept` before a
+//!   peer's first datagram, `datagram`, `disconnected` with a
 //!   [`DisconnectReason`]. Replies made during a batch go out with one
 //!   `sendmmsg` at its end.
 //! * [`Client`]: one connected socket; an ICMP port unreachable ends it with

@@ -34,7 +34,7 @@ impl ServerHandler for Ticking {
         ctx.timer(Instant::now() + every, Some(every));
     }
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+    fn accept(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())
     }
 

@@ -59,7 +59,7 @@ struct Echo {
 impl ServerHandler for Echo {
     type SessionState = ();
 
-    fn connect(&mut self, _ctx: &mut ServerCtx<'_, ()>, _peer: SocketAddr, _: &[u8]) -> Option<()> {
+    fn accept(&mut self, _ctx: &mut ServerCtx<'_, ()>, _peer: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())
     }
 
@@ -67,7 +67,7 @@ impl ServerHandler for Echo {
         let _ = session.send(data);
     }
 
-    fn disconnect(
+    fn disconnected(
         &mut self,
         _ctx: &mut ServerCtx<'_, ()>,
         peer: SocketAddr,

@@ -11,9 +11,9 @@ use crate::error::DisconnectReason;
 /// What a server does with its sessions. One handler value per lane; its
 /// methods run on that lane only, so they get `&mut self` without locks.
 ///
-/// Order per peer: `connect` (with the peer's first datagram, which it may
+/// Order per peer: `accept` (with the peer's first datagram, which it may
 /// refuse), then `datagram` for each datagram in arrival order (the first
-/// one included), then at most one `disconnect`.
+/// one included), then at most one `disconnected`.
 pub trait ServerHandler: Send + 'static {
     /// Per-session state, owned by the lane.
     type SessionState: Send + 'static;
@@ -27,7 +27,7 @@ pub trait ServerHandler: Send + 'static {
     /// Admission: a datagram (`first`) came from a peer without a session.
     /// Return its state to admit it (then `first` is delivered to
     /// [`datagram`](Self::datagram) as well), or `None` to turn it away:
-    /// nothing is kept for the peer, no `disconnect` follows, and the
+    /// nothing is kept for the peer, no `disconnected` follows, and the
     /// refusal is counted in `sessions_rejected`. Check a join token here,
     /// before the peer costs anything.
     ///
@@ -35,7 +35,7 @@ pub trait ServerHandler: Send + 'static {
     /// datagram is counted in `sessions_refused`); with
     /// [`FullPolicy::EvictIdlest`](crate::FullPolicy::EvictIdlest) a session is evicted only once this
     /// admitted the newcomer.
-    fn connect(
+    fn accept(
         &mut self,
         ctx: &mut ServerCtx<'_, Self::SessionState>,
         peer: SocketAddr,
@@ -47,7 +47,7 @@ pub trait ServerHandler: Send + 'static {
     fn datagram(&mut self, session: &mut Session<'_, Self::SessionState>, data: &[u8]);
 
     /// A session ended; `state` is handed back.
-    fn disconnect(
+    fn disconnected(
         &mut self,
         ctx: &mut ServerCtx<'_, Self::SessionState>,
         peer: SocketAddr,

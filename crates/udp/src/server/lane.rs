@@ -127,7 +127,7 @@ impl<H: ServerHandler> LaneCore<H> {
     }
 
     /// Admission of a new peer: the table's policy, then the handler's
-    /// `connect` with the first datagram.
+    /// `accept` with the first datagram.
     fn open(
         &mut self,
         cx: &mut Cx<'_, H>,
@@ -142,7 +142,7 @@ impl<H: ServerHandler> LaneCore<H> {
         }
         let admitted = {
             let mut ctx = self.parts.ctx(cx);
-            self.handler.connect(&mut ctx, peer, first)
+            self.handler.accept(&mut ctx, peer, first)
         };
         let Some(state) = admitted else {
             bump(&self.parts.tx.counters.sessions_rejected, 1);
@@ -194,7 +194,7 @@ impl<H: ServerHandler> LaneCore<H> {
         set(&c.sessions_open, self.parts.sessions.len() as u64);
         let mut ctx = self.parts.ctx(cx);
         self.handler
-            .disconnect(&mut ctx, slot.peer, slot.state, reason);
+            .disconnected(&mut ctx, slot.peer, slot.state, reason);
     }
 
     pub(super) fn close_requested(&mut self, cx: &mut Cx<'_, H>) {

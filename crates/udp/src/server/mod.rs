@@ -2,7 +2,7 @@
 //!
 //! A datagram's path: the lane's socket is drained in batches
 //! (`endpoint::receive`), each datagram goes to its peer's session
-//! ([`ServerLane::deliver`], opening one through `connect` admission
+//! ([`ServerLane::deliver`], opening one through `accept` admission
 //! first), the handler replies through [`Session::send`], and the replies
 //! leave with one batched send at the end of the batch.
 
@@ -43,7 +43,7 @@ pub enum ServerStatus {
     /// stopped: no lane serves any more.
     Stopped,
     /// A handler panicked on `lane`: that lane closed (its sessions and
-    /// socket are gone, without `disconnect`), its accepted sends were
+    /// socket are gone, without `disconnected`), its accepted sends were
     /// counted as discarded; the server's other lanes, and other servers on
     /// the runtime, keep serving.
     Failed {
@@ -79,7 +79,7 @@ struct Shared<H: ServerHandler> {
 /// struct Echo;
 /// impl ServerHandler for Echo {
 ///     type SessionState = ();
-///     fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+///     fn accept(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
 ///         Some(()) // admit everyone
 ///     }
 ///     fn datagram(&mut self, s: &mut Session<'_, ()>, data: &[u8]) {

@@ -88,7 +88,7 @@ impl<S> Session<'_, S> {
         self.tx.send(Some(peer), data)
     }
 
-    /// Closes the session once the current handler returns (`disconnect`
+    /// Closes the session once the current handler returns (`disconnected`
     /// with [`DisconnectReason::Closed`](crate::DisconnectReason::Closed)).
     pub fn close(&mut self) {
         if !self.to_close.contains(&self.slot.peer) {
@@ -245,7 +245,7 @@ impl<S: 'static> SessionHandle<S> {
         }))
     }
 
-    /// Closes the session (`disconnect` with [`DisconnectReason::Closed`](crate::DisconnectReason::Closed)),
+    /// Closes the session (`disconnected` with [`DisconnectReason::Closed`](crate::DisconnectReason::Closed)),
     /// if it is still open when the lane gets to it.
     ///
     /// # Errors

@@ -17,18 +17,18 @@ use keel_udp::{
 struct Count {
     burst: Arc<Mutex<Vec<u32>>>,
     markers: Arc<Progress>,
-    /// How long `disconnect` takes (a game saving a player's progress).
+    /// How long `disconnected` takes (a game saving a player's progress).
     goodbye: Duration,
 }
 
 impl ServerHandler for Count {
     type SessionState = ();
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+    fn accept(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())
     }
 
-    fn disconnect(
+    fn disconnected(
         &mut self,
         _: &mut ServerCtx<'_, ()>,
         _: SocketAddr,
@@ -64,7 +64,7 @@ fn small_buffer_server(batch: usize) -> Fixture {
     small_buffer_server_with(batch, Duration::ZERO)
 }
 
-/// As [`small_buffer_server`], with a `disconnect` that takes `goodbye`.
+/// As [`small_buffer_server`], with a `disconnected` that takes `goodbye`.
 fn small_buffer_server_with(batch: usize, goodbye: Duration) -> Fixture {
     let rt = runtime(IoModel::Shared { threads: 1 });
     let burst = Arc::new(Mutex::new(Vec::new()));

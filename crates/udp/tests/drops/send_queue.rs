@@ -202,7 +202,7 @@ const REPLIES: u32 = 30;
 impl ServerHandler for Burst {
     type SessionState = u32;
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, u32>, _: SocketAddr, _: &[u8]) -> Option<u32> {
+    fn accept(&mut self, _: &mut ServerCtx<'_, u32>, _: SocketAddr, _: &[u8]) -> Option<u32> {
         Some(0)
     }
 

@@ -1,8 +1,8 @@
 //! What a stop leaves behind is counted, never delivered late: datagrams
 //! the receive conditioner still holds when a server stops open no session
 //! (before, a held datagram due in the same round as the stop reached
-//! `connect` after every session had been ended, and its session never got
-//! a `disconnect`).
+//! `accept` after every session had been ended, and its session never got
+//! a `disconnected`).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,14 +25,20 @@ struct Tally {
 impl ServerHandler for Tally {
     type SessionState = ();
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+    fn accept(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         self.connects.fetch_add(1, Ordering::SeqCst);
         Some(())
     }
 
     fn datagram(&mut self, _: &mut Session<'_, ()>, _: &[u8]) {}
 
-    fn disconnect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: (), _: DisconnectReason) {
+    fn disconnected(
+        &mut self,
+        _: &mut ServerCtx<'_, ()>,
+        _: SocketAddr,
+        _: (),
+        _: DisconnectReason,
+    ) {
         self.disconnects.fetch_add(1, Ordering::SeqCst);
     }
 }

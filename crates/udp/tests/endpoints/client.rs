@@ -33,7 +33,7 @@ impl ClientHandler for Watch {
         }
     }
 
-    fn disconnect(&mut self, _: &mut ClientCtx<'_>, reason: DisconnectReason) {
+    fn disconnected(&mut self, _: &mut ClientCtx<'_>, reason: DisconnectReason) {
         self.reason.send(reason).unwrap();
     }
 }

@@ -16,7 +16,7 @@ struct Fragile(Mutex<mpsc::Sender<()>>);
 impl ServerHandler for Fragile {
     type SessionState = ();
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+    fn accept(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())
     }
 

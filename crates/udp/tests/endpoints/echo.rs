@@ -146,7 +146,7 @@ struct Oversize {
 impl ServerHandler for Oversize {
     type SessionState = ();
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+    fn accept(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())
     }
 

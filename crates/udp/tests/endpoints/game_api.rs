@@ -32,7 +32,7 @@ type LaneTimer = Arc<Mutex<Option<mpsc::Sender<u64>>>>;
 impl ServerHandler for Game {
     type SessionState = u32;
 
-    fn connect(
+    fn accept(
         &mut self,
         _: &mut ServerCtx<'_, u32>,
         peer: SocketAddr,
@@ -69,7 +69,7 @@ impl ServerHandler for Game {
         }
     }
 
-    fn disconnect(
+    fn disconnected(
         &mut self,
         _: &mut ServerCtx<'_, u32>,
         peer: SocketAddr,

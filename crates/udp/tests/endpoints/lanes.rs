@@ -53,7 +53,7 @@ impl ServerHandler for Serial {
         ctx.timer(Instant::now() + every, Some(every));
     }
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+    fn accept(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         self.flag.enter();
         self.flag.exit();
         Some(())
@@ -192,7 +192,7 @@ struct Recorder(Arc<Mutex<Seen>>);
 impl ServerHandler for Recorder {
     type SessionState = ();
 
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+    fn accept(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())
     }
 

@@ -23,7 +23,7 @@ struct EchoTwice;
 
 impl ServerHandler for EchoTwice {
     type SessionState = ();
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+    fn accept(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())
     }
     fn datagram(&mut self, s: &mut Session<'_, ()>, data: &[u8]) {

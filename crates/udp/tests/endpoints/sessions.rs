@@ -23,7 +23,7 @@ struct Rec {
 impl ServerHandler for Rec {
     type SessionState = ();
 
-    fn connect(&mut self, ctx: &mut ServerCtx<'_, ()>, peer: SocketAddr, _: &[u8]) -> Option<()> {
+    fn accept(&mut self, ctx: &mut ServerCtx<'_, ()>, peer: SocketAddr, _: &[u8]) -> Option<()> {
         // Sessions already open; the new one is added after this returns.
         self.max_open
             .fetch_max(ctx.session_count() + 1, Ordering::SeqCst);
@@ -41,7 +41,7 @@ impl ServerHandler for Rec {
         }
     }
 
-    fn disconnect(
+    fn disconnected(
         &mut self,
         _: &mut ServerCtx<'_, ()>,
         peer: SocketAddr,
@@ -446,13 +446,13 @@ fn stop_and_wait_ends_every_session_before_returning() {
     struct Track(Arc<Mutex<Vec<DisconnectReason>>>);
     impl ServerHandler for Track {
         type SessionState = ();
-        fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+        fn accept(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
             Some(())
         }
         fn datagram(&mut self, s: &mut Session<'_, ()>, data: &[u8]) {
             let _ = s.send(data);
         }
-        fn disconnect(
+        fn disconnected(
             &mut self,
             _: &mut ServerCtx<'_, ()>,
             _: SocketAddr,

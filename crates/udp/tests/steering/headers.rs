@@ -22,7 +22,7 @@ struct WhichLane;
 
 impl ServerHandler for WhichLane {
     type SessionState = ();
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+    fn accept(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())
     }
     fn datagram(&mut self, s: &mut Session<'_, ()>, _: &[u8]) {

@@ -173,7 +173,7 @@ fn a_server_refuses_payload_byte_steering() {
     struct Nothing;
     impl ServerHandler for Nothing {
         type SessionState = ();
-        fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+        fn accept(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
             None
         }
         fn datagram(&mut self, _: &mut Session<'_, ()>, _: &[u8]) {}

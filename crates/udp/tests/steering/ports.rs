@@ -13,7 +13,7 @@ struct Echo;
 
 impl ServerHandler for Echo {
     type SessionState = ();
-    fn connect(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
+    fn accept(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
         Some(())
     }
     fn datagram(&mut self, s: &mut Session<'_, ()>, data: &[u8]) {
