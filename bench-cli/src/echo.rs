@@ -2,7 +2,7 @@
 //! configured work inside the receive lane, echoes to the sender. In
 //! sockperf mode it answers sockperf's ping-pong client instead.
 //!
-//! A datagram that fails the check opens no session: [`Echo::connect`]
+//! A datagram that fails the check opens no session: [`Echo::accept`]
 //! checks a new peer's first datagram and turns it away if it is not a
 //! message of the mode (counted in [`EchoStats::invalid`], and by keel-udp
 //! in `sessions_rejected`), so a flood of garbage from spoofed sources
