@@ -21,7 +21,7 @@
 //!   ([`LaneCtx::reusable_timer`]), and the queue holds one entry per live
 //!   timer however often timers move or are cancelled.
 //! * Bounded under overload: a lane's inbox holds at most
-//!   [`LaneOptions::max_posts`] closures ([`LaneHandle::try_post`] says
+//!   [`LaneOptions::max_posts`] closures ([`LaneHandle::post`] says
 //!   [`PostError::Full`] beyond), a late periodic timer fires at most
 //!   [`MAX_CATCH_UP`] ticks per turn ([`MissedTicks`]), and a stopped
 //!   reactor drops what is still queued instead of running it (counted by

@@ -54,7 +54,7 @@ impl Drop for Guard {
 }
 
 #[test]
-fn try_post_into_a_blocked_lane_accepts_exactly_max_posts() {
+fn post_into_a_blocked_lane_accepts_exactly_max_posts() {
     const THREADS: usize = 4;
     const PER_THREAD: usize = 40_000;
     const TOTAL: usize = THREADS * PER_THREAD;
@@ -112,7 +112,7 @@ fn try_post_into_a_blocked_lane_accepts_exactly_max_posts() {
                             assert_eq!(e, PostError::Full { capacity: MAX });
                             assert!(
                                 dropped.get(id),
-                                "a refused closure was not dropped before try_post returned"
+                                "a refused closure was not dropped before post returned"
                             );
                         }
                     }

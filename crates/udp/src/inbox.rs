@@ -11,7 +11,7 @@ use crate::error::SendError;
 
 thread_local! {
     /// Set while this thread offers a closure to a lane: a closure the lane
-    /// refuses is dropped before `try_post` returns, and its send was never
+    /// refuses is dropped before `post` returns, and its send was never
     /// accepted, so its guard must not count it as discarded.
     static OFFERING: Cell<bool> = const { Cell::new(false) };
 }

@@ -86,9 +86,8 @@ pub const DEFAULT_MAX_POSTS: usize = 65_536;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaneOptions {
     /// How many posted closures may wait in the lane's inbox. A post over
-    /// the bound is refused ([`LaneHandle::try_post`] returns
-    /// [`PostError::Full`](crate::PostError::Full), [`LaneHandle::post`]
-    /// false), so producers that
+    /// the bound is refused ([`LaneHandle::post`] returns
+    /// [`PostError::Full`](crate::PostError::Full)), so producers that
     /// outrun the lane cannot grow memory without limit. Only
     /// [`LaneHandle::post_control`] may go over it. 0 is treated as 1.
     /// Default: [`DEFAULT_MAX_POSTS`].
