@@ -5,6 +5,7 @@ use std::io;
 
 /// What went wrong while driving a reactor.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Error {
     /// Polling or registering failed.
     Io(io::Error),

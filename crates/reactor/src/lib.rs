@@ -92,7 +92,7 @@
 //! only mio's portable API, so other mio platforms should work, untested.
 
 #![deny(unsafe_code)]
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
 // Modules, in dependency order: each uses only those above it
 // (`scripts/import-cycles.py` checks that no two depend on each other).

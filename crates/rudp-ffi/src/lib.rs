@@ -8,7 +8,7 @@
 //! boundary (`extern "C"` functions, the only `unsafe` of this crate) is
 //! the `ffi` module.
 #![deny(unsafe_code)]
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod driver;
 #[allow(unsafe_code)]

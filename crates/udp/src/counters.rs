@@ -15,7 +15,8 @@ macro_rules! counters {
         /// A copy of a lane's counters at one moment. Add snapshots to sum
         /// lanes.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-        pub struct CounterSnapshot {
+        #[non_exhaustive]
+pub struct CounterSnapshot {
             $( $(#[$doc])* pub $name: u64, )*
         }
 

@@ -6,6 +6,7 @@ use std::io;
 /// Why a send was refused. The datagram was not sent and is counted in the
 /// lane's counters; the next send is unaffected.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SendError {
     /// The payload is larger than UDP allows for the destination's family
     /// (65,507 bytes for IPv4, 65,527 for IPv6). Refused before any system

@@ -44,7 +44,7 @@
 //! Elsewhere the one-datagram-per-call path is used and there is no kernel
 //! drop counter. Several lanes need `SO_REUSEPORT`.
 #![deny(unsafe_code)]
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod client;
 pub mod conditioner;

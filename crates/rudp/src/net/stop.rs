@@ -19,6 +19,7 @@ pub(crate) const STOP_GRACE: Duration = Duration::from_millis(100);
 
 /// A connection that ended during a stop without delivering everything.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConnectionReport {
     /// Its lane (0 on a client).
     pub lane: usize,
@@ -35,6 +36,7 @@ pub struct ConnectionReport {
 /// and it refuses new ones (it accepts, then closes them with that code)
 /// until the server stops; the other lanes keep serving.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LaneFailure {
     /// The lane.
     pub lane: usize,
@@ -46,6 +48,7 @@ pub struct LaneFailure {
 /// What a stop did ([`Server::stop`](crate::Server::stop),
 /// [`Client::stop`](crate::Client::stop)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StopReport {
     /// Connections that ended during the stop.
     pub connections: usize,
