@@ -80,7 +80,7 @@ pub use keel_rudp_proto::{RttEstimator, GRANULARITY, PACKET_THRESHOLD};
 pub use net::client::{Client, ClientConfig};
 pub use net::handler::{Ctx, Handler};
 pub use net::sender::Sender;
-pub use net::server::{Server, ServerConfig, ServerStatus};
+pub use net::server::{BroadcastStats, Server, ServerConfig, ServerStatus, SERVER_MAX_ACK_DELAY};
 pub use net::stop::{ConnectionReport, LaneFailure, StopReport, Stopping};
 
 /// The guide, `docs/rudp-guide.md`: each of its Rust blocks is a doctest,

@@ -133,6 +133,7 @@ impl<H: Handler> Client<H> {
             me.clone(),
             None,
             failure.clone(),
+            None,
         );
         let socket = DatagramSocket::bind(reactor, local, config.udp, state)?;
         let post: Arc<dyn Post> = Arc::new(LanePost(socket.clone()));
