@@ -131,7 +131,6 @@ impl<H: Handler> Client<H> {
             0,
             config.connection.max_datagram_size,
             me.clone(),
-            None,
             failure.clone(),
             None,
         );

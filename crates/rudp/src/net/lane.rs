@@ -42,6 +42,13 @@ const MAX_EVENTS_PER_ROUND: usize = 4096;
 /// Datagrams sent in one round at most (likewise).
 const MAX_DATAGRAMS_PER_ROUND: usize = 4096;
 
+/// What a server's lane has beside a client's: where it publishes its
+/// endpoint's counters, and what the server's lanes share.
+pub(crate) struct ServerLane {
+    pub(crate) published: Arc<Mutex<EndpointStats>>,
+    pub(crate) shared: Arc<ServerShared>,
+}
+
 /// The state of a lane, run by keel-udp as a datagram socket's handler.
 pub(crate) struct LaneState<H: Handler> {
     pub(crate) handler: H,
@@ -87,10 +94,13 @@ impl<H: Handler> LaneState<H> {
         lane: usize,
         max_datagram: usize,
         me: Arc<OnceLock<Arc<dyn Post>>>,
-        published: Option<Arc<Mutex<EndpointStats>>>,
         failure: Arc<Mutex<Option<String>>>,
-        shared: Option<Arc<ServerShared>>,
+        server: Option<ServerLane>,
     ) -> Self {
+        let (published, shared) = match server {
+            Some(s) => (Some(s.published), Some(s.shared)),
+            None => (None, None),
+        };
         LaneState {
             handler,
             conns,

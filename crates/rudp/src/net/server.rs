@@ -14,7 +14,7 @@ use keel_udp::{
 
 use crate::net::conns::{ClientIds, Conns};
 use crate::net::handler::{Ctx, Handler};
-use crate::net::lane::LaneState;
+use crate::net::lane::{LaneState, ServerLane};
 use crate::net::sender::{Job, Post, Sender};
 use crate::net::stop::{LaneFailure, StopReport, Stopping};
 use crate::wire::LONG_HEADER_BIT;
@@ -409,9 +409,11 @@ impl<H: Handler> Server<H> {
                 i,
                 max_datagram,
                 selves[i].clone(),
-                Some(stats[i].clone()),
                 failures[i].clone(),
-                Some(shared.clone()),
+                Some(ServerLane {
+                    published: stats[i].clone(),
+                    shared: shared.clone(),
+                }),
             )
         })?;
         let mut posts: Vec<Arc<dyn Post>> = Vec::with_capacity(config.lanes);
