@@ -32,7 +32,10 @@
 //! * [`Server`] and [`Client`]: the protocol on keel-udp lanes, for a
 //!   game's [`Handler`]: one endpoint and one timer per server lane,
 //!   packets steered to their lane by their connection ID, [`Sender`]s to
-//!   send from other threads, sends flushed with keel-udp's batched calls;
+//!   send from other threads (also found by a token's client id,
+//!   [`Server::sender_for_client`]), a broadcast to every connection of
+//!   every lane ([`Server::broadcast`]), a lane's own game tick
+//!   ([`Ctx::tick_at`]), sends flushed with keel-udp's batched calls;
 //!   a stop that reports what was not delivered ([`StopReport`]); a
 //!   handler panic contained to its lane ([`Server::failed_lanes`]).
 //!   `docs/rudp-guide.md` walks through it.
