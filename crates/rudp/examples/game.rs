@@ -140,7 +140,7 @@ impl Handler for Game {
             CHAT => {
                 let line = format!("{}: {}", self.name(conn), String::from_utf8_lossy(data));
                 println!("server: chat {line}");
-                ctx.connections(&mut self.conns);
+                ctx.connected(&mut self.conns);
                 for &c in &self.conns {
                     let _ = ctx.send(c, CHAT, line.as_bytes());
                 }

@@ -3,9 +3,12 @@
 //! This crate is the driver a game uses: [`Server`] and [`Client`] run the
 //! keel-rudp protocol on keel-udp lanes for a game's [`Handler`]: one
 //! endpoint and one timer per server lane, packets steered to their lane
-//! by their connection ID, [`Sender`]s to send from other threads, sends
-//! flushed with keel-udp's batched calls; a stop that reports what was not
-//! delivered ([`StopReport`]); a handler panic contained to its lane
+//! by their connection ID, [`Sender`]s to send from other threads (also
+//! found by a token's client id, [`Server::sender_for_client`]), a
+//! broadcast to every connection of every lane ([`Server::broadcast`]), a
+//! lane's own game tick ([`Ctx::tick_at`]), sends flushed with keel-udp's
+//! batched calls; a stop that reports what was not delivered
+//! ([`StopReport`]); a handler panic contained to its lane
 //! ([`Server::failed_lanes`]). `docs/rudp-guide.md` walks through it.
 //!
 //! The protocol itself is the crate keel-rudp-proto, sans-IO (as smoltcp
@@ -75,7 +78,7 @@ pub use keel_reactor::PostError;
 pub use net::client::{Client, ClientConfig};
 pub use net::handler::{Ctx, Handler};
 pub use net::sender::Sender;
-pub use net::server::{Server, ServerConfig, ServerStatus};
+pub use net::server::{BroadcastStats, Server, ServerConfig, ServerStatus, SERVER_MAX_ACK_DELAY};
 pub use net::stop::{ConnectionReport, LaneFailure, StopReport, Stopping};
 
 /// The guide, `docs/rudp-guide.md`: each of its Rust blocks is a doctest,

@@ -132,8 +132,8 @@ impl<H: Handler> Client<H> {
             0,
             config.connection.max_datagram_size,
             me.clone(),
-            None,
             failure.clone(),
+            None,
         );
         let socket = DatagramSocket::bind(reactor, local, config.udp, state)?;
         let post: Arc<dyn Post> = Arc::new(LanePost(socket.clone()));

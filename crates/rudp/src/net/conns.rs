@@ -1,13 +1,15 @@
 //! What a lane drives: a server's endpoint (many connections) or a
 //! client's one connection, behind one interface.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Mutex;
 use std::time::Instant;
 
 use keel_udp::LocalAddr;
 
 use keel_rudp_proto::{Connection, Event};
-use keel_rudp_proto::{ConnectionHandle, Endpoint, Handled};
+use keel_rudp_proto::{ConnectionHandle, ConnectionId, Endpoint, Handled, State};
 
 /// The handle of a client's connection.
 pub(crate) const CLIENT_CONN: ConnectionHandle = ConnectionHandle::from_bits(0);
@@ -57,6 +59,23 @@ impl Conns {
         match self {
             Conns::Server { endpoint, .. } => out.extend(endpoint.handles()),
             Conns::Client { .. } => out.push(CLIENT_CONN),
+        }
+    }
+
+    /// As [`Conns::handles`], only the connections in [`State::Connected`].
+    pub(crate) fn connected(&self, out: &mut Vec<ConnectionHandle>) {
+        out.clear();
+        match self {
+            Conns::Server { endpoint, .. } => out.extend(endpoint.handles().filter(|&h| {
+                endpoint
+                    .connection(h)
+                    .is_some_and(|c| c.state() == State::Connected)
+            })),
+            Conns::Client { conn, .. } => {
+                if conn.state() == State::Connected {
+                    out.push(CLIENT_CONN);
+                }
+            }
         }
     }
 
@@ -142,5 +161,62 @@ impl Conns {
                 }
             }
         }
+    }
+}
+
+/// Where a server's connection of one client id is: its lane, its handle
+/// and its connection ID (which a [`Sender`](crate::Sender) carries, so a
+/// stale entry never reaches a later connection in the slot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ClientEntry {
+    pub(crate) lane: usize,
+    pub(crate) conn: ConnectionHandle,
+    pub(crate) cid: ConnectionId,
+}
+
+/// The live connection of each connect token's client id, over all the
+/// lanes of a server: set by a lane when a connection with a token
+/// reaches its handler's `connected`, removed at its `disconnected` (only
+/// if it is still the one recorded: a newer connection of the same id,
+/// a replacement, keeps its entry) and when the lane goes. One entry per
+/// live connection at most, so at most `lanes × max_connections`.
+#[derive(Debug, Default)]
+pub(crate) struct ClientIds {
+    map: Mutex<HashMap<u64, ClientEntry>>,
+}
+
+impl ClientIds {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, ClientEntry>> {
+        // The map is whole at every unlock: a panic elsewhere cannot have
+        // left it half-changed.
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `entry` is now the connection of `client_id` (the newest wins).
+    pub(crate) fn connected(&self, client_id: u64, entry: ClientEntry) {
+        self.lock().insert(client_id, entry);
+    }
+
+    /// `entry` ended: forget it, unless a newer connection took the id.
+    pub(crate) fn disconnected(&self, client_id: u64, entry: ClientEntry) {
+        let mut map = self.lock();
+        if map.get(&client_id) == Some(&entry) {
+            map.remove(&client_id);
+        }
+    }
+
+    /// Lane `lane` is gone: forget its connections.
+    pub(crate) fn lane_gone(&self, lane: usize) {
+        self.lock().retain(|_, e| e.lane != lane);
+    }
+
+    /// The live connection of `client_id`, if any.
+    pub(crate) fn get(&self, client_id: u64) -> Option<ClientEntry> {
+        self.lock().get(&client_id).copied()
+    }
+
+    /// Entries held (for tests of the bound).
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
     }
 }

@@ -9,7 +9,7 @@ use crate::net::conns::Conns;
 use crate::net::sender::{Post, Sender};
 use keel_rudp_proto::ConnectionHandle;
 use keel_rudp_proto::TokenClaims;
-use keel_rudp_proto::{DisconnectReason, MessageId, SendError, Stats, Undelivered};
+use keel_rudp_proto::{DisconnectReason, MessageId, SendError, State, Stats, Undelivered};
 
 /// What a game does with its connections. Its methods run on the lane that
 /// owns the connection (a server lane, or the client's lane), one at a
@@ -68,6 +68,8 @@ pub struct Ctx<'a> {
     pub(crate) post: Option<&'a Arc<dyn Post>>,
     /// The lane's pending [`Handler::tick`], if one was asked for.
     pub(crate) tick: &'a mut Option<Instant>,
+    /// A client whose connection ended: [`Ctx::tick_at`] is ignored.
+    pub(crate) ticks_off: bool,
 }
 
 impl Ctx<'_> {
@@ -123,10 +125,36 @@ impl Ctx<'_> {
         self.conns.peer_addr(conn)
     }
 
-    /// Fills `out` with the handles of this lane's connections (reuse the
-    /// vector: no allocation once it is large enough).
+    /// Fills `out` with the handles of every connection this lane holds,
+    /// closing ones included (reuse the vector: no allocation once it is
+    /// large enough). A connection stays held after its close begins
+    /// ([`State::Closing`], [`State::Draining`]) until its
+    /// [`Handler::disconnected`] has run, and a send to it then fails
+    /// with [`SendError::Closed`]: to send to the players, list them with
+    /// [`Ctx::connected`].
     pub fn connections(&self, out: &mut Vec<ConnectionHandle>) {
         self.conns.handles(out);
+    }
+
+    /// Fills `out` with the handles of this lane's connections in
+    /// [`State::Connected`], the ones a send can reach (reuse the vector:
+    /// no allocation once it is large enough). A game tick's snapshot
+    /// goes to these.
+    pub fn connected(&self, out: &mut Vec<ConnectionHandle>) {
+        self.conns.connected(out);
+    }
+
+    /// Where `conn` is in its life: [`State::Connected`] while messages
+    /// flow, [`State::Closing`] once this side closed it (flushing, then
+    /// repeating its CLOSE), [`State::Draining`] once the peer did (still
+    /// held a while, to acknowledge its CLOSE), [`State::Closed`] once
+    /// done; in [`Handler::disconnected`] it is one of the last two. A
+    /// client's
+    /// connection is [`State::Handshaking`] until `connected`. `None` for
+    /// a handle that names no connection (one whose `disconnected` has
+    /// run, or a stale one).
+    pub fn state(&self, conn: ConnectionHandle) -> Option<State> {
+        self.conns.get(conn).map(|c| c.state())
     }
 
     /// A [`Sender`] for `conn`, to send from other threads; `None` for a
@@ -147,6 +175,9 @@ impl Ctx<'_> {
 
     /// Asks for [`Handler::tick`] on this lane at `at` (at once if it has
     /// passed), replacing any earlier request: one pending tick per lane.
+    /// A client's tick ends with its connection: once its
+    /// [`Handler::disconnected`] runs, a pending request is dropped and
+    /// this is ignored (no tick ever runs after `disconnected`).
     /// A fixed-rate game tick asks for the next one from `tick` itself;
     /// computing it from the first tick's time (`first + n × period`)
     /// keeps the rate without drift. The lane's one timer serves both its
@@ -189,7 +220,9 @@ impl Ctx<'_> {
     /// }
     /// ```
     pub fn tick_at(&mut self, at: Instant) {
-        *self.tick = Some(at);
+        if !self.ticks_off {
+            *self.tick = Some(at);
+        }
     }
 
     /// Withdraws a pending [`Ctx::tick_at`] request.

@@ -15,9 +15,10 @@ use std::time::Instant;
 use keel_reactor::TimerId;
 use keel_udp::{DatagramSocketCtx, DatagramSocketHandler};
 
-use crate::net::conns::Conns;
+use crate::net::conns::{ClientEntry, Conns};
 use crate::net::handler::{Ctx, Handler};
 use crate::net::sender::{Job, Op, Post};
+use crate::net::server::ServerShared;
 use crate::net::stop::{ConnectionReport, LaneStop};
 use keel_rudp_proto::{ConnectionHandle, EndpointStats, CLOSE_HANDLER_PANIC};
 use keel_rudp_proto::{Event, SendError, State};
@@ -40,6 +41,13 @@ struct LaneStopping {
 const MAX_EVENTS_PER_ROUND: usize = 4096;
 /// Datagrams sent in one round at most (likewise).
 const MAX_DATAGRAMS_PER_ROUND: usize = 4096;
+
+/// What a server's lane has beside a client's: where it publishes its
+/// endpoint's counters, and what the server's lanes share.
+pub(crate) struct ServerLane {
+    pub(crate) published: Arc<Mutex<EndpointStats>>,
+    pub(crate) shared: Arc<ServerShared>,
+}
 
 /// The state of a lane, run by keel-udp as a datagram socket's handler.
 pub(crate) struct LaneState<H: Handler> {
@@ -71,6 +79,12 @@ pub(crate) struct LaneState<H: Handler> {
     final_report: Option<(LaneStop, Vec<mpsc::Sender<LaneStop>>)>,
     /// Scratch for the handles of the lane's connections.
     handles: Vec<ConnectionHandle>,
+    /// What the lanes of a server share: the map of client ids, the
+    /// broadcast counters (`None` on a client).
+    shared: Option<Arc<ServerShared>>,
+    /// A client whose connection ended (its handler saw `disconnected`):
+    /// its lane ticks no more.
+    client_ended: bool,
 }
 
 impl<H: Handler> LaneState<H> {
@@ -80,9 +94,13 @@ impl<H: Handler> LaneState<H> {
         lane: usize,
         max_datagram: usize,
         me: Arc<OnceLock<Arc<dyn Post>>>,
-        published: Option<Arc<Mutex<EndpointStats>>>,
         failure: Arc<Mutex<Option<String>>>,
+        server: Option<ServerLane>,
     ) -> Self {
+        let (published, shared) = match server {
+            Some(s) => (Some(s.published), Some(s.shared)),
+            None => (None, None),
+        };
         LaneState {
             handler,
             conns,
@@ -100,6 +118,8 @@ impl<H: Handler> LaneState<H> {
             stopping: None,
             final_report: None,
             handles: Vec::new(),
+            shared,
+            client_ended: false,
         }
     }
 
@@ -118,6 +138,7 @@ impl<H: Handler> LaneState<H> {
             lane: self.lane,
             post: self.me.get(),
             tick: &mut self.tick,
+            ticks_off: self.client_ended,
         };
         let handler = &mut self.handler;
         if let Err(payload) = catch_unwind(AssertUnwindSafe(|| f(handler, &mut ctx))) {
@@ -281,6 +302,65 @@ impl<H: Handler> LaneState<H> {
         }
     }
 
+    /// A server's connection with a connect token reached its handler's
+    /// `connected` (`up`) or `disconnected`: the map of client ids
+    /// follows.
+    fn record_client(&mut self, conn: ConnectionHandle, up: bool) {
+        let Some(shared) = &self.shared else { return };
+        let Some(c) = self.conns.get(conn) else {
+            return;
+        };
+        let Some(id) = c.token_claims().map(|t| t.client_id) else {
+            return;
+        };
+        let entry = ClientEntry {
+            lane: self.lane,
+            conn,
+            cid: c.connection_id(),
+        };
+        if up {
+            shared.client_ids.connected(id, entry);
+        } else {
+            shared.client_ids.disconnected(id, entry);
+        }
+    }
+
+    /// A [`Server::broadcast`](crate::Server::broadcast): `data` on
+    /// `channel` of every connection of the lane in
+    /// [`State::Connected`]; what a connection refuses goes to the
+    /// handler's `send_failed` and the server's
+    /// [`BroadcastStats`](crate::BroadcastStats). The round follows as
+    /// for a job.
+    pub(crate) fn broadcast(&mut self, udp: &mut DatagramSocketCtx<'_>, channel: u8, data: &[u8]) {
+        let now = Instant::now();
+        let mut handles = std::mem::take(&mut self.handles);
+        self.conns.connected(&mut handles);
+        let (mut queued, mut backpressure, mut budget, mut other) = (0, 0, 0, 0);
+        for &h in &handles {
+            let Some(c) = self.conns.get_mut(h) else {
+                continue;
+            };
+            match c.send(channel, data) {
+                Ok(_) => queued += 1,
+                Err(e) => {
+                    match e {
+                        SendError::Backpressure { .. } => backpressure += 1,
+                        SendError::BudgetSpent { .. } => budget += 1,
+                        _ => other += 1,
+                    }
+                    self.with_ctx(now, |hd, ctx| hd.send_failed(ctx, h, e));
+                }
+            }
+        }
+        self.handles = handles;
+        if let Some(shared) = &self.shared {
+            shared.broadcasts.add(queued, backpressure, budget, other);
+        }
+        if self.armed.is_none_or(|at| at > now) {
+            self.arm(udp, Some(now));
+        }
+    }
+
     /// A job from a [`Sender`](crate::Sender); a round follows at once.
     pub(crate) fn run_job(&mut self, udp: &mut DatagramSocketCtx<'_>, job: Job) {
         let now = Instant::now();
@@ -336,7 +416,10 @@ impl<H: Handler> LaneState<H> {
                             }
                         }
                     }
-                    None => self.with_ctx(now, |h, ctx| h.connected(ctx, conn)),
+                    None => {
+                        self.record_client(conn, true);
+                        self.with_ctx(now, |h, ctx| h.connected(ctx, conn))
+                    }
                 },
                 Event::Message { channel, data } => {
                     self.with_ctx(now, |h, ctx| h.message(ctx, conn, channel, &data));
@@ -346,6 +429,13 @@ impl<H: Handler> LaneState<H> {
                 }
                 Event::Disconnected(reason) => {
                     self.record_end(conn);
+                    self.record_client(conn, false);
+                    if matches!(self.conns, Conns::Client { .. }) {
+                        // The client's one connection is over: its tick
+                        // with it (and `tick_at` is ignored from now on).
+                        self.client_ended = true;
+                        self.tick = None;
+                    }
                     self.with_ctx(now, |h, ctx| h.disconnected(ctx, conn, &reason))
                 }
                 // An event a newer keel-rudp-proto adds, before this
@@ -436,6 +526,11 @@ impl<H: Handler> LaneState<H> {
 
 impl<H: Handler> Drop for LaneState<H> {
     fn drop(&mut self) {
+        // Connections still held end with the lane, unseen by the map's
+        // `disconnected`.
+        if let Some(shared) = &self.shared {
+            shared.client_ids.lane_gone(self.lane);
+        }
         if let Some((report, waiters)) = self.final_report.take() {
             for w in waiters {
                 let _ = w.send(LaneStop {
@@ -486,7 +581,9 @@ impl<H: Handler> DatagramSocketHandler for LaneState<H> {
         self.conns.handle_timeout(now);
         if self.tick.is_some_and(|at| at <= now) {
             self.tick = None;
-            self.with_ctx(now, |h, ctx| h.tick(ctx));
+            if !self.client_ended {
+                self.with_ctx(now, |h, ctx| h.tick(ctx));
+            }
         }
         self.pump(ctx);
     }

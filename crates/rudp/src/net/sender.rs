@@ -42,7 +42,9 @@ pub(crate) trait Post: Send + Sync {
 /// (backpressure, the send budget spent, a closed connection) reaches
 /// [`Handler::send_failed`](crate::Handler::send_failed).
 ///
-/// Get one from [`Ctx::sender`](crate::Ctx::sender) or
+/// Get one from [`Ctx::sender`](crate::Ctx::sender),
+/// [`Server::sender_for_client`](crate::Server::sender_for_client) (by
+/// the client id of the connection's token, from any thread) or
 /// [`Client::sender`](crate::Client::sender).
 #[derive(Clone)]
 pub struct Sender {

@@ -3,6 +3,7 @@
 use keel_reactor::PostError;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -12,17 +13,35 @@ use keel_udp::{
     EndpointConfig as UdpConfig, LaneSteering, LanesConfig,
 };
 
-use crate::net::conns::Conns;
+use crate::net::conns::{ClientIds, Conns};
 use crate::net::handler::{Ctx, Handler};
-use crate::net::lane::LaneState;
-use crate::net::sender::{Job, Post};
+use crate::net::lane::{LaneState, ServerLane};
+use crate::net::sender::{Job, Post, Sender};
 use crate::net::stop::{LaneFailure, StopReport, Stopping};
 use keel_rudp_proto::wire::LONG_HEADER_BIT;
 use keel_rudp_proto::Config;
+use keel_rudp_proto::SendError;
 use keel_rudp_proto::ServerSecurity;
 use keel_rudp_proto::REPLAY_CACHE;
 use keel_rudp_proto::{Admission, ReplayCache};
 use keel_rudp_proto::{Endpoint, EndpointConfig, EndpointStats};
+
+/// The `max_ack_delay` [`ServerConfig::new`] gives a server's connections
+/// when the [`Config`] it is given has the default (5 ms): 25 ms, as
+/// RFC 9002's default.
+///
+/// A game server receives each client's input every tick (60 Hz: every
+/// 16.7 ms) and sends its snapshots at its own tick (20 to 60 Hz). With
+/// 5 ms, most inputs are acknowledged in a packet of their own before
+/// the next snapshot leaves; with 25 ms most acknowledgements ride on a
+/// snapshot at 60 Hz, and at 20 Hz one packet of its own covers two
+/// inputs (every second packet is acknowledged at once, whatever the
+/// delay): 39 % and 30 % fewer datagrams from a server of 200 clients,
+/// `docs/performance/rudp.md` ("Server acknowledgements at a game
+/// tick"). The cost: the client's probe of a lost last packet
+/// waits up to 20 ms longer; losses amid traffic are still reported at
+/// once (a packet out of order is acknowledged without delay).
+pub const SERVER_MAX_ACK_DELAY: Duration = Duration::from_millis(25);
 
 /// Settings of a [`Server`].
 #[derive(Debug, Clone)]
@@ -81,7 +100,15 @@ pub struct ServerConfig {
 impl ServerConfig {
     /// Defaults with these connection settings and this security
     /// (connect tokens, or [`ServerSecurity::Insecure`] by name).
-    pub fn new(connection: Config, security: ServerSecurity) -> Self {
+    ///
+    /// A `connection.max_ack_delay` left at [`Config`]'s default (5 ms)
+    /// becomes [`SERVER_MAX_ACK_DELAY`] (25 ms), which fits a server that
+    /// sends at a game tick; any other value is kept. For another one,
+    /// set `config.connection.max_ack_delay` after `new`.
+    pub fn new(mut connection: Config, security: ServerSecurity) -> Self {
+        if connection.max_ack_delay == Config::new(Vec::new()).max_ack_delay {
+            connection.max_ack_delay = SERVER_MAX_ACK_DELAY;
+        }
         ServerConfig {
             security,
             lanes: 1,
@@ -98,6 +125,76 @@ impl ServerConfig {
 }
 
 pub(crate) use keel_rudp_proto::os_random;
+
+/// What the lanes of one server share.
+#[derive(Debug, Default)]
+pub(crate) struct ServerShared {
+    /// The live connection of each token's client id.
+    pub(crate) client_ids: ClientIds,
+    /// [`BroadcastStats`], as the lanes count them.
+    pub(crate) broadcasts: BroadcastCounters,
+}
+
+/// The counters behind [`BroadcastStats`] (relaxed: each is a count on
+/// its own).
+#[derive(Debug, Default)]
+pub(crate) struct BroadcastCounters {
+    lanes_taken: AtomicU64,
+    lanes_refused: AtomicU64,
+    queued: AtomicU64,
+    backpressure: AtomicU64,
+    budget_spent: AtomicU64,
+    other_refused: AtomicU64,
+}
+
+impl BroadcastCounters {
+    /// One lane's broadcast done: what its connections took and refused.
+    pub(crate) fn add(&self, queued: u64, backpressure: u64, budget: u64, other: u64) {
+        self.queued.fetch_add(queued, Ordering::Relaxed);
+        self.backpressure.fetch_add(backpressure, Ordering::Relaxed);
+        self.budget_spent.fetch_add(budget, Ordering::Relaxed);
+        self.other_refused.fetch_add(other, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> BroadcastStats {
+        BroadcastStats {
+            lanes_taken: self.lanes_taken.load(Ordering::Relaxed),
+            lanes_refused: self.lanes_refused.load(Ordering::Relaxed),
+            queued: self.queued.load(Ordering::Relaxed),
+            backpressure: self.backpressure.load(Ordering::Relaxed),
+            budget_spent: self.budget_spent.load(Ordering::Relaxed),
+            other_refused: self.other_refused.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What [`Server::broadcast`] did, summed over every broadcast since the
+/// server started ([`Server::broadcast_stats`]). A broadcast is one job per
+/// lane; each lane queues the message on each of its connections in
+/// [`State::Connected`](crate::State::Connected) and counts what they
+/// refused here (each refusal also reaches that lane's
+/// [`Handler::send_failed`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BroadcastStats {
+    /// Lanes that took a broadcast (one per lane per broadcast).
+    pub lanes_taken: u64,
+    /// Lanes that did not: their inbox was full (keel-udp's
+    /// `inbox_capacity`) or they were closed. Their connections did not
+    /// get the message.
+    pub lanes_refused: u64,
+    /// Messages queued on connections.
+    pub queued: u64,
+    /// Messages a connection refused with [`SendError::Backpressure`]
+    /// (its `max_send_buffer` was full: a peer that does not keep up).
+    pub backpressure: u64,
+    /// Messages refused with [`SendError::BudgetSpent`] (the server's
+    /// `send_budget` was spent).
+    pub budget_spent: u64,
+    /// Messages refused otherwise (none is expected: the channel and the
+    /// size are checked before the broadcast is posted).
+    pub other_refused: u64,
+}
 
 pub(crate) fn invalid(what: &str, e: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("{what}: {e}"))
@@ -159,6 +256,11 @@ pub struct Server<H: Handler> {
     /// Each lane, to close it when it does not report a stop in time.
     posts: Arc<[Arc<dyn Post>]>,
     close_timeout: Duration,
+    shared: Arc<ServerShared>,
+    /// Channels configured and `max_message_size`, to check a broadcast
+    /// before it is posted.
+    channels: usize,
+    max_message_size: usize,
 }
 
 impl<H: Handler> Clone for Server<H> {
@@ -169,6 +271,9 @@ impl<H: Handler> Clone for Server<H> {
             failures: self.failures.clone(),
             posts: self.posts.clone(),
             close_timeout: self.close_timeout,
+            shared: self.shared.clone(),
+            channels: self.channels,
+            max_message_size: self.max_message_size,
         }
     }
 }
@@ -261,6 +366,7 @@ impl<H: Handler> Server<H> {
         let replay_cache = ReplayCache::with_capacity(REPLAY_CACHE * config.lanes);
         let failures: Vec<Arc<Mutex<Option<String>>>> =
             (0..config.lanes).map(|_| Arc::default()).collect();
+        let shared = Arc::new(ServerShared::default());
         for lane in 0..config.lanes {
             let mut ec = EndpointConfig::new(
                 lane as u8,
@@ -306,8 +412,11 @@ impl<H: Handler> Server<H> {
                 i,
                 max_datagram,
                 selves[i].clone(),
-                Some(stats[i].clone()),
                 failures[i].clone(),
+                Some(ServerLane {
+                    published: stats[i].clone(),
+                    shared: shared.clone(),
+                }),
             )
         })?;
         let mut posts: Vec<Arc<dyn Post>> = Vec::with_capacity(config.lanes);
@@ -323,6 +432,9 @@ impl<H: Handler> Server<H> {
             failures: failures.into(),
             posts: posts.into(),
             close_timeout: config.connection.close_timeout,
+            shared,
+            channels: config.connection.channels.len(),
+            max_message_size: config.connection.max_message_size,
         })
     }
 
@@ -379,6 +491,103 @@ impl<H: Handler> Server<H> {
             st.with_ctx(Instant::now(), f);
             st.pump(udp);
         })
+    }
+
+    /// Sends `data` on `channel` to every connection of every lane in
+    /// [`State::Connected`](crate::State::Connected) (a chat line to everyone, a server message):
+    /// one job per lane, the bytes copied once for all of them, each
+    /// lane queueing them on its connections, which send them with the
+    /// lane's next round. Returns how many lanes took it: fewer than
+    /// [`Server::lanes`] when some had a full inbox (keel-udp's
+    /// `inbox_capacity`) or were closed; their connections did not get
+    /// it. What a connection refuses (backpressure, the send budget) goes
+    /// to that lane's [`Handler::send_failed`]; everything is counted in
+    /// [`Server::broadcast_stats`].
+    ///
+    /// A game that ticks each lane itself sends its snapshots from
+    /// [`Handler::tick`] with [`Ctx::connected`] instead: a broadcast is
+    /// for messages that come from outside the lanes.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::UnknownChannel`] and [`SendError::MessageTooLarge`],
+    /// checked before anything is posted.
+    pub fn broadcast(&self, channel: u8, data: &[u8]) -> Result<usize, SendError> {
+        if usize::from(channel) >= self.channels {
+            return Err(SendError::UnknownChannel {
+                channel,
+                channels: self.channels,
+            });
+        }
+        if data.len() > self.max_message_size {
+            return Err(SendError::MessageTooLarge {
+                len: data.len(),
+                max: self.max_message_size,
+            });
+        }
+        let data: Arc<[u8]> = data.into();
+        let mut taken = 0;
+        for lane in 0..self.lanes() {
+            let Some(socket) = self.group.lane(lane) else {
+                continue;
+            };
+            let data = data.clone();
+            if socket
+                .post(move |st: &mut LaneState<H>, udp| st.broadcast(udp, channel, &data))
+                .is_ok()
+            {
+                taken += 1;
+            }
+        }
+        let counters = &self.shared.broadcasts;
+        counters
+            .lanes_taken
+            .fetch_add(taken as u64, Ordering::Relaxed);
+        counters
+            .lanes_refused
+            .fetch_add((self.lanes() - taken) as u64, Ordering::Relaxed);
+        Ok(taken)
+    }
+
+    /// What [`Server::broadcast`] did so far, over every lane.
+    pub fn broadcast_stats(&self) -> BroadcastStats {
+        self.shared.broadcasts.snapshot()
+    }
+
+    /// A [`Sender`] for the live connection whose connect token carried
+    /// `client_id` ([`TokenClaims::client_id`](crate::TokenClaims)), on
+    /// whichever lane holds it, from any thread (an admin console that
+    /// kicks or messages a player by its id). `None` when no connection
+    /// of that id has reached its handler's `connected` or its
+    /// `disconnected` has run.
+    ///
+    /// The lanes record each connection with a token when its
+    /// `connected` runs and forget it at its `disconnected`; a client
+    /// that reconnects (its token's new connection replaces the old one,
+    /// [`CLOSE_REPLACED`](crate::CLOSE_REPLACED)) maps to the new
+    /// connection from its `connected` on. If the backend minted several
+    /// tokens with one id and they are live at once, the newest
+    /// connection wins. The record holds one entry per live connection
+    /// at most (`lanes × max_connections`). A server in insecure mode has
+    /// no client ids: this is always `None` there.
+    ///
+    /// The `Sender` addresses that one connection: if it ends, its sends
+    /// fail ([`Handler::send_failed`] with [`SendError::Closed`]) and
+    /// never reach a later connection.
+    pub fn sender_for_client(&self, client_id: u64) -> Option<Sender> {
+        let e = self.shared.client_ids.get(client_id)?;
+        Some(Sender {
+            lane: self.posts.get(e.lane)?.clone(),
+            lane_index: e.lane,
+            conn: e.conn,
+            cid: Some(e.cid),
+        })
+    }
+
+    /// Client ids recorded for [`Server::sender_for_client`] (as many as
+    /// live connections with a token that reached `connected`).
+    pub fn client_ids(&self) -> usize {
+        self.shared.client_ids.len()
     }
 
     /// Stops the server without losing anything silently: every
