@@ -18,7 +18,7 @@ use keel_udp::{DatagramSocketCtx, DatagramSocketHandler};
 use crate::net::conns::{ClientEntry, Conns};
 use crate::net::handler::{Ctx, Handler};
 use crate::net::sender::{Job, Op, Post};
-use crate::net::server::ServerShared;
+use crate::net::shared::ServerShared;
 use crate::net::stop::{ConnectionReport, LaneStop};
 use keel_rudp_proto::{ConnectionHandle, EndpointStats, CLOSE_HANDLER_PANIC};
 use keel_rudp_proto::{Event, SendError, State};

@@ -15,4 +15,5 @@ pub(crate) mod handler;
 pub(crate) mod lane;
 pub(crate) mod sender;
 pub(crate) mod server;
+pub(crate) mod shared;
 pub(crate) mod stop;

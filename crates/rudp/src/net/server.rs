@@ -3,7 +3,7 @@
 use keel_reactor::PostError;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -13,10 +13,12 @@ use keel_udp::{
     EndpointConfig as UdpConfig, LaneSteering, LanesConfig,
 };
 
-use crate::net::conns::{ClientIds, Conns};
+use crate::net::conns::Conns;
 use crate::net::handler::{Ctx, Handler};
 use crate::net::lane::{LaneState, ServerLane};
 use crate::net::sender::{Job, Post, Sender};
+pub use crate::net::shared::BroadcastStats;
+use crate::net::shared::ServerShared;
 use crate::net::stop::{LaneFailure, StopReport, Stopping};
 use keel_rudp_proto::wire::LONG_HEADER_BIT;
 use keel_rudp_proto::Config;
@@ -125,76 +127,6 @@ impl ServerConfig {
 }
 
 pub(crate) use keel_rudp_proto::os_random;
-
-/// What the lanes of one server share.
-#[derive(Debug, Default)]
-pub(crate) struct ServerShared {
-    /// The live connection of each token's client id.
-    pub(crate) client_ids: ClientIds,
-    /// [`BroadcastStats`], as the lanes count them.
-    pub(crate) broadcasts: BroadcastCounters,
-}
-
-/// The counters behind [`BroadcastStats`] (relaxed: each is a count on
-/// its own).
-#[derive(Debug, Default)]
-pub(crate) struct BroadcastCounters {
-    lanes_taken: AtomicU64,
-    lanes_refused: AtomicU64,
-    queued: AtomicU64,
-    backpressure: AtomicU64,
-    budget_spent: AtomicU64,
-    other_refused: AtomicU64,
-}
-
-impl BroadcastCounters {
-    /// One lane's broadcast done: what its connections took and refused.
-    pub(crate) fn add(&self, queued: u64, backpressure: u64, budget: u64, other: u64) {
-        self.queued.fetch_add(queued, Ordering::Relaxed);
-        self.backpressure.fetch_add(backpressure, Ordering::Relaxed);
-        self.budget_spent.fetch_add(budget, Ordering::Relaxed);
-        self.other_refused.fetch_add(other, Ordering::Relaxed);
-    }
-
-    fn snapshot(&self) -> BroadcastStats {
-        BroadcastStats {
-            lanes_taken: self.lanes_taken.load(Ordering::Relaxed),
-            lanes_refused: self.lanes_refused.load(Ordering::Relaxed),
-            queued: self.queued.load(Ordering::Relaxed),
-            backpressure: self.backpressure.load(Ordering::Relaxed),
-            budget_spent: self.budget_spent.load(Ordering::Relaxed),
-            other_refused: self.other_refused.load(Ordering::Relaxed),
-        }
-    }
-}
-
-/// What [`Server::broadcast`] did, summed over every broadcast since the
-/// server started ([`Server::broadcast_stats`]). A broadcast is one job per
-/// lane; each lane queues the message on each of its connections in
-/// [`State::Connected`](crate::State::Connected) and counts what they
-/// refused here (each refusal also reaches that lane's
-/// [`Handler::send_failed`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct BroadcastStats {
-    /// Lanes that took a broadcast (one per lane per broadcast).
-    pub lanes_taken: u64,
-    /// Lanes that did not: their inbox was full (keel-udp's
-    /// `inbox_capacity`) or they were closed. Their connections did not
-    /// get the message.
-    pub lanes_refused: u64,
-    /// Messages queued on connections.
-    pub queued: u64,
-    /// Messages a connection refused with [`SendError::Backpressure`]
-    /// (its `max_send_buffer` was full: a peer that does not keep up).
-    pub backpressure: u64,
-    /// Messages refused with [`SendError::BudgetSpent`] (the server's
-    /// `send_budget` was spent).
-    pub budget_spent: u64,
-    /// Messages refused otherwise (none is expected: the channel and the
-    /// size are checked before the broadcast is posted).
-    pub other_refused: u64,
-}
 
 pub(crate) fn invalid(what: &str, e: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("{what}: {e}"))
