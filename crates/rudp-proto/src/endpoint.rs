@@ -10,6 +10,7 @@
 //! settings and bookkeeping are in `admission.rs`; where they apply in the
 //! handshake is here, in `on_hello`.
 
+use crate::close_code::CloseCode;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -32,42 +33,42 @@ type HmacSha256 = Hmac<Sha256>;
 pub const COOKIE_LEN: usize = 4 + 16;
 
 /// CLOSE code of a REFUSE: the client's channels differ from the server's.
-pub const REFUSE_CONFIG_MISMATCH: u64 = 1;
+pub const REFUSE_CONFIG_MISMATCH: u64 = CloseCode::ConfigMismatch.code();
 /// CLOSE code of a REFUSE: the endpoint holds `max_connections`.
-pub const REFUSE_FULL: u64 = 2;
+pub const REFUSE_FULL: u64 = CloseCode::Full.code();
 /// CLOSE code of a REFUSE: one side requires connect tokens and the other
 /// is in insecure mode (the reason says which).
-pub const REFUSE_SECURITY_MISMATCH: u64 = 3;
+pub const REFUSE_SECURITY_MISMATCH: u64 = CloseCode::SecurityMismatch.code();
 /// CLOSE code of a REFUSE: the connect token was refused (the reason says
 /// why: forged, expired, another key, another server, replayed).
-pub const REFUSE_TOKEN: u64 = 4;
+pub const REFUSE_TOKEN: u64 = CloseCode::Token.code();
 /// CLOSE code of a connection whose peer stopped its
 /// `keel_rudp::Server` or `keel_rudp::Client` (`stop`): the
 /// reason is "server stopping" or "client stopping". Codes 1 to 31 are
 /// keel-rudp's own (REFUSEs, `CLOSE_STOPPED` and `CLOSE_REPLACED` below
 /// 16, the other closes from 16); a game's `close` codes are its own
 /// business, but staying clear of these keeps them unambiguous.
-pub const CLOSE_STOPPED: u64 = 5;
+pub const CLOSE_STOPPED: u64 = CloseCode::Stopped.code();
 /// CLOSE code of a REFUSE: the hello's source address (its IP, an IPv6
 /// address by its prefix, see [`Admission::ipv6_prefix_len`]) holds
 /// [`Admission::max_connections_per_ip`] connections on this lane.
-pub const REFUSE_ADDRESS_LIMIT: u64 = 6;
+pub const REFUSE_ADDRESS_LIMIT: u64 = CloseCode::AddressLimit.code();
 /// CLOSE code of a REFUSE: the hello's source address started handshakes
 /// faster than [`Admission::handshakes_per_sec`] (after a burst of
 /// [`Admission::handshake_burst`]); the client may try again a little later.
-pub const REFUSE_RATE_LIMIT: u64 = 7;
+pub const REFUSE_RATE_LIMIT: u64 = CloseCode::RateLimit.code();
 /// CLOSE code of a connection replaced by a newer one made with the same
 /// connect token (a client that crashed and came back): reason
 /// "replaced by a new connection with the same connect token". The old
 /// connection's CLOSE goes to its address, and the server's handler sees
 /// its `disconnected` (as `DisconnectReason::Local` with this code).
-pub const CLOSE_REPLACED: u64 = 8;
+pub const CLOSE_REPLACED: u64 = CloseCode::Replaced.code();
 /// CLOSE code of the connections of a server lane (or of a client) whose
 /// `keel_rudp::Handler` panicked: the reason is "handler panicked"
 /// (the panic's message stays on the server, in
 /// `keel_rudp::Server::failed_lanes`). Codes 16 and
 /// up are keel-rudp's closes.
-pub const CLOSE_HANDLER_PANIC: u64 = 16;
+pub const CLOSE_HANDLER_PANIC: u64 = CloseCode::HandlerPanic.code();
 // CLOSE_ACK_TIMEOUT (17), sent by the connection itself, is defined in
 // connection/close.rs (so the connection does not depend on the endpoint).
 

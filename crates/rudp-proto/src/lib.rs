@@ -51,6 +51,7 @@ mod admission;
 mod budget;
 mod cc;
 mod channel;
+mod close_code;
 mod config;
 mod connection;
 mod deadlines;
@@ -74,6 +75,7 @@ pub use budget::{
     RecvBudget, SendBudget, DEFAULT_RECV_BUDGET, DEFAULT_SEND_BUDGET, SEND_MESSAGE_OVERHEAD,
 };
 pub use channel::{ChannelConfig, ChannelKind};
+pub use close_code::CloseCode;
 pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
 pub use connection::{
     ChannelUndelivered, Connection, DisconnectReason, Event, MessageId, SendError, Side, State,

@@ -54,7 +54,7 @@ mod net;
 
 pub use keel_rudp_proto::ConnectionId;
 pub use keel_rudp_proto::{Admission, ReplayCache, REPLAY_CACHE};
-pub use keel_rudp_proto::{ChannelConfig, ChannelKind};
+pub use keel_rudp_proto::{ChannelConfig, ChannelKind, CloseCode};
 pub use keel_rudp_proto::{
     ChannelUndelivered, DisconnectReason, MessageId, SendError, State, Stats, Undelivered,
 };

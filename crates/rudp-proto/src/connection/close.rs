@@ -26,7 +26,7 @@ use super::Connection;
 /// connection's `ack_timeout`
 /// ([`DisconnectReason::AckTimeout`](crate::DisconnectReason::AckTimeout)
 /// on this side).
-pub const CLOSE_ACK_TIMEOUT: u64 = 17;
+pub const CLOSE_ACK_TIMEOUT: u64 = crate::close_code::CloseCode::AckTimeout.code();
 
 impl Connection {
     /// Closes the connection: the queued reliable messages are flushed

@@ -59,6 +59,20 @@ pub enum DisconnectReason {
     AckTimeout,
 }
 
+impl DisconnectReason {
+    /// keel's own close code ([`CloseCode`]) behind a local or remote
+    /// close, if its code is one of them (`None` for a game's own codes
+    /// and for the timeouts).
+    pub fn close_code(&self) -> Option<crate::CloseCode> {
+        match self {
+            DisconnectReason::Local { code, .. } | DisconnectReason::Remote { code, .. } => {
+                crate::CloseCode::from_code(*code)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// What a connection had not delivered when it was asked
 /// ([`Connection::undelivered`](super::Connection::undelivered)), e.g.
 /// once it ended: messages queued or sent and not acknowledged (reliable
