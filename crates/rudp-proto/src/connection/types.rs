@@ -60,7 +60,7 @@ pub enum DisconnectReason {
 }
 
 impl DisconnectReason {
-    /// keel's own close code ([`CloseCode`]) behind a local or remote
+    /// keel's own close code ([`CloseCode`](crate::CloseCode)) behind a local or remote
     /// close, if its code is one of them (`None` for a game's own codes
     /// and for the timeouts).
     pub fn close_code(&self) -> Option<crate::CloseCode> {
