@@ -14,12 +14,15 @@
 # is long and loads every core. docs/reliability.md has its figures.
 #
 #   scripts/soak.sh [--bench PATH] [--seconds S] [--series FILE]
-#                   [-- RUN FLAGS...]
+#                   [--overwrite] [-- RUN FLAGS...]
 #
 #   --bench PATH    keel-bench binary (default target/release/keel-bench,
 #                   built with cargo if missing)
 #   --seconds S     measured phase (default 60)
-#   --series FILE   also write the series, "second rss_kib" per line
+#   --series FILE   also write the series, "second rss_kib" per line; an
+#                   existing non-empty FILE is refused (exit 2, before the
+#                   run) unless --overwrite
+#   --overwrite     replace an existing --series FILE
 #   after --        run flags instead of the defaults: --clients 16
 #                   --window 16 --io-model sharded --io-threads 4
 #
@@ -35,12 +38,16 @@ PROG=soak.sh
 bench=target/release/keel-bench
 seconds=60
 series_out=""
+overwrite=0
 run_flags=(--clients 16 --window 16 --io-model sharded --io-threads 4)
 while [ $# -gt 0 ]; do
   case "$1" in
     --bench) bench="$2"; shift 2 ;;
     --seconds) seconds="$2"; shift 2 ;;
-    --series) series_out="$2"; shift 2 ;;
+    --series)
+      [ $# -ge 2 ] || { echo "$PROG: --series expects a FILE" >&2; exit 2; }
+      series_out="$2"; shift 2 ;;
+    --overwrite) overwrite=1; shift ;;
     --) shift; run_flags=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo pipefail/{/^#/p}' "$0"; exit 0 ;;
     *) echo "$PROG: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -49,6 +56,10 @@ done
 case "$seconds" in
   ''|*[!0-9]*) echo "$PROG: --seconds expects whole seconds, got '$seconds'" >&2; exit 2 ;;
 esac
+if [ -n "$series_out" ] && [ -s "$series_out" ] && [ "$overwrite" -eq 0 ]; then
+  echo "$PROG: --series: $series_out exists and is not empty (an earlier soak?); pass --overwrite to replace it, or choose another file" >&2
+  exit 2
+fi
 if [ ! -x "$bench" ]; then
   echo "$PROG: building $bench" >&2
   cargo build --release -p keel-bench >&2

@@ -104,3 +104,28 @@ fn matrix_sh_defaults_to_out_matrix_and_keeps_it() {
     );
     assert_eq!(std::fs::read_to_string(&runs).unwrap(), first);
 }
+
+#[test]
+fn soak_sh_keeps_an_existing_series_without_overwrite() {
+    let dir = scratch(module_path!(), "soak-series");
+    let series = dir.join("series.txt");
+    std::fs::write(&series, "0 1234\n").unwrap();
+    let bench = fake_bench();
+    let args = [
+        "--bench",
+        s(&bench),
+        "--seconds",
+        "0",
+        "--series",
+        s(&series),
+    ];
+    let o = script("bash", "soak.sh", &dir, &args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("pass --overwrite"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&series).unwrap(), "0 1234\n");
+    let mut with = args.to_vec();
+    with.push("--overwrite");
+    let o = script("bash", "soak.sh", &dir, &with);
+    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_ne!(std::fs::read_to_string(&series).unwrap(), "0 1234\n");
+}
