@@ -324,6 +324,18 @@ unsafe fn text<'a>(p: *const c_char) -> Result<&'a str, i32> {
     s.to_str().map_err(|_| KEEL_ERR_INVALID_ARGUMENT)
 }
 
+/// A close reason: NULL is the empty reason.
+///
+/// # Safety
+/// As [`text`].
+unsafe fn reason_text<'a>(p: *const c_char) -> Result<&'a str, i32> {
+    if p.is_null() {
+        return Ok("");
+    }
+    // SAFETY: forwarded contract of this function.
+    unsafe { text(p) }
+}
+
 /// # Safety
 /// `p` is NULL or points to `len` readable bytes valid for this call.
 unsafe fn bytes<'a>(p: *const u8, len: usize) -> Result<&'a [u8], i32> {
@@ -631,7 +643,7 @@ pub unsafe extern "C" fn keel_client_close(
     // SAFETY: the caller's contract covers both pointers.
     let r = unsafe {
         client_mut(client).and_then(|c| {
-            let why = if reason.is_null() { "" } else { text(reason)? };
+            let why = reason_text(reason)?;
             Ok((c, why))
         })
     };
@@ -950,7 +962,7 @@ pub unsafe extern "C" fn keel_server_close(
     // SAFETY: the caller's contract covers both pointers.
     let r = unsafe {
         server_mut(server).and_then(|s| {
-            let why = if reason.is_null() { "" } else { text(reason)? };
+            let why = reason_text(reason)?;
             Ok((s, why))
         })
     };
@@ -1112,7 +1124,7 @@ pub unsafe extern "C" fn keel_server_stop(
     // SAFETY: the caller's contract covers both pointers.
     let r = unsafe {
         server_mut(server).and_then(|s| {
-            let why = if reason.is_null() { "" } else { text(reason)? };
+            let why = reason_text(reason)?;
             Ok((s, why))
         })
     };
