@@ -172,6 +172,10 @@ pub(super) struct Run {
     pub rtt_p99_us: Option<f64>,
     /// `rtt_p999_us`.
     pub rtt_p999_us: Option<f64>,
+    /// The run's recorded RTT distribution: for each of
+    /// [`RTT_QUANTILES`], its field (µs), percentiles capped at the run's
+    /// max (`rtt_p*_us` of older lines could lie above it).
+    pub rtt_quantiles: [Option<f64>; RTT_QUANTILES.len()],
     /// `cpu_percent`.
     pub cpu_percent: Option<f64>,
     /// Lost echoes of the run, both phases: `udp_lost_messages` (the
@@ -186,6 +190,18 @@ pub(super) struct Run {
     /// …) as JSON text, to flag configurations that mix them.
     pub other_settings: BTreeMap<&'static str, String>,
 }
+
+/// The points of a run's RTT distribution its record holds: the fraction
+/// of round trips at or below the value, and the field holding it (µs).
+pub(super) const RTT_QUANTILES: [(f64, &str); 7] = [
+    (0.0, "rtt_min_us"),
+    (0.5, "rtt_p50_us"),
+    (0.9, "rtt_p90_us"),
+    (0.95, "rtt_p95_us"),
+    (0.99, "rtt_p99_us"),
+    (0.999, "rtt_p999_us"),
+    (1.0, "rtt_max_us"),
+];
 
 /// Settings outside [`ConfigKey`] that should still agree within a group.
 pub(super) const OTHER_SETTINGS: &[&str] = &[
@@ -283,6 +299,13 @@ impl Run {
             rtt_p50_us: f.percentile("rtt_p50_us"),
             rtt_p99_us: f.percentile("rtt_p99_us"),
             rtt_p999_us: f.percentile("rtt_p999_us"),
+            rtt_quantiles: RTT_QUANTILES.map(|(q, name)| {
+                if q == 0.0 || q == 1.0 {
+                    f.measured(name)
+                } else {
+                    f.percentile(name)
+                }
+            }),
             cpu_percent: f.measured("cpu_percent"),
             udp_lost_messages: lost_echoes(obj, rudp.is_some()),
             rudp,
