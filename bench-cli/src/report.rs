@@ -3,7 +3,8 @@
 //!
 //! # Input
 //!
-//! Each file holds JSON lines: one [`RunReport`](crate::output::RunReport)
+//! Each file holds JSON lines (or is a run's `--histogram` file: see
+//! `rtt-cdf.svg` below): one [`RunReport`](crate::output::RunReport)
 //! object per run, as `keel-bench` prints it, optionally augmented by
 //! `scripts/matrix.sh` with `command`, `repetition`, `requested` (the
 //! settings it asked for, under their JSON names) and `matrix_errors` (its
@@ -121,10 +122,12 @@
 //!   joined by lines; latency on x (µs, or ms from 10 ms; log scale when
 //!   the values span more than 10×), the percentile on y on a nines scale
 //!   (50, 90, 99, 99.9 % a decade apart; the max one decade above), one
-//!   colour per configuration. It is drawn from the JSON lines only: a
-//!   run's `--histogram FILE` (its whole distribution, HdrHistogram's
-//!   percentile-distribution format) is for HdrHistogram's plotter and is
-//!   not an input of the report.
+//!   colour per configuration. An input file that is a run's
+//!   `--histogram FILE` (HdrHistogram's percentile-distribution format,
+//!   told from JSON lines by its first line, `Value Percentile ...`; µs)
+//!   adds that run's whole distribution, a line without dots named by the
+//!   file (keel-bench's JSON lines do not name their histogram file, so it
+//!   is not tied to a configuration); such a file alone is a report too.
 //!
 //! The charts are sized to be read in a docs page about 900 px wide: at
 //! most 960 px wide whatever the number of configurations, no text under
@@ -255,7 +258,7 @@ fn read_inputs(inputs: &[PathBuf]) -> Result<Report, String> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    if report.run_count() == 0 {
+    if report.run_count() == 0 && report.histograms.is_empty() {
         // Nothing to summarise: an empty table would pass for a report.
         return Err(match report.unreadable.first() {
             None => format!("report: no result lines in {}", names()),

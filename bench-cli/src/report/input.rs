@@ -191,6 +191,44 @@ pub(super) struct Run {
     pub other_settings: BTreeMap<&'static str, String>,
 }
 
+/// A run's `--histogram FILE` given to the report: HdrHistogram's
+/// percentile-distribution text, as keel-bench writes it (values in µs).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct HistogramFile {
+    /// The file, as given.
+    pub name: String,
+    /// `(fraction, µs)` of each row, in file order.
+    pub points: Vec<(f64, f64)>,
+}
+
+impl HistogramFile {
+    /// Reads `text` as a percentile distribution: a header line starting
+    /// `Value Percentile`, then rows whose first two columns are the value
+    /// and its fraction (0..=1), up to the `#[...]` footer. `None` when
+    /// the text is not one (a JSON-lines file), or a row does not parse.
+    pub(super) fn parse(name: &str, text: &str) -> Option<HistogramFile> {
+        let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+        let mut head = lines.next()?.split_whitespace();
+        if (head.next(), head.next()) != (Some("Value"), Some("Percentile")) {
+            return None;
+        }
+        let mut points = Vec::new();
+        for line in lines.take_while(|l| !l.starts_with('#')) {
+            let mut cols = line.split_whitespace();
+            let value: f64 = cols.next()?.parse().ok()?;
+            let q: f64 = cols.next()?.parse().ok()?;
+            if !value.is_finite() || !(0.0..=1.0).contains(&q) {
+                return None;
+            }
+            points.push((q, value));
+        }
+        Some(HistogramFile {
+            name: name.to_string(),
+            points,
+        })
+    }
+}
+
 /// The points of a run's RTT distribution its record holds: the fraction
 /// of round trips at or below the value, and the field holding it (µs).
 pub(super) const RTT_QUANTILES: [(f64, &str); 7] = [

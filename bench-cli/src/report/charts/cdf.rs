@@ -35,7 +35,7 @@ use super::dims::{self, Dim};
 use super::frame::{Header, Legend};
 use super::lines::LOG_SPAN;
 use super::style::{draw_err, MARGIN, MAX_WIDTH, PALETTE};
-use crate::report::input::{Run, RTT_QUANTILES};
+use crate::report::input::{HistogramFile, Run, RTT_QUANTILES};
 use crate::report::rudp::{self, RudpDim, RudpKey};
 use crate::report::stats::Spread;
 use crate::report::summary::Report;
@@ -52,6 +52,9 @@ pub(super) struct Curve {
     pub(super) name: String,
     /// `(fraction, µs)` in fraction order, non-decreasing in µs.
     pub(super) points: Vec<(f64, f64)>,
+    /// A dot at each point (the records' few percentiles; a histogram
+    /// file's many rows are a line alone).
+    pub(super) dots: bool,
 }
 
 /// The settings that name a UDP echo configuration.
@@ -90,17 +93,48 @@ fn points_of(runs: &[&Run]) -> Vec<(f64, f64)> {
             Spread::of(runs.iter().filter_map(|r| r.rtt_quantiles[i])).map(|s| (*q, s.median))
         })
         .collect();
+    tidy(&mut points);
+    points
+}
+
+/// Makes `points` (in fraction order) non-decreasing, none above the max
+/// (the point at fraction 1, if any).
+fn tidy(points: &mut [(f64, f64)]) {
     let mut floor = f64::NEG_INFINITY;
-    for p in &mut points {
+    for p in points.iter_mut() {
         p.1 = p.1.max(floor);
         floor = p.1;
     }
     if let Some(&(1.0, max)) = points.last() {
-        for p in &mut points {
+        for p in points.iter_mut() {
             p.1 = p.1.min(max);
         }
     }
-    points
+}
+
+/// A histogram file's curve: its rows in fraction order, one point per
+/// fraction (the last row of each), tidied as the records' are.
+fn histogram_curve(h: &HistogramFile) -> Option<Curve> {
+    let mut points: Vec<(f64, f64)> = Vec::new();
+    for &(q, v) in &h.points {
+        match points.last_mut() {
+            Some(last) if last.0 >= q => {
+                if last.0 == q {
+                    last.1 = v;
+                }
+            }
+            _ => points.push((q, v)),
+        }
+    }
+    tidy(&mut points);
+    let file = std::path::Path::new(&h.name)
+        .file_name()
+        .map_or_else(|| h.name.clone(), |f| f.to_string_lossy().into_owned());
+    (points.len() >= 2).then(|| Curve {
+        name: format!("{file} (whole distribution)"),
+        points,
+        dots: false,
+    })
 }
 
 /// The curves of the report's summarised configurations (the UDP echo
@@ -143,7 +177,11 @@ pub(super) fn curves(report: &Report) -> ((Vec<Curve>, Vec<String>), bool) {
             } else {
                 dims::label(&g.key, &varying)
             };
-            curves.push(Curve { name, points });
+            curves.push(Curve {
+                name,
+                points,
+                dots: true,
+            });
         }
     }
     if !rudp.is_empty() {
@@ -160,9 +198,14 @@ pub(super) fn curves(report: &Report) -> ((Vec<Curve>, Vec<String>), bool) {
             } else {
                 rudp::dims_label(&g.key, &varying)
             };
-            curves.push(Curve { name, points });
+            curves.push(Curve {
+                name,
+                points,
+                dots: true,
+            });
         }
     }
+    curves.extend(report.histograms.iter().filter_map(histogram_curve));
     ((curves, shared), bulk)
 }
 
@@ -181,7 +224,7 @@ fn percent_label(q: f64) -> String {
         0.0 => "0 (min)".to_string(),
         1.0 => "max".to_string(),
         q => {
-            let s = format!("{:.3}", q * 100.0);
+            let s = format!("{:.6}", q * 100.0);
             s.trim_end_matches('0').trim_end_matches('.').to_string()
         }
     }
@@ -197,23 +240,34 @@ struct Nines {
 
 impl Nines {
     /// The axis of `curves`: its top one decade above the highest
-    /// percentile below 100 %.
+    /// percentile below 100 %; a tick at each of the records' percentiles
+    /// (and each further decade, 99.99 %…) below the top, at 0 when a
+    /// curve starts there, and at the max.
     fn of(curves: &[Curve]) -> Nines {
-        let mut qs: Vec<f64> = curves
-            .iter()
-            .flat_map(|c| c.points.iter().map(|p| p.0))
-            .collect();
-        qs.sort_by(f64::total_cmp);
-        qs.dedup();
-        let top = qs
-            .iter()
-            .filter(|&&q| q < 1.0)
-            .map(|&q| nines(q, 0.0))
+        let qs = || curves.iter().flat_map(|c| c.points.iter().map(|p| p.0));
+        let top = qs()
+            .filter(|&q| q < 1.0)
+            .map(|q| nines(q, 0.0))
             .fold(0.0, f64::max);
         // -log10(1 - 0.999) is 2.9999999999999996: a decade above it is 4.
         let top = (top + 1e-9).floor() + 1.0;
+        let mut fractions: Vec<f64> = RTT_QUANTILES
+            .iter()
+            .map(|(q, _)| *q)
+            .filter(|&q| q > 0.0 && q < 1.0)
+            .collect();
+        fractions.extend(
+            (4..)
+                .map(|k| 1.0 - 10f64.powi(-k))
+                .take_while(|&q| nines(q, 0.0) < top - 0.5),
+        );
+        fractions.retain(|&q| nines(q, 0.0) < top - 0.5);
+        if qs().any(|q| q == 0.0) {
+            fractions.insert(0, 0.0);
+        }
+        fractions.push(1.0);
         Nines {
-            ticks: qs
+            ticks: fractions
                 .iter()
                 .map(|&q| (nines(q, top), percent_label(q)))
                 .collect(),
@@ -296,6 +350,11 @@ pub(super) fn svg(report: &Report, name: &str) -> Result<Option<String>, String>
          each the median over a configuration's passing runs, joined by straight lines"
             .to_string(),
         "y: percentile, each decade of nines evenly spaced; max one decade above".to_string(),
+        if curves.iter().any(|c| !c.dots) {
+            "line without dots: a run's --histogram file, its whole distribution".to_string()
+        } else {
+            String::new()
+        },
         shared.join(" · "),
     ];
     subtitle.retain(|s| !s.is_empty());
@@ -349,9 +408,11 @@ fn draw_curves(
         chart
             .draw_series([PathElement::new(at.clone(), color.stroke_width(2))])
             .map_err(&err)?;
-        chart
-            .draw_series(at.iter().map(|&p| Circle::new(p, DOT_R, color.filled())))
-            .map_err(&err)?;
+        if c.dots {
+            chart
+                .draw_series(at.iter().map(|&p| Circle::new(p, DOT_R, color.filled())))
+                .map_err(&err)?;
+        }
     }
     Ok(())
 }
@@ -510,5 +571,53 @@ mod tests {
 
     fn svg_of(lines: &[Value]) -> Option<String> {
         svg(&report_of(lines), "rtt-cdf.svg").unwrap()
+    }
+
+    #[test]
+    fn a_histogram_file_is_a_curve_of_its_whole_distribution() {
+        let mut rtt = crate::stats::Rtt::new();
+        for us in 1..=1000u64 {
+            rtt.record(std::time::Duration::from_micros(us));
+        }
+        let hgrm = rtt.percentile_distribution();
+        let jsonl = format!("{}\n", echo(1, [500.0, 990.0, 999.0, 1000.0]));
+        let report = Report::from_texts([("out/run.hgrm", hgrm.as_str()), ("r.jsonl", &jsonl)]);
+        assert_eq!(report.histograms.len(), 1);
+        assert!(report.unreadable.is_empty(), "{:?}", report.unreadable);
+        let ((curves, _), _) = curves(&report);
+        let names: Vec<&str> = curves.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["all runs", "run.hgrm (whole distribution)"]);
+        let h = &curves[1];
+        assert!(!h.dots);
+        assert!(h.points.len() > 20, "{h:?}");
+        assert_eq!(h.points[0], (0.0, 1.0));
+        assert_eq!(*h.points.last().unwrap(), (1.0, 1000.0));
+        assert!(h
+            .points
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+        let svg = svg(&report, "rtt-cdf.svg").unwrap().unwrap();
+        let lines = polylines(&svg);
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1].len(), h.points.len());
+        // Dots for the record's four percentiles only.
+        let dots = svg.matches("<circle ").count();
+        assert_eq!(dots, 4, "{svg}");
+        for text in [">\nmax\n<", ">\n0 (min)\n<", "whole distribution"] {
+            assert!(svg.contains(text), "rtt-cdf.svg lacks {text:?}");
+        }
+        // A histogram file alone is a report (its chart), not an error.
+        let only = Report::from_texts([("run.hgrm", hgrm.as_str())]);
+        assert_eq!(only.run_count(), 0);
+        assert!(svg_of_report(&only).is_some());
+        // A file that is not one stays JSON lines (unreadable ones).
+        let bad = "       Value     Percentile\n\n  12.0 x\n";
+        let r = Report::from_texts([("bad.hgrm", bad)]);
+        assert!(r.histograms.is_empty());
+        assert_eq!(r.unreadable.len(), 2);
+    }
+
+    fn svg_of_report(report: &Report) -> Option<String> {
+        svg(report, "rtt-cdf.svg").unwrap()
     }
 }
