@@ -33,7 +33,8 @@
 //! * [`run`]: the entry points of the commands.
 //!
 //! The modules in plain type (`human`, `peer`, `bulk`, `kcp`, `rudp`,
-//! `socket_client`, `udp_rate`) are the crate's own: used by the others,
+//! `socket_client`, `udp_rate`, `sys`: the CPU clocks, the crate's only
+//! `unsafe`) are the crate's own: used by the others,
 //! not public.
 //! Inside the crate, an item is `pub` only if it is reachable from
 //! outside (`unreachable_pub` is on); the rest is `pub(crate)` or private.
@@ -64,6 +65,7 @@ pub mod run;
 pub mod serve;
 mod socket_client;
 pub mod stats;
+mod sys;
 mod udp_rate;
 
 /// Exit code: the run passed every check (or `--help` or `--version` was

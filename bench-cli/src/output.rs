@@ -439,7 +439,9 @@ pub struct Buffers {
 /// CPU time and memory of the process (`cpu_seconds` ... `peak_rss_bytes`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Cpu {
-    /// Process user + system CPU over the measured phase, seconds.
+    /// Process user + system CPU over the measured phase, seconds, to the
+    /// nanosecond (`CLOCK_PROCESS_CPUTIME_ID`; clock ticks of 10 ms only
+    /// where that clock cannot be read).
     pub cpu_seconds: f64,
     /// Wall time the CPU time was measured over, seconds.
     pub cpu_elapsed_seconds: f64,
@@ -614,7 +616,8 @@ pub struct Bulk {
 pub struct Scale {
     /// CPU time of the server's threads in the measured phase over the
     /// messages it received in that time, in µs; the server runs on its
-    /// own runtime, apart from the clients'.
+    /// own runtime, apart from the clients'. Each thread's CPU time is read
+    /// to the nanosecond (its CPU-time clock, else `schedstat`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_cpu_us_per_message: Option<Option<f64>>,
     /// The server's threads' CPU time over the measured phase's wall time

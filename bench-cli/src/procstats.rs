@@ -1,19 +1,22 @@
-//! Process and host counters read from `/proc`, without `unsafe` or libc.
+//! Process and host counters, read from `/proc` and, for CPU time, from
+//! the kernel's CPU clocks (the `sys` module, keel-bench's only `unsafe`).
 //!
-//! * CPU time: `utime + stime` of `/proc/self/stat` (whole process, all
-//!   threads). Those fields are in clock ticks of `USER_HZ`, which Linux
-//!   fixes at 100 for everything it exports to user space through `/proc`
-//!   (whatever the kernel's internal `HZ`), so [`USER_HZ`] is a constant here
-//!   rather than `sysconf(_SC_CLK_TCK)`. Resolution is therefore 10 ms:
-//!   fine for runs of a second or more, coarse for very short ones.
+//! * CPU time of the whole process ([`process_cpu_time`]):
+//!   `CLOCK_PROCESS_CPUTIME_ID`, in nanoseconds, so `cpu_seconds` and
+//!   `cpu_percent` are not rounded to 10 ms over a run. Where the clock
+//!   cannot be read, `utime + stime` of `/proc/self/stat` (all threads),
+//!   in clock ticks of `USER_HZ`, which Linux fixes at 100 for everything
+//!   it exports to user space through `/proc` (whatever the kernel's
+//!   internal `HZ`), so [`USER_HZ`] is a constant here rather than
+//!   `sysconf(_SC_CLK_TCK)`: a resolution of 10 ms.
 //! * Thread CPU time, for a [`ThreadSet`] (the threads a server runs on):
-//!   the first field of `/proc/self/task/<tid>/schedstat`, the scheduler's
-//!   run time of the thread in nanoseconds (user and system time together),
-//!   so a server's CPU per message is not rounded to 10 ms over the run
+//!   each thread's CPU-time clock (Linux, by thread id), in nanoseconds, so
+//!   a server's CPU per message is not rounded to 10 ms over the run
 //!   (which made it move in steps of 10 µs over a thousand messages, and
-//!   read 0 for a light load). Where `schedstat` is missing (a kernel
-//!   without `CONFIG_SCHED_INFO`), `utime + stime` of the thread's `stat`,
-//!   in clock ticks as above.
+//!   read 0 for a light load). Where that clock cannot be read, the first
+//!   field of `/proc/self/task/<tid>/schedstat` (the scheduler's run time
+//!   in nanoseconds, user and system time together), then `utime + stime`
+//!   of the thread's `stat`, in clock ticks as above.
 //! * Peak RSS: `VmHWM` of `/proc/self/status`, in bytes; current RSS:
 //!   `VmRSS`.
 //! * Host UDP counters: the `Udp:` lines of `/proc/net/snmp` (IPv4) and the
@@ -58,9 +61,12 @@ pub fn parse_schedstat_cpu(text: &str) -> Option<Duration> {
     Some(Duration::from_nanos(ns))
 }
 
-/// CPU time of thread `tid` of this process: its `schedstat` run time
-/// (ns), else its `stat` clock ticks.
+/// CPU time of thread `tid` of this process: its CPU-time clock (ns),
+/// else its `schedstat` run time (ns), else its `stat` clock ticks.
 fn thread_cpu_time(tid: u32) -> Option<Duration> {
+    if let Some(t) = crate::sys::thread_cpu_time(tid) {
+        return Some(t);
+    }
     let task = format!("/proc/self/task/{tid}");
     if let Some(t) = fs::read_to_string(format!("{task}/schedstat"))
         .ok()
@@ -71,9 +77,12 @@ fn thread_cpu_time(tid: u32) -> Option<Duration> {
     parse_stat_cpu(&fs::read_to_string(format!("{task}/stat")).ok()?)
 }
 
-/// User + system CPU time consumed so far by this whole process.
+/// User + system CPU time consumed so far by this whole process, to the
+/// nanosecond (`CLOCK_PROCESS_CPUTIME_ID`), else in clock ticks of
+/// `/proc/self/stat` (see the module docs).
 pub fn process_cpu_time() -> Option<Duration> {
-    parse_stat_cpu(&fs::read_to_string("/proc/self/stat").ok()?)
+    crate::sys::process_cpu_time()
+        .or_else(|| parse_stat_cpu(&fs::read_to_string("/proc/self/stat").ok()?))
 }
 
 /// The threads of this process whose name starts with a prefix, as they
@@ -116,8 +125,8 @@ impl ThreadSet {
         self.tids.is_empty()
     }
 
-    /// CPU time of the set's threads so far, to the nanosecond where
-    /// `schedstat` is there (see the module docs; `None` if one cannot be
+    /// CPU time of the set's threads so far, to the nanosecond where their
+    /// CPU clocks or `schedstat` can be read (see the module docs; `None` if one cannot be
     /// read, e.g. it has exited, or the set is empty).
     pub fn cpu_time(&self) -> Option<Duration> {
         if self.tids.is_empty() {
@@ -387,13 +396,66 @@ UdpLite6InErrors                \t99
             .is_none());
         let cpu = set.cpu_time().expect("its stat is readable");
         assert!(cpu >= Duration::from_millis(50), "{cpu:?}");
-        // Finer than clock ticks (10 ms) where the kernel has schedstat: a
-        // run time on a whole tick is a 1 in 10^7 chance.
-        if std::path::Path::new("/proc/thread-self/schedstat").exists() {
+        // Finer than clock ticks (10 ms) on Linux (the thread's CPU clock):
+        // a run time on a whole tick is a 1 in 10^7 chance.
+        if cfg!(target_os = "linux") {
             assert_ne!(cpu.as_nanos() % 10_000_000, 0, "{cpu:?} is in clock ticks");
         }
         drop(tx);
         t.join().unwrap();
+    }
+
+    /// Spins this thread for `wall` of wall time.
+    fn spin(wall: Duration) -> u64 {
+        let end = std::time::Instant::now() + wall;
+        let mut x = 0u64;
+        while std::time::Instant::now() < end {
+            for _ in 0..1_000 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+            }
+        }
+        x
+    }
+
+    #[test]
+    fn process_cpu_time_is_finer_than_clock_ticks() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        // Two readings around 2 ms of spinning: in clock ticks (what
+        // /proc/self/stat gives, and cpu_seconds used to be) they differ
+        // by 0 or a whole number of 10 ms ticks. The other tests of this
+        // binary may run meanwhile and add CPU time, so no upper bound;
+        // a nanosecond count on a whole tick is a 1 in 10^7 chance.
+        let before = process_cpu_time().unwrap();
+        std::hint::black_box(spin(Duration::from_millis(2)));
+        let after = process_cpu_time().unwrap();
+        let d = after.checked_sub(before).expect("the clock went backwards");
+        assert!(d > Duration::ZERO, "no CPU time over 2 ms of spinning");
+        assert_ne!(d.as_nanos() % 10_000_000, 0, "{d:?} is in clock ticks");
+    }
+
+    #[test]
+    fn a_thread_cpu_clock_reads_this_process_threads_only() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        // This thread's id: /proc/thread-self links to <pid>/task/<tid>.
+        let link = std::fs::read_link("/proc/thread-self").unwrap();
+        let tid: u32 = link.file_name().unwrap().to_str().unwrap().parse().unwrap();
+        let before = crate::sys::thread_cpu_time(tid).expect("own thread clock");
+        std::hint::black_box(spin(Duration::from_millis(2)));
+        let after = crate::sys::thread_cpu_time(tid).unwrap();
+        // Only this thread's time: 2 ms of wall time holds at most 2 ms of
+        // its CPU (plus the reads), and some of it.
+        let d = after - before;
+        assert!(d > Duration::ZERO && d < Duration::from_millis(10), "{d:?}");
+        assert_ne!(d.as_nanos() % 10_000_000, 0, "{d:?}");
+        // Pid 1's thread is not one of ours: the kernel refuses its clock.
+        if std::process::id() != 1 {
+            assert_eq!(crate::sys::thread_cpu_time(1), None);
+        }
+        assert_eq!(crate::sys::thread_cpu_time(u32::MAX), None);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! # Input
 //!
-//! Each file holds JSON lines: one [`RunReport`](crate::output::RunReport)
+//! Each file holds JSON lines (or is a run's `--histogram` file: see
+//! `rtt-cdf.svg` below): one [`RunReport`](crate::output::RunReport)
 //! object per run, as `keel-bench` prints it, optionally augmented by
 //! `scripts/matrix.sh` with `command`, `repetition`, `requested` (the
 //! settings it asked for, under their JSON names) and `matrix_errors` (its
@@ -112,14 +113,30 @@
 //! * `rudp-bulk.svg`: p99 transfer completion time (ms) against loss, the
 //!   same way, when there are bulk runs;
 //! * `rudp-scale.svg`: server CPU µs per message against connections, one
-//!   line per protocol, when scale runs report it.
+//!   line per protocol, when scale runs report it;
+//! * `rtt-cdf.svg`: the RTT distribution of every summarised
+//!   configuration (both parts) as a CDF: a dot at each percentile the
+//!   records hold (`rtt_min_us`, `rtt_p50_us`, `rtt_p90_us`, `rtt_p95_us`,
+//!   `rtt_p99_us`, `rtt_p999_us`, `rtt_max_us`; each the median over the
+//!   configuration's passing runs, percentiles capped at the run's max),
+//!   joined by lines; latency on x (µs, or ms from 10 ms; log scale when
+//!   the values span more than 10×), the percentile on y on a nines scale
+//!   (50, 90, 99, 99.9 % a decade apart; the max one decade above), one
+//!   colour per configuration. An input file that is a run's
+//!   `--histogram FILE` (HdrHistogram's percentile-distribution format,
+//!   told from JSON lines by its first line, `Value Percentile ...`; µs)
+//!   adds that run's whole distribution, a line without dots named by the
+//!   file (keel-bench's JSON lines do not name their histogram file, so it
+//!   is not tied to a configuration); such a file alone is a report too.
 //!
 //! The charts are sized to be read in a docs page about 900 px wide: at
 //! most 960 px wide whatever the number of configurations, no text under
 //! 16 px.
 //!
 //! The throughput and p99 charts are written when at least one
-//! configuration is summarised, the keel-rudp charts when at least one
+//! configuration is summarised, the RTT distribution when one of them
+//! records at least two of its points (`report.md` embeds it in a
+//! section of its own, *RTT distribution*), the keel-rudp charts when at least one
 //! configuration of their case has a passing seed with the charted value.
 //! A chart this run does not write is removed from `DIR` if an earlier
 //! report left it there, so the directory never mixes two reports.
@@ -153,7 +170,8 @@ use std::path::{Path, PathBuf};
 use crate::flags::ReportConfig;
 
 use charts::{
-    LOSS_FILE, P99_FILE, RUDP_BULK_FILE, RUDP_P99_FILE, RUDP_SCALE_FILE, THROUGHPUT_FILE,
+    LOSS_FILE, P99_FILE, RTT_CDF_FILE, RUDP_BULK_FILE, RUDP_P99_FILE, RUDP_SCALE_FILE,
+    THROUGHPUT_FILE,
 };
 use summary::Report;
 
@@ -196,6 +214,7 @@ pub fn write(cfg: &ReportConfig) -> Result<Written, String> {
         (RUDP_P99_FILE, charts::rudp_p99_svg(&report)?),
         (RUDP_BULK_FILE, charts::rudp_bulk_svg(&report)?),
         (RUDP_SCALE_FILE, charts::rudp_scale_svg(&report)?),
+        (RTT_CDF_FILE, charts::rtt_cdf_svg(&report)?),
     ];
     let mut files = Vec::new();
     let mut linked = Vec::new();
@@ -239,7 +258,7 @@ fn read_inputs(inputs: &[PathBuf]) -> Result<Report, String> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    if report.run_count() == 0 {
+    if report.run_count() == 0 && report.histograms.is_empty() {
         // Nothing to summarise: an empty table would pass for a report.
         return Err(match report.unreadable.first() {
             None => format!("report: no result lines in {}", names()),

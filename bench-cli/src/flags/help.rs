@@ -131,7 +131,14 @@ fn subcommand_about(sub: Subcommand) -> Option<&'static [&'static str]> {
         Subcommand::Report => Some(&[
             "Reads JSON-lines result files (one run a line, as keel-bench, matrix.sh and \
              rudp-matrix.sh write them) and writes DIR/report.md with a table per configuration \
-             (median [min, max] over repetitions) and SVG charts. Exit 1 when no line is a run.",
+             (median [min, max] over repetitions) and SVG charts. Exit 1 when no line is a run and no \
+             file a histogram.",
+            "DIR/rtt-cdf.svg is each configuration's RTT distribution as a CDF (latency on a log \
+             axis when spread, the percentile on a nines scale), from the percentiles the lines \
+             record (rtt_min_us, p50, p90, p95, p99, p99.9, rtt_max_us; medians over the passing \
+             runs). A FILE that is a run's --histogram output (HdrHistogram's \
+             percentile-distribution format: a first line starting \"Value Percentile\") adds \
+             its whole distribution, a line of its own named by the file.",
         ]),
         Subcommand::Compare => Some(&[
             "Compares two JSON-lines result files the way hyperfine compares commands: for each \

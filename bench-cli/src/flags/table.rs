@@ -190,7 +190,7 @@ pub const FLAGS: &[FlagSpec] = &[
     spec("bind", "ADDR:PORT", "required", "IP:PORT literal (e.g. 0.0.0.0:7000, [::]:7000); port 0 picks a free port", "serve: address to serve on", SERVE),
     spec("sockperf", "", "off", "switch", "serve: answer sockperf's UDP ping-pong client (clear the client bit) instead of keel-bench clients; as sockperf's own server, it leaves warm-up messages and messages without a pong request unanswered, counted in the summary's unanswered_warmup and unanswered_no_reply (every datagram received is in one summary counter: datagrams_in = answered + unanswered_warmup + unanswered_no_reply + invalid_messages + sessions_refused + truncated + recv_discarded)", SERVE),
     spec("out", "DIR", "required", "directory path", "report: where the Markdown table and SVG charts go", REPORT),
-    spec("histogram", "FILE", "none", "a file path (created or truncated when the run starts)", "keel: write the measured phase's RTT distribution to FILE in HdrHistogram's percentile-distribution format (microseconds; plot it with HdrHistogram's plotter, or read the Value and Percentile columns)", RUN),
+    spec("histogram", "FILE", "none", "a file path (created or truncated when the run starts)", "keel: write the measured phase's RTT distribution to FILE in HdrHistogram's percentile-distribution format (microseconds; give it to keel-bench report for its CDF, plot it with HdrHistogram's plotter, or read the Value and Percentile columns)", RUN),
     spec("help", "", "", "switch (-h: the short help)", "print this help (of the subcommand: serve --help, report --help) and exit 0", ALL),
     spec("version", "", "", "switch (also -V)", "print keel-bench's version and exit 0", ALL),
 ];

@@ -25,11 +25,14 @@
 //!   latency and bulk charts' y axis turns logarithmic when their values
 //!   span more than 10× (so no line is squashed onto zero); the scale
 //!   chart's stays linear.
+//! * the RTT distribution (`rtt-cdf`): every summarised configuration's
+//!   recorded percentiles as a CDF, latency on x (log when spread), the
+//!   percentile on a nines scale on y (see `cdf`).
 //! * one IO shape only (udp-limits): the throughput and p99 charts put the
 //!   configurations on x instead of one lone "by IO model" position.
 //!
-//! Where things live: `bars` (throughput and p99), `loss` and `lines`
-//! draw the charts, `rudp` says what the line charts show; `axes` (the
+//! Where things live: `bars` (throughput and p99), `loss`, `lines` and
+//! `cdf` draw the charts, `rudp` says what the line charts show; `axes` (the
 //! axes, their ticks and the one mesh style), `frame` (title, subtitle,
 //! legend), `dims` (what subtitles and legends name) and `style` (sizes,
 //! fonts, colours, text widths) are what they share. This module is the
@@ -37,6 +40,7 @@
 
 mod axes;
 mod bars;
+mod cdf;
 mod dims;
 mod frame;
 mod lines;
@@ -63,6 +67,8 @@ pub(super) const RUDP_P99_FILE: &str = "rudp-p99.svg";
 pub(super) const RUDP_BULK_FILE: &str = "rudp-bulk.svg";
 /// Name of the scale case's server CPU against connections chart.
 pub(super) const RUDP_SCALE_FILE: &str = "rudp-scale.svg";
+/// Name of the RTT distribution chart.
+pub(super) const RTT_CDF_FILE: &str = "rtt-cdf.svg";
 
 /// `throughput.svg`, or `None` when no configuration was summarised.
 pub(super) fn throughput_svg(report: &Report) -> Result<Option<String>, String> {
@@ -177,4 +183,10 @@ pub(super) fn rudp_scale_svg(report: &Report) -> Result<Option<String>, String> 
     spec.lines(report)
         .map(|l| lines::draw(&l, RUDP_SCALE_FILE))
         .transpose()
+}
+
+/// `rtt-cdf.svg`: each summarised configuration's RTT distribution from
+/// its runs' recorded percentiles; `None` when none records two of them.
+pub(super) fn rtt_cdf_svg(report: &Report) -> Result<Option<String>, String> {
+    cdf::svg(report, RTT_CDF_FILE)
 }

@@ -172,6 +172,10 @@ pub(super) struct Run {
     pub rtt_p99_us: Option<f64>,
     /// `rtt_p999_us`.
     pub rtt_p999_us: Option<f64>,
+    /// The run's recorded RTT distribution: for each of
+    /// [`RTT_QUANTILES`], its field (µs), percentiles capped at the run's
+    /// max (`rtt_p*_us` of older lines could lie above it).
+    pub rtt_quantiles: [Option<f64>; RTT_QUANTILES.len()],
     /// `cpu_percent`.
     pub cpu_percent: Option<f64>,
     /// Lost echoes of the run, both phases: `udp_lost_messages` (the
@@ -186,6 +190,56 @@ pub(super) struct Run {
     /// …) as JSON text, to flag configurations that mix them.
     pub other_settings: BTreeMap<&'static str, String>,
 }
+
+/// A run's `--histogram FILE` given to the report: HdrHistogram's
+/// percentile-distribution text, as keel-bench writes it (values in µs).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct HistogramFile {
+    /// The file, as given.
+    pub name: String,
+    /// `(fraction, µs)` of each row, in file order.
+    pub points: Vec<(f64, f64)>,
+}
+
+impl HistogramFile {
+    /// Reads `text` as a percentile distribution: a header line starting
+    /// `Value Percentile`, then rows whose first two columns are the value
+    /// and its fraction (0..=1), up to the `#[...]` footer. `None` when
+    /// the text is not one (a JSON-lines file), or a row does not parse.
+    pub(super) fn parse(name: &str, text: &str) -> Option<HistogramFile> {
+        let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+        let mut head = lines.next()?.split_whitespace();
+        if (head.next(), head.next()) != (Some("Value"), Some("Percentile")) {
+            return None;
+        }
+        let mut points = Vec::new();
+        for line in lines.take_while(|l| !l.starts_with('#')) {
+            let mut cols = line.split_whitespace();
+            let value: f64 = cols.next()?.parse().ok()?;
+            let q: f64 = cols.next()?.parse().ok()?;
+            if !value.is_finite() || !(0.0..=1.0).contains(&q) {
+                return None;
+            }
+            points.push((q, value));
+        }
+        Some(HistogramFile {
+            name: name.to_string(),
+            points,
+        })
+    }
+}
+
+/// The points of a run's RTT distribution its record holds: the fraction
+/// of round trips at or below the value, and the field holding it (µs).
+pub(super) const RTT_QUANTILES: [(f64, &str); 7] = [
+    (0.0, "rtt_min_us"),
+    (0.5, "rtt_p50_us"),
+    (0.9, "rtt_p90_us"),
+    (0.95, "rtt_p95_us"),
+    (0.99, "rtt_p99_us"),
+    (0.999, "rtt_p999_us"),
+    (1.0, "rtt_max_us"),
+];
 
 /// Settings outside [`ConfigKey`] that should still agree within a group.
 pub(super) const OTHER_SETTINGS: &[&str] = &[
@@ -283,6 +337,13 @@ impl Run {
             rtt_p50_us: f.percentile("rtt_p50_us"),
             rtt_p99_us: f.percentile("rtt_p99_us"),
             rtt_p999_us: f.percentile("rtt_p999_us"),
+            rtt_quantiles: RTT_QUANTILES.map(|(q, name)| {
+                if q == 0.0 || q == 1.0 {
+                    f.measured(name)
+                } else {
+                    f.percentile(name)
+                }
+            }),
             cpu_percent: f.measured("cpu_percent"),
             udp_lost_messages: lost_echoes(obj, rudp.is_some()),
             rudp,

@@ -9,7 +9,7 @@ mod text;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::charts::{LOSS_FILE, P99_FILE, THROUGHPUT_FILE};
+use super::charts::{LOSS_FILE, P99_FILE, RTT_CDF_FILE, THROUGHPUT_FILE};
 use super::fields::opt;
 use super::summary::{fmt_lost, Group, Report, Summary};
 use crate::report::fields::count;
@@ -30,6 +30,7 @@ impl Report {
             loss_table(&mut md, self);
         }
         rudp::section(&mut md, self, charts);
+        rtt_distribution(&mut md, self, charts);
         unreadable(&mut md, self);
         md
     }
@@ -152,6 +153,34 @@ fn chart_links(md: &mut String, charts: &[&str]) {
         };
         let _ = writeln!(md, "![{alt}]({name})\n");
     }
+}
+
+/// The RTT distribution chart, if it was written.
+fn rtt_distribution(md: &mut String, report: &Report, charts: &[&str]) {
+    if !charts.contains(&RTT_CDF_FILE) {
+        return;
+    }
+    md.push_str(
+        "## RTT distribution\n\n\
+         Each summarised configuration's RTT (a bulk transfer's completion time) as a \
+         cumulative distribution: a dot at each percentile its runs record (`rtt_min_us`, \
+         `rtt_p50_us`, `rtt_p90_us`, `rtt_p95_us`, `rtt_p99_us`, `rtt_p999_us`, \
+         `rtt_max_us`), the median over its passing runs, on a nines scale (50, 90, 99, \
+         99.9 % a decade apart, the max above them).",
+    );
+    if !report.histograms.is_empty() {
+        let names: Vec<String> = report.histograms.iter().map(|h| code(&h.name)).collect();
+        let _ = write!(
+            md,
+            " A line without dots is the whole distribution of a run's `--histogram` file \
+             (HdrHistogram's percentile-distribution format, µs): {}.",
+            names.join(", ")
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n\n![RTT distribution by configuration]({RTT_CDF_FILE})\n"
+    );
 }
 
 /// Each excluded configuration with its failed runs, their errors and

@@ -630,16 +630,19 @@ fn charts_are_written_when_there_is_data_and_stale_ones_removed() {
             LOSS_FILE,
             RUDP_P99_FILE,
             RUDP_BULK_FILE,
-            RUDP_SCALE_FILE
+            RUDP_SCALE_FILE,
+            RTT_CDF_FILE
         ]
     );
     let md = std::fs::read_to_string(out.join(MARKDOWN_FILE)).unwrap();
     assert!(md.contains("![p99 RTT by IO model](p99.svg)"));
     assert!(md.contains("](rudp-scale.svg)"));
+    assert!(md.contains("## RTT distribution\n"));
+    assert!(md.contains("![RTT distribution by configuration](rtt-cdf.svg)"));
 
     // The game-tick matrix alone: the other charts go.
     let w = write_in(&dir, &matrix());
-    assert_eq!(names(&w), [MARKDOWN_FILE, RUDP_P99_FILE]);
+    assert_eq!(names(&w), [MARKDOWN_FILE, RUDP_P99_FILE, RTT_CDF_FILE]);
     for gone in [
         THROUGHPUT_FILE,
         P99_FILE,
@@ -655,7 +658,13 @@ fn charts_are_written_when_there_is_data_and_stale_ones_removed() {
     let w = write_in(&dir, &[udp(1)]);
     assert_eq!(
         names(&w),
-        [MARKDOWN_FILE, THROUGHPUT_FILE, P99_FILE, LOSS_FILE]
+        [
+            MARKDOWN_FILE,
+            THROUGHPUT_FILE,
+            P99_FILE,
+            LOSS_FILE,
+            RTT_CDF_FILE
+        ]
     );
     assert!(!out.join(RUDP_P99_FILE).exists());
     let _ = std::fs::remove_dir_all(&dir);

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::input::{ConfigKey, Run, Source, OTHER_SETTINGS};
+use super::input::{ConfigKey, HistogramFile, Run, Source, OTHER_SETTINGS};
 use super::rudp::{self, RudpGroup};
 use super::stats::mixed_settings;
 pub(super) use super::stats::Spread;
@@ -135,6 +135,9 @@ pub(super) struct Report {
     pub rudp: Vec<RudpGroup>,
     /// Lines that were not runs.
     pub unreadable: Vec<Unreadable>,
+    /// Inputs that were percentile distributions (`--histogram` files),
+    /// not JSON lines.
+    pub histograms: Vec<HistogramFile>,
 }
 
 impl Report {
@@ -144,8 +147,13 @@ impl Report {
         let mut inputs = Vec::new();
         let mut runs = Vec::new();
         let mut unreadable = Vec::new();
+        let mut histograms = Vec::new();
         for (name, text) in files {
             inputs.push(name.to_string());
+            if let Some(h) = HistogramFile::parse(name, text) {
+                histograms.push(h);
+                continue;
+            }
             for (i, line) in text.lines().enumerate() {
                 let line = line.trim();
                 if line.is_empty() {
@@ -167,6 +175,7 @@ impl Report {
         let mut report = Report::from_runs(runs);
         report.inputs = inputs;
         report.unreadable = unreadable;
+        report.histograms = histograms;
         report
     }
 
@@ -189,6 +198,7 @@ impl Report {
             loss,
             rudp: rudp::groups(rudp_runs),
             unreadable: Vec::new(),
+            histograms: Vec::new(),
         }
     }
 
