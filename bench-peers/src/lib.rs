@@ -62,6 +62,11 @@ pub mod server;
 pub mod stats;
 pub mod sys;
 
+pub mod keel;
+
+#[cfg(feature = "enet")]
+pub mod enet;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -122,8 +127,7 @@ pub trait Clients {
 }
 
 /// Creates a library's echo server bound to `args.bind`.
-pub type ServerFn =
-    fn(&ServerArgs, Arc<Tally>) -> Result<(Box<dyn EchoServer>, Description), String>;
+pub type ServerFn = fn(&ServerArgs, Arc<Tally>) -> Result<(Box<dyn EchoServer>, Description), String>;
 
 /// Creates and connects a library's clients; fails at the deadline.
 pub type ClientsFn = fn(&ClientArgs, Instant) -> Result<(Box<dyn Clients>, Description), String>;
@@ -140,5 +144,17 @@ pub struct Library {
 
 /// The libraries built into this binary.
 pub fn libraries() -> Vec<Library> {
-    Vec::new()
+    #[allow(unused_mut)]
+    let mut libs = vec![Library {
+        name: "keel",
+        server: keel::server,
+        clients: keel::clients,
+    }];
+    #[cfg(feature = "enet")]
+    libs.push(Library {
+        name: "enet",
+        server: enet::server,
+        clients: enet::clients,
+    });
+    libs
 }
