@@ -26,8 +26,7 @@ use std::time::{Duration, Instant};
 use keel_reactor::{IoModel, Runtime};
 use keel_rudp::{
     Admission, ChannelConfig, ChannelKind, Client, ClientConfig, ClientSecurity, Config,
-    ConnectionHandle, Ctx, DisconnectReason, Handler, Sender, Server, ServerConfig,
-    ServerSecurity,
+    ConnectionHandle, Ctx, DisconnectReason, Handler, Sender, Server, ServerConfig, ServerSecurity,
 };
 
 use crate::{Channel, ClientArgs, Clients, Description, EchoServer, ServerArgs, Tally};
@@ -166,7 +165,9 @@ impl KeelClients {
         match ev {
             Event::Message(i, m) => deliver(i, &m),
             Event::Connected => {}
-            Event::Gone(i, why) => return Err(format!("keel-rudp: client {i} disconnected: {why}")),
+            Event::Gone(i, why) => {
+                return Err(format!("keel-rudp: client {i} disconnected: {why}"))
+            }
         }
         Ok(())
     }
@@ -258,7 +259,9 @@ pub fn clients(
             Ok(Event::Message(..)) => {}
             Err(_) => {
                 me.close();
-                return Err(format!("keel-rudp: {up} of {n} clients connected by the deadline"));
+                return Err(format!(
+                    "keel-rudp: {up} of {n} clients connected by the deadline"
+                ));
             }
         }
     }

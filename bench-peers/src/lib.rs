@@ -62,6 +62,7 @@ pub mod server;
 pub mod stats;
 pub mod sys;
 
+pub mod kcp_peer;
 pub mod keel;
 
 #[cfg(feature = "enet")]
@@ -145,11 +146,18 @@ pub struct Library {
 /// The libraries built into this binary.
 pub fn libraries() -> Vec<Library> {
     #[allow(unused_mut)]
-    let mut libs = vec![Library {
-        name: "keel",
-        server: keel::server,
-        clients: keel::clients,
-    }];
+    let mut libs = vec![
+        Library {
+            name: "keel",
+            server: keel::server,
+            clients: keel::clients,
+        },
+        Library {
+            name: "kcp",
+            server: kcp_peer::server,
+            clients: kcp_peer::clients,
+        },
+    ];
     #[cfg(feature = "enet")]
     libs.push(Library {
         name: "enet",
