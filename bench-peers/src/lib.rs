@@ -128,7 +128,8 @@ pub trait Clients {
 }
 
 /// Creates a library's echo server bound to `args.bind`.
-pub type ServerFn = fn(&ServerArgs, Arc<Tally>) -> Result<(Box<dyn EchoServer>, Description), String>;
+pub type ServerFn =
+    fn(&ServerArgs, Arc<Tally>) -> Result<(Box<dyn EchoServer>, Description), String>;
 
 /// Creates and connects a library's clients; fails at the deadline.
 pub type ClientsFn = fn(&ClientArgs, Instant) -> Result<(Box<dyn Clients>, Description), String>;
