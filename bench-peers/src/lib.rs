@@ -64,6 +64,7 @@ pub mod sys;
 
 pub mod kcp_peer;
 pub mod keel;
+pub mod quinn_peer;
 
 #[cfg(feature = "enet")]
 pub mod enet;
@@ -157,6 +158,16 @@ pub fn libraries() -> Vec<Library> {
             name: "kcp",
             server: kcp_peer::server,
             clients: kcp_peer::clients,
+        },
+        Library {
+            name: "quinn",
+            server: quinn_peer::server,
+            clients: quinn_peer::clients_stream,
+        },
+        Library {
+            name: "quinn-streams",
+            server: quinn_peer::server,
+            clients: quinn_peer::clients_streams,
         },
     ];
     #[cfg(feature = "enet")]
