@@ -68,6 +68,8 @@ pub mod quinn_peer;
 
 #[cfg(feature = "enet")]
 pub mod enet;
+#[cfg(feature = "renet")]
+pub mod renet_peer;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -175,6 +177,12 @@ pub fn libraries() -> Vec<Library> {
         name: "enet",
         server: enet::server,
         clients: enet::clients,
+    });
+    #[cfg(feature = "renet")]
+    libs.push(Library {
+        name: "renet",
+        server: renet_peer::server,
+        clients: renet_peer::clients,
     });
     libs
 }
