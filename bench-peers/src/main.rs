@@ -124,15 +124,15 @@ fn main() {
                 rss_bytes,
             ) {
                 Ok(o) => {
-                    let per_conn = if o.peak_connections > 0 {
-                        o.rss_at_peak.saturating_sub(o.rss_before) / o.peak_connections
-                    } else {
-                        0
-                    };
+                    let per_conn = o
+                        .rss_at_peak
+                        .saturating_sub(o.rss_before)
+                        .checked_div(o.peak_connections)
+                        .unwrap_or(0);
                     let line = serde_json::json!({
                         "role": "server", "library": "gns", "settings": gns::settings(args.tuned),
                         "tuned": args.tuned, "pump": gns::PUMP,
-                        "messages_echoed": o.messages_echoed, "echo_failed": o.echo_failed,
+                        "messages_echoed": o.messages_echoed, "echo_failed": o.echo_failed, "accept_failed": o.accept_failed,
                         "connections": o.connections, "peak_connections": o.peak_connections,
                         "cpu_seconds": o.cpu_seconds,
                         "cpu_us_per_message": if o.messages_echoed > 0 { o.cpu_seconds * 1e6 / o.messages_echoed as f64 } else { 0.0 },

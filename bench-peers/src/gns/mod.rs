@@ -12,7 +12,7 @@
 
 mod sys;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -95,6 +95,8 @@ pub struct ServerOutcome {
     pub echo_failed: u64,
     /// Connections accepted over the run.
     pub connections: u64,
+    /// Incoming connections GNS would not let us accept.
+    pub accept_failed: u64,
     /// Most connections open at once.
     pub peak_connections: u64,
     /// Whole-process CPU seconds from the first message to the last.
@@ -126,7 +128,7 @@ pub fn run_server(
         rss_before: rss_now(),
         ..Default::default()
     };
-    let mut open: HashMap<GnsConnection, ()> = HashMap::new();
+    let mut open: HashSet<GnsConnection> = HashSet::new();
     let mut cpu_first: Option<f64> = None;
     let mut cpu_last = 0.0;
     let mut slots = vec![gns::MessageSlot::uninit(); RECEIVE_BATCH];
@@ -135,16 +137,17 @@ pub fn run_server(
         for event in server.receive_events() {
             let conn = event.connection();
             match event.info().state() {
-                State::k_ESteamNetworkingConnectionState_Connecting => {
-                    if server.accept(conn).is_ok() {
+                State::k_ESteamNetworkingConnectionState_Connecting => match server.accept(conn) {
+                    Ok(()) => {
                         out.connections += 1;
-                        open.insert(conn, ());
+                        open.insert(conn);
                         if open.len() as u64 > out.peak_connections {
                             out.peak_connections = open.len() as u64;
                             out.rss_at_peak = rss_now();
                         }
                     }
-                }
+                    Err(_) => out.accept_failed += 1,
+                },
                 State::k_ESteamNetworkingConnectionState_ClosedByPeer
                 | State::k_ESteamNetworkingConnectionState_ProblemDetectedLocally => {
                     open.remove(&conn);
@@ -180,7 +183,7 @@ pub fn run_server(
         std::thread::sleep(Duration::from_millis(1));
     }
     out.cpu_seconds = cpu_first.map_or(0.0, |first| (cpu_last - first).max(0.0));
-    for conn in open.into_keys() {
+    for conn in open {
         let _ = server.close_connection(conn, 0, None, false);
     }
     Ok(out)
@@ -279,7 +282,7 @@ pub fn run_client(cfg: &ClientConfig, cpu_now: impl Fn() -> f64) -> Result<Clien
             cfg.payload
         ));
     }
-    if !(cfg.rate_hz > 0.0) || cfg.clients == 0 {
+    if !cfg.rate_hz.is_finite() || cfg.rate_hz <= 0.0 || cfg.clients == 0 {
         return Err("--rate must be > 0 and --clients >= 1".into());
     }
     let global = init(cfg.tuned)?;
