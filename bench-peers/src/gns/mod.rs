@@ -1,53 +1,87 @@
-//! `keel-peer gns`: Valve's GameNetworkingSockets 1.6.0 as an echo peer.
+//! `keel-peer gns`: Valve's GameNetworkingSockets 1.6.0 (cargo feature `gns`).
 //!
-//! GNS comes from the `game-networking-sockets` 0.3.0 crate (its `-sys` crate
-//! ships the GNS 1.6.0 source and builds it with cmake against Debian's
-//! protobuf and OpenSSL). The safe wrapper gives init, config, listen,
-//! connect, accept and connection events; [`sys`] holds the few raw calls it
-//! lacks (a client-side poll group, receiving on it, a copying send).
+//! GNS comes from the `game-networking-sockets` 0.3.0 crate (imported as
+//! `gnslib`): its `-sys` crate ships the GNS 1.6.0 source and builds it with
+//! cmake against Debian's protobuf and OpenSSL, and generates the flat C API
+//! with bindgen. The crate's safe wrapper gives init, configuration, listen,
+//! connect, accept and connection-status events; [`sys`] holds the few raw
+//! calls it lacks (a client-side poll group, receiving on it, a copying send).
 //!
-//! GNS has no waitable handle: its own service thread does the socket I/O and
-//! timers, and the application polls. Both sides pump in a 1 ms loop
-//! (`RunCallbacks`, then `ReceiveMessagesOnPollGroup`), see [`PUMP`].
+//! * Pump: GNS has no waitable handle. Its own service thread does the socket
+//!   I/O, acks, resends and timers; the application polls. Server and clients
+//!   run a 1 ms loop ([`PUMP`]): `RunCallbacks` (status changes), then
+//!   `ReceiveMessagesOnPollGroup` until it comes back short.
+//! * Channels: reliable-ordered is `k_nSteamNetworkingSend_Reliable`,
+//!   unreliable `k_nSteamNetworkingSend_Unreliable` (unordered, no resend).
+//!   The server echoes each message with the reliability it came with (the
+//!   `Reliable` bit of the received message).
+//! * Rows: defaults (Nagle 5 ms, SendRateMin/Max 256 KiB/s) and tuned (no
+//!   Nagle: `NagleTime` 0 and the `NoNagle` send flags; SendRateMin/Max
+//!   [`TUNED_SEND_RATE`]). Both encrypted (GNS's default, AES-GCM after a
+//!   key exchange), unauthenticated (no certificate: `IP_AllowWithoutAuth` 2).
+//! * GNS refuses to listen on port 0, so `--bind IP:0` first finds a free
+//!   port with a std UDP socket ([`listen`]).
 
 mod sys;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gns::sys::{
+use gnslib::sys::{
     k_nSteamNetworkingSend_NoNagle, k_nSteamNetworkingSend_Reliable,
     k_nSteamNetworkingSend_Unreliable, ESteamNetworkingConfigValue as Cfg,
     ESteamNetworkingConnectionState as State,
 };
-use gns::{GnsConfig, GnsConnection, GnsGlobal, GnsSocket, IsClient, IsCreated};
+use gnslib::{
+    GnsConfig, GnsConnection, GnsGlobal, GnsSocket, IsClient, IsCreated, IsServer, MessageSlot,
+};
+
+use crate::{Channel, ClientArgs, Clients, Description, EchoServer, Library, ServerArgs, Tally};
 
 /// How both sides are pumped (the `pump` field of the JSON lines).
 pub const PUMP: &str = "1 ms poll loop: RunCallbacks + ReceiveMessagesOnPollGroup \
-    (GNS has no waitable handle; its own service thread does the socket I/O)";
+    (GNS has no waitable handle; its own service thread does the socket I/O and timers)";
 
-/// The send rate that the tuned row sets as both SendRateMin and SendRateMax
-/// (GNS's default is 256 KiB/s for both).
+/// The send rate that the tuned row sets as both SendRateMin and SendRateMax,
+/// bytes/s (GNS's default is 256 KiB/s for both).
 pub const TUNED_SEND_RATE: i32 = 10_000_000;
 
 /// Most messages taken from GNS per receive call.
 const RECEIVE_BATCH: usize = 256;
 
+/// The poll interval.
+const TICK: Duration = Duration::from_millis(1);
+
+/// How long [`Clients::close`] pumps so the close packets leave.
+const CLOSE_GRACE: Duration = Duration::from_millis(50);
+
+/// This library for [`crate::libraries`].
+pub fn library() -> Library {
+    Library {
+        name: "gns",
+        server,
+        clients,
+    }
+}
+
 /// The `settings` text of a row.
 pub fn settings(tuned: bool) -> String {
+    let common = "channels: k_nSteamNetworkingSend_Reliable (reliable-ordered) / \
+        k_nSteamNetworkingSend_Unreliable (unreliable); encryption on (GNS default, AES-GCM); \
+        unauthenticated (IP_AllowWithoutAuth 2, no certificate); one GNS connection and UDP \
+        socket per client, all in one poll group";
     if tuned {
         format!(
-            "GNS 1.6.0 tuned: NagleTime 0 and sends with k_nSteamNetworkingSend_ReliableNoNagle / \
-             UnreliableNoNagle; SendRateMin = SendRateMax = {TUNED_SEND_RATE} B/s; encryption on \
-             (GNS default, AES-GCM); unauthenticated (IP_AllowWithoutAuth 2, no certificate)"
+            "GNS 1.6.0 tuned: NagleTime 0 and the NoNagle send flags (ReliableNoNagle / \
+             UnreliableNoNagle); SendRateMin = SendRateMax = {TUNED_SEND_RATE} B/s; {common}"
         )
     } else {
-        "GNS 1.6.0 defaults: Nagle 5 ms (NagleTime 5000 us), SendRateMin = SendRateMax = 256 KiB/s, \
-         sends with k_nSteamNetworkingSend_Reliable / Unreliable; encryption on (GNS default, \
-         AES-GCM); unauthenticated (IP_AllowWithoutAuth 2, no certificate)"
-            .to_string()
+        format!(
+            "GNS 1.6.0 defaults: Nagle 5 ms (NagleTime 5000 us); SendRateMin = SendRateMax = \
+             256 KiB/s; {common}"
+        )
     }
 }
 
@@ -65,18 +99,18 @@ pub fn send_flags(reliable: bool, tuned: bool) -> i32 {
     }
 }
 
-/// Initializes GNS once and sets the global (inherited) configuration of the
-/// row before any socket exists.
+/// Initializes GNS (once per process) and sets the row's global configuration,
+/// which every later listen socket and connection inherits.
 pub fn init(tuned: bool) -> Result<&'static GnsGlobal, String> {
-    let global = GnsGlobal::get().map_err(|e| format!("GNS init failed: {e}"))?;
+    let global = GnsGlobal::get().map_err(|e| format!("gns: GameNetworkingSockets_Init: {e}"))?;
     let utils = global.utils();
     let set = |what: Cfg, v: i32| {
         utils
             .set_global_config_value(what, GnsConfig::Int32(v))
-            .map_err(|e| format!("GNS global config {what:?} = {v} rejected: {e}"))
+            .map_err(|e| format!("gns: SetGlobalConfigValue {what:?} = {v}: {e}"))
     };
-    // Localhost benchmark without certificates: accept unauthenticated peers
-    // without warnings (the open-source build's default, set explicitly).
+    // No certificates here: accept unauthenticated peers without warnings
+    // (already the open-source build's default; set so it is stated).
     set(Cfg::k_ESteamNetworkingConfig_IP_AllowWithoutAuth, 2)?;
     if tuned {
         set(Cfg::k_ESteamNetworkingConfig_NagleTime, 0)?;
@@ -86,244 +120,207 @@ pub fn init(tuned: bool) -> Result<&'static GnsGlobal, String> {
     Ok(global)
 }
 
-/// What a finished server run counted.
-#[derive(Debug, Default, Clone)]
-pub struct ServerOutcome {
-    /// Messages received and sent back.
-    pub messages_echoed: u64,
-    /// Echoes GNS refused (e.g. its send buffer full); each one is a lost echo.
-    pub echo_failed: u64,
-    /// Connections accepted over the run.
-    pub connections: u64,
-    /// Incoming connections GNS would not let us accept.
-    pub accept_failed: u64,
-    /// Most connections open at once.
-    pub peak_connections: u64,
-    /// Whole-process CPU seconds from the first message to the last.
-    pub cpu_seconds: f64,
-    /// RSS (bytes) when the listen socket was up, before any connection.
-    pub rss_before: u64,
-    /// RSS (bytes) when the most connections were open.
-    pub rss_at_peak: u64,
-}
-
-/// Runs the echo server on `bind` until `stop` is set. `ready` is called with
-/// the bound address once GNS listens.
-pub fn run_server(
-    bind: SocketAddr,
-    tuned: bool,
-    stop: &AtomicBool,
-    ready: impl FnOnce(SocketAddr),
-    cpu_now: impl Fn() -> f64,
-    rss_now: impl Fn() -> u64,
-) -> Result<ServerOutcome, String> {
-    let global = init(tuned)?;
-    let server = listen(global, bind)?;
-    let local = match server.get_listen_socket_address() {
-        Some((ip, port)) => SocketAddr::new(if ip.is_unspecified() { bind.ip() } else { ip }, port),
-        None => bind,
-    };
-    ready(local);
-    let mut out = ServerOutcome {
-        rss_before: rss_now(),
-        ..Default::default()
-    };
-    let mut open: HashSet<GnsConnection> = HashSet::new();
-    let mut cpu_first: Option<f64> = None;
-    let mut cpu_last = 0.0;
-    let mut slots = vec![gns::MessageSlot::uninit(); RECEIVE_BATCH];
-    while !stop.load(Ordering::Relaxed) {
-        global.poll_callbacks();
-        for event in server.receive_events() {
-            let conn = event.connection();
-            match event.info().state() {
-                State::k_ESteamNetworkingConnectionState_Connecting => match server.accept(conn) {
-                    Ok(()) => {
-                        out.connections += 1;
-                        open.insert(conn);
-                        if open.len() as u64 > out.peak_connections {
-                            out.peak_connections = open.len() as u64;
-                            out.rss_at_peak = rss_now();
-                        }
-                    }
-                    Err(_) => out.accept_failed += 1,
-                },
-                State::k_ESteamNetworkingConnectionState_ClosedByPeer
-                | State::k_ESteamNetworkingConnectionState_ProblemDetectedLocally => {
-                    open.remove(&conn);
-                    let _ = server.close_connection(conn, 0, None, false);
-                }
-                _ => {}
-            }
-        }
-        let mut any = false;
-        loop {
-            let messages = server
-                .receive_messages_into(&mut slots)
-                .map_err(|e| format!("GNS receive on the server poll group failed: {e}"))?;
-            let n = messages.len();
-            if n > 0 && cpu_first.is_none() {
-                cpu_first = Some(cpu_now());
-            }
-            for m in messages {
-                let reliable = m.flags().contains(gns::SendFlags::RELIABLE);
-                match sys::send(m.connection(), m.payload(), send_flags(reliable, tuned)) {
-                    Ok(()) => out.messages_echoed += 1,
-                    Err(_) => out.echo_failed += 1,
-                }
-            }
-            any |= n > 0;
-            if n < RECEIVE_BATCH {
-                break;
-            }
-        }
-        if any {
-            cpu_last = cpu_now();
-        }
-        std::thread::sleep(Duration::from_millis(1));
+fn description(tuned: bool) -> Description {
+    Description {
+        settings: settings(tuned),
+        pump: PUMP.to_string(),
     }
-    out.cpu_seconds = cpu_first.map_or(0.0, |first| (cpu_last - first).max(0.0));
-    for conn in open {
-        let _ = server.close_connection(conn, 0, None, false);
-    }
-    Ok(out)
 }
 
 /// Listens on `bind`. GNS refuses port 0 ("Must specify local port"), so for
 /// port 0 a free port is found by binding (and closing) a std UDP socket
 /// there first, retried a few times in case another process takes it between.
-fn listen(
-    global: &'static GnsGlobal,
-    bind: SocketAddr,
-) -> Result<GnsSocket<gns::IsServer>, String> {
+fn listen(global: &'static GnsGlobal, bind: SocketAddr) -> Result<GnsSocket<IsServer>, String> {
     if bind.port() != 0 {
         return GnsSocket::<IsCreated>::new(global)
             .listen(bind.ip(), bind.port())
-            .map_err(|e| format!("GNS listen on {bind} failed: {e}"));
+            .map_err(|e| format!("gns: CreateListenSocketIP on {bind}: {e}"));
     }
     let mut last = String::new();
     for _ in 0..5 {
         let port = std::net::UdpSocket::bind(bind)
             .and_then(|s| s.local_addr())
-            .map_err(|e| format!("--bind {bind}: cannot bind a UDP socket there: {e}"))?
+            .map_err(|e| format!("gns: --bind {bind}: cannot bind a UDP socket there: {e}"))?
             .port();
         match GnsSocket::<IsCreated>::new(global).listen(bind.ip(), port) {
             Ok(s) => return Ok(s),
-            Err(e) => last = format!("GNS listen on {}:{port} failed: {e}", bind.ip()),
+            Err(e) => last = format!("gns: CreateListenSocketIP on {}:{port}: {e}", bind.ip()),
         }
     }
     Err(last)
 }
 
-/// What the client runs.
-#[derive(Debug, Clone)]
-pub struct ClientConfig {
-    /// The server (or relay) address.
-    pub connect: SocketAddr,
-    /// Connections, each its own GNS connection (and UDP socket).
-    pub clients: usize,
-    /// Messages per second per connection.
-    pub rate_hz: f64,
-    /// Payload bytes (at least 16: `[u64 seq][u64 send_ns][pad]`).
-    pub payload: usize,
-    /// Measured sending window.
-    pub seconds: f64,
-    /// Sending before the window, not counted.
-    pub warmup: f64,
-    /// Waiting for echoes after the window.
-    pub drain: f64,
-    /// Reliable-ordered (true) or unreliable.
-    pub reliable: bool,
-    /// The game tuning of the row.
-    pub tuned: bool,
-    /// Most time to get every connection up.
-    pub connect_timeout: Duration,
+/// The echo server: a listen socket and the wrapper's poll group.
+struct GnsServer {
+    global: &'static GnsGlobal,
+    socket: GnsSocket<IsServer>,
+    local: SocketAddr,
+    tally: Arc<Tally>,
+    tuned: bool,
+    open: HashSet<GnsConnection>,
+    slots: Vec<MessageSlot>,
+    /// Echoes GNS refused (its send buffer full, the connection gone): each is
+    /// an echo lost, also counted as lost by the clients.
+    echo_refused: u64,
+    /// Incoming connections GNS would not let us accept.
+    accept_failed: u64,
 }
 
-/// What a client run measured.
-#[derive(Debug, Default, Clone)]
-pub struct ClientOutcome {
-    /// Messages sent in the measured window.
-    pub messages_sent: u64,
-    /// Of those, echoes received (each once).
-    pub messages_delivered: u64,
-    /// Echoes received more than once (not counted again).
-    pub duplicates: u64,
-    /// Sends GNS refused in the window (counted as sent, so as lost).
-    pub send_failed: u64,
-    /// Round trips (ns) of the delivered messages, in arrival order.
-    pub rtts_ns: Vec<u64>,
-    /// Seconds from the window's start to the end of the drain.
-    pub elapsed_seconds: f64,
-    /// Whole-process CPU seconds over the same span.
-    pub cpu_seconds: f64,
-    /// Seconds until every connection was up.
-    pub connect_seconds: f64,
+fn server(
+    args: &ServerArgs,
+    tally: Arc<Tally>,
+) -> Result<(Box<dyn EchoServer>, Description), String> {
+    let global = init(args.tuned)?;
+    let socket = listen(global, args.bind)?;
+    let local = match socket.get_listen_socket_address() {
+        Some((ip, port)) if !ip.is_unspecified() => SocketAddr::new(ip, port),
+        Some((_, port)) => SocketAddr::new(args.bind.ip(), port),
+        None => args.bind,
+    };
+    let server = GnsServer {
+        global,
+        socket,
+        local,
+        tally,
+        tuned: args.tuned,
+        open: HashSet::new(),
+        slots: vec![MessageSlot::uninit(); RECEIVE_BATCH],
+        echo_refused: 0,
+        accept_failed: 0,
+    };
+    Ok((Box::new(server), description(args.tuned)))
 }
 
-struct Conn {
-    socket: GnsSocket<IsClient>,
-    connected: bool,
-    next_seq: u64,
-    next_send: Instant,
-    /// Seqs of the measured window received so far (dedup).
-    seen: Vec<bool>,
-    /// First seq sent inside the measured window (None before it).
-    first_measured: Option<u64>,
-    last_measured: u64,
-}
-
-/// Runs `clients` connections against `connect`, sends at `rate_hz` each for
-/// warmup + seconds, then waits `drain` for echoes.
-pub fn run_client(cfg: &ClientConfig, cpu_now: impl Fn() -> f64) -> Result<ClientOutcome, String> {
-    if cfg.payload < 16 {
-        return Err(format!(
-            "--payload {}: the GNS peer needs at least 16 bytes ([u64 seq][u64 send_ns])",
-            cfg.payload
-        ));
+impl GnsServer {
+    /// One pass: status changes, then every message waiting, echoed.
+    fn poll(&mut self) -> Result<(), String> {
+        self.global.poll_callbacks();
+        for event in self.socket.receive_events() {
+            let conn = event.connection();
+            match event.info().state() {
+                State::k_ESteamNetworkingConnectionState_Connecting => {
+                    match self.socket.accept(conn) {
+                        Ok(()) => {
+                            if self.open.insert(conn) {
+                                self.tally.connected();
+                            }
+                        }
+                        Err(_) => self.accept_failed += 1,
+                    }
+                }
+                State::k_ESteamNetworkingConnectionState_ClosedByPeer
+                | State::k_ESteamNetworkingConnectionState_ProblemDetectedLocally => {
+                    if self.open.remove(&conn) {
+                        self.tally.disconnected();
+                    }
+                    // Frees GNS's side of it (the peer already closed).
+                    let _ = self.socket.close_connection(conn, 0, None, false);
+                }
+                _ => {}
+            }
+        }
+        loop {
+            let messages = self
+                .socket
+                .receive_messages_into(&mut self.slots)
+                .map_err(|e| format!("gns: ReceiveMessagesOnPollGroup (server): {e}"))?;
+            let n = messages.len();
+            for m in messages {
+                let reliable = m.flags().contains(gnslib::SendFlags::RELIABLE);
+                let flags = send_flags(reliable, self.tuned);
+                match sys::send(m.connection(), m.payload(), flags) {
+                    Ok(()) => self.tally.echoed(m.payload().len()),
+                    Err(_) => self.echo_refused += 1,
+                }
+            }
+            if n < RECEIVE_BATCH {
+                return Ok(());
+            }
+        }
     }
-    if !cfg.rate_hz.is_finite() || cfg.rate_hz <= 0.0 || cfg.clients == 0 {
-        return Err("--rate must be > 0 and --clients >= 1".into());
+}
+
+impl EchoServer for GnsServer {
+    fn local_addr(&self) -> SocketAddr {
+        self.local
     }
-    let global = init(cfg.tuned)?;
+
+    fn pump(&mut self, timeout: Duration) -> Result<(), String> {
+        let until = Instant::now() + timeout;
+        loop {
+            self.poll()?;
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            std::thread::sleep(left.min(TICK));
+        }
+    }
+}
+
+impl Drop for GnsServer {
+    fn drop(&mut self) {
+        if self.echo_refused > 0 || self.accept_failed > 0 {
+            eprintln!(
+                "keel-peer gns server: GNS refused {} echoes and {} accepts",
+                self.echo_refused, self.accept_failed
+            );
+        }
+        for conn in self.open.drain() {
+            let _ = self.socket.close_connection(conn, 0, None, false);
+        }
+    }
+}
+
+/// The clients: one GNS connection (and UDP socket) each, all in one poll
+/// group of ours.
+struct GnsClients {
+    global: &'static GnsGlobal,
+    conns: Vec<GnsSocket<IsClient>>,
+    index: HashMap<GnsConnection, usize>,
+    group: sys::PollGroup,
+    flags: i32,
+    received: Vec<sys::Message>,
+    /// Sends GNS refused (lost; counted as lost by the harness too).
+    send_refused: u64,
+}
+
+fn clients(
+    args: &ClientArgs,
+    deadline: Instant,
+) -> Result<(Box<dyn Clients>, Description), String> {
+    let global = init(args.tuned)?;
     let group = sys::PollGroup::new(global)?;
-    let base = Instant::now();
-    let mut conns: Vec<Conn> = Vec::with_capacity(cfg.clients);
-    let mut by_handle: HashMap<GnsConnection, usize> = HashMap::new();
-    for i in 0..cfg.clients {
+    let n = args.clients as usize;
+    let mut conns = Vec::with_capacity(n);
+    let mut index = HashMap::with_capacity(n);
+    for i in 0..n {
         let socket = GnsSocket::<IsCreated>::new(global)
-            .connect(cfg.connect.ip(), cfg.connect.port())
-            .map_err(|e| format!("GNS connect #{i} to {} failed: {e}", cfg.connect))?;
+            .connect(args.connect.ip(), args.connect.port())
+            .map_err(|e| format!("gns: ConnectByIPAddress #{i} to {}: {e}", args.connect))?;
         group.add(socket.connection())?;
-        by_handle.insert(socket.connection(), i);
-        conns.push(Conn {
-            socket,
-            connected: false,
-            next_seq: 0,
-            next_send: base,
-            seen: Vec::new(),
-            first_measured: None,
-            last_measured: 0,
-        });
+        index.insert(socket.connection(), i);
+        conns.push(socket);
     }
-    // Handshakes: pump until every connection is up (bounded).
-    let deadline = base + cfg.connect_timeout;
-    let mut up = 0;
-    while up < conns.len() {
+    // Pump until every connection is up, or the deadline.
+    let mut up = vec![false; n];
+    let mut count = 0;
+    while count < n {
         global.poll_callbacks();
-        for (i, c) in conns.iter_mut().enumerate() {
-            for event in c.socket.receive_events() {
+        for (i, c) in conns.iter().enumerate() {
+            for event in c.receive_events() {
                 let info = event.info();
                 match info.state() {
-                    State::k_ESteamNetworkingConnectionState_Connected if !c.connected => {
-                        c.connected = true;
-                        up += 1;
+                    State::k_ESteamNetworkingConnectionState_Connected if !up[i] => {
+                        up[i] = true;
+                        count += 1;
                     }
                     State::k_ESteamNetworkingConnectionState_ClosedByPeer
                     | State::k_ESteamNetworkingConnectionState_ProblemDetectedLocally => {
                         return Err(format!(
-                            "GNS connection #{i} to {} failed while connecting: {} (reason {})",
-                            cfg.connect,
+                            "gns: connection #{i} to {} failed while connecting: {} \
+                             (end reason {})",
+                            args.connect,
                             info.end_debug(),
                             info.end_reason()
                         ));
@@ -332,47 +329,36 @@ pub fn run_client(cfg: &ClientConfig, cpu_now: impl Fn() -> f64) -> Result<Clien
                 }
             }
         }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "GNS: only {up} of {} connections to {} were up after {:?}",
-                conns.len(),
-                cfg.connect,
-                cfg.connect_timeout
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let connect_seconds = base.elapsed().as_secs_f64();
-
-    // Sending: connection i sends at start + i*period/N + k*period.
-    let period = Duration::from_secs_f64(1.0 / cfg.rate_hz);
-    let start = Instant::now();
-    let window_start = start + Duration::from_secs_f64(cfg.warmup);
-    let window_end = window_start + Duration::from_secs_f64(cfg.seconds);
-    let drain_end = window_end + Duration::from_secs_f64(cfg.drain);
-    let n = conns.len() as u32;
-    for (i, c) in conns.iter_mut().enumerate() {
-        c.next_send = start + period * i as u32 / n;
-    }
-    let flags = send_flags(cfg.reliable, cfg.tuned);
-    let mut out = ClientOutcome {
-        connect_seconds,
-        ..Default::default()
-    };
-    let mut buf = vec![0u8; cfg.payload];
-    let mut received = Vec::with_capacity(RECEIVE_BATCH);
-    let mut cpu_start: Option<f64> = None;
-    loop {
-        let now = Instant::now();
-        if now >= drain_end {
+        if count == n {
             break;
         }
-        if cpu_start.is_none() && now >= window_start {
-            cpu_start = Some(cpu_now());
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "gns: {count} of {n} connections to {} were up at the deadline",
+                args.connect
+            ));
         }
-        global.poll_callbacks();
-        for (i, c) in conns.iter_mut().enumerate() {
-            for event in c.socket.receive_events() {
+        std::thread::sleep(TICK);
+    }
+    let clients = GnsClients {
+        global,
+        conns,
+        index,
+        group,
+        flags: send_flags(args.channel == Channel::ReliableOrdered, args.tuned),
+        received: Vec::with_capacity(RECEIVE_BATCH),
+        send_refused: 0,
+    };
+    Ok((Box::new(clients), description(args.tuned)))
+}
+
+impl GnsClients {
+    /// One pass: status changes (a closed connection ends the run), then every
+    /// message waiting, delivered.
+    fn poll(&mut self, deliver: &mut dyn FnMut(usize, &[u8])) -> Result<(), String> {
+        self.global.poll_callbacks();
+        for (i, c) in self.conns.iter().enumerate() {
+            for event in c.receive_events() {
                 let info = event.info();
                 if matches!(
                     info.state(),
@@ -380,101 +366,73 @@ pub fn run_client(cfg: &ClientConfig, cpu_now: impl Fn() -> f64) -> Result<Clien
                         | State::k_ESteamNetworkingConnectionState_ProblemDetectedLocally
                 ) {
                     return Err(format!(
-                        "GNS connection #{i} to {} closed during the run: {} (reason {})",
-                        cfg.connect,
+                        "gns: connection #{i} closed during the run: {} (end reason {})",
                         info.end_debug(),
                         info.end_reason()
                     ));
                 }
             }
         }
-        // Sends due now (never before the window's end).
-        let now = Instant::now();
-        for c in conns.iter_mut() {
-            while c.next_send <= now && c.next_send < window_end {
-                let send_at = c.next_send;
-                let seq = c.next_seq;
-                c.next_seq += 1;
-                c.next_send += period;
-                let measured = send_at >= window_start;
-                let send_ns = Instant::now().duration_since(base).as_nanos() as u64;
-                buf[..8].copy_from_slice(&seq.to_le_bytes());
-                buf[8..16].copy_from_slice(&send_ns.to_le_bytes());
-                let sent = sys::send(c.socket.connection(), &buf, flags);
-                if measured {
-                    if c.first_measured.is_none() {
-                        c.first_measured = Some(seq);
-                    }
-                    c.last_measured = seq;
-                    out.messages_sent += 1;
-                    if sent.is_err() {
-                        out.send_failed += 1;
-                    }
-                }
-            }
-        }
-        // Echoes.
         loop {
-            received.clear();
-            let got = group.receive(&mut received, RECEIVE_BATCH)?;
-            let now_ns = Instant::now().duration_since(base).as_nanos() as u64;
-            for m in &received {
-                let p = m.payload();
-                if p.len() < 16 {
-                    continue;
+            self.received.clear();
+            let got = self.group.receive(&mut self.received, RECEIVE_BATCH)?;
+            for m in &self.received {
+                if let Some(&i) = self.index.get(&m.connection()) {
+                    deliver(i, m.payload());
                 }
-                let Some(&i) = by_handle.get(&m.connection()) else {
-                    continue;
-                };
-                let c = &mut conns[i];
-                let seq = u64::from_le_bytes(p[..8].try_into().expect("8 bytes"));
-                let send_ns = u64::from_le_bytes(p[8..16].try_into().expect("8 bytes"));
-                let Some(first) = c.first_measured else {
-                    continue; // a warm-up echo
-                };
-                if seq < first || seq > c.last_measured {
-                    continue;
-                }
-                let idx = (seq - first) as usize;
-                if c.seen.len() <= idx {
-                    c.seen.resize(idx + 1, false);
-                }
-                if c.seen[idx] {
-                    out.duplicates += 1;
-                    continue;
-                }
-                c.seen[idx] = true;
-                out.messages_delivered += 1;
-                out.rtts_ns.push(now_ns.saturating_sub(send_ns));
             }
+            self.received.clear(); // releases them to GNS
             if got < RECEIVE_BATCH {
-                break;
+                return Ok(());
             }
         }
-        // Sleep 1 ms, or less when a send is due sooner.
-        let next_due = conns
-            .iter()
-            .map(|c| c.next_send)
-            .filter(|t| *t < window_end)
-            .min();
-        let now = Instant::now();
-        let mut nap = Duration::from_millis(1);
-        if let Some(t) = next_due {
-            nap = nap.min(t.saturating_duration_since(now));
+    }
+}
+
+impl Clients for GnsClients {
+    fn send(&mut self, i: usize, msg: &[u8]) -> Result<(), String> {
+        let Some(c) = self.conns.get(i) else {
+            return Err(format!(
+                "gns: no client #{i} (there are {})",
+                self.conns.len()
+            ));
+        };
+        if sys::send(c.connection(), msg, self.flags).is_err() {
+            self.send_refused += 1;
         }
-        if !nap.is_zero() {
-            std::thread::sleep(nap);
+        Ok(())
+    }
+
+    fn pump(
+        &mut self,
+        until: Instant,
+        deliver: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<(), String> {
+        loop {
+            self.poll(deliver)?;
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            std::thread::sleep(left.min(TICK));
         }
     }
-    out.elapsed_seconds = window_start.elapsed().as_secs_f64();
-    out.cpu_seconds = (cpu_now() - cpu_start.unwrap_or(0.0)).max(0.0);
-    // Close gracefully with linger so the server sees the close.
-    for c in &conns {
-        let _ = c
-            .socket
-            .close_connection(c.socket.connection(), 0, None, true);
+
+    fn close(&mut self) {
+        if self.send_refused > 0 {
+            eprintln!(
+                "keel-peer gns client: GNS refused {} sends",
+                self.send_refused
+            );
+        }
+        for c in &self.conns {
+            let _ = c.close_connection(c.connection(), 0, None, false);
+        }
+        // Let the service thread put the close packets on the wire.
+        let end = Instant::now() + CLOSE_GRACE;
+        while Instant::now() < end {
+            self.global.poll_callbacks();
+            std::thread::sleep(TICK);
+        }
     }
-    global.poll_callbacks();
-    drop(group);
-    Ok(out)
 }

@@ -2,11 +2,12 @@
 //! wrapper (0.3.0) does not offer safely: a poll group on the client side
 //! (the wrapper only gives a server one), receiving on it, and a copying
 //! `SendMessageToConnection`. Every `unsafe` block of the GNS peer is here.
+#![allow(unsafe_code)]
 
-use gns::sys;
+use gnslib::sys;
 
 /// The flat API's `ISteamNetworkingSockets` interface, valid for the life of
-/// the process once `gns::GnsGlobal::get()` has returned `Ok`.
+/// the process once `gnslib::GnsGlobal::get()` has returned `Ok`.
 fn interface() -> *mut sys::ISteamNetworkingSockets {
     // SAFETY: a plain accessor of GNS's global interface pointer; it has no
     // preconditions. Callers only reach it holding a `&GnsGlobal`, so the
@@ -20,7 +21,7 @@ pub struct PollGroup(sys::HSteamNetPollGroup);
 
 impl PollGroup {
     /// Creates a poll group. `_global` proves GNS is initialized.
-    pub fn new(_global: &gns::GnsGlobal) -> Result<PollGroup, String> {
+    pub fn new(_global: &gnslib::GnsGlobal) -> Result<PollGroup, String> {
         // SAFETY: the interface pointer is valid (GNS initialized, see
         // `interface`); CreatePollGroup takes no pointers.
         let handle = unsafe { sys::SteamAPI_ISteamNetworkingSockets_CreatePollGroup(interface()) };
@@ -31,7 +32,7 @@ impl PollGroup {
     }
 
     /// Moves `conn` into this poll group (a connection is in at most one).
-    pub fn add(&self, conn: gns::GnsConnection) -> Result<(), String> {
+    pub fn add(&self, conn: gnslib::GnsConnection) -> Result<(), String> {
         let raw = connection_raw(conn);
         // SAFETY: valid interface pointer; both handles are plain integers
         // that GNS validates itself (it returns false for a stale one).
@@ -98,9 +99,9 @@ impl Message {
     }
 
     /// The connection it arrived on.
-    pub fn connection(&self) -> gns::GnsConnection {
+    pub fn connection(&self) -> gnslib::GnsConnection {
         // SAFETY: as in `payload`: a live message from GNS.
-        gns::GnsConnection::from_raw(unsafe { (*self.0).m_conn })
+        gnslib::GnsConnection::from_raw(unsafe { (*self.0).m_conn })
     }
 }
 
@@ -115,7 +116,7 @@ impl Drop for Message {
 /// Sends `data` on `conn` with GNS send `flags` (GNS copies the bytes).
 /// Returns GNS's result code on failure (e.g. `k_EResultLimitExceeded` when the
 /// connection's send buffer is full).
-pub fn send(conn: gns::GnsConnection, data: &[u8], flags: i32) -> Result<(), sys::EResult> {
+pub fn send(conn: gnslib::GnsConnection, data: &[u8], flags: i32) -> Result<(), sys::EResult> {
     // SAFETY: valid interface pointer; `data` is valid for `data.len()` bytes
     // during the call and GNS copies it before returning; the out message
     // number pointer may be null.
@@ -138,16 +139,16 @@ pub fn send(conn: gns::GnsConnection, data: &[u8], flags: i32) -> Result<(), sys
 
 /// The raw handle inside a wrapper `GnsConnection` (it is `repr(transparent)`
 /// over `HSteamNetConnection` but keeps the field private).
-fn connection_raw(conn: gns::GnsConnection) -> sys::HSteamNetConnection {
+fn connection_raw(conn: gnslib::GnsConnection) -> sys::HSteamNetConnection {
     // The wrapper derives Ord/Hash on the handle but offers no getter; its
     // Debug output is `GnsConnection(N)`. Read it through the transparent
     // layout instead of parsing text.
     const _: () = assert!(
-        std::mem::size_of::<gns::GnsConnection>()
+        std::mem::size_of::<gnslib::GnsConnection>()
             == std::mem::size_of::<sys::HSteamNetConnection>()
     );
     // SAFETY: `GnsConnection` is `#[repr(transparent)]` over
     // `HSteamNetConnection` (a u32), checked for size above; both are Copy
     // plain integers, so reading one as the other is a valid bit copy.
-    unsafe { std::mem::transmute::<gns::GnsConnection, sys::HSteamNetConnection>(conn) }
+    unsafe { std::mem::transmute::<gnslib::GnsConnection, sys::HSteamNetConnection>(conn) }
 }

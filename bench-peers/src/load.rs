@@ -1,0 +1,358 @@
+//! The clients' load: connect, open loop, measured window, drain, one JSON
+//! line.
+//!
+//! * Every client sends `--rate` messages a second, whatever comes back
+//!   (a game tick), the clients' sends spread evenly over the period:
+//!   send `j` (counting all clients) is due at `start + j * period / N`,
+//!   from client `j % N`. Late sends are sent at once (no send is skipped);
+//!   between sends the library is pumped until the next one is due.
+//! * The payload is `[u64 seq][u64 send_ns][pad]` (little endian; `seq`
+//!   counts every message of the process from 0, `send_ns` is the
+//!   harness's monotonic clock when `send` was called, the pad byte `k`
+//!   is `(seq + k) as u8`). The echo must come back unchanged on the
+//!   client that sent it: anything else is counted as `corrupt`.
+//! * Warmup (`--warmup`): sent, echoes ignored. Window (`--seconds`): each
+//!   message sent is outstanding until its echo; its latency (echo seen
+//!   by `pump`'s callback - `send_ns`) goes to the histogram once; a
+//!   second echo of it is counted in `duplicates`. Drain (`--drain`): no
+//!   sends, pumping until every window message is delivered or the drain
+//!   ends; what is still outstanding then is `lost`.
+//! * CPU is the whole process (getrusage) from the window's start to the
+//!   drain's end; `cpu_us_per_message` is that over the window's messages
+//!   sent (each a send and, if delivered, an echo received).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::stats::{rss_bytes, Latency};
+use crate::sys::process_cpu;
+use crate::{ClientArgs, Clients, Library};
+
+/// How long connecting may take: this plus 10 ms per client.
+pub const CONNECT_BASE: Duration = Duration::from_secs(10);
+
+/// Writes message `seq` sent at `send_ns` into `buf` (its length is the
+/// payload).
+pub fn fill(buf: &mut [u8], seq: u64, send_ns: u64) {
+    buf[..8].copy_from_slice(&seq.to_le_bytes());
+    buf[8..16].copy_from_slice(&send_ns.to_le_bytes());
+    for (k, b) in buf[16..].iter_mut().enumerate() {
+        *b = seq.wrapping_add(k as u64) as u8;
+    }
+}
+
+/// Reads `(seq, send_ns)` of an echo if it is a whole message of
+/// `payload` bytes with the right pad.
+pub fn parse(msg: &[u8], payload: usize) -> Option<(u64, u64)> {
+    if msg.len() != payload {
+        return None;
+    }
+    let seq = u64::from_le_bytes(msg[..8].try_into().ok()?);
+    let send_ns = u64::from_le_bytes(msg[8..16].try_into().ok()?);
+    let pad_ok = msg[16..]
+        .iter()
+        .enumerate()
+        .all(|(k, &b)| b == seq.wrapping_add(k as u64) as u8);
+    pad_ok.then_some((seq, send_ns))
+}
+
+/// What the load counted.
+#[derive(Default)]
+pub struct Counts {
+    /// Window messages sent.
+    pub sent: u64,
+    /// Window messages whose echo arrived (once each).
+    pub delivered: u64,
+    /// Echoes of window messages already delivered.
+    pub duplicates: u64,
+    /// Echoes that were not a message of ours, or came to another client.
+    pub corrupt: u64,
+    /// Warmup messages sent.
+    pub warmup_sent: u64,
+    /// Echoes of warmup messages.
+    pub warmup_echoes: u64,
+    /// Latencies of the window's messages.
+    pub latency: Latency,
+}
+
+/// The bookkeeping of the open loop, apart from the library (so it can be
+/// tested without one).
+pub struct Recorder {
+    epoch: Instant,
+    payload: usize,
+    /// Window messages outstanding: seq -> (client, send_ns).
+    outstanding: HashMap<u64, (u32, u64)>,
+    /// Window messages delivered: seq -> (), to tell duplicates.
+    delivered: std::collections::HashSet<u64>,
+    /// First seq of the window, and the first after it.
+    window: (u64, u64),
+    /// The counts.
+    pub counts: Counts,
+}
+
+impl Recorder {
+    /// A recorder for messages of `payload` bytes on `epoch`'s clock.
+    pub fn new(epoch: Instant, payload: usize) -> Self {
+        Recorder {
+            epoch,
+            payload,
+            outstanding: HashMap::new(),
+            delivered: Default::default(),
+            window: (u64::MAX, u64::MAX),
+            counts: Counts::default(),
+        }
+    }
+
+    /// Nanoseconds on the recorder's clock.
+    pub fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Notes a message sent: `measured` if it is in the window.
+    pub fn sent(&mut self, client: u32, seq: u64, send_ns: u64, measured: bool) {
+        if measured {
+            if self.window.0 == u64::MAX {
+                self.window.0 = seq;
+            }
+            self.window.1 = seq + 1;
+            self.outstanding.insert(seq, (client, send_ns));
+            self.counts.sent += 1;
+        } else {
+            self.counts.warmup_sent += 1;
+        }
+    }
+
+    /// Notes an echo received by `client` at `now_ns`.
+    pub fn received(&mut self, client: u32, msg: &[u8], now_ns: u64) {
+        let Some((seq, send_ns)) = parse(msg, self.payload) else {
+            self.counts.corrupt += 1;
+            return;
+        };
+        match self.outstanding.get(&seq) {
+            Some(&(c, ns)) if c == client && ns == send_ns => {
+                self.outstanding.remove(&seq);
+                self.delivered.insert(seq);
+                self.counts.delivered += 1;
+                self.counts.latency.record(now_ns.saturating_sub(send_ns));
+            }
+            Some(_) => self.counts.corrupt += 1,
+            None if self.delivered.contains(&seq) => self.counts.duplicates += 1,
+            None if seq < self.window.0 || self.window.0 == u64::MAX => {
+                self.counts.warmup_echoes += 1
+            }
+            None => self.counts.corrupt += 1,
+        }
+    }
+
+    /// Window messages still outstanding.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.len()
+    }
+}
+
+struct Run {
+    counts: Counts,
+    elapsed: Duration,
+    cpu: Option<Duration>,
+    connect: Duration,
+    rss: Option<u64>,
+}
+
+fn drive(clients: &mut dyn Clients, args: &ClientArgs, epoch: Instant) -> Result<Run, String> {
+    let n = args.clients as u64;
+    let spacing_ns = 1e9 / (f64::from(args.rate) * n as f64);
+    let mut rec = Recorder::new(epoch, args.payload);
+    let mut buf = vec![0u8; args.payload];
+    let start = Instant::now();
+    let window_start = start + args.warmup;
+    let window_end = window_start + args.seconds;
+    let drain_end = window_end + args.drain;
+    let mut cpu_start = None;
+    let mut window_started = None;
+    let mut j: u64 = 0;
+    let mut deliver_err: Option<String> = None;
+    loop {
+        let due = start + Duration::from_nanos((j as f64 * spacing_ns) as u64);
+        if due >= window_end {
+            break;
+        }
+        let now = Instant::now();
+        if now < due {
+            let recp = &mut rec;
+            clients.pump(due, &mut |i, msg| {
+                let t = recp.now_ns();
+                recp.received(i as u32, msg, t);
+            })?;
+            continue;
+        }
+        let measured = due >= window_start;
+        if measured && window_started.is_none() {
+            window_started = Some(Instant::now());
+            cpu_start = process_cpu();
+        }
+        let client = (j % n) as usize;
+        let send_ns = rec.now_ns();
+        fill(&mut buf, j, send_ns);
+        rec.sent(client as u32, j, send_ns, measured);
+        clients.send(client, &buf)?;
+        j += 1;
+        if j > 2_000_000_000 && deliver_err.is_none() {
+            deliver_err = Some("more than 2e9 messages: the run is bounded".into());
+            break;
+        }
+    }
+    if let Some(e) = deliver_err {
+        return Err(e);
+    }
+    let window_started = window_started.unwrap_or_else(Instant::now);
+    if cpu_start.is_none() {
+        cpu_start = process_cpu();
+    }
+    let mut rss = None;
+    while rec.outstanding() > 0 {
+        let now = Instant::now();
+        if now >= drain_end {
+            break;
+        }
+        if rss.is_none() {
+            rss = rss_bytes();
+        }
+        let until = drain_end.min(now + Duration::from_millis(5));
+        let recp = &mut rec;
+        clients.pump(until, &mut |i, msg| {
+            let t = recp.now_ns();
+            recp.received(i as u32, msg, t);
+        })?;
+    }
+    let elapsed = window_started.elapsed();
+    let cpu = process_cpu()
+        .zip(cpu_start)
+        .map(|(b, a)| b.saturating_sub(a));
+    Ok(Run {
+        counts: rec.counts,
+        elapsed,
+        cpu,
+        connect: Duration::ZERO,
+        rss: rss.or_else(rss_bytes),
+    })
+}
+
+/// Runs `lib`'s clients as `args` says and prints the client's JSON line.
+/// Returns the exit code (0 iff ok).
+pub fn run(lib: &Library, args: &ClientArgs) -> i32 {
+    let epoch = Instant::now();
+    let deadline = epoch + CONNECT_BASE + Duration::from_millis(10) * args.clients;
+    let mut desc = crate::Description::default();
+    let result = (lib.clients)(args, deadline).and_then(|(mut clients, d)| {
+        desc = d;
+        let connect = epoch.elapsed();
+        let r = drive(clients.as_mut(), args, epoch);
+        clients.close();
+        r.map(|mut r| {
+            r.connect = connect;
+            r
+        })
+    });
+    let mut line = serde_json::Map::new();
+    let mut put = |k: &str, v: serde_json::Value| {
+        line.insert(k.to_string(), v);
+    };
+    put("role", json!("client"));
+    put("library", json!(lib.name));
+    put("settings", json!(desc.settings));
+    put("tuned", json!(args.tuned));
+    put("channel", json!(args.channel.name()));
+    put("payload_bytes", json!(args.payload));
+    put("clients", json!(args.clients));
+    put("rate_hz", json!(args.rate));
+    put("warmup_seconds", json!(args.warmup.as_secs_f64()));
+    put("window_seconds", json!(args.seconds.as_secs_f64()));
+    put("drain_seconds", json!(args.drain.as_secs_f64()));
+    let mut error = None;
+    match &result {
+        Ok(r) => {
+            let c = &r.counts;
+            let l = &c.latency;
+            put("connect_seconds", json!(r.connect.as_secs_f64()));
+            put("elapsed_seconds", json!(r.elapsed.as_secs_f64()));
+            put("messages_sent", json!(c.sent));
+            put("messages_delivered", json!(c.delivered));
+            put("lost", json!(c.sent - c.delivered));
+            put("duplicates", json!(c.duplicates));
+            put("corrupt", json!(c.corrupt));
+            put("warmup_sent", json!(c.warmup_sent));
+            put("warmup_echoes", json!(c.warmup_echoes));
+            put("rtt_samples", json!(l.count()));
+            put("rtt_min_us", json!(l.min_us()));
+            put("rtt_p50_us", json!(l.quantile_us(0.50)));
+            put("rtt_p99_us", json!(l.quantile_us(0.99)));
+            put("rtt_p999_us", json!(l.quantile_us(0.999)));
+            put("rtt_max_us", json!(l.max_us()));
+            put("cpu_seconds", json!(r.cpu.map(|c| c.as_secs_f64())));
+            put(
+                "cpu_us_per_message",
+                json!(r
+                    .cpu
+                    .filter(|_| c.sent > 0)
+                    .map(|cpu| cpu.as_secs_f64() * 1e6 / c.sent as f64)),
+            );
+            put("rss_bytes", json!(r.rss));
+            if c.sent == 0 {
+                error = Some("no message sent in the window".to_string());
+            } else if c.corrupt > 0 {
+                error = Some(format!("{} echoes were not the messages sent", c.corrupt));
+            }
+        }
+        Err(e) => error = Some(e.clone()),
+    }
+    put("pump", json!(desc.pump));
+    put("ok", json!(error.is_none()));
+    put("error", json!(error));
+    println!("{}", serde_json::Value::Object(line));
+    if let Some(e) = &error {
+        eprintln!("keel-peer {} client: {e}", lib.name);
+        1
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_and_parse_round_trip() {
+        let mut b = vec![0u8; 400];
+        fill(&mut b, 300, 12345);
+        assert_eq!(parse(&b, 400), Some((300, 12345)));
+        assert_eq!(parse(&b[..399], 400), None);
+        b[200] ^= 1;
+        assert_eq!(parse(&b, 400), None);
+    }
+
+    #[test]
+    fn recorder_counts_once_and_tells_duplicates_warmup_and_strangers() {
+        let mut r = Recorder::new(Instant::now(), 32);
+        let mut b = vec![0u8; 32];
+        // Warmup message 0 from client 0; window messages 1, 2 from 1, 0.
+        r.sent(0, 0, 100, false);
+        r.sent(1, 1, 1_000, true);
+        r.sent(0, 2, 2_000, true);
+        fill(&mut b, 0, 100);
+        r.received(0, &b, 500);
+        fill(&mut b, 1, 1_000);
+        r.received(1, &b, 4_000);
+        r.received(1, &b, 5_000); // its duplicate
+        fill(&mut b, 2, 2_000);
+        r.received(1, &b, 6_000); // on the wrong client
+        let c = &r.counts;
+        assert_eq!((c.sent, c.delivered, c.duplicates), (2, 1, 1));
+        assert_eq!((c.warmup_sent, c.warmup_echoes, c.corrupt), (1, 1, 1));
+        assert_eq!(r.outstanding(), 1);
+        assert_eq!(c.latency.count(), 1);
+        assert_eq!(c.latency.max_us(), Some(3.0));
+    }
+}

@@ -1,0 +1,119 @@
+//! Latency recording (hdrhistogram, exact min and max) and the process's
+//! resident set size.
+
+use hdrhistogram::Histogram;
+
+/// Delivery latencies in nanoseconds: a histogram of 3 significant digits
+/// plus the exact smallest and largest sample. A percentile is the
+/// histogram's value clamped to `[min, max]`: the histogram answers with
+/// its bucket's highest equivalent value, which may lie above every
+/// sample, and no percentile is ever reported above the recorded max.
+pub struct Latency {
+    hist: Histogram<u64>,
+    min_ns: u64,
+    max_ns: u64,
+    count: u64,
+}
+
+/// Largest latency the histogram holds (60 s); larger samples are
+/// recorded as this (and the exact max still says how large).
+const HIST_MAX_NS: u64 = 60_000_000_000;
+
+impl Default for Latency {
+    fn default() -> Self {
+        Latency {
+            hist: Histogram::new_with_bounds(1, HIST_MAX_NS, 3)
+                .expect("constant histogram bounds are valid"),
+            min_ns: u64::MAX,
+            max_ns: 0,
+            count: 0,
+        }
+    }
+}
+
+impl Latency {
+    /// Records one sample.
+    pub fn record(&mut self, ns: u64) {
+        self.hist.saturating_record(ns.clamp(1, HIST_MAX_NS));
+        self.min_ns = self.min_ns.min(ns);
+        self.max_ns = self.max_ns.max(ns);
+        self.count += 1;
+    }
+
+    /// Samples recorded.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The `q` quantile (0..=1) in microseconds, within `[min, max]`;
+    /// `None` without samples.
+    pub fn quantile_us(&self, q: f64) -> Option<f64> {
+        (self.count > 0).then(|| {
+            self.hist
+                .value_at_quantile(q)
+                .clamp(self.min_ns, self.max_ns) as f64
+                / 1_000.0
+        })
+    }
+
+    /// The smallest sample in microseconds.
+    pub fn min_us(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.min_ns as f64 / 1_000.0)
+    }
+
+    /// The largest sample in microseconds.
+    pub fn max_us(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.max_ns as f64 / 1_000.0)
+    }
+}
+
+/// Resident set size of this process now (`VmRSS` of /proc/self/status),
+/// in bytes.
+pub fn rss_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = text.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let mut parts = line["VmRSS:".len()..].split_whitespace();
+    let kb: u64 = parts.next()?.parse().ok()?;
+    (parts.next()? == "kB").then_some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_never_exceed_the_recorded_max() {
+        let mut l = Latency::default();
+        // 1001 ns falls in a bucket whose highest equivalent value is
+        // above it: unclamped, every percentile would read above the max.
+        for _ in 0..1000 {
+            l.record(1_001_003);
+        }
+        assert_eq!(l.max_us(), Some(1_001.003));
+        for q in [0.5, 0.99, 0.999, 1.0] {
+            let v = l.quantile_us(q).unwrap();
+            assert!(v <= 1_001.003, "q {q}: {v}");
+            assert!(v >= 1_001.003, "q {q}: {v} below min");
+        }
+        assert!(
+            l.hist.value_at_quantile(0.5) > 1_001_003,
+            "the case must be one the clamp decides"
+        );
+    }
+
+    #[test]
+    fn percentiles_of_a_spread() {
+        let mut l = Latency::default();
+        for us in 1..=10_000u64 {
+            l.record(us * 1_000);
+        }
+        assert_eq!(l.count(), 10_000);
+        let p50 = l.quantile_us(0.5).unwrap();
+        assert!((4_990.0..=5_010.0).contains(&p50), "{p50}");
+        let p99 = l.quantile_us(0.99).unwrap();
+        assert!((9_890.0..=9_910.0).contains(&p99), "{p99}");
+        assert_eq!(l.max_us(), Some(10_000.0));
+        assert_eq!(l.min_us(), Some(1.0));
+        assert_eq!(Latency::default().quantile_us(0.5), None);
+    }
+}
