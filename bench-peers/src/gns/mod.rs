@@ -4,7 +4,7 @@
 //! `gnslib`): its `-sys` crate ships the GNS 1.6.0 source and builds it with
 //! cmake against Debian's protobuf and OpenSSL, and generates the flat C API
 //! with bindgen. The crate's safe wrapper gives init, configuration, listen,
-//! connect, accept and connection-status events; [`sys`] holds the few raw
+//! connect, accept and connection-status events; `sys` holds the few raw
 //! calls it lacks (a client-side poll group, receiving on it, a copying send).
 //!
 //! * Pump: GNS has no waitable handle. Its own service thread does the socket
@@ -20,7 +20,7 @@
 //!   [`TUNED_SEND_RATE`]). Both encrypted (GNS's default, AES-GCM after a
 //!   key exchange), unauthenticated (no certificate: `IP_AllowWithoutAuth` 2).
 //! * GNS refuses to listen on port 0, so `--bind IP:0` first finds a free
-//!   port with a std UDP socket ([`listen`]).
+//!   port with a std UDP socket (`listen`).
 
 mod sys;
 
@@ -170,6 +170,10 @@ fn server(
     args: &ServerArgs,
     tally: Arc<Tally>,
 ) -> Result<(Box<dyn EchoServer>, Description), String> {
+    Ok((Box::new(new_server(args, tally)?), description(args.tuned)))
+}
+
+fn new_server(args: &ServerArgs, tally: Arc<Tally>) -> Result<GnsServer, String> {
     let global = init(args.tuned)?;
     let socket = listen(global, args.bind)?;
     let local = match socket.get_listen_socket_address() {
@@ -177,7 +181,7 @@ fn server(
         Some((_, port)) => SocketAddr::new(args.bind.ip(), port),
         None => args.bind,
     };
-    let server = GnsServer {
+    Ok(GnsServer {
         global,
         socket,
         local,
@@ -187,8 +191,7 @@ fn server(
         slots: vec![MessageSlot::uninit(); RECEIVE_BATCH],
         echo_refused: 0,
         accept_failed: 0,
-    };
-    Ok((Box::new(server), description(args.tuned)))
+    })
 }
 
 impl GnsServer {
@@ -289,6 +292,13 @@ fn clients(
     args: &ClientArgs,
     deadline: Instant,
 ) -> Result<(Box<dyn Clients>, Description), String> {
+    Ok((
+        Box::new(new_clients(args, deadline)?),
+        description(args.tuned),
+    ))
+}
+
+fn new_clients(args: &ClientArgs, deadline: Instant) -> Result<GnsClients, String> {
     let global = init(args.tuned)?;
     let group = sys::PollGroup::new(global)?;
     let n = args.clients as usize;
@@ -340,7 +350,7 @@ fn clients(
         }
         std::thread::sleep(TICK);
     }
-    let clients = GnsClients {
+    Ok(GnsClients {
         global,
         conns,
         index,
@@ -348,8 +358,7 @@ fn clients(
         flags: send_flags(args.channel == Channel::ReliableOrdered, args.tuned),
         received: Vec::with_capacity(RECEIVE_BATCH),
         send_refused: 0,
-    };
-    Ok((Box::new(clients), description(args.tuned)))
+    })
 }
 
 impl GnsClients {
@@ -434,5 +443,125 @@ impl Clients for GnsClients {
             self.global.poll_callbacks();
             std::thread::sleep(TICK);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+
+    fn msg(tag: u8, k: u8) -> Vec<u8> {
+        let mut m = vec![tag; 64];
+        m[1] = k;
+        m
+    }
+
+    /// One process, GNS over 127.0.0.1: a server thread and two clients.
+    /// Client 0 sends reliably, client 1 unreliably; each echo must come back
+    /// unchanged, on the connection it was sent on, with the reliability it
+    /// was sent with (the Reliable bit of the received message).
+    #[test]
+    fn echoes_each_message_unchanged_on_its_connection_with_its_reliability() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tally = Arc::new(Tally::default());
+        let (tx, rx) = mpsc::channel();
+        let (stop2, tally2) = (stop.clone(), tally.clone());
+        // GnsServer holds raw message slots (not Send): build it on its thread.
+        let server = std::thread::spawn(move || {
+            let args = ServerArgs {
+                library: "gns".into(),
+                bind: "127.0.0.1:0".parse().unwrap(),
+                tuned: true,
+            };
+            let mut s = match new_server(&args, tally2) {
+                Ok(s) => s,
+                Err(e) => return tx.send(Err(e)).unwrap(),
+            };
+            tx.send(Ok(s.local_addr())).unwrap();
+            while !stop2.load(Ordering::Relaxed) {
+                s.pump(Duration::from_millis(5)).unwrap();
+            }
+        });
+        let addr = rx.recv().unwrap().unwrap();
+        assert_ne!(addr.port(), 0, "--bind port 0 resolved to a real port");
+        let args = ClientArgs {
+            library: "gns".into(),
+            connect: addr,
+            clients: 2,
+            rate: 60,
+            payload: 64,
+            seconds: Duration::from_secs(1),
+            warmup: Duration::ZERO,
+            drain: Duration::ZERO,
+            channel: Channel::ReliableOrdered,
+            tuned: true,
+        };
+        let mut c = new_clients(&args, Instant::now() + Duration::from_secs(10)).unwrap();
+        let unreliable = send_flags(false, true);
+        for k in 0..5 {
+            c.send(0, &msg(b'r', k)).unwrap();
+            sys::send(c.conns[1].connection(), &msg(b'u', k), unreliable).unwrap();
+        }
+        let mut got: Vec<Vec<(Vec<u8>, bool)>> = vec![Vec::new(), Vec::new()];
+        let end = Instant::now() + Duration::from_secs(5);
+        while got[0].len() + got[1].len() < 10 && Instant::now() < end {
+            c.global.poll_callbacks();
+            let mut ms = Vec::new();
+            c.group.receive(&mut ms, RECEIVE_BATCH).unwrap();
+            for m in &ms {
+                let i = c.index[&m.connection()];
+                got[i].push((m.payload().to_vec(), m.reliable()));
+            }
+            std::thread::sleep(TICK);
+        }
+        let want = |tag, reliable| (0..5).map(|k| (msg(tag, k), reliable)).collect::<Vec<_>>();
+        assert_eq!(
+            got[0],
+            want(b'r', true),
+            "client 0: reliable echoes, in order"
+        );
+        let mut u = got[1].clone();
+        u.sort();
+        assert_eq!(u, want(b'u', false), "client 1: unreliable echoes");
+
+        // The harness's path: Clients::send and pump's deliver.
+        for k in 5..8 {
+            c.send(1, &msg(b'h', k)).unwrap();
+        }
+        let mut delivered = Vec::new();
+        let end = Instant::now() + Duration::from_secs(5);
+        while delivered.len() < 3 && Instant::now() < end {
+            c.pump(Instant::now() + Duration::from_millis(10), &mut |i, m| {
+                delivered.push((i, m.to_vec()))
+            })
+            .unwrap();
+        }
+        let want: Vec<_> = (5..8).map(|k| (1, msg(b'h', k))).collect();
+        assert_eq!(delivered, want);
+        assert_eq!(tally.messages(), 13);
+        assert_eq!(tally.fields()["connections"], 2);
+        c.close();
+        stop.store(true, Ordering::Relaxed);
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn tuned_sends_skip_nagle_and_defaults_do_not() {
+        use gnslib::sys::{
+            k_nSteamNetworkingSend_ReliableNoNagle, k_nSteamNetworkingSend_UnreliableNoNagle,
+        };
+        assert_eq!(send_flags(true, false), k_nSteamNetworkingSend_Reliable);
+        assert_eq!(send_flags(false, false), k_nSteamNetworkingSend_Unreliable);
+        assert_eq!(
+            send_flags(true, true),
+            k_nSteamNetworkingSend_ReliableNoNagle
+        );
+        assert_eq!(
+            send_flags(false, true),
+            k_nSteamNetworkingSend_UnreliableNoNagle
+        );
+        assert!(settings(false).contains("Nagle 5 ms") && settings(true).contains("NagleTime 0"));
     }
 }

@@ -103,6 +103,14 @@ impl Message {
         // SAFETY: as in `payload`: a live message from GNS.
         gnslib::GnsConnection::from_raw(unsafe { (*self.0).m_conn })
     }
+
+    /// Whether it was sent reliably (the only flag valid on a received one).
+    #[cfg(test)]
+    pub fn reliable(&self) -> bool {
+        // SAFETY: as in `payload`: a live message from GNS.
+        let flags = unsafe { (*self.0).m_nFlags };
+        flags & sys::k_nSteamNetworkingSend_Reliable != 0
+    }
 }
 
 impl Drop for Message {
