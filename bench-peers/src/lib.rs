@@ -64,6 +64,15 @@ pub mod server;
 pub mod stats;
 pub mod sys;
 
+pub mod kcp_peer;
+pub mod keel;
+pub mod quinn_peer;
+
+#[cfg(feature = "enet")]
+pub mod enet;
+#[cfg(feature = "renet")]
+pub mod renet_peer;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -142,8 +151,42 @@ pub struct Library {
 
 /// The libraries built into this binary.
 pub fn libraries() -> Vec<Library> {
-    vec![
-        #[cfg(feature = "gns")]
-        gns::library(),
-    ]
+    #[allow(unused_mut)]
+    let mut libs = vec![
+        Library {
+            name: "keel",
+            server: keel::server,
+            clients: keel::clients,
+        },
+        Library {
+            name: "kcp",
+            server: kcp_peer::server,
+            clients: kcp_peer::clients,
+        },
+        Library {
+            name: "quinn",
+            server: quinn_peer::server,
+            clients: quinn_peer::clients_stream,
+        },
+        Library {
+            name: "quinn-streams",
+            server: quinn_peer::server,
+            clients: quinn_peer::clients_streams,
+        },
+    ];
+    #[cfg(feature = "enet")]
+    libs.push(Library {
+        name: "enet",
+        server: enet::server,
+        clients: enet::clients,
+    });
+    #[cfg(feature = "renet")]
+    libs.push(Library {
+        name: "renet",
+        server: renet_peer::server,
+        clients: renet_peer::clients,
+    });
+    #[cfg(feature = "gns")]
+    libs.push(gns::library());
+    libs
 }

@@ -22,3 +22,45 @@ pub fn process_cpu() -> Option<Duration> {
     };
     Some(tv(ru.ru_utime) + tv(ru.ru_stime))
 }
+
+/// Waits with poll(2) until one of a set of file descriptors is readable
+/// (for C libraries that hand out their sockets, as ENet does).
+#[derive(Default)]
+pub struct Poller {
+    fds: Vec<libc::pollfd>,
+}
+
+impl Poller {
+    /// Watches `fd` for reading; its index is the order of `add` calls.
+    pub fn add(&mut self, fd: std::ffi::c_int) {
+        self.fds.push(libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+    }
+
+    /// Waits up to `timeout` (millisecond resolution, rounded up) and puts
+    /// the indices of the readable descriptors into `ready`.
+    pub fn wait(&mut self, timeout: Duration, ready: &mut Vec<usize>) -> std::io::Result<()> {
+        ready.clear();
+        let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as std::ffi::c_int;
+        // SAFETY: `fds` is a valid, writable array of `fds.len()` pollfd
+        // structs for the call.
+        let rc = unsafe { libc::poll(self.fds.as_mut_ptr(), self.fds.len() as libc::nfds_t, ms) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            return if e.kind() == std::io::ErrorKind::Interrupted {
+                Ok(())
+            } else {
+                Err(e)
+            };
+        }
+        for (i, p) in self.fds.iter().enumerate() {
+            if p.revents != 0 {
+                ready.push(i);
+            }
+        }
+        Ok(())
+    }
+}
