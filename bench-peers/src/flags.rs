@@ -36,6 +36,10 @@ pub const MIN_PAYLOAD: usize = 16;
 pub const MAX_PAYLOAD: usize = 16_384;
 /// Longest phase (warmup, measured window or drain), seconds.
 pub const MAX_SECONDS: f64 = 3_600.0;
+/// Most messages one client process sends (clients x rate x (warmup +
+/// seconds)): the load's bookkeeping holds each window message until its
+/// echo.
+pub const MAX_MESSAGES: f64 = 20_000_000.0;
 
 /// Which kind of channel the messages go on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -286,6 +290,14 @@ where
                     ))
                 }
             };
+            let total =
+                f64::from(clients) * f64::from(rate) * (secs.as_secs_f64() + warmup.as_secs_f64());
+            if total > MAX_MESSAGES {
+                return Err(format!(
+                    "--clients x --rate x (--warmup + --seconds): at most {MAX_MESSAGES} messages \
+                     per run, got {total}"
+                ));
+            }
             Command::Client(ClientArgs {
                 library,
                 connect,
@@ -350,5 +362,9 @@ mod tests {
             .starts_with("LIB"));
         assert!(p(&format!("{base} --clients 1 --payload 8")).is_err());
         assert!(p(&format!("{base} --clients 1 --warmup -1")).is_err());
+        let big = "kcp client --connect 127.0.0.1:9 --clients 10000 --rate 1000 --payload 400";
+        assert!(p(&format!("{big} --seconds 3"))
+            .unwrap_err()
+            .contains("at most"));
     }
 }
