@@ -39,7 +39,7 @@ pub const MAX_SECONDS: f64 = 3_600.0;
 /// Most messages one client process sends (clients x rate x (warmup +
 /// seconds)): the load's bookkeeping holds each window message until its
 /// echo.
-pub const MAX_MESSAGES: f64 = 20_000_000.0;
+pub const MAX_MESSAGES: f64 = 5_000_000.0;
 
 /// Which kind of channel the messages go on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -24,8 +24,8 @@
 //!
 //! Bounds: a KCP holding more than [`MAX_QUEUED`] messages to send refuses
 //! more (the message is lost, counted by the harness); the server holds at
-//! most [`MAX_PEERS`] peers and ignores datagrams of others (counted in
-//! its settings line as `ignored`... only on stderr at the end).
+//! most [`MAX_PEERS`] peers and ignores datagrams of others (and those
+//! too short for a KCP header); how many goes to stderr at exit.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -41,7 +41,7 @@ use mio::{Events, Interest, Poll, Token};
 use crate::{Channel, ClientArgs, Clients, Description, EchoServer, ServerArgs, Tally};
 
 /// Messages a KCP may hold to send before `send` is refused.
-pub const MAX_QUEUED: usize = 8_192;
+pub const MAX_QUEUED: usize = 1_024;
 /// Peers the server holds at most.
 pub const MAX_PEERS: usize = 16_384;
 /// Largest datagram read (KCP's MTU is 1,400).

@@ -47,6 +47,9 @@ use tokio::sync::mpsc;
 use crate::flags::MAX_PAYLOAD;
 use crate::{Channel, ClientArgs, Clients, Description, EchoServer, ServerArgs, Tally};
 
+/// Handshakes a client process runs at once.
+pub const CONNECT_WAVE: usize = 32;
+
 /// Concurrent unidirectional streams each way, tuned.
 pub const TUNED_UNI_STREAMS: u32 = 1_024;
 
@@ -476,22 +479,28 @@ fn clients_of(
     let server = args.connect;
     let setup = async {
         let mut endpoints = Vec::with_capacity(n);
-        let mut connecting = Vec::with_capacity(n);
-        for i in 0..n {
-            let mut ep = Endpoint::client(local).map_err(|e| format!("quinn: client {i}: {e}"))?;
-            ep.set_default_client_config(cc.clone());
-            let c = ep
-                .connect(server, "localhost")
-                .map_err(|e| format!("quinn: client {i}: connect: {e}"))?;
-            endpoints.push(ep);
-            connecting.push(c);
-        }
         let mut conns = Vec::with_capacity(n);
-        for (i, c) in connecting.into_iter().enumerate() {
-            conns.push(
-                c.await
-                    .map_err(|e| format!("quinn: client {i}: handshake: {e}"))?,
-            );
+        // Handshakes in waves of CONNECT_WAVE: a thousand padded Initials
+        // at once overflow the server's socket buffer, and each lost one
+        // waits for quinn's PTO (1 s, doubling).
+        for wave in (0..n).collect::<Vec<_>>().chunks(CONNECT_WAVE) {
+            let mut connecting = Vec::with_capacity(wave.len());
+            for &i in wave {
+                let mut ep =
+                    Endpoint::client(local).map_err(|e| format!("quinn: client {i}: {e}"))?;
+                ep.set_default_client_config(cc.clone());
+                let c = ep
+                    .connect(server, "localhost")
+                    .map_err(|e| format!("quinn: client {i}: connect: {e}"))?;
+                endpoints.push(ep);
+                connecting.push((i, c));
+            }
+            for (i, c) in connecting {
+                conns.push(
+                    c.await
+                        .map_err(|e| format!("quinn: client {i}: handshake: {e}"))?,
+                );
+            }
         }
         let mut writers = Vec::new();
         for (i, conn) in conns.iter().enumerate() {
