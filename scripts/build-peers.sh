@@ -7,7 +7,8 @@
 #
 # * As root (and unless --no-install), installs what the C libraries need
 #   with apt-get: libenet-dev (ENet 1.3); with the gns feature, cmake,
-#   ninja-build, protobuf-compiler, libprotobuf-dev, libssl-dev, g++.
+#   ninja-build, protobuf-compiler, libprotobuf-dev, libssl-dev, g++, libclang-dev
+#   (bindgen, for the GNS flat API).
 # * Builds in release with the default features (keel, kcp, quinn, enet)
 #   plus --features (comma-separated: gns, renet). An optional feature
 #   whose build fails is reported and left out; the rest is still built.
@@ -64,7 +65,7 @@ apt_install() {
 have_enet || apt_install libenet-dev || true
 for f in "${wanted[@]}"; do
   if [[ "$f" == gns ]]; then
-    apt_install cmake ninja-build protobuf-compiler libprotobuf-dev libssl-dev g++ pkg-config || true
+    apt_install cmake ninja-build protobuf-compiler libprotobuf-dev libssl-dev g++ pkg-config libclang-dev || true
   fi
 done
 

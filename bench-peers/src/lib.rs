@@ -57,6 +57,8 @@
 #![deny(unsafe_code)]
 
 pub mod flags;
+#[cfg(feature = "gns")]
+pub mod gns;
 pub mod load;
 pub mod server;
 pub mod stats;
@@ -184,5 +186,7 @@ pub fn libraries() -> Vec<Library> {
         server: renet_peer::server,
         clients: renet_peer::clients,
     });
+    #[cfg(feature = "gns")]
+    libs.push(gns::library());
     libs
 }
