@@ -193,8 +193,8 @@ fn slot_seq(n: u64, window: u32, slot: u32) -> u64 {
 /// The client handler.
 ///
 /// Its messages in flight sit in `window` indexed slots (an echo's slot is
-/// its sequence modulo the window, see [`slot_seq`]): no hashing per echo.
-/// Up to [`COPY_LIMIT`] bytes of window, each slot keeps the bytes it sent
+/// its sequence modulo the window, see `slot_seq`): no hashing per echo.
+/// Up to `COPY_LIMIT` (1 MiB) of window, each slot keeps the bytes it sent
 /// and an echo is checked against them with one `memcmp` (every byte, as
 /// before; the bytes were made by [`encode`], so a match is also a correct
 /// fill); above it one buffer is reused and [`verify_fill`] recomputes the
