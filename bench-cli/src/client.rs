@@ -1,7 +1,7 @@
 //! One benchmark client: a closed-loop window of messages over a keel-udp
 //! [`Client`](keel_udp::Client), every echo checked byte for byte.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -137,7 +137,8 @@ impl ClientTally {
 }
 
 /// Hashes the client's own sequence numbers (not attacker-chosen, so no
-/// need for SipHash's cost on every echo): a Fibonacci multiply.
+/// need for SipHash's cost): a Fibonacci multiply. Only the loss path uses
+/// it (the given-up set); echoes find their message by slot index.
 #[derive(Default)]
 pub struct SeqHasher(u64);
 
@@ -157,26 +158,78 @@ impl Hasher for SeqHasher {
     }
 }
 
-type SeqMap<V> = HashMap<u64, V, BuildHasherDefault<SeqHasher>>;
 type SeqSet = HashSet<u64, BuildHasherDefault<SeqHasher>>;
 
 /// Most given-up sequence numbers remembered, so memory stays bounded on a
 /// very lossy path; a late echo beyond that counts as unexpected.
 const GIVEN_UP_LIMIT: usize = 1 << 20;
 
+/// Largest window x payload (bytes) for which a client keeps a copy of
+/// every message in flight and checks each echo against it with one
+/// `memcmp`; above it the client keeps one buffer and recomputes the fill
+/// ([`verify_fill`]). 1 MiB per client: 16 clients at window 1 and 1024 B
+/// keep 1 KiB each.
+const COPY_LIMIT: usize = 1 << 20;
+
+/// One of a client's `window` slots: a message in flight, or free.
+#[derive(Clone, Copy)]
+struct Slot {
+    /// The message's sequence (`seq % window` is this slot's index).
+    seq: u64,
+    /// When its send was submitted (see [`BenchClient`] on the clock).
+    sent_at: Instant,
+    phase: Phase,
+    busy: bool,
+}
+
+/// The sequence of the `n`-th message a client sends, from slot `slot` of
+/// `window`: `n * window + slot`. Sequences rise with every send (the
+/// order check needs that) and an echo's slot is `seq % window`, so an
+/// echo finds its message by index, never by hashing.
+fn slot_seq(n: u64, window: u32, slot: u32) -> u64 {
+    n * u64::from(window) + u64::from(slot)
+}
+
 /// The client handler.
+///
+/// Its messages in flight sit in `window` indexed slots (an echo's slot is
+/// its sequence modulo the window, see `slot_seq`): no hashing per echo.
+/// Up to `COPY_LIMIT` (1 MiB) of window, each slot keeps the bytes it sent
+/// and an echo is checked against them with one `memcmp` (every byte, as
+/// before; the bytes were made by [`encode`], so a match is also a correct
+/// fill); above it one buffer is reused and [`verify_fill`] recomputes the
+/// fill.
+///
+/// The clock is read once per echo: the instant an echo's handler starts
+/// ends that echo's RTT and is also the send time of the message that
+/// replaces it (sent from the same handler after the check and the
+/// encoding, so each RTT includes that handler work, a fraction of a
+/// microsecond). `start` reads it once for the whole window.
 pub struct BenchClient {
     id: u32,
     window: u32,
-    buf: Vec<u8>,
+    payload: usize,
+    /// Per-slot message bytes (`window * payload`) when `copies`, else one
+    /// message buffer.
+    bufs: Vec<u8>,
+    copies: bool,
     schedule: Option<Schedule>,
-    next_seq: u64,
-    outstanding: SeqMap<(Instant, Phase)>,
+    /// Messages sent so far (the `n` of [`slot_seq`]).
+    sent: u64,
+    slots: Vec<Slot>,
+    /// Free slot indices.
+    free: Vec<u32>,
+    /// Busy slots.
+    in_flight: usize,
     given_up: SeqSet,
     highest: [Option<u64>; 2],
     /// Measured-phase RTTs (shared by the run's clients, one histogram per
     /// runtime thread).
     rtt: Arc<RttShards>,
+    /// RTTs not yet in `rtt`: handed over [`RTT_BATCH`] at a time (one lock
+    /// of the shard instead of one per echo) and the rest when the client
+    /// reports.
+    rtt_pending: Vec<Duration>,
     /// Counts so far.
     pub tally: ClientTally,
     latch: Arc<DrainLatch>,
@@ -187,6 +240,10 @@ pub struct BenchClient {
     reported: bool,
     loss_timer: Option<TimerId>,
 }
+
+/// RTTs a client collects before it records them into the shared
+/// histogram.
+const RTT_BATCH: usize = 64;
 
 impl BenchClient {
     /// A client with id `id` sending `payload`-byte messages, `window` in
@@ -199,16 +256,41 @@ impl BenchClient {
         rtt: Arc<RttShards>,
         last_words: Arc<Mutex<Option<ClientTally>>>,
     ) -> BenchClient {
+        let window = window.max(1);
+        let copies = (window as usize).saturating_mul(payload) <= COPY_LIMIT;
+        let bufs = vec![
+            0u8;
+            if copies {
+                window as usize * payload
+            } else {
+                payload
+            }
+        ];
+        let now = Instant::now();
         BenchClient {
             id,
             window,
-            buf: vec![0u8; payload],
+            payload,
+            bufs,
+            copies,
             schedule: None,
-            next_seq: 0,
-            outstanding: SeqMap::with_capacity_and_hasher(window as usize * 2, Default::default()),
+            sent: 0,
+            slots: vec![
+                Slot {
+                    seq: 0,
+                    sent_at: now,
+                    phase: Phase::Warmup,
+                    busy: false,
+                };
+                window as usize
+            ],
+            // Popped from the end: slot 0 first.
+            free: (0..window).rev().collect(),
+            in_flight: 0,
             given_up: SeqSet::default(),
             highest: [None, None],
             rtt,
+            rtt_pending: Vec::with_capacity(RTT_BATCH),
             tally: ClientTally::default(),
             latch,
             drained: false,
@@ -241,34 +323,62 @@ impl BenchClient {
         self.check_drained(now);
     }
 
+    /// Where slot `slot`'s message bytes start in `bufs`.
+    fn offset(&self, slot: u32) -> usize {
+        if self.copies {
+            slot as usize * self.payload
+        } else {
+            0
+        }
+    }
+
+    /// Sends the next message from a free slot, its send time `now` (the
+    /// caller's one clock read).
     fn send_next(&mut self, ctx: &mut ClientCtx<'_>, now: Instant) {
         let Some(s) = self.schedule else { return };
         if now >= s.measure_end {
             return;
         }
+        let Some(slot) = self.free.pop() else { return };
         let phase = if now < s.measure_start {
             Phase::Warmup
         } else {
             Phase::Measured
         };
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        encode(&mut self.buf, phase, self.id, seq);
-        // RTT runs from just before the send is submitted.
-        let sent_at = Instant::now();
-        match ctx.send(&self.buf) {
+        let seq = slot_seq(self.sent, self.window, slot);
+        self.sent += 1;
+        let at = self.offset(slot);
+        let buf = &mut self.bufs[at..at + self.payload];
+        encode(buf, phase, self.id, seq);
+        match ctx.send(buf) {
             Ok(()) => {
-                self.outstanding.insert(seq, (sent_at, phase));
+                self.slots[slot as usize] = Slot {
+                    seq,
+                    sent_at: now,
+                    phase,
+                    busy: true,
+                };
+                self.in_flight += 1;
                 match phase {
                     Phase::Measured => self.tally.messages_sent += 1,
                     Phase::Warmup => self.tally.warmup_sent += 1,
                 }
             }
-            Err(_) => match phase {
-                Phase::Measured => self.tally.send_rejections += 1,
-                Phase::Warmup => self.tally.warmup_errors += 1,
-            },
+            Err(_) => {
+                self.free.push(slot);
+                match phase {
+                    Phase::Measured => self.tally.send_rejections += 1,
+                    Phase::Warmup => self.tally.warmup_errors += 1,
+                }
+            }
         }
+    }
+
+    /// Frees slot `slot` (its message was echoed or given up).
+    fn release(&mut self, slot: u32) {
+        self.slots[slot as usize].busy = false;
+        self.in_flight -= 1;
+        self.free.push(slot);
     }
 
     fn error(&mut self, phase: Phase, kind: fn(&mut ClientTally) -> &mut u64) {
@@ -280,7 +390,7 @@ impl BenchClient {
 
     fn check_drained(&mut self, now: Instant) {
         let Some(s) = self.schedule else { return };
-        if !self.drained && now >= s.measure_end && self.outstanding.is_empty() {
+        if !self.drained && now >= s.measure_end && self.in_flight == 0 {
             self.drained = true;
             self.latch.arrive(now);
         }
@@ -300,15 +410,34 @@ impl BenchClient {
     /// Ends the run for this client: whatever is still outstanding is lost,
     /// in the phase it was sent in.
     fn finish(&mut self) {
-        for (_, (_, phase)) in self.outstanding.drain() {
-            self.tally.count_lost(phase);
+        self.flush_rtts();
+        for i in 0..self.window {
+            let slot = self.slots[i as usize];
+            if slot.busy {
+                self.tally.count_lost(slot.phase);
+                self.release(i);
+            }
         }
         self.schedule = None;
+    }
+
+    /// Records the pending RTTs into the shared histogram.
+    fn flush_rtts(&mut self) {
+        self.rtt.record_all(&self.rtt_pending);
+        self.rtt_pending.clear();
+    }
+
+    /// The busy slot whose message has sequence `seq`, if any.
+    fn slot_of(&self, seq: u64) -> Option<u32> {
+        let i = (seq % u64::from(self.window)) as u32;
+        let slot = &self.slots[i as usize];
+        (slot.busy && slot.seq == seq).then_some(i)
     }
 }
 
 impl ClientHandler for BenchClient {
     fn datagram(&mut self, ctx: &mut ClientCtx<'_>, data: &[u8]) {
+        // The one clock read of this echo (see `BenchClient`).
         let now = Instant::now();
         let header = match decode_header(data) {
             Ok(h) if h.client == self.id => h,
@@ -317,7 +446,7 @@ impl ClientHandler for BenchClient {
                 return;
             }
         };
-        let Some((sent_at, phase)) = self.outstanding.remove(&header.seq) else {
+        let Some(index) = self.slot_of(header.seq) else {
             if self.given_up.remove(&header.seq) {
                 self.tally.late_echoes += 1;
             } else {
@@ -325,8 +454,18 @@ impl ClientHandler for BenchClient {
             }
             return;
         };
+        let Slot { sent_at, phase, .. } = self.slots[index as usize];
+        // Size, then every byte: against the bytes sent (header included,
+        // so the phase too), or the recomputed fill.
+        let intact = data.len() == self.payload
+            && if self.copies {
+                let at = self.offset(index);
+                data == &self.bufs[at..at + self.payload]
+            } else {
+                header.phase == phase && verify_fill(data, &header)
+            };
         let mut good = true;
-        if header.phase != phase || data.len() != self.buf.len() || !verify_fill(data, &header) {
+        if !intact {
             self.error(phase, |t| &mut t.content_errors);
             good = false;
         }
@@ -340,11 +479,16 @@ impl ClientHandler for BenchClient {
             match phase {
                 Phase::Measured => {
                     self.tally.messages += 1;
-                    self.rtt.record(now.saturating_duration_since(sent_at));
+                    self.rtt_pending
+                        .push(now.saturating_duration_since(sent_at));
+                    if self.rtt_pending.len() >= RTT_BATCH {
+                        self.flush_rtts();
+                    }
                 }
                 Phase::Warmup => self.tally.warmup_done += 1,
             }
         }
+        self.release(index);
         self.send_next(ctx, now);
         self.check_drained(now);
     }
@@ -358,19 +502,18 @@ impl ClientHandler for BenchClient {
         };
         let now = Instant::now();
         let mut expired = 0;
-        let given_up = &mut self.given_up;
-        let tally = &mut self.tally;
-        self.outstanding.retain(|seq, (sent_at, phase)| {
-            if now.saturating_duration_since(*sent_at) < limit {
-                return true;
+        for i in 0..self.window {
+            let slot = self.slots[i as usize];
+            if !slot.busy || now.saturating_duration_since(slot.sent_at) < limit {
+                continue;
             }
-            tally.count_lost(*phase);
-            if given_up.len() < GIVEN_UP_LIMIT {
-                given_up.insert(*seq);
+            self.tally.count_lost(slot.phase);
+            if self.given_up.len() < GIVEN_UP_LIMIT {
+                self.given_up.insert(slot.seq);
             }
+            self.release(i);
             expired += 1;
-            false
-        });
+        }
         // Reuse the slots: the run keeps measuring on a lossy path.
         for _ in 0..expired {
             self.send_next(ctx, now);
@@ -390,6 +533,29 @@ impl ClientHandler for BenchClient {
         if !self.drained {
             self.drained = true;
             self.latch.arrive(Instant::now());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sequences rise with every send whatever slot it takes, and a
+    /// sequence names its slot (`seq % window`), so an echo finds its
+    /// message by index.
+    #[test]
+    fn slot_sequences_rise_and_name_their_slot() {
+        for window in [1u32, 2, 3, 16, 1024] {
+            let mut last = None;
+            // Slots taken in an arbitrary order, as echoes free them.
+            for n in 0..5000u64 {
+                let slot = ((n * 7919) % u64::from(window)) as u32;
+                let seq = slot_seq(n, window, slot);
+                assert!(last.is_none_or(|l| seq > l), "window {window}, send {n}");
+                assert_eq!(seq % u64::from(window), u64::from(slot));
+                last = Some(seq);
+            }
         }
     }
 }

@@ -114,10 +114,16 @@ fn splitmix64(mut z: u64) -> u64 {
 /// Weyl increment of the fill sequence (2^64 / golden ratio, odd).
 const WEYL: u64 = 0x9E37_79B9_7F4A_7C15;
 
-/// Fill word `i` of the message with fill seed `seed`.
-#[inline(always)]
+/// Fill word `i` of the message with fill seed `seed` (the definition;
+/// [`encode`] and [`verify_fill`] step `x` by adds instead).
+#[cfg(test)]
 fn fill_word(seed: u64, i: u64) -> u64 {
-    let x = seed.wrapping_add(i.wrapping_add(1).wrapping_mul(WEYL));
+    mix_word(seed.wrapping_add(i.wrapping_add(1).wrapping_mul(WEYL)))
+}
+
+/// The fill word for Weyl value `x`.
+#[inline(always)]
+fn mix_word(x: u64) -> u64 {
     x ^ (x >> 29)
 }
 
@@ -155,15 +161,18 @@ pub fn encode(buf: &mut [u8], phase: Phase, client: u32, seq: u64) {
 
     let seed = fill_seed(client, seq);
     let mut words = fill.chunks_exact_mut(8);
-    let mut i = 0u64;
+    // `x` steps through the Weyl sequence: word `i` is `fill_word(seed, i)`
+    // with an add instead of a 64-bit multiply per word (which SSE2 has
+    // not: the multiply form vectorised into three `pmuludq` per word).
+    let mut x = seed;
     for word in &mut words {
-        word.copy_from_slice(&fill_word(seed, i).to_le_bytes());
-        i += 1;
+        x = x.wrapping_add(WEYL);
+        word.copy_from_slice(&mix_word(x).to_le_bytes());
     }
     let tail = words.into_remainder();
     if !tail.is_empty() {
         let len = tail.len();
-        tail.copy_from_slice(&fill_word(seed, i).to_le_bytes()[..len]);
+        tail.copy_from_slice(&mix_word(x.wrapping_add(WEYL)).to_le_bytes()[..len]);
     }
 }
 
@@ -201,16 +210,17 @@ pub fn verify_fill(buf: &[u8], header: &Header) -> bool {
     // Accumulate differences so the loop has no early exit and vectorises
     // well; a corrupted message costs the same as a good one.
     let mut diff = 0u64;
-    let mut i = 0u64;
+    // The Weyl sequence by adds, as in `encode`.
+    let mut x = seed;
     for word in &mut words {
         let mut bytes = [0u8; 8];
         bytes.copy_from_slice(word);
-        diff |= u64::from_le_bytes(bytes) ^ fill_word(seed, i);
-        i += 1;
+        x = x.wrapping_add(WEYL);
+        diff |= u64::from_le_bytes(bytes) ^ mix_word(x);
     }
     let tail = words.remainder();
     if !tail.is_empty() {
-        let expected = fill_word(seed, i).to_le_bytes();
+        let expected = mix_word(x.wrapping_add(WEYL)).to_le_bytes();
         for (got, want) in tail.iter().zip(expected.iter()) {
             diff |= u64::from(got ^ want);
         }
@@ -385,6 +395,32 @@ mod tests {
         let buf = message(4096, Phase::Measured, 0, 0);
         let zeros = buf[16..].iter().filter(|&&b| b == 0).count();
         assert!(zeros < 100, "{zeros} zero bytes in 4080 of fill");
+    }
+
+    /// `encode` writes the documented fill (word `i` is `fill_word(seed,
+    /// i)`, the multiply form of the module docs), tail included, and a
+    /// known value pins the format across changes.
+    /// Fill word 0 of client 1, sequence 0, as the format defines it
+    /// (computed outside this crate, in Python, from `fill_seed` and the
+    /// module docs).
+    const FIRST_WORD_OF_CLIENT_1_SEQ_0: u64 = 0xAC29_6E4F_A7EE_DE28;
+
+    #[test]
+    fn fill_is_the_documented_weyl_sequence() {
+        for len in [16usize, 17, 23, 24, 25, 1024, 1029] {
+            let mut buf = vec![0u8; len];
+            encode(&mut buf, Phase::Measured, 7, 42);
+            let seed = fill_seed(7, 42);
+            for (i, got) in buf[HEADER_LEN..].chunks(8).enumerate() {
+                let want = fill_word(seed, i as u64).to_le_bytes();
+                assert_eq!(got, &want[..got.len()], "len {len}, word {i}");
+            }
+        }
+        let mut buf = vec![0u8; 24];
+        encode(&mut buf, Phase::Warmup, 1, 0);
+        let first = u64::from_le_bytes(buf[16..24].try_into().unwrap());
+        assert_eq!(first, fill_word(fill_seed(1, 0), 0));
+        assert_eq!(first, FIRST_WORD_OF_CLIENT_1_SEQ_0);
     }
 
     #[test]

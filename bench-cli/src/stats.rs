@@ -268,6 +268,12 @@ impl RttShards {
     /// Records one RTT into this thread's shard. Never allocates.
     #[inline]
     pub fn record(&self, rtt: Duration) {
+        self.record_all(std::slice::from_ref(&rtt));
+    }
+
+    /// Records `rtts` into this thread's shard, taking its lock once.
+    /// Never allocates.
+    pub fn record_all(&self, rtts: &[Duration]) {
         let slot = SLOT.with(|s| {
             if s.get() == usize::MAX {
                 s.set(NEXT_SLOT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
@@ -275,7 +281,10 @@ impl RttShards {
             s.get()
         });
         let shard = &self.shards[slot % self.shards.len()].0;
-        shard.lock().unwrap_or_else(|p| p.into_inner()).record(rtt);
+        let mut rtt = shard.lock().unwrap_or_else(|p| p.into_inner());
+        for r in rtts {
+            rtt.record(*r);
+        }
     }
 
     /// Every shard's samples in one histogram.

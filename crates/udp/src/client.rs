@@ -353,7 +353,7 @@ impl<H: ClientHandler> Client<H> {
         let tx = Tx::new(sock, &config.endpoint, counters.clone(), 0)?;
         let state = ClientLane {
             handler,
-            rx: Rx::new(&config.endpoint, &counters, 0),
+            rx: Rx::connected(&config.endpoint, &counters, 0),
             tx,
             peer: server,
             close: false,

@@ -57,6 +57,15 @@ impl Rx {
         }
     }
 
+    /// The receive side of a connected socket: like [`Rx::new`], but the
+    /// kernel is not asked for each datagram's source (always the peer), so
+    /// [`Rx::deliver_batch`] must be called with `with_source` false.
+    pub(crate) fn connected(cfg: &EndpointConfig, counters: &Arc<Counters>, stream: u64) -> Rx {
+        let mut rx = Rx::new(cfg, counters, stream);
+        rx.batch = rx.batch.without_sources();
+        rx
+    }
+
     /// Hands the `n` datagrams just received to `deliver` in arrival order
     /// (each with its source if `with_source`, and the local address it
     /// came to where known): a truncated one is counted and skipped;

@@ -51,6 +51,9 @@ pub(crate) struct RecvBatch {
     /// `recvmmsg`, 1 on the one-datagram-per-call path.
     pub(super) per_call: usize,
     pub(super) slot_size: usize,
+    /// Whether the kernel is asked for each datagram's source address
+    /// (false for a connected socket: see [`without_sources`](Self::without_sources)).
+    pub(super) sources: bool,
     /// `batch * slot_size` bytes; slot `i` starts at `i * slot_size`.
     pub(super) buf: Box<[u8]>,
     pub(super) addrs: Box<[libc::sockaddr_storage]>,
@@ -99,6 +102,7 @@ impl RecvBatch {
             // Only Linux has a batched receive call.
             per_call: if cfg!(target_os = "linux") { batch } else { 1 },
             slot_size,
+            sources: true,
             buf: vec![0u8; total].into_boxed_slice(),
             addrs: vec![zeroed_storage(); batch].into_boxed_slice(),
             cmsgs: vec![CmsgSlot([0; CMSG_SLOT]); batch].into_boxed_slice(),
@@ -124,6 +128,19 @@ impl RecvBatch {
                 })
                 .collect(),
         }
+    }
+
+    /// Stops asking the kernel for each datagram's source address, for a
+    /// connected socket (it only receives from its peer): the kernel then
+    /// skips copying the address out on every datagram. [`addr`](Self::addr)
+    /// must not be called on such a batch.
+    pub(crate) fn without_sources(mut self) -> Self {
+        self.sources = false;
+        #[cfg(target_os = "linux")]
+        {
+            self.dirty = self.batch;
+        }
+        self
     }
 
     /// The most datagrams the buffers hold (the configured batch).
@@ -182,6 +199,7 @@ impl RecvBatch {
     pub(crate) fn addr(&self, i: usize) -> SocketAddr {
         let meta = self.meta(i);
         let addr = sockaddr_to_std(&self.addrs[i], meta.addr_len);
+        debug_assert!(self.sources, "addr() on a batch without sources");
         debug_assert!(addr.is_some(), "unexpected source address family");
         addr.unwrap_or(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)))
     }
@@ -259,6 +277,7 @@ impl RecvBatch {
         RecvPtrs {
             buf: self.buf.as_mut_ptr(),
             slot_size: self.slot_size,
+            sources: self.sources,
             addrs: self.addrs.as_mut_ptr(),
             cmsgs: self.cmsgs.as_mut_ptr(),
         }
@@ -291,6 +310,7 @@ impl RecvBatch {
 pub(super) struct RecvPtrs {
     pub(super) buf: *mut u8,
     pub(super) slot_size: usize,
+    pub(super) sources: bool,
     pub(super) addrs: *mut libc::sockaddr_storage,
     pub(super) cmsgs: *mut CmsgSlot,
 }
@@ -308,8 +328,10 @@ impl RecvPtrs {
     /// describe slot `i`), source address and control space of slot `i`.
     pub(super) fn msghdr(&self, i: usize, iov: *mut libc::iovec) -> libc::msghdr {
         let mut msg = zeroed_msghdr();
-        msg.msg_name = self.addrs.wrapping_add(i).cast();
-        msg.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        if self.sources {
+            msg.msg_name = self.addrs.wrapping_add(i).cast();
+            msg.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        }
         msg.msg_iov = iov;
         msg.msg_iovlen = 1;
         msg.msg_control = self.cmsgs.wrapping_add(i).cast();

@@ -143,6 +143,45 @@ fn batch_fills_several_slots_per_call() {
     assert_eq!(batch.len(), 10);
 }
 
+/// A batch without sources (a connected socket's) receives the same bytes
+/// on every path, and the kernel writes no source address into it (the
+/// header asked for none).
+#[test]
+fn batch_without_sources_gets_the_data_and_no_address() {
+    let rx = big_socket(v4());
+    let tx = big_socket(v4());
+    let to = rx.local_addr().unwrap();
+    for (batch, recv) in [
+        (RecvBatch::new(8, 2048), linux_recv as fn(&_, &mut _) -> _),
+        (RecvBatch::new(1, 2048), linux_recv),
+        (RecvBatch::new(4, 2048), portable_recv),
+    ] {
+        let mut batch = batch.without_sources();
+        for i in 0..5 {
+            tx.send_to(&payload(i, 100 + i), to).unwrap();
+        }
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while got.len() < 5 {
+            match recv(&rx, &mut batch) {
+                Ok(n) => {
+                    for i in 0..n {
+                        assert_eq!(batch.meta(i).addr_len, 0, "no address asked for");
+                        got.push(batch.data(i).to_vec());
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    assert!(Instant::now() < deadline, "only {} of 5 arrived", got.len());
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(e) => panic!("receive failed: {e}"),
+            }
+        }
+        let want: Vec<_> = (0..5).map(|i| payload(i, 100 + i)).collect();
+        assert_eq!(got, want);
+    }
+}
+
 #[test]
 fn would_block_on_empty_socket() {
     let rx = big_socket(v4());
