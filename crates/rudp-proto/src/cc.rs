@@ -1,7 +1,27 @@
-//! Congestion control (NewReno, loss-based) and a pacer, both for bulk
-//! channels only: a game's small traffic is never held back by them.
+//! Congestion control (NewReno with loss differentiation) and a pacer,
+//! both for bulk channels only: a game's small traffic is never held back
+//! by them.
 
 use std::time::{Duration, Instant};
+
+use crate::rtt::RttEstimator;
+
+/// The queueing delay above the minimum RTT from which a loss counts as
+/// congestion: a quarter of the minimum RTT, at least [`MIN_QUEUE_MARGIN`].
+const QUEUE_MARGIN_DIVISOR: u32 = 4;
+
+/// The smallest queueing margin (covers timer and scheduling noise on
+/// short paths).
+const MIN_QUEUE_MARGIN: Duration = Duration::from_millis(5);
+
+/// A loss counts as congestion without a queueing delay when at least
+/// this many packets were lost in the last round trip completed...
+const HEAVY_LOSS_PACKETS: u32 = 4;
+
+/// ...and they were at least `1 / HEAVY_LOSS_FRACTION` (20 %) of the
+/// packets it acknowledged or lost (reordered packets, acknowledged after
+/// they were declared lost, count as acknowledged).
+const HEAVY_LOSS_FRACTION: u32 = 5;
 
 /// NewReno (RFC 9002, section 7, as for QUIC): slow start doubles the
 /// window each round trip until the first loss, congestion avoidance then
@@ -25,6 +45,31 @@ pub(crate) struct NewReno {
     acked_in_avoidance: usize,
     max_datagram: usize,
     undo: Option<Undo>,
+    /// Packets acknowledged and lost in this round trip and the one before
+    /// (the last completed).
+    round: Round,
+    prev_round: Round,
+    /// A round trip ends when a packet sent after it began is acknowledged.
+    round_start: Option<Instant>,
+}
+
+/// What one round trip acknowledged and lost (packets).
+#[derive(Debug, Clone, Copy, Default)]
+struct Round {
+    acked: u32,
+    lost: u32,
+}
+
+/// How [`NewReno::on_lost`] took a loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LossVerdict {
+    /// Congestion: the window was halved (a new recovery period).
+    Reduced,
+    /// Congestion, but of a packet sent before the current recovery
+    /// period began: the window was halved for it already.
+    InRecovery,
+    /// Not congestion (no queue, light loss): the window is kept.
+    Random,
 }
 
 /// What the latest reduction replaced, while it may still be undone.
@@ -48,6 +93,9 @@ impl NewReno {
             acked_in_avoidance: 0,
             max_datagram,
             undo: None,
+            round: Round::default(),
+            prev_round: Round::default(),
+            round_start: None,
         }
     }
 
@@ -65,8 +113,14 @@ impl NewReno {
         self.recovery_start.is_some_and(|r| sent <= r)
     }
 
-    /// `bytes` of a packet sent at `sent` were acknowledged.
-    pub(crate) fn on_ack(&mut self, sent: Instant, bytes: usize) {
+    /// `bytes` of a packet sent at `sent` were acknowledged at `now`.
+    pub(crate) fn on_ack(&mut self, now: Instant, sent: Instant, bytes: usize) {
+        if self.round_start.is_none_or(|r| sent >= r) {
+            self.prev_round = self.round;
+            self.round = Round::default();
+            self.round_start = Some(now);
+        }
+        self.round.acked = self.round.acked.saturating_add(1);
         if self.in_recovery(sent) {
             return;
         }
@@ -82,7 +136,61 @@ impl NewReno {
     }
 
     /// Packet `pn`, sent at `sent`, was declared lost at `now` (losses are
-    /// reported in packet-number order).
+    /// reported in packet-number order), with `rtt` the path's estimates:
+    /// halves the window if the loss looks like congestion (see the type's
+    /// documentation).
+    pub(crate) fn on_lost(
+        &mut self,
+        pn: u64,
+        sent: Instant,
+        now: Instant,
+        rtt: &RttEstimator,
+    ) -> LossVerdict {
+        self.round.lost = self.round.lost.saturating_add(1);
+        if !(self.queueing(rtt) || self.heavy_loss()) {
+            return LossVerdict::Random;
+        }
+        if self.in_recovery(sent) {
+            return LossVerdict::InRecovery;
+        }
+        self.on_loss(pn, sent, now);
+        LossVerdict::Reduced
+    }
+
+    /// The smoothed RTT shows a queue: above the minimum by more than the
+    /// margin.
+    fn queueing(&self, rtt: &RttEstimator) -> bool {
+        let min = rtt.min();
+        let margin = (min / QUEUE_MARGIN_DIVISOR).max(MIN_QUEUE_MARGIN);
+        rtt.smoothed() > min + margin
+    }
+
+    /// Losses in the last round trip completed were heavy. (The round
+    /// trip in progress is not judged: its first few packets say little,
+    /// and the spurious losses among its losses are not all known yet.)
+    fn heavy_loss(&self) -> bool {
+        let Round { lost, acked } = self.prev_round;
+        lost >= HEAVY_LOSS_PACKETS
+            && u64::from(lost) * u64::from(HEAVY_LOSS_FRACTION)
+                >= u64::from(lost) + u64::from(acked)
+    }
+
+    /// `n` packets declared lost were acknowledged after all (reordered):
+    /// they count as acknowledged in the round trips' loss counts (the
+    /// round trip in progress first, where they were most likely declared).
+    pub(crate) fn on_spurious(&mut self, n: u64) {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        let here = n.min(self.round.lost);
+        self.round.lost -= here;
+        self.round.acked = self.round.acked.saturating_add(here);
+        let before = (n - here).min(self.prev_round.lost);
+        self.prev_round.lost -= before;
+        self.prev_round.acked = self.prev_round.acked.saturating_add(before);
+    }
+
+    /// A congestion loss of packet `pn`, sent at `sent`, declared at `now`:
+    /// halves the window unless a recovery period covers `sent` (plain
+    /// NewReno, without loss differentiation).
     pub(crate) fn on_loss(&mut self, pn: u64, sent: Instant, now: Instant) {
         if self.in_recovery(sent) {
             return;
@@ -201,7 +309,7 @@ mod tests {
         let ms = Duration::from_millis;
         let mut cc = NewReno::new(1200);
         assert_eq!(cc.window(), 12_000);
-        cc.on_ack(t0, 1200);
+        cc.on_ack(t0, t0, 1200);
         assert_eq!(cc.window(), 13_200, "slow start adds what was acked");
         cc.on_loss(1, t0 + ms(1), t0 + ms(10));
         assert_eq!(cc.window(), 6_600);
@@ -211,10 +319,10 @@ mod tests {
             6_600,
             "a packet sent before recovery began does not halve again"
         );
-        cc.on_ack(t0 + ms(5), 1200);
+        cc.on_ack(t0 + ms(5), t0 + ms(5), 1200);
         assert_eq!(cc.window(), 6_600);
         for _ in 0..6 {
-            cc.on_ack(t0 + ms(20), 1100);
+            cc.on_ack(t0 + ms(20), t0 + ms(20), 1100);
         }
         assert_eq!(
             cc.window(),
@@ -235,7 +343,7 @@ mod tests {
         let mut cc = NewReno::new(1200);
         assert_eq!(cc.undo_from(), None);
         assert!(!cc.undo(), "nothing to undo");
-        cc.on_ack(t0, 12_000);
+        cc.on_ack(t0, t0, 12_000);
         assert_eq!(cc.window(), 24_000);
         cc.on_loss(7, t0 + ms(1), t0 + ms(10));
         cc.on_loss(9, t0 + ms(2), t0 + ms(11));
@@ -246,7 +354,7 @@ mod tests {
         assert_eq!(cc.undo_from(), None);
         assert!(!cc.undo(), "undone once");
         // The slow-start threshold is back too: still in slow start.
-        cc.on_ack(t0 + ms(12), 1200);
+        cc.on_ack(t0 + ms(12), t0 + ms(12), 1200);
         assert_eq!(cc.window(), 25_200);
         // The recovery period ended with the undo: a loss of a packet sent
         // before it began reduces the window again.
@@ -276,12 +384,114 @@ mod tests {
         cc.on_loss(50, t0 + ms(50), t0 + ms(60));
         assert_eq!(cc.window(), 2_500);
         for _ in 0..20 {
-            cc.on_ack(t0 + ms(70), 2_500);
+            cc.on_ack(t0 + ms(70), t0 + ms(70), 2_500);
         }
         let grown = cc.window();
         assert!(grown > 5_000, "{grown}");
         assert!(cc.undo());
         assert_eq!(cc.window(), grown, "an undo never shrinks the window");
+    }
+
+    /// An estimator that has seen `min` once, then `samples` of `latest`.
+    fn rtt(min: Duration, latest: Duration, samples: usize) -> RttEstimator {
+        let mut r = RttEstimator::new(Duration::from_millis(333));
+        r.update(min, Duration::ZERO, Duration::ZERO);
+        for _ in 0..samples {
+            r.update(latest, Duration::ZERO, Duration::ZERO);
+        }
+        r
+    }
+
+    #[test]
+    fn a_loss_without_a_queue_keeps_the_window_and_one_with_a_queue_halves_it() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut cc = NewReno::new(1200);
+        // 100 packets acknowledged in one round trip: light loss from now.
+        for _ in 0..100 {
+            cc.on_ack(t0, t0, 1200);
+        }
+        assert_eq!(cc.window(), 132_000);
+        // 50 ms at the minimum, then 60 ms: a 10 ms rise, under the margin
+        // (a quarter of 50 ms).
+        let flat = rtt(ms(50), ms(60), 40);
+        assert!(flat.smoothed() > ms(59));
+        for pn in 0..3 {
+            let v = cc.on_lost(pn, t0 + ms(1), t0 + ms(60), &flat);
+            assert_eq!(v, LossVerdict::Random);
+        }
+        assert_eq!(cc.window(), 132_000, "random loss is not congestion");
+        assert_eq!(cc.undo_from(), None, "nothing to undo either");
+        // 50 ms at the minimum, then 80 ms: a queue of 30 ms.
+        let queue = rtt(ms(50), ms(80), 40);
+        assert_eq!(
+            cc.on_lost(3, t0 + ms(2), t0 + ms(61), &queue),
+            LossVerdict::Reduced
+        );
+        assert_eq!(cc.window(), 66_000);
+        assert_eq!(
+            cc.on_lost(4, t0 + ms(2), t0 + ms(62), &queue),
+            LossVerdict::InRecovery,
+            "once per recovery period, as before"
+        );
+        assert_eq!(cc.window(), 66_000);
+        // On a short path the margin is at least 5 ms: 1 ms then 4 ms is
+        // no queue, 1 ms then 8 ms is.
+        let mut short = NewReno::new(1200);
+        for _ in 0..100 {
+            short.on_ack(t0, t0, 1200);
+        }
+        let v = short.on_lost(0, t0, t0 + ms(5), &rtt(ms(1), ms(4), 40));
+        assert_eq!(v, LossVerdict::Random);
+        let v = short.on_lost(1, t0, t0 + ms(5), &rtt(ms(1), ms(8), 40));
+        assert_eq!(v, LossVerdict::Reduced);
+    }
+
+    #[test]
+    fn heavy_loss_is_congestion_even_without_a_queue() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let flat = rtt(ms(50), ms(50), 10);
+        let mut cc = NewReno::new(1200);
+        // Round 1 (packets sent before t0 + 50 ms): 16 acknowledged and 4
+        // lost, 20 %: judged once the round is over, not before.
+        for _ in 0..16 {
+            cc.on_ack(t0 + ms(50), t0, 1200);
+        }
+        for pn in 0..4 {
+            let v = cc.on_lost(pn, t0, t0 + ms(50), &flat);
+            assert_eq!(v, LossVerdict::Random);
+        }
+        // Round 2 starts with the first packet sent after round 1 began.
+        cc.on_ack(t0 + ms(100), t0 + ms(50), 1200);
+        assert_eq!(
+            cc.on_lost(4, t0 + ms(50), t0 + ms(100), &flat),
+            LossVerdict::Reduced
+        );
+        // The same, but one of round 1's losses was only reordered: 3 of
+        // 20 is light.
+        let mut cc = NewReno::new(1200);
+        for _ in 0..16 {
+            cc.on_ack(t0 + ms(50), t0, 1200);
+        }
+        for pn in 0..4 {
+            cc.on_lost(pn, t0, t0 + ms(50), &flat);
+        }
+        cc.on_spurious(1);
+        cc.on_ack(t0 + ms(100), t0 + ms(50), 1200);
+        let v = cc.on_lost(4, t0 + ms(50), t0 + ms(100), &flat);
+        assert_eq!(v, LossVerdict::Random);
+        // 1 loss in 20 each round trip: light.
+        let mut cc = NewReno::new(1200);
+        for round in 0..4u64 {
+            let (start, end) = (t0 + ms(50 * round), t0 + ms(50 * round + 50));
+            for _ in 0..19 {
+                cc.on_ack(end, start, 1200);
+            }
+            let v = cc.on_lost(round, start, end, &flat);
+            assert_eq!(v, LossVerdict::Random, "round {round}");
+        }
+        assert_eq!(cc.window(), 12_000 + 4 * 19 * 1200);
     }
 
     #[test]
