@@ -698,7 +698,8 @@ fn a_bulk_transfer_over_a_reordering_lossless_link_keeps_its_window() {
     // threshold (until it has grown past the reordering), and each such
     // loss halved NewReno's window, which then grew back by one datagram
     // per round trip. All are acknowledged after all, so each reduction
-    // is undone, and the transfer runs about as fast as in order. Before
+    // is undone (and since loss differentiation most are not taken as
+    // congestion at all), and the transfer runs about as fast as in order. Before
     // the undo: 5.2 to 6.9 s (0.6 to 0.8 MB/s), against 0.52 s in order.
     let (in_order, s) = bulk_transfers(path_25ms(), 1, 4, 1 << 20);
     assert_eq!(s.packets_lost, 0, "{s:?}");
@@ -719,7 +720,10 @@ fn a_bulk_transfer_over_a_reordering_lossless_link_keeps_its_window() {
         );
         assert!(s.packets_lost > 0, "the link reorders: {s:?}");
         assert_eq!(s.spurious_losses, s.packets_lost, "nothing is lost");
-        assert!(s.congestion_undos > 0, "{s:?}");
+        // Reordered packets declared lost while the RTT shows no queue
+        // never reduce the window (random losses); those that did are
+        // undone.
+        assert!(s.random_losses + s.congestion_undos > 0, "{s:?}");
         assert!(
             took < in_order * 3 / 2,
             "seed {seed}: {took:?} against {in_order:?} in order"
