@@ -29,6 +29,20 @@ const HEAVY_LOSS_FRACTION: u32 = 5;
 /// once per round trip (a recovery period starts at the loss, and losses
 /// of packets sent before it do not reduce the window again).
 ///
+/// Loss differentiation ([`NewReno::on_lost`]): a loss halves the window
+/// only when it looks like congestion, that is when the path shows a queue
+/// (every RTT sample of the round trip in progress is above the minimum
+/// RTT by more than a quarter of it, at least 5 ms: a standing queue delays
+/// them all, a busy host's scheduling only some) or when losses are heavy
+/// (at least 4 packets and 20 % of those acknowledged or lost in the last
+/// round trip completed, not counting the ones acknowledged after all). A
+/// drop-tail bottleneck drops only once its queue is full, and a full
+/// queue raises the RTT, so those losses still halve the window as
+/// NewReno's do; a random loss on a path whose RTT stays at its minimum
+/// (radio, a lossy hop that is not the bottleneck) is resent and does not
+/// cost the window. The heavy-loss rule guards against a bottleneck whose
+/// queue is too short to show in the RTT.
+///
 /// A reduction found spurious is undone (in the spirit of RFC 4015's
 /// response to a spurious retransmission, and TCP's undo): the window and
 /// slow-start threshold from before it are kept until the next reduction,
@@ -58,6 +72,8 @@ pub(crate) struct NewReno {
 struct Round {
     acked: u32,
     lost: u32,
+    /// The smallest RTT sample taken in it.
+    min_rtt: Option<Duration>,
 }
 
 /// How [`NewReno::on_lost`] took a loss.
@@ -157,19 +173,26 @@ impl NewReno {
         LossVerdict::Reduced
     }
 
-    /// The smoothed RTT shows a queue: above the minimum by more than the
+    /// An RTT sample (`latest`, ack delay included, as the minimum is)
+    /// was taken.
+    pub(crate) fn on_rtt_sample(&mut self, latest: Duration) {
+        self.round.min_rtt = Some(self.round.min_rtt.map_or(latest, |m| m.min(latest)));
+    }
+
+    /// The RTT shows a queue: every sample of the round trip in progress
+    /// (the latest if it has none yet) above the minimum by more than the
     /// margin.
     fn queueing(&self, rtt: &RttEstimator) -> bool {
         let min = rtt.min();
         let margin = (min / QUEUE_MARGIN_DIVISOR).max(MIN_QUEUE_MARGIN);
-        rtt.smoothed() > min + margin
+        self.round.min_rtt.unwrap_or(rtt.latest()) > min + margin
     }
 
     /// Losses in the last round trip completed were heavy. (The round
     /// trip in progress is not judged: its first few packets say little,
     /// and the spurious losses among its losses are not all known yet.)
     fn heavy_loss(&self) -> bool {
-        let Round { lost, acked } = self.prev_round;
+        let Round { lost, acked, .. } = self.prev_round;
         lost >= HEAVY_LOSS_PACKETS
             && u64::from(lost) * u64::from(HEAVY_LOSS_FRACTION)
                 >= u64::from(lost) + u64::from(acked)
@@ -436,26 +459,39 @@ mod tests {
         // 50 ms at the minimum, then 60 ms: a 10 ms rise, under the margin
         // (a quarter of 50 ms).
         let flat = rtt(ms(50), ms(60), 40);
-        assert!(flat.smoothed() > ms(59));
+        cc.on_rtt_sample(ms(60));
         for pn in 0..3 {
             let v = cc.on_lost(pn, t0 + ms(1), t0 + ms(60), &flat);
             assert_eq!(v, LossVerdict::Random);
         }
         assert_eq!(cc.window(), 132_000, "random loss is not congestion");
         assert_eq!(cc.undo_from(), None, "nothing to undo either");
-        // 50 ms at the minimum, then 80 ms: a queue of 30 ms.
+        // 50 ms at the minimum, then 80 ms: 30 ms more, but one sample of
+        // this round trip was 55 ms (a hiccup delayed the others, no queue).
         let queue = rtt(ms(50), ms(80), 40);
+        cc.on_rtt_sample(ms(80));
+        cc.on_rtt_sample(ms(55));
         assert_eq!(
             cc.on_lost(3, t0 + ms(2), t0 + ms(61), &queue),
+            LossVerdict::Random
+        );
+        // The next round trip (its first acknowledgement is of a packet
+        // sent after this one began): every sample 80 ms or more, a queue.
+        cc.on_ack(t0 + ms(120), t0 + ms(60), 1200);
+        assert_eq!(cc.window(), 133_200);
+        cc.on_rtt_sample(ms(81));
+        cc.on_rtt_sample(ms(80));
+        assert_eq!(
+            cc.on_lost(4, t0 + ms(62), t0 + ms(121), &queue),
             LossVerdict::Reduced
         );
-        assert_eq!(cc.window(), 66_000);
+        assert_eq!(cc.window(), 66_600);
         assert_eq!(
-            cc.on_lost(4, t0 + ms(2), t0 + ms(62), &queue),
+            cc.on_lost(5, t0 + ms(62), t0 + ms(122), &queue),
             LossVerdict::InRecovery,
             "once per recovery period, as before"
         );
-        assert_eq!(cc.window(), 66_000);
+        assert_eq!(cc.window(), 66_600);
         // On a short path the margin is at least 5 ms: 1 ms then 4 ms is
         // no queue, 1 ms then 8 ms is.
         let mut short = NewReno::new(1200);

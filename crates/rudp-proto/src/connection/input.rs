@@ -258,6 +258,7 @@ impl Connection {
             // Losses this ACK declared are numbered above all declared
             // before; the reduction to undo counts only those before.
             self.undo_if_spurious(lost.first().map_or(u64::MAX, |p| p.pn));
+            let sampled = !acked.is_empty();
             for mut p in acked.drain(..) {
                 if p.ack_eliciting {
                     self.stats.packets_acked += 1;
@@ -277,6 +278,9 @@ impl Connection {
                 self.chunk_pool.push(std::mem::take(&mut p.chunks));
             }
             self.recount_send_buffered();
+            if sampled {
+                self.cc.on_rtt_sample(self.rtt.latest());
+            }
         }
         self.on_lost(now, &mut lost);
         self.scratch_acked = acked;
