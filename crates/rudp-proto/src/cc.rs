@@ -20,8 +20,14 @@ const HEAVY_LOSS_PACKETS: u32 = 4;
 
 /// ...and they were at least `1 / HEAVY_LOSS_FRACTION` (20 %) of the
 /// packets it acknowledged or lost (reordered packets, acknowledged after
-/// they were declared lost, count as acknowledged).
+/// they were declared lost, count as acknowledged)...
 const HEAVY_LOSS_FRACTION: u32 = 5;
+
+/// ...of at least this many packets: in a round trip of 20, 4 losses
+/// happen by chance once in 60 at 5 % random loss (one such early in a
+/// transfer left a bulk channel in congestion avoidance at a 50 KB window,
+/// 4x slower), 7 of 32 once in 700.
+const HEAVY_LOSS_MIN_ROUND: u32 = 32;
 
 /// NewReno (RFC 9002, section 7, as for QUIC): slow start doubles the
 /// window each round trip until the first loss, congestion avoidance then
@@ -34,8 +40,9 @@ const HEAVY_LOSS_FRACTION: u32 = 5;
 /// (every RTT sample of the round trip in progress is above the minimum
 /// RTT by more than a quarter of it, at least 5 ms: a standing queue delays
 /// them all, a busy host's scheduling only some) or when losses are heavy
-/// (at least 4 packets and 20 % of those acknowledged or lost in the last
-/// round trip completed, not counting the ones acknowledged after all). A
+/// (at least 4 packets and 20 % of at least 32 acknowledged or lost in the
+/// last round trip completed, not counting the ones acknowledged after
+/// all). A
 /// drop-tail bottleneck drops only once its queue is full, and a full
 /// queue raises the RTT, so those losses still halve the window as
 /// NewReno's do; a random loss on a path whose RTT stays at its minimum
@@ -194,6 +201,7 @@ impl NewReno {
     fn heavy_loss(&self) -> bool {
         let Round { lost, acked, .. } = self.prev_round;
         lost >= HEAVY_LOSS_PACKETS
+            && lost.saturating_add(acked) >= HEAVY_LOSS_MIN_ROUND
             && u64::from(lost) * u64::from(HEAVY_LOSS_FRACTION)
                 >= u64::from(lost) + u64::from(acked)
     }
@@ -510,23 +518,36 @@ mod tests {
         let ms = Duration::from_millis;
         let flat = rtt(ms(50), ms(50), 10);
         let mut cc = NewReno::new(1200);
-        // Round 1 (packets sent before t0 + 50 ms): 16 acknowledged and 4
-        // lost, 20 %: judged once the round is over, not before.
-        for _ in 0..16 {
+        // Round 1 (packets sent before t0 + 50 ms): 28 acknowledged and 7
+        // lost, 20 % of 35: judged once the round is over, not before.
+        for _ in 0..28 {
             cc.on_ack(t0 + ms(50), t0, 1200);
         }
-        for pn in 0..4 {
+        for pn in 0..7 {
             let v = cc.on_lost(pn, t0, t0 + ms(50), &flat);
             assert_eq!(v, LossVerdict::Random);
         }
         // Round 2 starts with the first packet sent after round 1 began.
         cc.on_ack(t0 + ms(100), t0 + ms(50), 1200);
         assert_eq!(
-            cc.on_lost(4, t0 + ms(50), t0 + ms(100), &flat),
+            cc.on_lost(7, t0 + ms(50), t0 + ms(100), &flat),
             LossVerdict::Reduced
         );
-        // The same, but one of round 1's losses was only reordered: 3 of
-        // 20 is light.
+        // The same, but one of round 1's losses was only reordered: 6 of
+        // 35 is light.
+        let mut cc = NewReno::new(1200);
+        for _ in 0..28 {
+            cc.on_ack(t0 + ms(50), t0, 1200);
+        }
+        for pn in 0..7 {
+            cc.on_lost(pn, t0, t0 + ms(50), &flat);
+        }
+        cc.on_spurious(1);
+        cc.on_ack(t0 + ms(100), t0 + ms(50), 1200);
+        let v = cc.on_lost(7, t0 + ms(50), t0 + ms(100), &flat);
+        assert_eq!(v, LossVerdict::Random);
+        // 4 of 20 is 20 % too, but of a round trip too short to tell it
+        // from chance.
         let mut cc = NewReno::new(1200);
         for _ in 0..16 {
             cc.on_ack(t0 + ms(50), t0, 1200);
@@ -534,21 +555,20 @@ mod tests {
         for pn in 0..4 {
             cc.on_lost(pn, t0, t0 + ms(50), &flat);
         }
-        cc.on_spurious(1);
         cc.on_ack(t0 + ms(100), t0 + ms(50), 1200);
         let v = cc.on_lost(4, t0 + ms(50), t0 + ms(100), &flat);
         assert_eq!(v, LossVerdict::Random);
-        // 1 loss in 20 each round trip: light.
+        // 1 loss in 40 each round trip: light.
         let mut cc = NewReno::new(1200);
         for round in 0..4u64 {
             let (start, end) = (t0 + ms(50 * round), t0 + ms(50 * round + 50));
-            for _ in 0..19 {
+            for _ in 0..39 {
                 cc.on_ack(end, start, 1200);
             }
             let v = cc.on_lost(round, start, end, &flat);
             assert_eq!(v, LossVerdict::Random, "round {round}");
         }
-        assert_eq!(cc.window(), 12_000 + 4 * 19 * 1200);
+        assert_eq!(cc.window(), 12_000 + 4 * 39 * 1200);
     }
 
     #[test]

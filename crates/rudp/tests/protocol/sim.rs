@@ -456,15 +456,15 @@ fn a_bottleneck_with_random_loss_or_a_short_queue_still_limits_the_bulk_window()
     assert!(p99 < ms(20 + 262 + 17 + 20), "{p99:?}");
     // 10 Mbit/s with a queue of 6 KiB (5 ms): too short to show in the
     // RTT, so only the heavy-loss rule halves the window there. Without it
-    // the window kept growing through the drops: 3,787 of them (9 with
-    // it; 92,448 without congestion control).
+    // the window kept growing through the drops: 3,787 of them in a run
+    // (97 with it, 92,448 without congestion control).
     let (took, s, p99) = bottleneck_with(true, 0.0, 1_250_000, 6 * 1024);
     let (_, raw, _) = bottleneck_with(false, 0.0, 1_250_000, 6 * 1024);
     eprintln!(
         "1 MiB through 10 Mbit/s, 6 KiB queue: {took:?}, {} queue drops (without cc {}), game p99 {p99:?}",
         s.overflowed, raw.overflowed
     );
-    assert!(s.overflowed < 100, "{s:?} (without cc {raw:?})");
+    assert!(s.overflowed < 300, "{s:?} (without cc {raw:?})");
 }
 
 /// Sends messages `first..first + rounds` of `size` bytes on channel 0 of
@@ -772,4 +772,17 @@ fn random_loss_without_a_queue_keeps_the_bulk_window() {
             );
         }
     }
+    // 15 transfers at 5 %, seed 4: early in the first, 4 of a round trip's
+    // 20 packets were lost by chance; counted as heavy loss, that left the
+    // window in congestion avoidance near 50 KB and the run took 9.2 s
+    // (2.2 to 2.5 s with other seeds). Heavy loss now needs a round trip
+    // of 32 packets or more.
+    let link = LinkConfig::new(Impairment {
+        loss: 0.05,
+        ..path_25ms().impairment
+    });
+    let (took, s) = bulk_transfers(link, 4, 15, 1 << 20);
+    eprintln!("seed 4: 15 x 1 MiB at 5 % loss: {took:?}, {s:?}");
+    assert_eq!(s.random_losses, s.packets_lost, "{s:?}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
 }
