@@ -3,27 +3,48 @@
 # with a 1,024-packet window, alternated run by run (fresh processes), so
 # the drift of a shared machine hits both alike. 25 ms each way, no jitter,
 # LOSSES each way, SEEDS repetitions; one keel-bench JSON line per run in
-# OUT/results.jsonl, then a Markdown table of medians on stdout (also
-# OUT/table.md).
-#
-# usage: [KEEL_BENCH=...] [LOSSES="0 1 5"] [SEEDS="1 2 3 4 5"] [SECONDS_PER_RUN=5] \
-#        scripts/rudp-bulk-loss.sh OUT_DIR
-# Bounded: LOSSES x SEEDS x 2 runs of SECONDS_PER_RUN s (+ up to 30 s of
-# drain each).
+# OUT_DIR/results.jsonl, then a Markdown table of medians on stdout (also
+# OUT_DIR/table.md).
 set -euo pipefail
 PROG=rudp-bulk-loss.sh
+usage() {
+  cat <<'USAGE'
+usage: [KEEL_BENCH=...] [LOSSES="0 1 5"] [SEEDS="1 2 3 4 5"] [SECONDS_PER_RUN=10] \
+       scripts/rudp-bulk-loss.sh [--overwrite] [OUT_DIR]
+
+1 MiB transfers (keel-bench --transfer 1048576, one client) at LOSSES %
+random loss each way, 25 ms each way: keel-rudp --bulk-channel against KCP
+fast --kcp-window 1024, alternated run by run, SEEDS repetitions of
+SECONDS_PER_RUN s (1 to 60; plus up to 30 s of drain each). Writes
+OUT_DIR/results.jsonl and OUT_DIR/table.md (medians per loss and protocol;
+default OUT_DIR: out/rudp-bulk-loss); keeps earlier results unless
+--overwrite.
+USAGE
+}
 die() { echo "$PROG: $*" >&2; exit 2; }
-[[ $# -eq 1 ]] || die "usage: $PROG OUT_DIR"
-out=$1
+out=out/rudp-bulk-loss
+overwrite=0
+outs=0
+for a in "$@"; do
+  case $a in
+    -h | --help) usage; exit 0 ;;
+    --overwrite) overwrite=1 ;;
+    -*) die "unknown argument \"$a\" (accepted: --overwrite, --help, OUT_DIR)" ;;
+    *) out=$a; outs=$((outs + 1)) ;;
+  esac
+done
+[[ $outs -le 1 ]] || die "one OUT_DIR at most"
 bench=${KEEL_BENCH:-target/release/keel-bench}
 losses=${LOSSES:-0 1 5}
 seeds=${SEEDS:-1 2 3 4 5}
-secs=${SECONDS_PER_RUN:-5}
+secs=${SECONDS_PER_RUN:-10}
 [[ -x "$bench" ]] || die "KEEL_BENCH: $bench is not an executable (build: cargo build --release -p keel-bench)"
 [[ "$secs" =~ ^[0-9]+$ && "$secs" -ge 1 && "$secs" -le 60 ]] || die "SECONDS_PER_RUN: \"$secs\", 1 to 60 accepted"
 mkdir -p "$out"
 results="$out/results.jsonl"
-[[ -s "$results" ]] && die "$results exists; pick another OUT_DIR (earlier results are kept)"
+if [[ -s "$results" && $overwrite -eq 0 ]]; then
+  die "$results exists; pass --overwrite or another OUT_DIR (earlier results are kept)"
+fi
 : >"$results"
 for seed in $seeds; do
   for loss in $losses; do
