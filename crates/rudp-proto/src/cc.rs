@@ -26,7 +26,7 @@ const HEAVY_LOSS_FRACTION: u32 = 5;
 /// ...of at least this many packets: in a round trip of 20, 4 losses
 /// happen by chance once in 60 at 5 % random loss (one such early in a
 /// transfer left a bulk channel in congestion avoidance at a 50 KB window,
-/// 4x slower), 7 of 32 once in 700.
+/// 4x slower), 7 of 32 once in 1,100.
 const HEAVY_LOSS_MIN_ROUND: u32 = 32;
 
 /// NewReno (RFC 9002, section 7, as for QUIC): slow start doubles the
