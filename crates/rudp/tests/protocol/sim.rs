@@ -456,7 +456,7 @@ fn a_bottleneck_with_random_loss_or_a_short_queue_still_limits_the_bulk_window()
     assert!(p99 < ms(20 + 262 + 17 + 20), "{p99:?}");
     // 10 Mbit/s with a queue of 6 KiB (5 ms): too short to show in the
     // RTT, so only the heavy-loss rule halves the window there. Without it
-    // the window kept growing through the drops: 3,787 of them in a run
+    // the window kept growing through the drops: 3,796 of them
     // (97 with it, 92,448 without congestion control).
     let (took, s, p99) = bottleneck_with(true, 0.0, 1_250_000, 6 * 1024);
     let (_, raw, _) = bottleneck_with(false, 0.0, 1_250_000, 6 * 1024);
