@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::budget::Refusal;
+use crate::cc::LossVerdict;
 use crate::channel::{RecvCtx, RecvOutcome};
 use crate::recovery::SentPacket;
 use crate::wire::{
@@ -246,18 +247,22 @@ impl Connection {
     pub(super) fn on_ack_frame(&mut self, now: Instant, a: &crate::wire::AckFrame<'_>) {
         let mut acked = std::mem::take(&mut self.scratch_acked);
         let mut lost = std::mem::take(&mut self.scratch_lost);
+        let spurious = self.recovery.spurious_losses;
         if self
             .recovery
             .on_ack(a, now, &mut self.rtt, &mut acked, &mut lost)
             .is_ok()
         {
+            self.cc
+                .on_spurious(self.recovery.spurious_losses.saturating_sub(spurious));
             // Losses this ACK declared are numbered above all declared
             // before; the reduction to undo counts only those before.
             self.undo_if_spurious(lost.first().map_or(u64::MAX, |p| p.pn));
+            let sampled = !acked.is_empty();
             for mut p in acked.drain(..) {
                 if p.ack_eliciting {
                     self.stats.packets_acked += 1;
-                    self.cc.on_ack(p.time_sent, p.size);
+                    self.cc.on_ack(now, p.time_sent, p.size);
                     // The peer acknowledges: the ack timeout starts over.
                     self.unacked_since = None;
                 }
@@ -273,6 +278,9 @@ impl Connection {
                 self.chunk_pool.push(std::mem::take(&mut p.chunks));
             }
             self.recount_send_buffered();
+            if sampled {
+                self.cc.on_rtt_sample(self.rtt.latest());
+            }
         }
         self.on_lost(now, &mut lost);
         self.scratch_acked = acked;
@@ -293,7 +301,9 @@ impl Connection {
         for mut p in lost.drain(..) {
             if p.ack_eliciting {
                 self.stats.packets_lost += 1;
-                self.cc.on_loss(p.pn, p.time_sent, now);
+                if self.cc.on_lost(p.pn, p.time_sent, now, &self.rtt) == LossVerdict::Random {
+                    self.stats.random_losses += 1;
+                }
             }
             for c in &p.chunks {
                 if self.send[c.channel as usize].on_lost(c.seq, c.chunk, p.pn, c.first) {

@@ -244,6 +244,10 @@ pub struct Stats {
     /// loss caused them was acknowledged after all (see Rate control in
     /// docs/rudp.md).
     pub congestion_undos: u64,
+    /// Ack-eliciting packets declared lost that the congestion controller
+    /// did not take as congestion (no queue in the RTT, light loss; see
+    /// Rate control in docs/rudp.md): the window was kept.
+    pub random_losses: u64,
     /// Chunks resent after their packet was declared lost.
     pub retransmissions: u64,
     /// Extra copies of small reliable messages sent as redundancy.

@@ -353,6 +353,20 @@ fn redundancy_cuts_p99_latency_under_loss() {
 /// A 1 MiB transfer through a 1 Mbit/s bottleneck with a 32 KiB drop-tail
 /// queue, with 60 Hz game messages on a latency channel alongside.
 fn bottleneck(congestion_control: bool) -> (Duration, u64, Duration) {
+    let (took, s, p99) = bottleneck_with(congestion_control, 0.0, 125_000, 32 * 1024);
+    (took, s.overflowed, p99)
+}
+
+/// A 1 MiB transfer through a `bandwidth` (bytes/s) bottleneck with a
+/// `queue`-byte drop-tail queue and `loss` random loss before it, with 60
+/// Hz game messages on a latency channel alongside: how long the transfer
+/// took, the slow link's stats and the game messages' p99 latency.
+fn bottleneck_with(
+    congestion_control: bool,
+    loss: f64,
+    bandwidth: u64,
+    queue: usize,
+) -> (Duration, keel_rudp_proto::sim::LinkStats, Duration) {
     let mut cfg = Config::new(vec![
         ChannelConfig::new(ChannelKind::ReliableOrdered)
             .bulk()
@@ -363,10 +377,11 @@ fn bottleneck(congestion_control: bool) -> (Duration, u64, Duration) {
     let slow = LinkConfig {
         impairment: Impairment {
             delay: ms(20),
+            loss,
             ..Impairment::default()
         },
-        bandwidth: Some(125_000),
-        queue_limit: 32 * 1024,
+        bandwidth: Some(bandwidth),
+        queue_limit: queue,
     };
     let back = LinkConfig::new(Impairment {
         delay: ms(20),
@@ -394,7 +409,7 @@ fn bottleneck(congestion_control: bool) -> (Duration, u64, Duration) {
     let game = messages(&p.b_events, 1);
     let mut lat: Vec<Duration> = game.iter().map(|&(t, i)| t - sent_at[i as usize]).collect();
     lat.sort();
-    (took, p.ab.stats.overflowed, lat[lat.len() * 99 / 100])
+    (took, p.ab.stats, lat[lat.len() * 99 / 100])
 }
 
 #[test]
@@ -411,12 +426,45 @@ fn congestion_control_keeps_a_bulk_transfer_from_flooding_a_slow_link() {
         dropped_cc * 5 < dropped_raw,
         "cc {dropped_cc} vs raw {dropped_raw}"
     );
+    // What NewReno alone (before loss differentiation) gave on this link
+    // and seed: 37 queue drops, game p99 275.0 ms. A full queue raises the
+    // RTT, so its drops still count as congestion: no worse.
+    assert!(dropped_cc <= 37, "{dropped_cc}");
     // Game messages are not held back by the bulk channel's window: their
     // latency is the path's, 20 ms plus at most a full bottleneck queue
     // (32 KiB at 125 kB/s: 262 ms; a loss-based controller fills it) plus a
     // tick. Without the window they were dropped at the queue and resent.
     assert!(p99_cc < ms(20 + 262 + 17 + 20), "{p99_cc:?}");
+    assert!(p99_cc <= ms(276), "{p99_cc:?}");
     let _ = p99_raw;
+}
+
+#[test]
+fn a_bottleneck_with_random_loss_or_a_short_queue_still_limits_the_bulk_window() {
+    // 1 % random loss in front of the 1 Mbit/s bottleneck: the random
+    // losses are resent without halving, the queue's drops (at a full
+    // queue, a high RTT) still halve the window.
+    let (took, s, p99) = bottleneck_with(true, 0.01, 125_000, 32 * 1024);
+    let (_, raw, _) = bottleneck_with(false, 0.01, 125_000, 32 * 1024);
+    eprintln!(
+        "1 MiB through 1 Mbit/s, 1 % loss: {took:?}, {} queue drops (without cc {}), game p99 {p99:?}",
+        s.overflowed, raw.overflowed
+    );
+    assert!(s.lost > 0, "{s:?}");
+    assert!(s.overflowed * 5 < raw.overflowed, "{s:?} {raw:?}");
+    assert!(took < Duration::from_secs(14), "{took:?}");
+    assert!(p99 < ms(20 + 262 + 17 + 20), "{p99:?}");
+    // 10 Mbit/s with a queue of 6 KiB (5 ms): too short to show in the
+    // RTT, so only the heavy-loss rule halves the window there. Without it
+    // the window kept growing through the drops: 3,796 of them
+    // (97 with it, 92,448 without congestion control).
+    let (took, s, p99) = bottleneck_with(true, 0.0, 1_250_000, 6 * 1024);
+    let (_, raw, _) = bottleneck_with(false, 0.0, 1_250_000, 6 * 1024);
+    eprintln!(
+        "1 MiB through 10 Mbit/s, 6 KiB queue: {took:?}, {} queue drops (without cc {}), game p99 {p99:?}",
+        s.overflowed, raw.overflowed
+    );
+    assert!(s.overflowed < 300, "{s:?} (without cc {raw:?})");
 }
 
 /// Sends messages `first..first + rounds` of `size` bytes on channel 0 of
@@ -650,7 +698,8 @@ fn a_bulk_transfer_over_a_reordering_lossless_link_keeps_its_window() {
     // threshold (until it has grown past the reordering), and each such
     // loss halved NewReno's window, which then grew back by one datagram
     // per round trip. All are acknowledged after all, so each reduction
-    // is undone, and the transfer runs about as fast as in order. Before
+    // is undone (and since loss differentiation most are not taken as
+    // congestion at all), and the transfer runs about as fast as in order. Before
     // the undo: 5.2 to 6.9 s (0.6 to 0.8 MB/s), against 0.52 s in order.
     let (in_order, s) = bulk_transfers(path_25ms(), 1, 4, 1 << 20);
     assert_eq!(s.packets_lost, 0, "{s:?}");
@@ -671,7 +720,10 @@ fn a_bulk_transfer_over_a_reordering_lossless_link_keeps_its_window() {
         );
         assert!(s.packets_lost > 0, "the link reorders: {s:?}");
         assert_eq!(s.spurious_losses, s.packets_lost, "nothing is lost");
-        assert!(s.congestion_undos > 0, "{s:?}");
+        // Reordered packets declared lost while the RTT shows no queue
+        // never reduce the window (random losses); those that did are
+        // undone.
+        assert!(s.random_losses + s.congestion_undos > 0, "{s:?}");
         assert!(
             took < in_order * 3 / 2,
             "seed {seed}: {took:?} against {in_order:?} in order"
@@ -680,31 +732,57 @@ fn a_bulk_transfer_over_a_reordering_lossless_link_keeps_its_window() {
 }
 
 #[test]
-fn random_loss_still_shrinks_the_bulk_window() {
-    // Real losses are never acknowledged: their reductions stay, alone or
-    // mixed with reordering (a reduction with one real loss among
-    // reordered packets is not undone).
-    let (lossless, _) = bulk_transfers(path_25ms(), 1, 1, 1 << 20);
-    for jitter in [ms(0), ms(3)] {
+fn random_loss_without_a_queue_keeps_the_bulk_window() {
+    // 1 MiB transfers on a bulk channel over 25 ms each way with 1 and
+    // 5 % random loss each way, in order and with 3 ms of jitter. No
+    // queue builds (the RTT stays at its minimum), so the losses are
+    // resent without halving the window. NewReno took each as congestion:
+    // 2 % loss cost it 3.9 to 6.9 s per MiB (0.15-0.27 MB/s) against
+    // 0.36 s lossless, and with the check below removed (every loss
+    // halving) 1 % cost 6.6 s for the two.
+    let (lossless, _) = bulk_transfers(path_25ms(), 1, 2, 1 << 20);
+    for (loss, jitter, seeds) in [
+        (0.01, ms(0), &[1, 2, 3][..]),
+        (0.05, ms(0), &[1, 2, 3][..]),
+        (0.01, ms(3), &[1][..]),
+        (0.05, ms(3), &[1][..]),
+    ] {
         let link = LinkConfig::new(Impairment {
-            loss: 0.02,
+            loss,
             jitter,
             ..path_25ms().impairment
         });
-        for seed in [1, 2, 3] {
-            let (took, s) = bulk_transfers(link.clone(), seed, 1, 1 << 20);
+        for &seed in seeds {
+            let (took, s) = bulk_transfers(link.clone(), seed, 2, 1 << 20);
             eprintln!(
-                "seed {seed}: 1 MiB bulk over 25 ms ± {jitter:?}, 2 % loss: {took:?} (lossless {lossless:?}), \
-                 cwnd {}, {} lost, {} spurious, {} undos",
-                s.congestion_window, s.packets_lost, s.spurious_losses, s.congestion_undos
+                "seed {seed}: 2 x 1 MiB bulk over 25 ms ± {jitter:?}, {loss} loss: {took:?} \
+                 ({:.2} MB/s; lossless {lossless:?}), cwnd {}, {} lost, {} spurious, {} random, {} undos",
+                2.0 * (1 << 20) as f64 / took.as_secs_f64() / 1e6,
+                s.congestion_window,
+                s.packets_lost,
+                s.spurious_losses,
+                s.random_losses,
+                s.congestion_undos
             );
             assert!(s.packets_lost > s.spurious_losses, "{s:?}");
-            if jitter.is_zero() {
-                assert_eq!(s.spurious_losses, 0, "in order: {s:?}");
-                assert_eq!(s.congestion_undos, 0, "nothing to undo: {s:?}");
-            }
-            assert!(s.congestion_window < 100_000, "{s:?}");
-            assert!(took > lossless * 3, "{took:?} against {lossless:?}");
+            assert!(s.random_losses > 0, "{s:?}");
+            assert!(
+                took < lossless * 3,
+                "seed {seed}, {loss} loss, jitter {jitter:?}: {took:?} against {lossless:?} lossless"
+            );
         }
     }
+    // 15 transfers at 5 %, seed 4: early in the first, 4 of a round trip's
+    // 20 packets were lost by chance; counted as heavy loss, that left the
+    // window in congestion avoidance near 50 KB and the run took 9.2 s
+    // (2.2 to 2.5 s with other seeds). Heavy loss now needs a round trip
+    // of 32 packets or more.
+    let link = LinkConfig::new(Impairment {
+        loss: 0.05,
+        ..path_25ms().impairment
+    });
+    let (took, s) = bulk_transfers(link, 4, 15, 1 << 20);
+    eprintln!("seed 4: 15 x 1 MiB at 5 % loss: {took:?}, {s:?}");
+    assert_eq!(s.random_losses, s.packets_lost, "{s:?}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
 }
