@@ -28,6 +28,8 @@
 //! * `udp_rate`: `--protocol udp --rate`, the open-loop echo over plain
 //!   keel-udp (the scale case's baseline);
 //! * [`completions`]: `keel-bench completions bash|zsh|fish`;
+//! * [`relay`]: `keel-bench relay`, the impairment relay between clients
+//!   and one server (each library its own process, one link);
 //! * [`interrupt`]: Ctrl-C ends a run's measured phase early, with its
 //!   partial results;
 //! * [`run`]: the entry points of the commands.
@@ -58,6 +60,7 @@ mod peer;
 pub mod present;
 pub mod procstats;
 pub mod progress;
+pub mod relay;
 pub mod report;
 mod rudp;
 pub mod run;

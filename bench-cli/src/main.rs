@@ -112,6 +112,19 @@ fn try_main() -> i32 {
                 }
             }
         }
+        Command::Relay(cfg) => match keel_bench::relay::relay(&cfg) {
+            Ok(summary) => {
+                print_out(&format!("{}\n", summary.to_json_line()));
+                if let Some(e) = &summary.error {
+                    eprintln!("keel-bench relay: {e}");
+                }
+                exit_code(summary.ok)
+            }
+            Err(e) => {
+                eprintln!("keel-bench relay: {e}");
+                EXIT_FAILED
+            }
+        },
         Command::Report(cfg) => match run::report(&cfg) {
             Ok(()) => EXIT_OK,
             Err(e) => {
