@@ -16,6 +16,8 @@
 //! * [`report`]: `keel-bench report`, result files to a Markdown table and
 //!   SVG charts, behind one entry ([`report::write`]), and `keel-bench
 //!   compare` ([`report::compare`]);
+//! * [`serve_peer`]: `serve --protocol rudp|kcp`, the run's keel-rudp or
+//!   KCP echo server alone;
 //! * [`loopback`], [`client`], [`echo`], [`serve`]: the network run on
 //!   keel-reactor and keel-udp (public API only);
 //! * `peer`: the client side and phases shared by the open-loop and
@@ -65,6 +67,7 @@ pub mod report;
 mod rudp;
 pub mod run;
 pub mod serve;
+pub mod serve_peer;
 mod socket_client;
 pub mod stats;
 mod udp_rate;

@@ -156,7 +156,7 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
 }
 
 /// `--channel` and `--rate` belong to `--protocol rudp`; a keel-rudp run
-/// has no `--connect` (there is no keel-rudp `serve`) and no UDP-only
+/// has `--connect` against `serve --protocol rudp|kcp`, and no UDP-only
 /// knobs.
 fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError> {
     if cfg.protocol == Protocol::Udp {
@@ -230,8 +230,14 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
             ),
         ));
     }
+    if has(raw, "encrypt") && cfg.connect.is_some() {
+        return Err(FlagError::new(
+            "--encrypt",
+            "not with --connect: the connect tokens are minted with a key the server of this \
+             process holds, and `serve --protocol rudp` runs in keel-rudp's insecure mode",
+        ));
+    }
     let udp_only = [
-        "connect",
         "batch",
         "lane-steering",
         "udp-server-receive-buffer",
