@@ -111,7 +111,10 @@ fn usage_block(sub: Subcommand) -> &'static str {
             "  keel-bench serve --bind ADDR:PORT [--io-model M] [--io-threads N] [--server-lanes N]\n                   \
              [--seconds S] [--work R] [--batch N] [--udp-server-receive-buffer B] [--sockperf]\n                   \
              [--idle-timeout S|off] [--max-sessions N] [--full-policy refuse|evict-idlest]\n                   \
-             [--format F] [--output FILE]\n"
+             [--format F] [--output FILE]\n  \
+             keel-bench serve --protocol rudp|kcp --bind ADDR:PORT [--channel K] [--payload B]\n                   \
+             [--kcp-mode M] [--kcp-window N] [--seconds S] [--io-model M] [--io-threads N]\n                   \
+             [--work R]\n"
         }
         Subcommand::Report => "  keel-bench report FILES... --out DIR\n",
         Subcommand::Compare => "  keel-bench compare BASELINE.jsonl CANDIDATE.jsonl\n",
@@ -350,7 +353,7 @@ mod tests {
         assert!(help_for(Subcommand::Run, false).lines().count() < 70);
         let serve = help_for(Subcommand::Serve, true);
         assert!(
-            serve.contains("--bind") && !serve.contains("--payload"),
+            serve.contains("--bind") && !serve.contains("--window"),
             "{serve}"
         );
         assert!(help_for(Subcommand::Report, true).contains("--out DIR"));

@@ -709,7 +709,7 @@ mod tests {
             "io-model" => "shared",
             "lane-steering" => "auto",
             "full-policy" => "evict-idlest",
-            "connect" => "127.0.0.1:7000",
+            "connect" | "upstream" => "127.0.0.1:7000",
             "bind" => "127.0.0.1:7000",
             "out" => "dir",
             "payload" => "64",
@@ -749,6 +749,21 @@ mod tests {
                 let mut args = vec!["serve", arg.as_str()];
                 if f.name != "bind" {
                     args.extend(["--bind", "127.0.0.1:0"]);
+                }
+                if ["channel", "payload"].contains(&f.name) {
+                    args.extend(["--protocol", "rudp"]);
+                } else if ["kcp-mode", "kcp-window"].contains(&f.name) {
+                    args.extend(["--protocol", "kcp"]);
+                }
+                parse(args).unwrap();
+            }
+            if f.accepted_by(Subcommand::Relay) {
+                let mut args = vec!["relay", arg.as_str()];
+                if f.name != "bind" {
+                    args.extend(["--bind", "127.0.0.1:0"]);
+                }
+                if f.name != "upstream" {
+                    args.extend(["--upstream", "127.0.0.1:7000"]);
                 }
                 parse(args).unwrap();
             }
