@@ -207,6 +207,7 @@ if [[ -n "${KEEL_PEER:-}" ]]; then
 fi
 command -v python3 >/dev/null 2>&1 || die "needs python3 to merge the lines (Debian: apt-get install python3)"
 command -v timeout >/dev/null 2>&1 || die "needs timeout (coreutils) to bound every process"
+command -v ps >/dev/null 2>&1 || die "needs ps (Debian: apt-get install procps) to watch the processes it starts"
 
 results="$out/results.jsonl"
 [[ ! -s "$results" || $overwrite -eq 1 ]] ||
@@ -245,7 +246,8 @@ wait_ready() {
       echo "$addr"
       return
     fi
-    kill -0 "$2" 2>/dev/null || return 0
+    # Exited (gone, or a zombie not yet reaped): it will not say ready.
+    case "$(ps -o stat= -p "$2" 2>/dev/null)" in "" | Z*) return 0 ;; esac
     sleep 0.05
   done
 }
@@ -267,12 +269,13 @@ stop() {
 peer_libs=""
 if [[ -x "$KEEL_PEER" ]]; then
   for lib in $peer_libs_known; do
-    timeout 20 "$KEEL_PEER" "$lib" server --bind 127.0.0.1:0 >/dev/null 2>"$tmp/probe.err" &
+    # A file of its own: the last probe's "ready" must not be read as this one's.
+    timeout 20 "$KEEL_PEER" "$lib" server --bind 127.0.0.1:0 >/dev/null 2>"$tmp/probe-$lib.err" &
     p=$!
-    if [[ -n "$(wait_ready "$tmp/probe.err" "$p")" ]]; then
+    if [[ -n "$(wait_ready "$tmp/probe-$lib.err" "$p")" ]]; then
       peer_libs="$peer_libs $lib"
     else
-      echo "$PROG: keel-peer $lib: not available ($(head -c 200 "$tmp/probe.err" | tr '\n' ' '))" >&2
+      echo "$PROG: keel-peer $lib: not available ($(head -c 200 "$tmp/probe-$lib.err" | tr '\n' ' '))" >&2
     fi
     stop "$p"
   done
