@@ -26,8 +26,9 @@ use crate::procstats::{process_cpu_time, rss_bytes};
 /// How often the wait loop looks at the counters (CPU window, RSS and
 /// connections are sampled at this resolution).
 const SAMPLE: Duration = Duration::from_millis(10);
-/// How often connections and RSS are sampled.
-const SAMPLE_CONNECTIONS: Duration = Duration::from_secs(1);
+/// How often connections and RSS are sampled (a post to each lane and a
+/// read of /proc: cheap at this period).
+const SAMPLE_CONNECTIONS: Duration = Duration::from_millis(100);
 
 /// The line `serve --protocol rudp|kcp` prints when it ends.
 #[derive(Debug, Serialize)]

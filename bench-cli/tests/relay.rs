@@ -356,3 +356,75 @@ fn bad_relay_flags_exit_2_naming_the_flag() {
         assert!(err.contains("usage: keel-bench relay"), "{args:?}: {err}");
     }
 }
+
+/// `serve --protocol rudp|kcp` and `--connect`: the run's server and
+/// clients as two processes (what the relay's calibration runs), every
+/// message echoed, the server's line counting them.
+#[test]
+fn rudp_and_kcp_serve_and_connect_as_two_processes() {
+    for proto in ["rudp", "kcp"] {
+        let mut server = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
+            .args(["serve", "--protocol", proto, "--bind", "127.0.0.1:0"])
+            .args(["--payload", "100"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(server.stderr.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("ready ")
+            .unwrap_or_else(|| panic!("{proto}: expected `ready ADDR`, got {line:?}"))
+            .to_string();
+        let out = common::keel_bench(&[
+            "--protocol",
+            proto,
+            "--connect",
+            &addr,
+            "--rate",
+            "50",
+            "--clients",
+            "2",
+            "--payload",
+            "100",
+            "--seconds",
+            "0.4",
+            "--warmup",
+            "0",
+            "--format",
+            "json",
+        ]);
+        let v = common::json_line(&out);
+        assert_eq!(out.status.code(), Some(0), "{proto}: {v}");
+        assert_eq!(v["connect"], addr.as_str(), "{proto}: {v}");
+        assert!(u(&v, "messages") > 0, "{proto}: {v}");
+        assert_eq!(u(&v, "messages"), u(&v, "messages_sent"), "{proto}: {v}");
+        assert!(
+            v["messages_delivered"].is_null(),
+            "another process's count: {v}"
+        );
+        let status = Command::new("kill")
+            .args(["-TERM", &server.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let done = server.wait_with_output().unwrap();
+        assert_eq!(done.status.code(), Some(0), "{proto}: {done:?}");
+        let s: Value = serde_json::from_slice(&done.stdout).unwrap();
+        assert_eq!(s["role"], "server", "{s}");
+        assert_eq!(
+            s["library"],
+            if proto == "rudp" { "keel-rudp" } else { "kcp" }
+        );
+        assert_eq!(s["ended_by"], "SIGTERM");
+        assert!(
+            u(&s, "messages_echoed") >= u(&v, "messages"),
+            "{proto}: {s} {v}"
+        );
+        assert_eq!(u(&s, "connections"), 2, "{proto}: {s}");
+        assert_eq!(u(&s, "invalid_messages"), 0, "{proto}: {s}");
+    }
+}
