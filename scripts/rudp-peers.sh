@@ -558,4 +558,4 @@ done
   exit 1
 }
 [[ -f "$out/peers.md" ]] && cat "$out/peers.md"
-echo "$PROG: results in $results, report in $out/report.md" >&2
+echo "$PROG: results in $results, tables and charts in $out/peers.md" >&2
