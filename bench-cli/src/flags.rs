@@ -8,6 +8,7 @@
 //! keel-bench report FILES... --out DIR
 //! keel-bench compare BASELINE.jsonl CANDIDATE.jsonl
 //! keel-bench completions bash|zsh|fish
+//! keel-bench relay --bind ADDR:PORT --upstream ADDR:PORT [RELAY FLAGS]
 //! keel-bench -h | --help | -V | --version
 //! ```
 //!
@@ -83,6 +84,7 @@ where
         Some(a) if a == "report" => Subcommand::Report,
         Some(a) if a == "compare" => Subcommand::Compare,
         Some(a) if a == "completions" => Subcommand::Completions,
+        Some(a) if a == "relay" => Subcommand::Relay,
         _ => Subcommand::Run,
     }
 }

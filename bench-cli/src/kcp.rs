@@ -85,7 +85,7 @@ const KCP_MTU: usize = 1400;
 
 /// Where KCP writes its packets: a queue the lane drains to the socket.
 #[derive(Clone, Default)]
-struct Out {
+pub(crate) struct Out {
     packets: Arc<Mutex<Vec<Vec<u8>>>>,
     bytes: Arc<AtomicU64>,
 }
@@ -241,7 +241,7 @@ struct ServerPeer {
 }
 
 /// The echo server: one KCP per peer address.
-struct KcpServer {
+pub(crate) struct KcpServer {
     cfg: RunConfig,
     work: u64,
     /// `--transfer`: each peer's stream cut into transfers, each answered
@@ -457,16 +457,20 @@ pub(crate) fn run(cfg: &RunConfig) -> RunReport {
     report
 }
 
-fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
-    let rss_before = rss_bytes();
-    let (rt, server_threads, client_rt) = runtimes(cfg)?;
-    let epoch = Instant::now();
-    let counts = Arc::new(ServerCounts::default());
-    let server_out = Out::default();
-    let handles = rt.handles();
-    let server = DatagramSocket::bind(
-        &handles[0],
-        cfg.server_addr(),
+/// The KCP echo server of a run (or of `serve --protocol kcp`) on
+/// `handle`, bound to `addr`, counting into `counts` and its packets'
+/// bytes into `out`.
+pub(crate) fn bind_server(
+    cfg: &RunConfig,
+    handle: &keel_reactor::Handle,
+    addr: SocketAddr,
+    epoch: Instant,
+    counts: Arc<ServerCounts>,
+    out: Out,
+) -> Result<DatagramSocket<KcpServer>, String> {
+    DatagramSocket::bind(
+        handle,
+        addr,
         endpoint_config(cfg.impair_server.as_deref().cloned()),
         KcpServer {
             cfg: cfg.clone(),
@@ -477,14 +481,51 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             peers: Vec::new(),
             due: BinaryHeap::new(),
             wake: None,
-            out: server_out.clone(),
+            out,
             buf: vec![0; kcp_recv_len(cfg)],
-            counts: counts.clone(),
+            counts,
         },
     )
-    .map_err(|e| format!("starting the KCP echo server: {e}"))?;
-    report.buffers.udp_server_send_buffer_bytes = Some(server.buffers().send as u64);
-    report.buffers.udp_server_receive_buffer_bytes = Some(server.buffers().recv as u64);
+    .map_err(|e| format!("starting the KCP echo server: {e}"))
+}
+
+/// Peers (addresses) the server has had a KCP for, any time.
+pub(crate) fn server_peers(server: &DatagramSocket<KcpServer>) -> Option<usize> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    server
+        .post(move |h, _| {
+            let _ = tx.send(h.peers.len());
+        })
+        .ok()?;
+    rx.recv_timeout(Duration::from_secs(1)).ok()
+}
+
+fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
+    let rss_before = rss_bytes();
+    let (rt, server_threads, client_rt) = runtimes(cfg)?;
+    let epoch = Instant::now();
+    let counts = Arc::new(ServerCounts::default());
+    let server_out = Out::default();
+    let handles = rt.handles();
+    // --connect: clients only, against `serve --protocol kcp`.
+    let server = match cfg.connect {
+        Some(_) => None,
+        None => Some(bind_server(
+            cfg,
+            &handles[0],
+            cfg.server_addr(),
+            epoch,
+            counts.clone(),
+            server_out.clone(),
+        )?),
+    };
+    if let Some(server) = &server {
+        report.buffers.udp_server_send_buffer_bytes = Some(server.buffers().send as u64);
+        report.buffers.udp_server_receive_buffer_bytes = Some(server.buffers().recv as u64);
+    }
+    let server_addr = server
+        .as_ref()
+        .map_or_else(|| cfg.server_addr(), |s| s.local_addr());
 
     let connected = Arc::new(AtomicUsize::new(0));
     let drained = Arc::new(AtomicUsize::new(0));
@@ -493,7 +534,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let clients = Clients {
         cfg,
         runtime: &client_rt,
-        server: server.local_addr(),
+        server: server_addr,
         max_datagram: KCP_MTU,
         lossy: false,
         connected: &connected,
@@ -518,8 +559,10 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         received: &received,
     };
     let run = drive_sockets(cfg, report, &clients, &connected, &drained, &probe, &rtt);
-    server.close();
-    let k = server.counters();
+    let k = server.as_ref().map_or_else(Default::default, |s| {
+        s.close();
+        s.counters()
+    });
     let stopped = rt.stop().and(client_rt.stop());
 
     record(
@@ -544,6 +587,12 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let payload = run.tally.sent_bytes + counts.echoed_bytes.load(Ordering::Relaxed);
     report.delivery.wire_bytes_per_payload_byte =
         (payload > 0).then(|| wire as f64 / payload as f64);
+    if server.is_none() {
+        // The server is another process: what it received and sent is in
+        // its own line (and the relay's), not here.
+        report.delivery.messages_delivered = None;
+        report.delivery.wire_bytes_per_payload_byte = None;
+    }
     record_sockets(report, run.udp, k, counts.received.load(Ordering::Relaxed));
     run.outcome(report, stopped)
 }

@@ -16,6 +16,8 @@
 //! * [`report`]: `keel-bench report`, result files to a Markdown table and
 //!   SVG charts, behind one entry ([`report::write`]), and `keel-bench
 //!   compare` ([`report::compare`]);
+//! * [`serve_peer`]: `serve --protocol rudp|kcp`, the run's keel-rudp or
+//!   KCP echo server alone;
 //! * [`loopback`], [`client`], [`echo`], [`serve`]: the network run on
 //!   keel-reactor and keel-udp (public API only);
 //! * `peer`: the client side and phases shared by the open-loop and
@@ -28,6 +30,8 @@
 //! * `udp_rate`: `--protocol udp --rate`, the open-loop echo over plain
 //!   keel-udp (the scale case's baseline);
 //! * [`completions`]: `keel-bench completions bash|zsh|fish`;
+//! * [`relay`]: `keel-bench relay`, the impairment relay between clients
+//!   and one server (each library its own process, one link);
 //! * [`interrupt`]: Ctrl-C ends a run's measured phase early, with its
 //!   partial results;
 //! * [`run`]: the entry points of the commands.
@@ -59,10 +63,12 @@ mod peer;
 pub mod present;
 pub mod procstats;
 pub mod progress;
+pub mod relay;
 pub mod report;
 mod rudp;
 pub mod run;
 pub mod serve;
+pub mod serve_peer;
 mod socket_client;
 pub mod stats;
 mod sys;

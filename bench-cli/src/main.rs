@@ -92,6 +92,21 @@ fn try_main() -> i32 {
             let written = dest.run(&report);
             exit_code(report.ok && written)
         }
+        Command::Serve(cfg) if cfg.protocol != flags::Protocol::Udp => {
+            match keel_bench::serve_peer::serve(&cfg) {
+                Ok(summary) => {
+                    print_out(&format!("{}\n", summary.to_json_line()));
+                    if let Some(e) = &summary.error {
+                        eprintln!("keel-bench serve: {e}");
+                    }
+                    exit_code(summary.ok)
+                }
+                Err(e) => {
+                    eprintln!("keel-bench serve: {e}");
+                    EXIT_FAILED
+                }
+            }
+        }
         Command::Serve(cfg) => {
             let mut dest = match Destination::open(cfg.format, cfg.output.as_deref()) {
                 Ok(dest) => dest,
@@ -112,6 +127,19 @@ fn try_main() -> i32 {
                 }
             }
         }
+        Command::Relay(cfg) => match keel_bench::relay::relay(&cfg) {
+            Ok(summary) => {
+                print_out(&format!("{}\n", summary.to_json_line()));
+                if let Some(e) = &summary.error {
+                    eprintln!("keel-bench relay: {e}");
+                }
+                exit_code(summary.ok)
+            }
+            Err(e) => {
+                eprintln!("keel-bench relay: {e}");
+                EXIT_FAILED
+            }
+        },
         Command::Report(cfg) => match run::report(&cfg) {
             Ok(()) => EXIT_OK,
             Err(e) => {

@@ -160,6 +160,7 @@ mod compare;
 mod fields;
 mod input;
 mod markdown;
+mod peers;
 mod rudp;
 mod rudp_key;
 mod stats;
@@ -203,10 +204,24 @@ pub struct Written {
 /// file that could not be read or written, or says that the inputs held no
 /// line at all.
 pub fn write(cfg: &ReportConfig) -> Result<Written, String> {
-    let report = read_inputs(&cfg.inputs)?;
+    let (report, peer_records) = read_inputs(&cfg.inputs)?;
     let out = &cfg.out;
     std::fs::create_dir_all(out)
         .map_err(|e| format!("report: cannot create {}: {e}", out.display()))?;
+    // scripts/rudp-peers.sh's records: peers.md and its charts, apart.
+    let peer_files = match peer_records.is_empty() {
+        true => Vec::new(),
+        false => peers::write(&peer_records, out)?,
+    };
+    if report.run_count() == 0 {
+        return Ok(Written {
+            runs: peer_records.len(),
+            summarised: peers::groups(&peer_records).len(),
+            excluded: 0,
+            unreadable: report.unreadable.len(),
+            files: peer_files,
+        });
+    }
     let charts = [
         (THROUGHPUT_FILE, charts::throughput_svg(&report)?),
         (P99_FILE, charts::p99_svg(&report)?),
@@ -231,6 +246,7 @@ pub fn write(cfg: &ReportConfig) -> Result<Written, String> {
         0,
         write_file(out, MARKDOWN_FILE, &report.markdown(&linked))?,
     );
+    files.extend(peer_files);
     let rudp_ok = report.rudp.iter().filter(|g| g.summary.runs_ok > 0).count();
     Ok(Written {
         files,
@@ -243,11 +259,14 @@ pub fn write(cfg: &ReportConfig) -> Result<Written, String> {
 
 /// Reads every input file into one [`Report`]; `Err` names a file that
 /// cannot be read, or says that the files hold no line at all.
-fn read_inputs(inputs: &[PathBuf]) -> Result<Report, String> {
+fn read_inputs(inputs: &[PathBuf]) -> Result<(Report, Vec<serde_json::Value>), String> {
     let mut texts = Vec::new();
+    let mut peer_records = Vec::new();
     for path in inputs {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("report: cannot read {}: {e}", path.display()))?;
+        let (text, records) = peers::split(&text);
+        peer_records.extend(records);
         texts.push((path.display().to_string(), text));
     }
     let report = Report::from_texts(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())));
@@ -258,7 +277,7 @@ fn read_inputs(inputs: &[PathBuf]) -> Result<Report, String> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    if report.run_count() == 0 && report.histograms.is_empty() {
+    if report.run_count() == 0 && report.histograms.is_empty() && peer_records.is_empty() {
         // Nothing to summarise: an empty table would pass for a report.
         return Err(match report.unreadable.first() {
             None => format!("report: no result lines in {}", names()),
@@ -274,7 +293,7 @@ fn read_inputs(inputs: &[PathBuf]) -> Result<Report, String> {
             ),
         });
     }
-    Ok(report)
+    Ok((report, peer_records))
 }
 
 fn write_file(out: &Path, name: &str, text: &str) -> Result<PathBuf, String> {

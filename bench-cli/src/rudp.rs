@@ -102,7 +102,7 @@ fn socket_options() -> SocketOptions {
 
 // ---------------------------------------------------------------- server
 
-struct EchoPeer {
+pub(crate) struct EchoPeer {
     work: u64,
     /// `--transfer`: answer each whole message with a receipt instead.
     transfer: Option<u64>,
@@ -318,12 +318,16 @@ fn server_security(cfg: &RunConfig) -> Result<(SocketAddr, Security), String> {
     ))
 }
 
-fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
-    let rss_before = rss_bytes();
-    let (rt, server_threads, client_rt) = runtimes(cfg)?;
-    let counts = Arc::new(ServerCounts::default());
-    let (server_addr, security) = server_security(cfg)?;
-    let mut sc = ServerConfig::new(connection_config(cfg), security.server());
+/// The keel-rudp echo server of a run (or of `serve --protocol rudp`) on
+/// `rt`, bound to `addr`, counting into `counts`.
+pub(crate) fn start_server(
+    cfg: &RunConfig,
+    rt: &keel_reactor::Runtime,
+    addr: SocketAddr,
+    security: ServerSecurity,
+    counts: Arc<ServerCounts>,
+) -> Result<Server<EchoPeer>, String> {
+    let mut sc = ServerConfig::new(connection_config(cfg), security);
     // The benchmark's server acknowledges as its figures in docs/ were
     // measured (DEFAULT_ACK_DELAY_MS), not with keel-rudp's newer 25 ms
     // server default (SERVER_MAX_ACK_DELAY, for servers that tick): an
@@ -337,13 +341,51 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     sc.udp.socket = socket_options();
     sc.udp.send_impairment = cfg.impair_server.as_deref().cloned();
     let (work, transfer) = (cfg.work, cfg.transfer);
-    let server_counts = counts.clone();
-    let server = Server::bind(rt.handles(), server_addr, sc, move |_| EchoPeer {
+    Server::bind(rt.handles(), addr, sc, move |_| EchoPeer {
         work,
         transfer,
-        counts: server_counts.clone(),
+        counts: counts.clone(),
     })
-    .map_err(|e| format!("starting the keel-rudp echo server: {e}"))?;
+    .map_err(|e| format!("starting the keel-rudp echo server: {e}"))
+}
+
+/// Connections open on the server now, over all lanes.
+pub(crate) fn server_connections(server: &Server<EchoPeer>) -> usize {
+    let (tx, rx) = mpsc::channel();
+    for lane in 0..server.lanes() {
+        let tx = tx.clone();
+        let _ = server.post(lane, move |_, ctx| {
+            let mut conns = Vec::new();
+            ctx.connections(&mut conns);
+            let _ = tx.send(conns.len());
+        });
+    }
+    drop(tx);
+    let deadline = Instant::now() + COLLECT;
+    let mut n = 0;
+    while let Ok(c) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        n += c;
+    }
+    n
+}
+
+fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
+    let rss_before = rss_bytes();
+    let (rt, server_threads, client_rt) = runtimes(cfg)?;
+    let counts = Arc::new(ServerCounts::default());
+    let (server_addr, security) = server_security(cfg)?;
+    // --connect: clients only, against `serve --protocol rudp`.
+    let server = match cfg.connect {
+        Some(_) => None,
+        None => Some(start_server(
+            cfg,
+            &rt,
+            server_addr,
+            security.server(),
+            counts.clone(),
+        )?),
+    };
+    let server_addr = server.as_ref().map_or(server_addr, |s| s.local_addr());
 
     let connected = Arc::new(AtomicUsize::new(0));
     let drained = Arc::new(AtomicUsize::new(0));
@@ -364,7 +406,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
             connected: connected.clone(),
         };
         let reactor = client_rt.next_reactor();
-        let client = Client::connect(reactor, server.local_addr(), cc, peer)
+        let client = Client::connect(reactor, server_addr, cc, peer)
             .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
         clients.push(client);
     }
@@ -387,15 +429,20 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         &post,
     );
     let (tally, rtt, client_stats, client_udp) = collect_clients(&clients, &rtt);
-    let server_stats = collect_server(&server);
+    let server_stats = server.as_ref().map(collect_server).unwrap_or_default();
     // All at once: each stop waits for its CLOSE to be acknowledged (at
     // most close_timeout), so one after the other could add up.
     let stops: Vec<_> = clients.iter().map(|c| c.begin_stop()).collect();
     for s in stops {
         s.wait();
     }
-    let server_udp = server.udp_counters();
-    server.stop();
+    let server_udp = server
+        .as_ref()
+        .map(|s| s.udp_counters())
+        .unwrap_or_default();
+    if let Some(s) = &server {
+        s.stop();
+    }
     let stopped = rt.stop().and(client_rt.stop());
 
     let server_tally = ServerTally {
@@ -416,6 +463,12 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     let payload_bytes = tally.sent_bytes + counts.echoed_bytes.load(Ordering::Relaxed);
     report.delivery.wire_bytes_per_payload_byte =
         (payload_bytes > 0).then(|| stats.bytes_sent as f64 / payload_bytes as f64);
+    if server.is_none() {
+        // The server is another process: what it received and sent is in
+        // its own line (and the relay's), not here.
+        report.delivery.messages_delivered = None;
+        report.delivery.wire_bytes_per_payload_byte = None;
+    }
     record_sockets(
         report,
         client_udp,

@@ -30,7 +30,8 @@ fn version_and_help_per_subcommand() {
     );
     assert!(short.contains("--payload BYTES") && short.contains("keel-bench --help: every flag"));
     for (sub, has, lacks) in [
-        ("serve", "--bind ADDR:PORT", "--payload"),
+        ("serve", "--bind ADDR:PORT", "--window"),
+        ("relay", "--upstream ADDR:PORT", "--payload"),
         ("report", "--out DIR", "--bind"),
         ("compare", "BASELINE.jsonl CANDIDATE.jsonl", "--bind"),
         ("completions", "bash|zsh|fish", "--payload"),
@@ -50,6 +51,7 @@ fn version_and_help_per_subcommand() {
         &["-h"],
         &["serve", "--help"],
         &["report", "--help"],
+        &["relay", "--help"],
     ] {
         for line in text(&keel_bench(args).stdout).lines() {
             assert!(line.chars().count() <= 100, "{args:?}: {line}");

@@ -225,8 +225,8 @@ fn help_documents_both_flags() {
     assert_eq!(out.status.code(), Some(0));
     let help = String::from_utf8(out.stdout).unwrap();
     for needle in [
-        "--impair SPEC [run]",
-        "--impair-server SPEC [run]",
+        "--impair SPEC [run, relay]",
+        "--impair-server SPEC [run, relay]",
         "loss=0.05,delay=20ms,jitter=5ms,dup=0.01,reorder=0.1",
         "reorder-delay=D",
         "--loss-timeout",

@@ -503,7 +503,41 @@ pub struct ServeConfig {
     /// `--output FILE`: the JSON summary goes to this file instead of
     /// stdout.
     pub output: Option<PathBuf>,
+    /// `--protocol`: udp (the echo of [`crate::serve`]), or the keel-rudp
+    /// or KCP echo server of a run, alone (`crate::serve_peer`).
+    pub protocol: Protocol,
+    /// `--channel` (rudp): the clients' channel kind.
+    pub channel: ChannelChoice,
+    /// `--kcp-mode` (kcp).
+    pub kcp_mode: KcpMode,
+    /// `--kcp-window` (kcp).
+    pub kcp_window: u16,
+    /// `--payload` (rudp, kcp): the clients' message size, which sizes
+    /// the connections' buffers as a run does.
+    pub payload: u64,
 }
+
+/// A validated `keel-bench relay`: the impairment relay.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RelayConfig {
+    /// `--bind`: where clients send.
+    pub bind: SocketAddr,
+    /// `--upstream`: the server.
+    pub upstream: SocketAddr,
+    /// `--impair`: client->server datagrams (seed already set by `--seed`).
+    pub impair: Impairment,
+    /// `--impair-server`: server->client datagrams.
+    pub impair_server: Impairment,
+    /// `--seconds`: relay this long; `None` = until interrupted.
+    pub seconds: Option<f64>,
+    /// `--max-flows`.
+    pub max_flows: u32,
+}
+
+/// Default `relay --max-flows`.
+pub const DEFAULT_MAX_FLOWS: u32 = 4096;
+/// Largest `relay --max-flows`.
+pub const MAX_MAX_FLOWS: u32 = 65_536;
 
 /// A validated `keel-bench report`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -544,6 +578,8 @@ pub enum Command {
     Serve(ServeConfig),
     /// Summarise result files.
     Report(ReportConfig),
+    /// Relay datagrams between clients and a server, impaired.
+    Relay(RelayConfig),
     /// Compare two result files.
     Compare(CompareConfig),
     /// Print a completion script for a shell.

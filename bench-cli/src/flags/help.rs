@@ -104,17 +104,25 @@ fn usage_block(sub: Subcommand) -> &'static str {
              keel-bench report FILES... --out DIR         a Markdown table and SVG charts of runs\n  \
              keel-bench compare BASELINE CANDIDATE        two result files, configuration by one\n  \
              keel-bench completions bash|zsh|fish         a shell completion script\n  \
+             keel-bench relay --bind A --upstream S       an impairment relay between clients and S\n  \
              keel-bench -h | --help | -V | --version\n"
         }
         Subcommand::Serve => {
             "  keel-bench serve --bind ADDR:PORT [--io-model M] [--io-threads N] [--server-lanes N]\n                   \
              [--seconds S] [--work R] [--batch N] [--udp-server-receive-buffer B] [--sockperf]\n                   \
              [--idle-timeout S|off] [--max-sessions N] [--full-policy refuse|evict-idlest]\n                   \
-             [--format F] [--output FILE]\n"
+             [--format F] [--output FILE]\n  \
+             keel-bench serve --protocol rudp|kcp --bind ADDR:PORT [--channel K] [--payload B]\n                   \
+             [--kcp-mode M] [--kcp-window N] [--seconds S] [--io-model M] [--io-threads N]\n                   \
+             [--work R]\n"
         }
         Subcommand::Report => "  keel-bench report FILES... --out DIR\n",
         Subcommand::Compare => "  keel-bench compare BASELINE.jsonl CANDIDATE.jsonl\n",
         Subcommand::Completions => "  keel-bench completions bash|zsh|fish\n",
+        Subcommand::Relay => {
+            "  keel-bench relay --bind ADDR:PORT --upstream ADDR:PORT [--impair SPEC]\n                   \
+             [--impair-server SPEC] [--seed N] [--seconds S] [--max-flows N]\n"
+        }
     }
 }
 
@@ -146,6 +154,16 @@ fn subcommand_about(sub: Subcommand) -> Option<&'static [&'static str]> {
              p99 RTT over the runs that passed, and the candidate's ratio to the baseline \
              (throughput: higher is better; p99: lower is better). Configurations in one file \
              only are listed apart. Exit 1 when no configuration is in both.",
+        ]),
+        Subcommand::Relay => Some(&[
+            "Relays UDP datagrams between clients and one server (--upstream), each client address \
+             from an upstream socket of its own (so the server sees one address per client), \
+             impairing each direction with keel's link model (keel-impair, the model of keel-udp's \
+             conditioner): --impair for client->server, --impair-server for server->client. The \
+             fate of a datagram is decided from (seed, direction, its index in that direction). \
+             Prints \"ready ADDR\" on stderr once bound and, at --seconds or SIGINT/SIGTERM, one \
+             JSON line on stdout (role relay: flows, datagrams, bytes, drops and duplicates each \
+             way, CPU seconds). Bytes are UDP payload bytes as received, before impairment.",
         ]),
         Subcommand::Completions => Some(&[
             "Prints a completion script for the shell on stdout. Install: bash: \
@@ -342,7 +360,7 @@ mod tests {
         assert!(help_for(Subcommand::Run, false).lines().count() < 70);
         let serve = help_for(Subcommand::Serve, true);
         assert!(
-            serve.contains("--bind") && !serve.contains("--payload"),
+            serve.contains("--bind") && !serve.contains("--window"),
             "{serve}"
         );
         assert!(help_for(Subcommand::Report, true).contains("--out DIR"));

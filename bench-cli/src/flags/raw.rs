@@ -135,6 +135,7 @@ where
                     "report" if first => raw.subcommand = Subcommand::Report,
                     "compare" if first => raw.subcommand = Subcommand::Compare,
                     "completions" if first => raw.subcommand = Subcommand::Completions,
+                    "relay" if first => raw.subcommand = Subcommand::Relay,
                     _ => raw.positionals.push(v),
                 }
             }

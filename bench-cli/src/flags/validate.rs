@@ -7,12 +7,12 @@
 use std::path::PathBuf;
 
 use super::config::{
-    AddressFamily, ChannelChoice, Command, CompareConfig, FullPolicyChoice, IoModel,
-    LaneSteeringChoice, OutputFormat, Protocol, ReportConfig, RunConfig, ServeConfig, Shell,
-    DEFAULT_BATCH, DEFAULT_BULK_DRAIN, DEFAULT_IO_THREADS, DEFAULT_MAX_SESSIONS,
-    DEFAULT_SERVER_LANES, DEFAULT_SERVE_IDLE_TIMEOUT, DEFAULT_WORK, MAX_ACK_DELAY_MS,
-    MAX_CLIENTS_CLOSED_LOOP, MAX_CLIENTS_OPEN_LOOP, MAX_IN_FLIGHT_BYTES, MAX_MAX_SESSIONS,
-    MIN_PAYLOAD,
+    AddressFamily, ChannelChoice, Command, CompareConfig, FullPolicyChoice, IoModel, KcpMode,
+    LaneSteeringChoice, OutputFormat, Protocol, RelayConfig, ReportConfig, RunConfig, ServeConfig,
+    Shell, DEFAULT_BATCH, DEFAULT_BULK_DRAIN, DEFAULT_IO_THREADS, DEFAULT_KCP_WINDOW,
+    DEFAULT_MAX_FLOWS, DEFAULT_MAX_SESSIONS, DEFAULT_PAYLOAD, DEFAULT_SERVER_LANES,
+    DEFAULT_SERVE_IDLE_TIMEOUT, DEFAULT_WORK, MAX_ACK_DELAY_MS, MAX_CLIENTS_CLOSED_LOOP,
+    MAX_CLIENTS_OPEN_LOOP, MAX_IN_FLIGHT_BYTES, MAX_MAX_FLOWS, MAX_MAX_SESSIONS, MIN_PAYLOAD,
 };
 use super::error::FlagError;
 use super::number::{parse_seconds, parse_u32, parse_uint};
@@ -48,6 +48,7 @@ pub fn validate(raw: RawArgs) -> Result<Command, FlagError> {
         Subcommand::Report => validate_report(&raw).map(Command::Report),
         Subcommand::Compare => validate_compare(&raw).map(Command::Compare),
         Subcommand::Completions => validate_completions(&raw).map(Command::Completions),
+        Subcommand::Relay => validate_relay(&raw).map(Command::Relay),
     }
 }
 
@@ -63,6 +64,7 @@ fn check_scope(f: &RawFlag, sub: Subcommand) -> Result<(), FlagError> {
         (Subcommand::Report, "report"),
         (Subcommand::Compare, "compare"),
         (Subcommand::Completions, "completions"),
+        (Subcommand::Relay, "relay"),
     ]
     .into_iter()
     .filter(|(owner, _)| spec.accepted_by(*owner))
@@ -154,7 +156,7 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
 }
 
 /// `--channel` and `--rate` belong to `--protocol rudp`; a keel-rudp run
-/// has no `--connect` (there is no keel-rudp `serve`) and no UDP-only
+/// has `--connect` against `serve --protocol rudp|kcp`, and no UDP-only
 /// knobs.
 fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError> {
     if cfg.protocol == Protocol::Udp {
@@ -228,8 +230,14 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
             ),
         ));
     }
+    if has(raw, "encrypt") && cfg.connect.is_some() {
+        return Err(FlagError::new(
+            "--encrypt",
+            "not with --connect: the connect tokens are minted with a key the server of this \
+             process holds, and `serve --protocol rudp` runs in keel-rudp's insecure mode",
+        ));
+    }
     let udp_only = [
-        "connect",
         "batch",
         "lane-steering",
         "udp-server-receive-buffer",
@@ -474,11 +482,120 @@ fn validate_serve(raw: &RawArgs) -> Result<ServeConfig, FlagError> {
         full_policy: FullPolicyChoice::EvictIdlest,
         format: OutputFormat::Auto,
         output: None,
+        protocol: Protocol::Udp,
+        channel: ChannelChoice::ReliableOrdered,
+        kcp_mode: KcpMode::default(),
+        kcp_window: DEFAULT_KCP_WINDOW,
+        payload: DEFAULT_PAYLOAD,
     };
     for f in &raw.flags {
         set_serve_flag(&mut cfg, f.name, f.value.as_deref().unwrap_or(""))?;
     }
+    check_serve_protocol(raw, &cfg)?;
     Ok(cfg)
+}
+
+/// `serve --protocol`: the flags of the UDP echo server against those of
+/// the keel-rudp and KCP servers.
+fn check_serve_protocol(raw: &RawArgs, cfg: &ServeConfig) -> Result<(), FlagError> {
+    let (theirs, why): (&[&str], &str) = match cfg.protocol {
+        Protocol::Udp => (
+            &["channel", "kcp-mode", "kcp-window", "payload"],
+            "applies to serve --protocol rudp or kcp only (the UDP echo has no connections)",
+        ),
+        Protocol::Rudp => (
+            &[
+                "kcp-mode",
+                "kcp-window",
+                "sockperf",
+                "batch",
+                "udp-server-receive-buffer",
+                "lane-steering",
+                "idle-timeout",
+                "max-sessions",
+                "full-policy",
+                "format",
+                "output",
+            ],
+            "applies to serve --protocol udp (kcp-mode, kcp-window: kcp) only; serve --protocol              rudp takes --bind, --seconds, --io-model, --io-threads, --server-lanes, --work,              --channel, --payload",
+        ),
+        Protocol::Kcp => (
+            &[
+                "channel",
+                "sockperf",
+                "batch",
+                "udp-server-receive-buffer",
+                "lane-steering",
+                "idle-timeout",
+                "max-sessions",
+                "full-policy",
+                "format",
+                "output",
+                "server-lanes",
+            ],
+            "applies to serve --protocol udp (channel: rudp) only; serve --protocol kcp takes              --bind, --seconds, --io-model, --io-threads, --work, --kcp-mode, --kcp-window,              --payload",
+        ),
+    };
+    match theirs.iter().find(|name| has(raw, name)) {
+        None => Ok(()),
+        Some(name) => Err(FlagError::new(format!("--{name}"), why)),
+    }
+}
+
+fn validate_relay(raw: &RawArgs) -> Result<RelayConfig, FlagError> {
+    no_positionals(raw)?;
+    let required = |name: &str, example: &str| {
+        value_of(raw, name).ok_or_else(|| {
+            FlagError::new(
+                format!("--{name}"),
+                format!("required by relay: an IP:PORT literal such as {example}"),
+            )
+        })
+    };
+    let bind = parse_addr("bind", required("bind", "127.0.0.1:7001")?, true)?;
+    let upstream = parse_addr("upstream", required("upstream", "127.0.0.1:7000")?, false)?;
+    let impair_of = |name: &str| -> Result<keel_udp::Impairment, FlagError> {
+        Ok(match value_of(raw, name) {
+            Some(v) => parse_impair(name, v)?.map(|b| *b).unwrap_or_default(),
+            None => keel_udp::Impairment::default(),
+        })
+    };
+    let mut impair = impair_of("impair")?;
+    let mut impair_server = impair_of("impair-server")?;
+    if let Some(v) = value_of(raw, "seed") {
+        let seed = parse_uint("seed", v, 0, u64::MAX)?;
+        if let Some(name) = ["impair", "impair-server"].into_iter().find(|n| {
+            value_of(raw, n).is_some_and(|v| v.split(',').any(|kv| kv.starts_with("seed=")))
+        }) {
+            return Err(FlagError::new(
+                "--seed",
+                format!("--{name} has a seed= of its own; give the seed once (--seed sets both directions')"),
+            ));
+        }
+        impair.seed = seed;
+        impair_server.seed = seed;
+    }
+    let seconds = value_of(raw, "seconds")
+        .map(|v| parse_seconds("seconds", v, false, 86_400.0))
+        .transpose()?;
+    let max_flows = value_of(raw, "max-flows")
+        .map(|v| parse_u32("max-flows", v, 1, MAX_MAX_FLOWS))
+        .transpose()?
+        .unwrap_or(DEFAULT_MAX_FLOWS);
+    if bind.is_ipv4() != upstream.is_ipv4() {
+        return Err(FlagError::new(
+            "--upstream",
+            format!("{upstream} is not of --bind {bind}'s address family"),
+        ));
+    }
+    Ok(RelayConfig {
+        bind,
+        upstream,
+        impair,
+        impair_server,
+        seconds,
+        max_flows,
+    })
 }
 
 /// Parses one serve flag's value into `cfg`.
@@ -501,6 +618,11 @@ fn set_serve_flag(cfg: &mut ServeConfig, name: &str, v: &str) -> Result<(), Flag
         "full-policy" => cfg.full_policy = parse_full_policy(v)?,
         "format" => cfg.format = parse_format(v)?,
         "output" => cfg.output = Some(parse_output(v)?),
+        "protocol" => cfg.protocol = parse_protocol(v)?,
+        "channel" => cfg.channel = parse_channel(v)?,
+        "kcp-mode" => cfg.kcp_mode = parse_kcp_mode(v)?,
+        "kcp-window" => cfg.kcp_window = parse_kcp_window(v)?,
+        "payload" => cfg.payload = parse_payload(v)?,
         other => unreachable!("flag --{other} is not in the serve scope"),
     }
     Ok(())
@@ -587,7 +709,7 @@ mod tests {
             "io-model" => "shared",
             "lane-steering" => "auto",
             "full-policy" => "evict-idlest",
-            "connect" => "127.0.0.1:7000",
+            "connect" | "upstream" => "127.0.0.1:7000",
             "bind" => "127.0.0.1:7000",
             "out" => "dir",
             "payload" => "64",
@@ -627,6 +749,21 @@ mod tests {
                 let mut args = vec!["serve", arg.as_str()];
                 if f.name != "bind" {
                     args.extend(["--bind", "127.0.0.1:0"]);
+                }
+                if ["channel", "payload"].contains(&f.name) {
+                    args.extend(["--protocol", "rudp"]);
+                } else if ["kcp-mode", "kcp-window"].contains(&f.name) {
+                    args.extend(["--protocol", "kcp"]);
+                }
+                parse(args).unwrap();
+            }
+            if f.accepted_by(Subcommand::Relay) {
+                let mut args = vec!["relay", arg.as_str()];
+                if f.name != "bind" {
+                    args.extend(["--bind", "127.0.0.1:0"]);
+                }
+                if f.name != "upstream" {
+                    args.extend(["--upstream", "127.0.0.1:7000"]);
                 }
                 parse(args).unwrap();
             }

@@ -45,10 +45,12 @@ mod dims;
 mod frame;
 mod lines;
 mod loss;
+mod peers;
 mod rudp;
 mod style;
 
 use bars::{Bars, Mark, Metric};
+pub(super) use peers::peers_svgs;
 use rudp::{scaled, Spec};
 
 use super::rudp::{trim_number, Case, RudpKey, LINK, LOSS, PAYLOAD, PROTOCOL, RATE, SERVER_LOSS};

@@ -99,6 +99,18 @@ fn base(scope: &str, flag: &str) -> Vec<String> {
             }
         }
         "report" => args.extend(["report".into(), "/nonexistent/keel.jsonl".into()]),
+        "relay" => {
+            args.push("relay".to_string());
+            for (f, v) in [
+                ("seconds", "0.1"),
+                ("bind", "127.0.0.1:0"),
+                ("upstream", "127.0.0.1:9"),
+            ] {
+                if flag != f {
+                    args.extend([format!("--{f}"), v.to_string()]);
+                }
+            }
+        }
         _ => {
             // A run that would be short if a bad value were ever accepted.
             for (f, v) in [("seconds", "0.1"), ("warmup", "0")] {

@@ -131,6 +131,12 @@ fn the_parser_never_panics_names_what_it_rejects_and_accepts_only_valid_runs() {
                         prop_assert!((1..=3_600_000).contains(&t), "{cfg:?}");
                     }
                 }
+                Ok(Command::Relay(cfg)) => {
+                    counts.set((a + 1, r));
+                    prop_assert!(args.iter().any(|a| a == "relay"));
+                    prop_assert!(cfg.upstream.port() != 0);
+                    prop_assert!((1..=65_536).contains(&cfg.max_flows), "{cfg:?}");
+                }
                 Ok(Command::Serve(cfg)) => {
                     counts.set((a + 1, r));
                     prop_assert!(args.iter().any(|a| a == "serve"));

@@ -200,9 +200,16 @@ fn rudp_flags_are_checked() {
     assert!(e.contains("1..=10000"), "{e}");
     bad(&["--protocol", "rudp", "--rate", "0"], "--rate");
     bad(&["--protocol", "rudp", "--batch", "4"], "--batch");
+    // --connect runs against `serve --protocol rudp`, insecure only.
     bad(
-        &["--protocol", "rudp", "--connect", "127.0.0.1:9"],
-        "--connect",
+        &[
+            "--protocol",
+            "rudp",
+            "--connect",
+            "127.0.0.1:9",
+            "--encrypt",
+        ],
+        "--encrypt",
     );
     let e = bad(&["--protocol", "quic"], "--protocol");
     assert!(e.contains("udp, rudp or kcp"), "{e}");

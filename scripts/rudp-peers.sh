@@ -1,0 +1,561 @@
+#!/usr/bin/env bash
+# keel-rudp side by side with other reliable-UDP libraries, each its own
+# process, all through one impairment relay (issue 22).
+#
+#   scripts/rudp-peers.sh [--quick] [--out DIR] [--overwrite] [OUT_DIR]   (--help for more)
+#
+# Every run is three processes: the server (keel-bench serve --protocol
+# rudp|kcp, or keel-peer LIB server), `keel-bench relay` between it and
+# the clients (loss L each way, 25 ms delay and JITTER each way: a 50 ms
+# RTT; --impair client->server, --impair-server server->client; fates from
+# the seed, the direction and the index in it), and the clients
+# (keel-bench --connect, or keel-peer LIB client), which send PAYLOAD bytes
+# at RATE Hz each, open loop, and time every echo on their own clock. The
+# three JSON lines become one record in OUT_DIR/results.jsonl: the
+# client's fields, the server's as server_*, the relay's as relay_*, and
+# library, tuned, case, loss, seed, cpu_us_per_message (client),
+# wire_bytes_per_payload_byte (bytes at the relay both ways, as received,
+# over the payload bytes of the messages the server echoed, counted for
+# the message and its echo). Then `keel-bench report` writes
+# OUT_DIR/report.md and its charts.
+#
+# Libraries: keel-bench's own keel-rudp ("keel-bench-rudp") and KCP fast
+# ("keel-bench-kcp", nodelay 1: the in-process rows of
+# docs/performance/rudp.md), and every LIB that KEEL_PEER (default
+# bench-peers/target/release/keel-peer, built by scripts/build-peers.sh)
+# has built in, each with --tuned and without (TUNINGS). A missing
+# keel-peer is said and skipped. KCP has one delivery mode: its
+# unreliable runs are skipped.
+#
+# CALIBRATE=1 also runs keel-bench's keel-rudp and KCP in one process
+# (keel-bench --impair/--impair-server, the in-process conditioner)
+# alternated with the relayed runs, for the calibration table (case
+# "calibration-inprocess" / "calibration-relay").
+#
+# Exit status: 0 the matrix ran (failed runs are results: their records say
+# ok: false); 1 keel-bench could not be built or its report failed; 2 bad
+# arguments or settings, or OUT_DIR holds an earlier matrix (without
+# --overwrite).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PROG="rudp-peers.sh"
+
+usage() {
+  cat <<EOF
+Usage: scripts/rudp-peers.sh [--quick] [--out DIR] [--overwrite] [OUT_DIR]
+
+keel-rudp, KCP and the peers of bench-peers (ENet, GameNetworkingSockets,
+quinn, KCP, keel-rudp, renet: whichever keel-peer has built in), each its own
+process, through keel-bench relay: loss 0-20 % each way, 50 ms RTT. Writes
+DIR/results.jsonl (one merged record per run), DIR/report.md and charts.
+
+  --quick              a short matrix: CASES=tick8 CHANNELS=reliable-ordered
+                       LOSSES="0 10" SEEDS=1 SECONDS_PER_RUN=5 TUNINGS=tuned
+                       (each still overridable by its variable)
+  --out DIR, OUT_DIR   where the results go (default: out/rudp-peers); an
+                       earlier matrix there (a non-empty results.jsonl) is
+                       refused unless --overwrite
+  --overwrite          replace an earlier matrix's results in DIR
+  -h, --help           this text
+
+Environment (lists are space or comma separated; checked before any run):
+  CASES            among tick8 tick100 small8 small100 scale (default: all)
+                   tickN: 400 B at 60 Hz, N clients; smallN: 100 B at 30 Hz;
+                   scale: 1000 connections, 100 B at 20 Hz, loss 0 only;
+                   relay-cost: keel-bench's UDP echo direct and through an
+                   unimpaired relay, alternated, SEEDS repetitions (not in
+                   the default); none: no case (CALIBRATE=1 alone)
+  CHANNELS         among reliable-ordered unreliable (default: both)
+  LOSSES           loss % each way, 0..100    (default: "0 1 5 10 20")
+  SEEDS            relay seeds, integers      (default: "1 2 3")
+  LIBS             libraries to run (default: keel-bench-rudp keel-bench-kcp
+                   and every LIB keel-peer has built in)
+  TUNINGS          among tuned default (keel-peer's --tuned or not; default: both)
+  SECONDS_PER_RUN  measured phase, s          (default: 10; 0 < s <= 3600)
+  WARMUP           warm-up, s                 (default: 1; 0 <= s <= 60)
+  JITTER           jitter each way, e.g. 3ms, 500us, 0 (default: 3ms; <= 25ms)
+  CALIBRATE        1: also keel-bench's in-process runs, alternated (default: 0)
+  KEEL_BENCH       keel-bench binary (default: build target/release/keel-bench)
+  KEEL_PEER        keel-peer binary (default: bench-peers/target/release/keel-peer)
+
+The full matrix is long (hours: libraries x tunings x 4 cases x 2 channels x
+5 losses x 3 seeds, about SECONDS_PER_RUN + 5 s each); --quick takes minutes.
+
+Exit status: 0 the matrix ran (failed runs are results, ok: false in their
+records); 1 keel-bench could not be built or its report failed; 2 bad
+arguments or settings, or an earlier matrix in DIR without --overwrite.
+EOF
+}
+
+die() {
+  echo "$PROG: $*" >&2
+  exit 2
+}
+
+# --- arguments ----------------------------------------------------------------
+
+out=""
+overwrite=0
+quick=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    --overwrite) overwrite=1 ;;
+    --overwrite=*) die "--overwrite takes no value" ;;
+    --quick) quick=1 ;;
+    --quick=*) die "--quick takes no value" ;;
+    --out)
+      [[ $# -ge 2 && -n "$2" && "$2" != -* ]] || die "--out: missing value (a directory; see --help)"
+      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"$2\")"
+      out="$2"
+      shift
+      ;;
+    --out=*)
+      [[ -n "${1#--out=}" ]] || die "--out: empty value (a directory; see --help)"
+      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"${1#--out=}\")"
+      out="${1#--out=}"
+      ;;
+    -*) die "unknown option $1 (see --help)" ;;
+    *)
+      [[ -z "$out" ]] || die "one output directory only: \"$out\" and \"$1\" (see --help)"
+      out="$1"
+      ;;
+  esac
+  shift
+done
+out=${out:-out/rudp-peers}
+
+# --- settings: every value checked before anything runs ---------------------
+
+# list VAR DEFAULT: the words of $VAR (commas count as spaces), or DEFAULT.
+list() {
+  local v="${!1-}"
+  [[ -n "${v// /}" ]] || v="$2"
+  echo "${v//,/ }"
+}
+decimal='^([0-9]+\.?[0-9]*|\.[0-9]+)$'
+uint='^[0-9]+$'
+seconds_ok() {
+  [[ "$2" =~ $decimal ]] && awk -v v="$2" -v hi="$3" 'BEGIN { exit !(v > 0 && v <= hi) }' ||
+    die "$1: expected seconds, a decimal with 0 < s <= $3, got \"$2\""
+}
+uint_ok() {
+  [[ "$2" =~ $uint ]] && [[ ${#2} -le 9 ]] && (("10#$2" >= $3 && "10#$2" <= $4)) ||
+    die "$1: expected an integer $3..$4, got \"$2\""
+}
+
+if [[ $quick -eq 1 ]]; then
+  d_cases="tick8" d_channels="reliable-ordered" d_losses="0 10" d_seeds="1" d_secs=5 d_tunings="tuned"
+else
+  d_cases="tick8 tick100 small8 small100 scale" d_channels="reliable-ordered unreliable"
+  d_losses="0 1 5 10 20" d_seeds="1 2 3" d_secs=10 d_tunings="tuned default"
+fi
+cases=$(list CASES "$d_cases")
+channels=$(list CHANNELS "$d_channels")
+losses=$(list LOSSES "$d_losses")
+seeds=$(list SEEDS "$d_seeds")
+tunings=$(list TUNINGS "$d_tunings")
+secs=${SECONDS_PER_RUN:-$d_secs}
+warmup=${WARMUP:-1}
+jitter=${JITTER:-3ms}
+calibrate=${CALIBRATE:-0}
+libs_asked=$(list LIBS "")
+
+for c in $cases; do
+  case $c in tick8 | tick100 | small8 | small100 | scale | relay-cost | none) ;;
+    *) die "CASES: unknown case \"$c\" (accepted: tick8, tick100, small8, small100, scale, relay-cost, or none)" ;;
+  esac
+done
+[[ " $cases " != *" none "* ]] || cases=""
+for c in $channels; do
+  [[ "$c" == reliable-ordered || "$c" == unreliable ]] ||
+    die "CHANNELS: unknown channel \"$c\" (accepted: reliable-ordered, unreliable)"
+done
+for l in $losses; do
+  [[ "$l" =~ $decimal ]] && awk -v v="$l" 'BEGIN { exit !(v <= 100) }' ||
+    die "LOSSES: expected loss percentages, decimals 0..100, got \"$l\" in \"$losses\""
+done
+for s in $seeds; do
+  uint_ok SEEDS "$s" 0 999999
+done
+for t in $tunings; do
+  [[ "$t" == tuned || "$t" == default ]] || die "TUNINGS: unknown tuning \"$t\" (accepted: tuned, default)"
+done
+seconds_ok SECONDS_PER_RUN "$secs" 3600
+[[ "$warmup" == 0 ]] || seconds_ok WARMUP "$warmup" 60
+[[ "$jitter" =~ ^(0|([0-9]+\.?[0-9]*|\.[0-9]+)(us|ms|s))$ ]] &&
+  awk -v v="$jitter" 'BEGIN { n = v + 0; u = substr(v, length(v) - 1);
+    s = (u == "us") ? n / 1e6 : (u == "ms") ? n / 1e3 : n; exit !(s <= 0.025) }' ||
+  die "JITTER: expected a duration up to the 25 ms delay (0, 500us, 3ms, 0.02s), got \"$jitter\""
+[[ "$calibrate" == 0 || "$calibrate" == 1 ]] || die "CALIBRATE: expected 0 or 1, got \"$calibrate\""
+peer_libs_known="enet gns quinn quinn-streams kcp keel renet"
+for l in $libs_asked; do
+  case " keel-bench-rudp keel-bench-kcp $peer_libs_known " in
+    *" $l "*) ;;
+    *) die "LIBS: unknown library \"$l\" (accepted: keel-bench-rudp, keel-bench-kcp, ${peer_libs_known// /, })" ;;
+  esac
+done
+if [[ -n "${KEEL_BENCH:-}" ]]; then
+  [[ -f "$KEEL_BENCH" && -x "$KEEL_BENCH" ]] || die "KEEL_BENCH: $KEEL_BENCH is not an executable file"
+fi
+if [[ -n "${KEEL_PEER:-}" ]]; then
+  [[ -f "$KEEL_PEER" && -x "$KEEL_PEER" ]] || die "KEEL_PEER: $KEEL_PEER is not an executable file"
+fi
+command -v python3 >/dev/null 2>&1 || die "needs python3 to merge the lines (Debian: apt-get install python3)"
+command -v timeout >/dev/null 2>&1 || die "needs timeout (coreutils) to bound every process"
+command -v ps >/dev/null 2>&1 || die "needs ps (Debian: apt-get install procps) to watch the processes it starts"
+
+results="$out/results.jsonl"
+[[ ! -s "$results" || $overwrite -eq 1 ]] ||
+  die "$results exists and is not empty (an earlier matrix); pass --overwrite to replace it, or choose another directory"
+
+# --- binaries -------------------------------------------------------------------
+
+if [[ -z "${KEEL_BENCH:-}" ]]; then
+  (cd "$ROOT" && cargo build --release -q -p keel-bench) || {
+    echo "$PROG: building keel-bench failed" >&2
+    exit 1
+  }
+  KEEL_BENCH="$ROOT/target/release/keel-bench"
+fi
+KEEL_PEER=${KEEL_PEER:-$ROOT/bench-peers/target/release/keel-peer}
+
+tmp="$(mktemp -d)"
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do
+    kill -TERM "$p" 2>/dev/null || true
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'echo "$PROG: interrupted; the runs so far are in $results" >&2; exit 130' INT TERM
+
+# wait_ready FILE PID: the ADDR of the "ready ADDR" line the process PID
+# writes to FILE (its stderr), within 15 s; empty if it exits or is late.
+wait_ready() {
+  local i addr
+  for ((i = 0; i < 300; i++)); do
+    addr=$(sed -n 's/^ready \(.*\)$/\1/p' "$1" 2>/dev/null | head -n 1)
+    if [[ -n "$addr" ]]; then
+      echo "$addr"
+      return
+    fi
+    # Exited (gone, or a zombie not yet reaped): it will not say ready.
+    case "$(ps -o stat= -p "$2" 2>/dev/null)" in "" | Z*) return 0 ;; esac
+    sleep 0.05
+  done
+}
+
+# stop PID: SIGTERM, then wait for it (SIGKILL after 10 s).
+stop() {
+  kill -TERM "$1" 2>/dev/null || true
+  local i
+  for ((i = 0; i < 200; i++)); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -KILL "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
+# Which LIBs keel-peer has built in: each is started as a server and kept
+# if it says ready (a LIB not built in exits 2 saying so).
+peer_libs=""
+if [[ -x "$KEEL_PEER" ]]; then
+  for lib in $peer_libs_known; do
+    # A file of its own: the last probe's "ready" must not be read as this one's.
+    timeout 20 "$KEEL_PEER" "$lib" server --bind 127.0.0.1:0 >/dev/null 2>"$tmp/probe-$lib.err" &
+    p=$!
+    if [[ -n "$(wait_ready "$tmp/probe-$lib.err" "$p")" ]]; then
+      peer_libs="$peer_libs $lib"
+    else
+      echo "$PROG: keel-peer $lib: not available ($(head -c 200 "$tmp/probe-$lib.err" | tr '\n' ' '))" >&2
+    fi
+    stop "$p"
+  done
+  echo "$PROG: keel-peer libraries:${peer_libs:- none}" >&2
+else
+  echo "$PROG: $KEEL_PEER not found: only keel-bench's keel-rudp and KCP run (scripts/build-peers.sh builds keel-peer)" >&2
+fi
+libs=""
+for l in keel-bench-rudp keel-bench-kcp $peer_libs; do
+  if [[ -z "$libs_asked" || " $libs_asked " == *" $l "* ]]; then
+    libs="$libs $l"
+  fi
+done
+for l in $libs_asked; do
+  [[ " $libs " == *" $l "* ]] || echo "$PROG: LIBS names $l, which keel-peer does not have: skipped" >&2
+done
+
+mkdir -p "$out" || die "--out: cannot create $out"
+: >"$results" || die "--out: cannot write $results"
+
+# impair_spec LOSS: the conditioner spec of one direction (the relay's
+# --seed gives the seed).
+impair_spec() {
+  local p
+  p=$(awk -v l="$1" 'BEGIN { s = sprintf("%.6f", l / 100); sub(/0+$/, "", s); sub(/\.$/, ".0", s); print s }')
+  spec="loss=$p,delay=25ms,jitter=$jitter"
+}
+
+# merge CASE LIB TUNED LOSS SEED CHANNEL PAYLOAD: the three lines in
+# $tmp/{client,server,relay}.json into one record on results.jsonl.
+merge() {
+  python3 -S - "$tmp" "$@" >>"$results" <<'PY'
+import json, sys
+tmp, case, lib, tuned, loss, seed, channel, payload = sys.argv[1:]
+def line(name):
+    try:
+        for l in open(f"{tmp}/{name}.json", encoding="utf-8", errors="replace"):
+            l = l.strip()
+            if l.startswith("{"):
+                obj = json.loads(l)
+                if isinstance(obj, dict):
+                    return obj
+    except (OSError, ValueError):
+        pass
+    return None
+client, server, relay = line("client"), line("server"), line("relay")
+rec = dict(client or {"ok": False, "error": "the client printed no JSON line"})
+if client is not None and "backend" in client:
+    # keel-bench's own client: the peers' field names where they differ.
+    rec["library"] = {"keel-bench-rudp": "keel-rudp (keel-bench)",
+                      "keel-bench-kcp": "KCP fast (keel-bench)",
+                      "udp-direct": "udp direct",
+                      "udp-relay": "udp through the relay"}[lib]
+    rec["messages_delivered"] = client.get("messages")
+    rec["lost"] = client.get("udp_lost_messages")
+    if client.get("cpu_seconds") is not None and client.get("messages"):
+        rec["cpu_us_per_message"] = client["cpu_seconds"] * 1e6 / client["messages"]
+    rec["settings"] = {
+        "keel-bench-rudp": "keel-rudp defaults, insecure, max_ack_delay 5 ms",
+        "keel-bench-kcp": "KCP fast: nodelay 1, interval 10, resend 2, nc 1, windows 128",
+        "udp-direct": "keel-bench's UDP echo, closed loop",
+        "udp-relay": "keel-bench's UDP echo, closed loop, through an unimpaired relay",
+    }[lib]
+    rec["pump"] = "keel-reactor (epoll, timers)"
+rec.setdefault("library", lib)
+rec["lib"] = lib
+rec["tuned"] = tuned == "1"
+rec["case"] = case
+rec["loss"] = float(loss) / 100
+rec["seed"] = int(seed)
+rec["channel"] = rec.get("channel") or channel
+rec["payload_bytes"] = rec.get("payload_bytes") or int(payload)
+errors = []
+if server is None:
+    errors.append("the server printed no JSON line")
+else:
+    for k, v in server.items():
+        rec["server_" + k] = v
+if relay is None:
+    errors.append("the relay printed no JSON line")
+else:
+    for k, v in relay.items():
+        rec["relay_" + k] = v
+echoed = (server or {}).get("messages_echoed")
+if relay and echoed:
+    wire = relay.get("up_bytes", 0) + relay.get("down_bytes", 0)
+    rec["wire_bytes_per_payload_byte"] = wire / (2 * echoed * rec["payload_bytes"])
+else:
+    rec["wire_bytes_per_payload_byte"] = None
+if errors:
+    rec["ok"] = False
+    rec["error"] = "; ".join(([rec["error"]] if rec.get("error") else []) + errors)
+print(json.dumps(rec))
+PY
+}
+
+# one CASE LIB TUNED LOSS SEED CHANNEL PAYLOAD RATE CLIENTS: one run.
+one() {
+  local case=$1 lib=$2 tuned=$3 loss=$4 seed=$5 channel=$6 payload=$7 rate=$8 clients=$9
+  local server_cmd client_cmd drain=5 sp rp addr raddr
+  rm -f "$tmp"/{client,server,relay}.json "$tmp"/*.err
+  case $lib in
+    keel-bench-rudp)
+      server_cmd=("$KEEL_BENCH" serve --protocol rudp --channel "$channel" --payload "$payload")
+      client_cmd=("$KEEL_BENCH" --protocol rudp --channel "$channel" --format json)
+      ;;
+    keel-bench-kcp)
+      server_cmd=("$KEEL_BENCH" serve --protocol kcp --payload "$payload")
+      client_cmd=("$KEEL_BENCH" --protocol kcp --format json)
+      ;;
+    *)
+      local t=()
+      [[ $tuned == 1 ]] && t=(--tuned)
+      server_cmd=("$KEEL_PEER" "$lib" server "${t[@]}")
+      client_cmd=("$KEEL_PEER" "$lib" client "${t[@]}" --channel "$channel")
+      ;;
+  esac
+  impair_spec "$loss"
+  echo "$PROG: $case $lib$([[ $tuned == 1 ]] && echo ' tuned') $channel loss=$loss% seed=$seed" >&2
+  timeout $((${secs%.*} + 120)) "${server_cmd[@]}" --bind 127.0.0.1:0 >"$tmp/server.json" 2>"$tmp/server.err" &
+  sp=$!
+  pids=("$sp")
+  addr=$(wait_ready "$tmp/server.err" "$sp")
+  if [[ -z "$addr" ]]; then
+    echo "$PROG: the server did not say ready: $(head -c 300 "$tmp/server.err")" >&2
+    stop "$sp"
+    echo '{"ok": false, "error": "the server did not start"}' >"$tmp/client.json"
+    merge "$case" "$lib" "$tuned" "$loss" "$seed" "$channel" "$payload"
+    return
+  fi
+  timeout $((${secs%.*} + 120)) "$KEEL_BENCH" relay --bind 127.0.0.1:0 --upstream "$addr" \
+    --impair "$spec" --impair-server "$spec" --seed "$seed" >"$tmp/relay.json" 2>"$tmp/relay.err" &
+  rp=$!
+  pids=("$sp" "$rp")
+  raddr=$(wait_ready "$tmp/relay.err" "$rp")
+  if [[ -n "$raddr" ]]; then
+    timeout $((${secs%.*} + ${warmup%.*} + drain + 60)) "${client_cmd[@]}" --connect "$raddr" \
+      --clients "$clients" --rate "$rate" --payload "$payload" --seconds "$secs" \
+      --warmup "$warmup" --drain "$drain" >"$tmp/client.json" 2>"$tmp/client.err" || true
+  else
+    echo "$PROG: the relay did not say ready: $(head -c 300 "$tmp/relay.err")" >&2
+  fi
+  stop "$rp"
+  stop "$sp"
+  pids=()
+  [[ -s "$tmp/client.err" ]] && tail -n 2 "$tmp/client.err" | sed "s/^/$PROG: client: /" >&2
+  merge "$case" "$lib" "$tuned" "$loss" "$seed" "$channel" "$payload"
+}
+
+# inprocess LIB LOSS SEED: keel-bench's own in-process run of the tick
+# case (the calibration's other half), recorded like a relayed one.
+inprocess() {
+  local lib=$1 loss=$2 seed=$3 proto
+  proto=${lib#keel-bench-}
+  impair_spec "$loss"
+  echo "$PROG: calibration in-process $lib loss=$loss% seed=$seed" >&2
+  timeout $((${secs%.*} + 120)) "$KEEL_BENCH" --protocol "$proto" --rate 60 --payload 400 --clients 8 \
+    --seconds "$secs" --warmup "$warmup" --impair "$spec,seed=$seed" \
+    --impair-server "$spec,seed=$((seed + 1000))" --format json >"$tmp/line" 2>/dev/null || true
+  python3 -S - "$tmp/line" "$lib" "$loss" "$seed" >>"$results" <<'PY'
+import json, sys
+path, lib, loss, seed = sys.argv[1:]
+for l in open(path, encoding="utf-8", errors="replace"):
+    try:
+        rec = json.loads(l)
+    except ValueError:
+        continue
+    rec["library"] = {"keel-bench-rudp": "keel-rudp (keel-bench)", "keel-bench-kcp": "KCP fast (keel-bench)"}[lib]
+    rec["lib"] = lib
+    rec["case"] = "calibration-inprocess"
+    rec["loss"] = float(loss) / 100
+    rec["seed"] = int(seed)
+    rec["tuned"] = False
+    rec["messages_delivered"] = rec.get("messages")
+    rec["lost"] = rec.get("udp_lost_messages")
+    print(json.dumps(rec))
+PY
+}
+
+# relay_cost PATH SEED: keel-bench's closed-loop UDP echo (serve and
+# --connect) direct or through an unimpaired relay, recorded with case
+# "relay-cost" and library "udp direct" or "udp through the relay".
+relay_cost() {
+  local path=$1 seed=$2 sp rp addr target
+  rm -f "$tmp"/{client,server,relay}.json "$tmp"/*.err
+  echo "$PROG: relay-cost $path repetition $seed" >&2
+  timeout $((${secs%.*} + 60)) "$KEEL_BENCH" serve --bind 127.0.0.1:0 --format json \
+    >"$tmp/server.json" 2>"$tmp/server.err" &
+  sp=$!
+  pids=("$sp")
+  for ((i = 0; i < 300; i++)); do
+    addr=$(sed -n 's/^keel-bench serve: listening on \(.*\)$/\1/p' "$tmp/server.err" 2>/dev/null | head -n 1)
+    [[ -n "$addr" ]] && break
+    sleep 0.05
+  done
+  target=$addr
+  if [[ $path == relay ]]; then
+    timeout $((${secs%.*} + 60)) "$KEEL_BENCH" relay --bind 127.0.0.1:0 --upstream "$addr" \
+      >"$tmp/relay.json" 2>"$tmp/relay.err" &
+    rp=$!
+    pids=("$sp" "$rp")
+    target=$(wait_ready "$tmp/relay.err" "$rp")
+  fi
+  if [[ -n "$target" ]]; then
+    timeout $((${secs%.*} + 60)) "$KEEL_BENCH" --connect "$target" --clients 1 --window 1 --payload 400 \
+      --seconds "$secs" --warmup "$warmup" --format json >"$tmp/client.json" 2>/dev/null || true
+  fi
+  [[ $path == relay ]] && stop "$rp"
+  stop "$sp"
+  pids=()
+  [[ $path == relay ]] || echo '{"role": "relay", "note": "direct: no relay"}' >"$tmp/relay.json"
+  merge relay-cost "udp-$path" 0 0 "$seed" none 400
+}
+
+# case_shape CASE: payload, rate and clients of a case.
+case_shape() {
+  case $1 in
+    tick8) shape=(400 60 8) ;;
+    tick100) shape=(400 60 100) ;;
+    small8) shape=(100 30 8) ;;
+    small100) shape=(100 30 100) ;;
+    scale) shape=(100 20 1000) ;;
+  esac
+}
+
+# The 1,000-connection case needs 1,000 sockets in the relay and in each
+# client process.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+if [[ $calibrate -eq 1 ]]; then
+  for loss in $losses; do
+    for seed in $seeds; do
+      for lib in keel-bench-rudp keel-bench-kcp; do
+        inprocess "$lib" "$loss" "$seed"
+        one calibration-relay "$lib" 0 "$loss" "$seed" reliable-ordered 400 60 8
+      done
+    done
+  done
+fi
+
+if [[ " $cases " == *" relay-cost "* ]]; then
+  for seed in $seeds; do
+    relay_cost direct "$seed"
+    relay_cost relay "$seed"
+  done
+  cases=$(echo " $cases " | sed 's/ relay-cost / /')
+fi
+
+for case in $cases; do
+  case_shape "$case"
+  case_losses=$losses
+  [[ $case == scale ]] && case_losses=0
+  for channel in $channels; do
+    for loss in $case_losses; do
+      for seed in $seeds; do
+        # Libraries alternate within each (loss, seed): the machine's load
+        # drifts over a long matrix, and every library meets it alike.
+        for lib in $libs; do
+          if [[ $channel == unreliable && ($lib == keel-bench-kcp || $lib == kcp) ]]; then
+            continue
+          fi
+          case $lib in
+            keel-bench-*) lib_tunings=0 ;;
+            *)
+              lib_tunings=""
+              for t in $tunings; do lib_tunings="$lib_tunings $([[ $t == tuned ]] && echo 1 || echo 0)"; done
+              ;;
+          esac
+          for tuned in $lib_tunings; do
+            one "$case" "$lib" "$tuned" "$loss" "$seed" "$channel" "${shape[@]}"
+          done
+        done
+      done
+    done
+  done
+done
+
+"$KEEL_BENCH" report "$results" --out "$out" || {
+  echo "$PROG: keel-bench report failed; the runs are in $results" >&2
+  exit 1
+}
+[[ -f "$out/peers.md" ]] && cat "$out/peers.md"
+echo "$PROG: results in $results, tables and charts in $out/peers.md" >&2
