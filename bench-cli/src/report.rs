@@ -211,7 +211,7 @@ pub fn write(cfg: &ReportConfig) -> Result<Written, String> {
     // scripts/rudp-peers.sh's records: peers.md and its charts, apart.
     let peer_files = match peer_records.is_empty() {
         true => Vec::new(),
-        false => peers::write(&peer_records, out)?,
+        false => write_peers(&peer_records, out)?,
     };
     if report.run_count() == 0 {
         return Ok(Written {
@@ -312,6 +312,24 @@ fn remove_stale(path: &Path) -> Result<(), String> {
             path.display()
         )),
     }
+}
+
+/// Writes `peers.md` and the charts into `out`; the files written.
+fn write_peers(records: &[serde_json::Value], out: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    let mut names = Vec::new();
+    for (name, svg) in charts::peers_svgs(&peers::groups(records))? {
+        let path = out.join(&name);
+        std::fs::write(&path, svg)
+            .map_err(|e| format!("report: cannot write {}: {e}", path.display()))?;
+        files.push(path);
+        names.push(name);
+    }
+    let path = out.join(peers::PEERS_FILE);
+    std::fs::write(&path, peers::markdown(records, &names))
+        .map_err(|e| format!("report: cannot write {}: {e}", path.display()))?;
+    files.insert(0, path);
+    Ok(files)
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 //!
 //! Such a record is told apart by its `lib`, `case`, `loss` and `seed`
 //! fields ([`is_peer_record`]); [`split`] takes them out of a result file
-//! before the rest of the report reads it, and [`write`] writes `peers.md`
-//! and its charts (`charts::peers`):
+//! before the rest of the report reads it, and `report::write_peers` writes
+//! `peers.md` and its charts (`charts::peers`):
 //!
 //! * the calibration table, when there are `calibration-*` records:
 //!   keel-bench's keel-rudp and KCP in one process against the same
@@ -25,7 +25,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -360,24 +359,6 @@ pub(super) fn markdown(records: &[Value], charts: &[String]) -> String {
         }
     }
     s
-}
-
-/// Writes `peers.md` and the charts into `out`; the files written.
-pub(super) fn write(records: &[Value], out: &Path) -> Result<Vec<PathBuf>, String> {
-    let mut files = Vec::new();
-    let mut names = Vec::new();
-    for (name, svg) in super::charts::peers_svgs(&groups(records))? {
-        let path = out.join(&name);
-        std::fs::write(&path, svg)
-            .map_err(|e| format!("report: cannot write {}: {e}", path.display()))?;
-        files.push(path);
-        names.push(name);
-    }
-    let path = out.join(PEERS_FILE);
-    std::fs::write(&path, markdown(records, &names))
-        .map_err(|e| format!("report: cannot write {}: {e}", path.display()))?;
-    files.insert(0, path);
-    Ok(files)
 }
 
 #[cfg(test)]
