@@ -171,6 +171,15 @@ impl Config {
                 keepalive: self.keepalive_interval,
             });
         }
+        for (i, c) in self.channels.iter().enumerate() {
+            let usable = c.kind.is_reliable() && !c.bulk;
+            if c.redundancy > crate::channel::MAX_REDUNDANCY || (c.redundancy > 0 && !usable) {
+                return Err(ConfigError::ChannelRedundancy {
+                    channel: i,
+                    value: c.redundancy,
+                });
+            }
+        }
         if self.ack_timeout <= self.keepalive_interval {
             return Err(ConfigError::AckTimeout {
                 ack: self.ack_timeout,
@@ -240,6 +249,15 @@ pub enum ConfigError {
         /// The message size given.
         message: usize,
     },
+    /// A channel's `redundancy` must be 0 to
+    /// [`MAX_REDUNDANCY`](crate::channel::MAX_REDUNDANCY), and 0 on
+    /// unreliable and bulk channels.
+    ChannelRedundancy {
+        /// The channel's index.
+        channel: usize,
+        /// The value given.
+        value: u8,
+    },
     /// `ack_timeout` must exceed `keepalive_interval`.
     AckTimeout {
         /// The ack timeout given.
@@ -277,6 +295,11 @@ impl fmt::Display for ConfigError {
                 f,
                 "send_budget: {budget} bytes cannot hold one message of max_message_size ({message} bytes)"
             ),
+            ConfigError::ChannelRedundancy { channel, value } => write!(
+                f,
+                "channels[{channel}].redundancy: {value}, 0 to {} accepted on reliable channels that are not bulk, 0 on the others",
+                crate::channel::MAX_REDUNDANCY
+            ),
             ConfigError::AckTimeout { ack, keepalive } => write!(
                 f,
                 "ack_timeout ({ack:?}) must be longer than keepalive_interval ({keepalive:?})"
@@ -301,6 +324,33 @@ mod tests {
         let e = c.validate().unwrap_err();
         assert_eq!(e, ConfigError::AckDelay(Duration::from_millis(1001)));
         assert_eq!(e.to_string(), "max_ack_delay: 1.001s, 0 to 1 s accepted");
+    }
+
+    #[test]
+    fn channel_redundancy_is_checked_by_name() {
+        let ok = ChannelConfig::new(ChannelKind::ReliableOrdered).with_redundancy(3);
+        assert_eq!(Config::new(vec![ok]).validate(), Ok(()));
+        let high = ChannelConfig::new(ChannelKind::ReliableOrdered).with_redundancy(5);
+        let e = Config::new(vec![ok, high]).validate().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "channels[1].redundancy: 5, 0 to 4 accepted on reliable channels that are not bulk, 0 on the others"
+        );
+        let unreliable = ChannelConfig::new(ChannelKind::Unreliable).with_redundancy(1);
+        assert!(Config::new(vec![unreliable]).validate().is_err());
+        let bulk = ChannelConfig::new(ChannelKind::ReliableOrdered)
+            .bulk()
+            .with_redundancy(1);
+        assert!(Config::new(vec![bulk]).validate().is_err());
+        // The defaults: on for reliable channels, off for the others.
+        let defaults = [
+            ChannelConfig::new(ChannelKind::Unreliable),
+            ChannelConfig::new(ChannelKind::UnreliableSequenced),
+            ChannelConfig::new(ChannelKind::ReliableOrdered).bulk(),
+            ChannelConfig::new(ChannelKind::ReliableUnordered),
+        ];
+        assert_eq!(Config::new(defaults.to_vec()).validate(), Ok(()));
+        assert_eq!(defaults[3].redundancy, crate::channel::DEFAULT_REDUNDANCY);
     }
 
     #[test]

@@ -74,7 +74,9 @@ pub use admission::{Admission, ReplayCache, REPLAY_CACHE};
 pub use budget::{
     RecvBudget, SendBudget, DEFAULT_RECV_BUDGET, DEFAULT_SEND_BUDGET, SEND_MESSAGE_OVERHEAD,
 };
-pub use channel::{ChannelConfig, ChannelKind};
+pub use channel::{
+    ChannelConfig, ChannelKind, DEFAULT_REDUNDANCY, MAX_REDUNDANCY, REDUNDANCY_MIN_LOSS,
+};
 pub use close_code::CloseCode;
 pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
 pub use connection::{
