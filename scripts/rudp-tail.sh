@@ -45,7 +45,7 @@ and DIR/curve.md (medians over the seeds); prints curve.md.
 
 Environment (lists are space or comma separated; checked before any run):
   LOSSES           loss % each way, 0 < L <= 50 (default: "10 20")
-  LEVELS           --redundancy levels, 0..4   (default: "0 1 2 3 4")
+  LEVELS           --redundancy levels, 0..5   (default: "0 1 2 3 4 5")
   SEEDS            seeds, integers             (default: "1 2 3")
   CLIENTS          clients, 1..10000           (default: 8)
   SECONDS_PER_RUN  measured phase, s           (default: 10; 0 < s <= 3600)
@@ -111,7 +111,7 @@ secs=${SECONDS_PER_RUN:-10}
 seeds=$(list SEEDS "1 2 3")
 clients=${CLIENTS:-8}
 losses=$(list LOSSES "10 20")
-levels=$(list LEVELS "0 1 2 3 4")
+levels=$(list LEVELS "0 1 2 3 4 5")
 jitter=${JITTER:-3ms}
 
 [[ "$secs" =~ $decimal ]] && awk -v v="$secs" 'BEGIN { exit !(v > 0 && v <= 3600) }' ||
@@ -122,7 +122,7 @@ for l in $losses; do
   [[ "$l" =~ $decimal ]] && awk -v v="$l" 'BEGIN { exit !(v > 0 && v <= 50) }' ||
     die "LOSSES: expected loss percentages, decimals 0 < L <= 50, got \"$l\" in \"$losses\""
 done
-for v in $levels; do uint_ok LEVELS "$v" 0 4; done
+for v in $levels; do uint_ok LEVELS "$v" 0 5; done
 [[ "$jitter" =~ ^(0|([0-9]+\.?[0-9]*|\.[0-9]+)(us|ms|s))$ ]] &&
   awk -v v="$jitter" 'BEGIN { n = v + 0; u = substr(v, length(v) - 1);
     s = (u == "us") ? n / 1e6 : (u == "ms") ? n / 1e3 : n; exit !(s <= 0.025) }' ||

@@ -760,10 +760,10 @@ mod tests {
     fn redundancy_is_rudp_reliable_and_bounded() {
         assert_eq!(run_cfg(&["--protocol", "rudp"]).redundancy, None);
         assert_eq!(
-            run_cfg(&["--protocol", "rudp", "--redundancy", "4"]).redundancy,
-            Some(4)
+            run_cfg(&["--protocol", "rudp", "--redundancy", "5"]).redundancy,
+            Some(5)
         );
-        rejected(&["--protocol", "rudp", "--redundancy", "5"], "--redundancy");
+        rejected(&["--protocol", "rudp", "--redundancy", "6"], "--redundancy");
         rejected(&["--protocol", "kcp", "--redundancy", "1"], "--redundancy");
         rejected(&["--redundancy", "1"], "--redundancy");
         rejected(

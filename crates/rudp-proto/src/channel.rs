@@ -54,8 +54,8 @@ impl ChannelKind {
 /// // Game events of 400 bytes on a lossy link: each rides once more in the
 /// // next packet (about twice the wire bytes; a loss costs one tick
 /// // instead of loss detection and a resend).
-/// let events = ChannelConfig::new(ChannelKind::ReliableOrdered).with_redundancy(2);
-/// assert_eq!(events.redundancy, 2);
+/// let events = ChannelConfig::new(ChannelKind::ReliableOrdered).with_redundancy(3);
+/// assert_eq!(events.redundancy, 3);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ChannelConfig {
@@ -81,7 +81,9 @@ pub struct ChannelConfig {
     /// * 1: a message resent after a loss rides once more, so a lost
     ///   resend costs a tick rather than a second loss-detection delay
     ///   (wire bytes: about the loss rate times the payload more).
-    /// * n >= 2: every message rides n - 1 more times. A packet lost then
+    /// * 2: also every other message (odd sequence numbers) rides once
+    ///   more: about half a payload more per message.
+    /// * n >= 3: every message rides n - 2 more times. A packet lost then
     ///   costs one send interval (the copy in the next packet) instead of
     ///   loss detection and a resend, and the messages behind it on an
     ///   ordered channel are not held back; each level adds about one
@@ -101,7 +103,7 @@ pub struct ChannelConfig {
 pub const DEFAULT_REDUNDANCY: u8 = 1;
 
 /// The largest [`ChannelConfig::redundancy`].
-pub const MAX_REDUNDANCY: u8 = 4;
+pub const MAX_REDUNDANCY: u8 = 5;
 
 /// The measured packet loss (a moving average over about the last 64
 /// packets judged) below which [`ChannelConfig::redundancy`] sends no

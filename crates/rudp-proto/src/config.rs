@@ -330,11 +330,11 @@ mod tests {
     fn channel_redundancy_is_checked_by_name() {
         let ok = ChannelConfig::new(ChannelKind::ReliableOrdered).with_redundancy(3);
         assert_eq!(Config::new(vec![ok]).validate(), Ok(()));
-        let high = ChannelConfig::new(ChannelKind::ReliableOrdered).with_redundancy(5);
+        let high = ChannelConfig::new(ChannelKind::ReliableOrdered).with_redundancy(6);
         let e = Config::new(vec![ok, high]).validate().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "channels[1].redundancy: 5, 0 to 4 accepted on reliable channels that are not bulk, 0 on the others"
+            "channels[1].redundancy: 6, 0 to 5 accepted on reliable channels that are not bulk, 0 on the others"
         );
         let unreliable = ChannelConfig::new(ChannelKind::Unreliable).with_redundancy(1);
         assert!(Config::new(vec![unreliable]).validate().is_err());

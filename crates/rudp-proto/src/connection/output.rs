@@ -324,14 +324,20 @@ impl Connection {
                 if ch.cfg.bulk || !ch.cfg.kind.is_reliable() {
                     continue;
                 }
-                // Level 1: a resend rides once more; level n > 1: every
-                // message n - 1 more times (a resend at least once more).
+                // Level 1: a resend rides once more; 2: also every other
+                // message; n > 2: every message n - 2 more times (a resend
+                // at least once more).
                 let level = if lossy { ch.cfg.redundancy } else { 0 };
                 for m in ch.msgs.iter_mut().take(REDUNDANCY_SCAN).flatten() {
                     if m.chunks.len() != 1 {
                         continue;
                     }
-                    let extra = level.saturating_sub(1).max(u8::from(m.resent && level > 0));
+                    let every = match level {
+                        0 | 1 => 0,
+                        2 => u8::from(m.seq % 2 == 1),
+                        n => n - 2,
+                    };
+                    let extra = every.max(u8::from(m.resent && level > 0));
                     let channel_copies = 1 + extra;
                     let small = red.enabled() && m.data.len() <= red.max_message;
                     // Copies for the small-message budget, or for the
