@@ -73,7 +73,8 @@ pub struct ChannelConfig {
     /// from 0 to [`MAX_REDUNDANCY`] (default 1): copies of its messages (of
     /// any size that fits one packet) that ride again in the next packets
     /// carrying data, or at once in a packet of their own when the next
-    /// one has no room.
+    /// one has no room. Unreliable and bulk channels send no copies (they
+    /// accept 0 or the default 1, which does nothing there).
     ///
     /// * 0: none (messages of at most `Redundancy::max_message` bytes still
     ///   get the connection-wide small-message redundancy,

@@ -173,7 +173,15 @@ impl Config {
         }
         for (i, c) in self.channels.iter().enumerate() {
             let usable = c.kind.is_reliable() && !c.bulk;
-            if c.redundancy > crate::channel::MAX_REDUNDANCY || (c.redundancy > 0 && !usable) {
+            // On unreliable and bulk channels the default level (1) means
+            // nothing and is let be (a channel made bulk by setting the
+            // field keeps it); a level above it is a mistake.
+            let most = if usable {
+                crate::channel::MAX_REDUNDANCY
+            } else {
+                crate::channel::DEFAULT_REDUNDANCY
+            };
+            if c.redundancy > most {
                 return Err(ConfigError::ChannelRedundancy {
                     channel: i,
                     value: c.redundancy,
@@ -250,8 +258,9 @@ pub enum ConfigError {
         message: usize,
     },
     /// A channel's `redundancy` must be 0 to
-    /// [`MAX_REDUNDANCY`](crate::channel::MAX_REDUNDANCY), and 0 on
-    /// unreliable and bulk channels.
+    /// [`MAX_REDUNDANCY`](crate::channel::MAX_REDUNDANCY), and at most
+    /// [`DEFAULT_REDUNDANCY`](crate::channel::DEFAULT_REDUNDANCY) (which
+    /// does nothing there) on unreliable and bulk channels.
     ChannelRedundancy {
         /// The channel's index.
         channel: usize,
@@ -297,8 +306,9 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::ChannelRedundancy { channel, value } => write!(
                 f,
-                "channels[{channel}].redundancy: {value}, 0 to {} accepted on reliable channels that are not bulk, 0 on the others",
-                crate::channel::MAX_REDUNDANCY
+                "channels[{channel}].redundancy: {value}, 0 to {} accepted on reliable channels that are not bulk, 0 or {} (no copies) on the others",
+                crate::channel::MAX_REDUNDANCY,
+                crate::channel::DEFAULT_REDUNDANCY
             ),
             ConfigError::AckTimeout { ack, keepalive } => write!(
                 f,
@@ -334,14 +344,18 @@ mod tests {
         let e = Config::new(vec![ok, high]).validate().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "channels[1].redundancy: 6, 0 to 5 accepted on reliable channels that are not bulk, 0 on the others"
+            "channels[1].redundancy: 6, 0 to 5 accepted on reliable channels that are not bulk, 0 or 1 (no copies) on the others"
         );
-        let unreliable = ChannelConfig::new(ChannelKind::Unreliable).with_redundancy(1);
+        let unreliable = ChannelConfig::new(ChannelKind::Unreliable).with_redundancy(2);
         assert!(Config::new(vec![unreliable]).validate().is_err());
         let bulk = ChannelConfig::new(ChannelKind::ReliableOrdered)
             .bulk()
-            .with_redundancy(1);
+            .with_redundancy(2);
         assert!(Config::new(vec![bulk]).validate().is_err());
+        // A channel made bulk through the field keeps the default level.
+        let mut field = ChannelConfig::new(ChannelKind::ReliableOrdered);
+        field.bulk = true;
+        assert_eq!(Config::new(vec![field]).validate(), Ok(()));
         // The defaults: on for reliable channels, off for the others.
         let defaults = [
             ChannelConfig::new(ChannelKind::Unreliable),
