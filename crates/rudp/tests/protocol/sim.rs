@@ -122,7 +122,11 @@ fn every_reliable_message_arrives_once_and_in_order_under_20_percent_loss() {
         // since reliable channels repeat resends by default
         // (`ChannelConfig::redundancy` level 1): more packets go out right
         // after a loss, while the link is reordering.
-        assert!(sa.loss_rate > 0.1 && sa.loss_rate < 0.45, "{}", sa.loss_rate);
+        assert!(
+            sa.loss_rate > 0.1 && sa.loss_rate < 0.45,
+            "{}",
+            sa.loss_rate
+        );
         assert_eq!(sa.queued_bytes, [0, 0, 0, 0], "everything acknowledged");
         assert_eq!(sa.malformed_packets + sb.malformed_packets, 0);
     }
