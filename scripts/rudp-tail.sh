@@ -151,7 +151,8 @@ trap 'rm -rf "$tmp"' EXIT
 trap 'echo "$PROG: interrupted; the runs so far are in $results" >&2; exit 130' INT TERM
 
 # run LEVEL ARGS...: one keel-bench run, its line appended with "case":
-# "tail" and "redundancy": LEVEL ("kcp" for KCP's point).
+# "tail" and "redundancy": LEVEL ("kcp" for KCP's point; "-" keeps the
+# level keel-bench reports, keel-rudp's default for the baseline).
 run() {
   local level=$1
   shift
@@ -168,7 +169,8 @@ for line in open(path, encoding="utf-8", errors="replace"):
         obj = None
     if isinstance(obj, dict):
         obj["case"] = "tail"
-        obj["redundancy"] = level if level == "kcp" else int(level)
+        if level != "-":
+            obj["redundancy"] = level if level == "kcp" else int(level)
         line = json.dumps(obj)
     print(line.rstrip("\n"))
 PY
@@ -178,7 +180,7 @@ tick=(--rate 60 --payload 400 --clients "$clients" --seconds "$secs" --warmup 1)
 for seed in $seeds; do
   link="delay=25ms,jitter=$jitter"
   echo "$PROG: seed=$seed lossless" >&2
-  run 0 --protocol rudp "${tick[@]}" --impair "loss=0,$link,seed=$seed" \
+  run - --protocol rudp "${tick[@]}" --impair "loss=0,$link,seed=$seed" \
     --impair-server "loss=0,$link,seed=$((seed + 1000))"
   for loss in $losses; do
     p=$(awk -v l="$loss" 'BEGIN { s = sprintf("%.6f", l / 100); sub(/0+$/, "", s); sub(/\.$/, ".0", s); print s }')
