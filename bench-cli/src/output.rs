@@ -586,6 +586,11 @@ pub struct PeerSettings {
     /// keel-rudp `max_ack_delay` in ms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ack_delay_ms: Option<u32>,
+    /// `--redundancy` (`--protocol rudp` lines only): the channel's
+    /// redundancy level (`ChannelConfig::redundancy`), keel-rudp's default
+    /// when the flag is not given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redundancy: Option<u8>,
     /// `--kcp-window`: KCP's windows in packets (`--protocol kcp` lines
     /// only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -732,6 +737,14 @@ impl RunReport {
                 bulk_channel: (cfg.protocol == Protocol::Rudp).then_some(cfg.bulk_channel),
                 kcp_window: (cfg.protocol == Protocol::Kcp).then_some(cfg.kcp_window),
                 ack_delay_ms: (cfg.protocol == Protocol::Rudp).then_some(cfg.ack_delay_ms),
+                redundancy: (cfg.protocol == Protocol::Rudp).then(|| {
+                    cfg.redundancy
+                        .unwrap_or(if cfg.bulk_channel || !cfg.channel.reliable() {
+                            0
+                        } else {
+                            keel_rudp::DEFAULT_REDUNDANCY
+                        })
+                }),
                 ..blank.peer
             },
             bulk: Bulk {

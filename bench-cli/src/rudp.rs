@@ -73,6 +73,9 @@ fn connection_config_of(cfg: &RunConfig, max_ack_delay: Duration) -> Config {
         ChannelChoice::Unreliable => ChannelKind::Unreliable,
     };
     let mut channel = ChannelConfig::new(kind);
+    if let Some(level) = cfg.redundancy {
+        channel = channel.with_redundancy(level);
+    }
     if cfg.bulk_channel {
         channel = channel.bulk();
     }

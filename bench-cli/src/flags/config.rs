@@ -35,6 +35,8 @@ pub const MAX_TRANSFER: u64 = 64 * 1024 * 1024;
 pub const DEFAULT_KCP_WINDOW: u16 = 128;
 /// Default `--ack-delay`: keel-rudp's own default `max_ack_delay`.
 pub const DEFAULT_ACK_DELAY_MS: u32 = 5;
+/// Largest `--redundancy`: keel-rudp's `MAX_REDUNDANCY`.
+pub const MAX_REDUNDANCY: u32 = keel_rudp::MAX_REDUNDANCY as u32;
 /// Largest `--ack-delay` (keel-rudp accepts up to 1 s).
 pub const MAX_ACK_DELAY_MS: u32 = 1000;
 /// Largest `--kcp-window`.
@@ -407,6 +409,10 @@ pub struct RunConfig {
     /// `--ack-delay`: the keel-rudp clients' `max_ack_delay` in ms
     /// (`--protocol rudp` only).
     pub ack_delay_ms: u32,
+    /// `--redundancy`: the level of keel-rudp's channel redundancy
+    /// (`ChannelConfig::redundancy`, `--protocol rudp` only); `None`:
+    /// keel-rudp's default for the channel.
+    pub redundancy: Option<u8>,
     /// `--output FILE`: the JSON line goes to this file (created or
     /// truncated) instead of stdout.
     pub output: Option<PathBuf>,
@@ -446,6 +452,7 @@ impl Default for RunConfig {
             kcp_window: DEFAULT_KCP_WINDOW,
             bulk_channel: false,
             ack_delay_ms: DEFAULT_ACK_DELAY_MS,
+            redundancy: None,
             output: None,
             histogram: None,
         }

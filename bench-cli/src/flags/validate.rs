@@ -12,7 +12,8 @@ use super::config::{
     Shell, DEFAULT_BATCH, DEFAULT_BULK_DRAIN, DEFAULT_IO_THREADS, DEFAULT_KCP_WINDOW,
     DEFAULT_MAX_FLOWS, DEFAULT_MAX_SESSIONS, DEFAULT_PAYLOAD, DEFAULT_SERVER_LANES,
     DEFAULT_SERVE_IDLE_TIMEOUT, DEFAULT_WORK, MAX_ACK_DELAY_MS, MAX_CLIENTS_CLOSED_LOOP,
-    MAX_CLIENTS_OPEN_LOOP, MAX_IN_FLIGHT_BYTES, MAX_MAX_FLOWS, MAX_MAX_SESSIONS, MIN_PAYLOAD,
+    MAX_CLIENTS_OPEN_LOOP, MAX_IN_FLIGHT_BYTES, MAX_MAX_FLOWS, MAX_MAX_SESSIONS, MAX_REDUNDANCY,
+    MIN_PAYLOAD,
 };
 use super::error::FlagError;
 use super::number::{parse_seconds, parse_u32, parse_uint};
@@ -168,6 +169,7 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
             "kcp-window",
             "bulk-channel",
             "ack-delay",
+            "redundancy",
         ] {
             if has(raw, name) {
                 return Err(FlagError::new(
@@ -212,6 +214,27 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
             "--ack-delay",
             "applies to --protocol rudp only (KCP sends its acknowledgements every --kcp-mode \
              interval)",
+        ));
+    }
+    if cfg.protocol == Protocol::Kcp && has(raw, "redundancy") {
+        return Err(FlagError::new(
+            "--redundancy",
+            "applies to --protocol rudp only (KCP has no redundancy)",
+        ));
+    }
+    if cfg.redundancy.is_some_and(|r| r > 0) && (cfg.bulk_channel || !cfg.channel.reliable()) {
+        return Err(FlagError::new(
+            "--redundancy",
+            format!(
+                "applies to a reliable channel that is not --bulk-channel (0 accepted with \
+                 --channel {}{})",
+                cfg.channel.as_str(),
+                if cfg.bulk_channel {
+                    " --bulk-channel"
+                } else {
+                    ""
+                }
+            ),
         ));
     }
     if cfg.protocol == Protocol::Kcp && has(raw, "bulk-channel") {
@@ -363,6 +386,7 @@ fn set_run_flag(cfg: &mut RunConfig, name: &str, v: &str) -> Result<(), FlagErro
         "kcp-window" => cfg.kcp_window = parse_kcp_window(v)?,
         "bulk-channel" => cfg.bulk_channel = true,
         "ack-delay" => cfg.ack_delay_ms = parse_u32("ack-delay", v, 0, MAX_ACK_DELAY_MS)?,
+        "redundancy" => cfg.redundancy = Some(parse_u32("redundancy", v, 0, MAX_REDUNDANCY)? as u8),
         other => unreachable!("flag --{other} is not in the run scope"),
     }
     Ok(())
@@ -736,6 +760,7 @@ mod tests {
                     "transfer",
                     "bulk-channel",
                     "ack-delay",
+                    "redundancy",
                 ]
                 .contains(&f.name)
             {
@@ -867,6 +892,41 @@ mod tests {
             "--transfer",
         );
         assert!(m.contains("256 MiB"), "{m}");
+    }
+
+    #[test]
+    fn redundancy_is_rudp_reliable_and_bounded() {
+        assert_eq!(run_cfg(&["--protocol", "rudp"]).redundancy, None);
+        assert_eq!(
+            run_cfg(&["--protocol", "rudp", "--redundancy", "5"]).redundancy,
+            Some(5)
+        );
+        rejected(&["--protocol", "rudp", "--redundancy", "6"], "--redundancy");
+        rejected(&["--protocol", "kcp", "--redundancy", "1"], "--redundancy");
+        rejected(&["--redundancy", "1"], "--redundancy");
+        rejected(
+            &[
+                "--protocol",
+                "rudp",
+                "--channel",
+                "unreliable",
+                "--redundancy",
+                "1",
+            ],
+            "--redundancy",
+        );
+        rejected(
+            &[
+                "--protocol",
+                "rudp",
+                "--bulk-channel",
+                "--transfer",
+                "65536",
+                "--redundancy",
+                "1",
+            ],
+            "--redundancy",
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub enum ChannelKind {
 
 impl ChannelKind {
     /// True for the kinds that resend until acknowledged.
-    pub fn is_reliable(self) -> bool {
+    pub const fn is_reliable(self) -> bool {
         matches!(
             self,
             ChannelKind::ReliableOrdered | ChannelKind::ReliableUnordered
@@ -50,6 +50,12 @@ impl ChannelKind {
 /// let map = ChannelConfig::new(ChannelKind::ReliableOrdered).bulk().with_priority(200);
 /// assert!(map.bulk && !chat.bulk);
 /// assert!(map.priority > chat.priority); // sent after chat when both wait
+///
+/// // Game events of 400 bytes on a lossy link: each rides once more in the
+/// // next packet (about twice the wire bytes; a loss costs one tick
+/// // instead of loss detection and a resend).
+/// let events = ChannelConfig::new(ChannelKind::ReliableOrdered).with_redundancy(3);
+/// assert_eq!(events.redundancy, 3);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ChannelConfig {
@@ -63,16 +69,70 @@ pub struct ChannelConfig {
     /// the others (a game's small, latency-sensitive traffic) are not, and
     /// their small reliable messages get redundancy. Default false.
     pub bulk: bool,
+    /// The latency/overhead knob of a reliable, non-bulk channel, a level
+    /// from 0 to [`MAX_REDUNDANCY`] (default 1): copies of its messages (of
+    /// any size that fits one packet) that ride again in the next packets
+    /// carrying data, or at once in a packet of their own when the next
+    /// one has no room. Unreliable and bulk channels send no copies (they
+    /// accept 0 or the default 1, which does nothing there).
+    ///
+    /// * 0: none (messages of at most `Redundancy::max_message` bytes still
+    ///   get the connection-wide small-message redundancy,
+    ///   [`Config::redundancy`](crate::Config::redundancy)).
+    /// * 1: a message resent after a loss rides once more, so a lost
+    ///   resend costs a tick rather than a second loss-detection delay
+    ///   (wire bytes: about the loss rate times the payload more).
+    /// * 2: also every other message (odd sequence numbers) rides once
+    ///   more: about half a payload more per message.
+    /// * n >= 3: every message rides n - 2 more times. A packet lost then
+    ///   costs one send interval (the copy in the next packet) instead of
+    ///   loss detection and a resend, and the messages behind it on an
+    ///   ordered channel are not held back; each level adds about one
+    ///   payload of wire bytes per message.
+    ///
+    /// Copies are sent only while the connection's measured packet loss is
+    /// at least [`REDUNDANCY_MIN_LOSS`] (a new connection starts out
+    /// assuming loss), so a clean link pays nothing after its first few
+    /// hundred packets. Only the sender reads it: the two ends may differ,
+    /// and nothing on the wire changes (a copy is the same MESSAGE frame
+    /// again). docs/performance/rudp.md draws p99 against wire bytes for
+    /// each level at 10 and 20 % loss.
+    pub redundancy: u8,
 }
 
+/// The default [`ChannelConfig::redundancy`]: resends ride twice.
+pub const DEFAULT_REDUNDANCY: u8 = 1;
+
+/// The largest [`ChannelConfig::redundancy`].
+pub const MAX_REDUNDANCY: u8 = 5;
+
+/// The measured packet loss (a moving average over about the last 64
+/// packets judged) below which [`ChannelConfig::redundancy`] sends no
+/// copies: 1 %.
+pub const REDUNDANCY_MIN_LOSS: f64 = 0.01;
+
 impl ChannelConfig {
-    /// A channel of `kind`, priority 100, not bulk.
+    /// A channel of `kind`, priority 100, not bulk, redundancy
+    /// [`DEFAULT_REDUNDANCY`] if reliable (0 if not).
     pub const fn new(kind: ChannelKind) -> Self {
         ChannelConfig {
             kind,
             priority: 100,
             bulk: false,
+            redundancy: if kind.is_reliable() {
+                DEFAULT_REDUNDANCY
+            } else {
+                0
+            },
         }
+    }
+
+    /// The same with redundancy `level` ([`ChannelConfig::redundancy`], 0
+    /// to [`MAX_REDUNDANCY`]; checked by
+    /// [`Config::validate`](crate::Config::validate)).
+    pub const fn with_redundancy(mut self, level: u8) -> Self {
+        self.redundancy = level;
+        self
     }
 
     /// The same with `priority` (lower goes first).
@@ -81,9 +141,11 @@ impl ChannelConfig {
         self
     }
 
-    /// The same, marked bulk (congestion-controlled and paced).
+    /// The same, marked bulk (congestion-controlled and paced; no channel
+    /// redundancy).
     pub const fn bulk(mut self) -> Self {
         self.bulk = true;
+        self.redundancy = 0;
         self
     }
 }
@@ -111,6 +173,8 @@ pub(crate) struct OutMsg {
     pub chunks: Vec<Chunk>,
     pub unacked: u32,
     pub copies: u8,
+    /// Resent after a loss (channel redundancy gives it copies again).
+    pub resent: bool,
     /// Its first transmission was lost while another copy was in flight:
     /// if that copy arrives, redundancy saved a resend.
     pub first_lost: bool,
@@ -172,6 +236,7 @@ impl SendChannel {
         }
         m.unacked = m.chunks.len() as u32;
         m.copies = 0;
+        m.resent = false;
         m.first_lost = false;
         if self.msgs.is_empty() {
             self.base = self.next_seq;

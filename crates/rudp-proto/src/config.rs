@@ -171,6 +171,23 @@ impl Config {
                 keepalive: self.keepalive_interval,
             });
         }
+        for (i, c) in self.channels.iter().enumerate() {
+            let usable = c.kind.is_reliable() && !c.bulk;
+            // On unreliable and bulk channels the default level (1) means
+            // nothing and is let be (a channel made bulk by setting the
+            // field keeps it); a level above it is a mistake.
+            let most = if usable {
+                crate::channel::MAX_REDUNDANCY
+            } else {
+                crate::channel::DEFAULT_REDUNDANCY
+            };
+            if c.redundancy > most {
+                return Err(ConfigError::ChannelRedundancy {
+                    channel: i,
+                    value: c.redundancy,
+                });
+            }
+        }
         if self.ack_timeout <= self.keepalive_interval {
             return Err(ConfigError::AckTimeout {
                 ack: self.ack_timeout,
@@ -240,6 +257,16 @@ pub enum ConfigError {
         /// The message size given.
         message: usize,
     },
+    /// A channel's `redundancy` must be 0 to
+    /// [`MAX_REDUNDANCY`](crate::channel::MAX_REDUNDANCY), and at most
+    /// [`DEFAULT_REDUNDANCY`](crate::channel::DEFAULT_REDUNDANCY) (which
+    /// does nothing there) on unreliable and bulk channels.
+    ChannelRedundancy {
+        /// The channel's index.
+        channel: usize,
+        /// The value given.
+        value: u8,
+    },
     /// `ack_timeout` must exceed `keepalive_interval`.
     AckTimeout {
         /// The ack timeout given.
@@ -277,6 +304,12 @@ impl fmt::Display for ConfigError {
                 f,
                 "send_budget: {budget} bytes cannot hold one message of max_message_size ({message} bytes)"
             ),
+            ConfigError::ChannelRedundancy { channel, value } => write!(
+                f,
+                "channels[{channel}].redundancy: {value}, 0 to {} accepted on reliable channels that are not bulk, 0 or {} (no copies) on the others",
+                crate::channel::MAX_REDUNDANCY,
+                crate::channel::DEFAULT_REDUNDANCY
+            ),
             ConfigError::AckTimeout { ack, keepalive } => write!(
                 f,
                 "ack_timeout ({ack:?}) must be longer than keepalive_interval ({keepalive:?})"
@@ -301,6 +334,37 @@ mod tests {
         let e = c.validate().unwrap_err();
         assert_eq!(e, ConfigError::AckDelay(Duration::from_millis(1001)));
         assert_eq!(e.to_string(), "max_ack_delay: 1.001s, 0 to 1 s accepted");
+    }
+
+    #[test]
+    fn channel_redundancy_is_checked_by_name() {
+        let ok = ChannelConfig::new(ChannelKind::ReliableOrdered).with_redundancy(3);
+        assert_eq!(Config::new(vec![ok]).validate(), Ok(()));
+        let high = ChannelConfig::new(ChannelKind::ReliableOrdered).with_redundancy(6);
+        let e = Config::new(vec![ok, high]).validate().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "channels[1].redundancy: 6, 0 to 5 accepted on reliable channels that are not bulk, 0 or 1 (no copies) on the others"
+        );
+        let unreliable = ChannelConfig::new(ChannelKind::Unreliable).with_redundancy(2);
+        assert!(Config::new(vec![unreliable]).validate().is_err());
+        let bulk = ChannelConfig::new(ChannelKind::ReliableOrdered)
+            .bulk()
+            .with_redundancy(2);
+        assert!(Config::new(vec![bulk]).validate().is_err());
+        // A channel made bulk through the field keeps the default level.
+        let mut field = ChannelConfig::new(ChannelKind::ReliableOrdered);
+        field.bulk = true;
+        assert_eq!(Config::new(vec![field]).validate(), Ok(()));
+        // The defaults: on for reliable channels, off for the others.
+        let defaults = [
+            ChannelConfig::new(ChannelKind::Unreliable),
+            ChannelConfig::new(ChannelKind::UnreliableSequenced),
+            ChannelConfig::new(ChannelKind::ReliableOrdered).bulk(),
+            ChannelConfig::new(ChannelKind::ReliableUnordered),
+        ];
+        assert_eq!(Config::new(defaults.to_vec()).validate(), Ok(()));
+        assert_eq!(defaults[3].redundancy, crate::channel::DEFAULT_REDUNDANCY);
     }
 
     #[test]

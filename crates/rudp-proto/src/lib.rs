@@ -26,7 +26,8 @@
 //!   per-connection cap and a server-wide [`RecvBudget`]; acks as
 //!   ranges piggybacked on every packet; RTT and loss detection per
 //!   RFC 6298 / RFC 9002; redundancy for small reliable messages
-//!   ([`Redundancy`]); NewReno congestion control and pacing for bulk
+//!   ([`Redundancy`]) and, per channel, for messages of any size
+//!   ([`ChannelConfig::redundancy`]); NewReno congestion control and pacing for bulk
 //!   channels; keepalive, idle and ack timeouts, close with a reason both
 //!   sides see, which flushes what was queued and repeats its CLOSE until
 //!   acknowledged, then tells what was not ([`Connection::undelivered`]).
@@ -74,7 +75,9 @@ pub use admission::{Admission, ReplayCache, REPLAY_CACHE};
 pub use budget::{
     RecvBudget, SendBudget, DEFAULT_RECV_BUDGET, DEFAULT_SEND_BUDGET, SEND_MESSAGE_OVERHEAD,
 };
-pub use channel::{ChannelConfig, ChannelKind};
+pub use channel::{
+    ChannelConfig, ChannelKind, DEFAULT_REDUNDANCY, MAX_REDUNDANCY, REDUNDANCY_MIN_LOSS,
+};
 pub use close_code::CloseCode;
 pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
 pub use connection::{

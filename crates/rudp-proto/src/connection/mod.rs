@@ -41,6 +41,13 @@ const MAX_FRAGMENT_OVERHEAD: usize = 1 + 1 + 8 + 8 + 8 + 8;
 const RECEIVED_RANGES: usize = 1024;
 /// Messages scanned per channel for redundancy.
 const REDUNDANCY_SCAN: usize = 64;
+/// Packets the loss average spans (its weight is 1/64 a packet).
+const LOSS_AVERAGE: u32 = 64;
+/// The loss average a connection starts at: 1/16 (6.25 %), above
+/// [`REDUNDANCY_MIN_LOSS`](crate::REDUNDANCY_MIN_LOSS), so channel
+/// redundancy protects the first packets; on a clean link it falls below
+/// 1 % after about 120 packets.
+const LOSS_START: u32 = 1 << 12;
 /// Most chunks a probe repeats (the oldest unacknowledged ones).
 const PROBE_CHUNKS: usize = 64;
 /// One connection's protocol state, without I/O.
@@ -97,6 +104,14 @@ pub struct Connection {
     ack_immediate: bool,
     largest_recv_time: Option<Instant>,
     probes_pending: u8,
+    /// Packet loss measured, a moving average over about the last
+    /// [`LOSS_AVERAGE`] ack-eliciting packets judged (acknowledged or
+    /// lost), in units of 2^-16; starts at [`LOSS_START`] (channel
+    /// redundancy is on until a clean link shows otherwise).
+    loss_avg: u32,
+    /// A copy asked for by a channel's redundancy did not fit in the last
+    /// packet: the next `poll_transmit` sends a packet for it.
+    copies_waiting: bool,
     // Channels.
     send: Vec<SendChannel>,
     recv: Vec<RecvChannel>,
@@ -243,6 +258,8 @@ impl Connection {
             close_reason: [0; MAX_REASON_LEN],
             close_reason_len: 0,
             stats: Stats::default(),
+            loss_avg: LOSS_START,
+            copies_waiting: false,
             token: Vec::new(),
             keys: None,
             crypto: None,

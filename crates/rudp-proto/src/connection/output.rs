@@ -13,6 +13,7 @@ use crate::wire::{
 use super::types::{Side, State};
 use super::{Connection, ACK_ROOM, MAX_ACK_RANGES_SENT, PROBE_CHUNKS, REDUNDANCY_SCAN};
 use crate::security::TAG_LEN;
+use crate::wire::SHORT_HEADER_MAX_LEN;
 
 /// The longest wait between two HELLOs: a player connecting through a
 /// lossy link retries at 2 Hz rather than backing off to seconds (the
@@ -205,12 +206,14 @@ impl Connection {
             .send
             .iter()
             .any(|c| c.has_sendable() && (!c.cfg.bulk || bulk_ok));
-        if !(ack_due || probe || keepalive || data) {
+        // Copies of channel redundancy that did not fit in the last packet.
+        let copies_waiting = std::mem::take(&mut self.copies_waiting);
+        if !(ack_due || probe || keepalive || data || copies_waiting) {
             return None;
         }
         let mut w = Writer::new(buf);
         let pn = self.begin_short(&mut w)?;
-        let ack_floor_after = self.write_ack(now, &mut w, data || probe);
+        let ack_floor_after = self.write_ack(now, &mut w, data || probe || copies_waiting);
         let mut chunks = self.chunk_pool.pop().unwrap_or_default();
         let mut eliciting = false;
         let mut had_data = false;
@@ -251,6 +254,7 @@ impl Connection {
             if ch.cfg.bulk && !bulk_ok {
                 continue;
             }
+            let again = ch.cfg.redundancy > 0;
             while let Some(&(seq, chunk)) = ch.retransmit.front() {
                 let Some(m) = ch.msg_mut(seq) else {
                     ch.retransmit.pop_front();
@@ -264,6 +268,12 @@ impl Connection {
                     break;
                 }
                 m.chunks[chunk as usize].state = ChunkState::Sent { last_pn: pn };
+                if again {
+                    // A resend gets copies again: its loss would cost
+                    // another loss-detection delay.
+                    m.copies = 1;
+                    m.resent = true;
+                }
                 ch.retransmit.pop_front();
                 chunks.push(ChunkRef {
                     channel: ci,
@@ -302,7 +312,11 @@ impl Connection {
             }
         }
         let red = self.cfg.redundancy;
-        if had_data && red.enabled() {
+        // Channel redundancy: while the measured loss justifies it.
+        let lossy = f64::from(self.loss_avg) / 65536.0 >= crate::channel::REDUNDANCY_MIN_LOSS;
+        let any_channel = lossy && self.send.iter().any(|c| c.cfg.redundancy > 0);
+        let mut copied = false;
+        if (had_data || copies_waiting) && (red.enabled() || any_channel) {
             let mut left = red.max_bytes_per_packet;
             for k in 0..self.order.len() {
                 let ci = self.order[k];
@@ -310,11 +324,27 @@ impl Connection {
                 if ch.cfg.bulk || !ch.cfg.kind.is_reliable() {
                     continue;
                 }
+                // Level 1: a resend rides once more; 2: also every other
+                // message; n > 2: every message n - 2 more times (a resend
+                // at least once more).
+                let level = if lossy { ch.cfg.redundancy } else { 0 };
                 for m in ch.msgs.iter_mut().take(REDUNDANCY_SCAN).flatten() {
-                    if m.chunks.len() != 1
-                        || m.data.len() > red.max_message
-                        || m.copies >= red.max_copies
-                    {
+                    if m.chunks.len() != 1 {
+                        continue;
+                    }
+                    let every = match level {
+                        0 | 1 => 0,
+                        2 => u8::from(m.seq % 2 == 1),
+                        n => n - 2,
+                    };
+                    let extra = every.max(u8::from(m.resent && level > 0));
+                    let channel_copies = 1 + extra;
+                    let small = red.enabled() && m.data.len() <= red.max_message;
+                    // Copies for the small-message budget, or for the
+                    // channel's knob (whatever room the packet has left).
+                    let by_channel = m.copies < channel_copies;
+                    let by_small = small && m.copies < red.max_copies;
+                    if !by_channel && !by_small {
                         continue;
                     }
                     match m.chunks[0].state {
@@ -322,13 +352,24 @@ impl Connection {
                         _ => continue,
                     }
                     let cost = crate::wire::message_frame_len(m.seq, m.data.len());
-                    if cost > left || cost > w.remaining() {
+                    let small_fits = by_small && cost <= left;
+                    if !(small_fits || by_channel) {
+                        continue;
+                    }
+                    if cost > w.remaining() {
+                        // A copy the knob asks for goes in a packet of its
+                        // own, at once, if an empty packet holds it.
+                        if by_channel && cost + ACK_ROOM + SHORT_HEADER_MAX_LEN <= budget {
+                            self.copies_waiting = true;
+                        }
                         continue;
                     }
                     if write_chunk(&mut w, ci, m, 0) {
                         m.chunks[0].state = ChunkState::Sent { last_pn: pn };
                         m.copies += 1;
-                        left -= cost;
+                        if small_fits && !by_channel {
+                            left -= cost;
+                        }
                         chunks.push(ChunkRef {
                             channel: ci,
                             first: false,
@@ -336,12 +377,13 @@ impl Connection {
                             seq: m.seq,
                         });
                         self.stats.redundant_copies += 1;
+                        copied = true;
                     }
                 }
             }
         }
         self.recount_send_buffered();
-        eliciting |= had_data;
+        eliciting |= had_data || copied;
         if !eliciting && keepalive {
             w.u8(FrameType::Ping as u8).ok()?;
             eliciting = true;

