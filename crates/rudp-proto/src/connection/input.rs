@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use crate::budget::Refusal;
 use crate::channel::{RecvCtx, RecvOutcome};
 use crate::recovery::SentPacket;
+use crate::scratch;
 use crate::wire::{
     decode_packet_number, ConnectionId, DecodeError, Frame, Header, LongType, Reader,
 };
@@ -51,7 +52,9 @@ impl Connection {
                     self.stats.replayed_packets += 1;
                     return Ok(());
                 }
-                let mut buf = std::mem::take(&mut self.open_buf);
+                let mut buf = scratch::take_bytes(
+                    self.cfg.max_datagram_size.max(crate::wire::MIN_HELLO_SIZE),
+                );
                 let res = match crypto.open(full, data, 1 + 8 + pn_len, &mut buf) {
                     None => {
                         self.stats.auth_failures += 1;
@@ -64,7 +67,7 @@ impl Connection {
                         self.on_short_packet(now, pn, pn_len, Reader::new(&buf[..n]))
                     }
                 };
-                self.open_buf = buf;
+                scratch::give_bytes(buf);
                 res
             }
         }
@@ -244,8 +247,8 @@ impl Connection {
     }
 
     pub(super) fn on_ack_frame(&mut self, now: Instant, a: &crate::wire::AckFrame<'_>) {
-        let mut acked = std::mem::take(&mut self.scratch_acked);
-        let mut lost = std::mem::take(&mut self.scratch_lost);
+        let mut acked = scratch::take_packets();
+        let mut lost = scratch::take_packets();
         if self
             .recovery
             .on_ack(a, now, &mut self.rtt, &mut acked, &mut lost)
@@ -275,8 +278,8 @@ impl Connection {
             self.recount_send_buffered();
         }
         self.on_lost(now, &mut lost);
-        self.scratch_acked = acked;
-        self.scratch_lost = lost;
+        scratch::give_packets(acked);
+        scratch::give_packets(lost);
     }
 
     /// Undoes the latest window reduction if every packet declared lost

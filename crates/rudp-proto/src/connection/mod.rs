@@ -18,12 +18,11 @@ use crate::channel::{OutMsg, RecvChannel, SendChannel};
 use crate::config::{Config, ConfigError};
 use crate::pool::BufPool;
 use crate::ranges::RangeSet;
-use crate::recovery::{ChunkRef, Recovery, SentPacket};
+use crate::recovery::{ChunkRef, Recovery};
 use crate::rtt::RttEstimator;
+use crate::scratch;
 use crate::security::{ClientSecurity, PacketCrypto, SessionKeys, TokenClaims, TAG_LEN};
-use crate::wire::{
-    ConnectionId, MAX_COOKIE_LEN, MAX_REASON_LEN, MIN_HELLO_SIZE, SHORT_HEADER_MAX_LEN,
-};
+use crate::wire::{ConnectionId, MAX_COOKIE_LEN, MAX_REASON_LEN, SHORT_HEADER_MAX_LEN};
 
 pub use types::{
     ChannelUndelivered, DisconnectReason, Event, MessageId, SendError, Side, State, Stats,
@@ -112,9 +111,6 @@ pub struct Connection {
     pool: BufPool,
     msg_free: Vec<OutMsg>,
     chunk_pool: Vec<Vec<ChunkRef>>,
-    scratch_acked: Vec<SentPacket>,
-    scratch_lost: Vec<SentPacket>,
-    scratch_refs: Vec<ChunkRef>,
     events: VecDeque<Event>,
     // Timers.
     last_recv: Instant,
@@ -150,7 +146,6 @@ pub struct Connection {
     token: Vec<u8>,
     keys: Option<SessionKeys>,
     crypto: Option<PacketCrypto>,
-    open_buf: Vec<u8>,
     claims: Option<TokenClaims>,
 }
 
@@ -217,11 +212,6 @@ impl Connection {
             pool: BufPool::default(),
             msg_free: Vec::new(),
             chunk_pool: Vec::new(),
-            scratch_acked: Vec::new(),
-            scratch_lost: Vec::new(),
-            // Its most (a probe's): a connection's first probe allocates
-            // nothing.
-            scratch_refs: Vec::with_capacity(PROBE_CHUNKS),
             events: VecDeque::new(),
             last_recv: now,
             last_eliciting_sent: now,
@@ -246,7 +236,6 @@ impl Connection {
             token: Vec::new(),
             keys: None,
             crypto: None,
-            open_buf: vec![0; cfg.max_datagram_size.max(MIN_HELLO_SIZE)],
             claims: None,
             cfg,
         })
@@ -576,12 +565,12 @@ impl Connection {
 
     /// Loss detection's timer: losses by time, or a probe.
     fn run_recovery_timer(&mut self, now: Instant) {
-        let mut lost = std::mem::take(&mut self.scratch_lost);
+        let mut lost = scratch::take_packets();
         if self.recovery.on_timeout(now, &self.rtt, &mut lost) {
             self.probes_pending = 1;
         }
         self.on_lost(now, &mut lost);
-        self.scratch_lost = lost;
+        scratch::give_packets(lost);
     }
 
     /// Runs the timers due at `now`: loss detection, probes, the idle and
