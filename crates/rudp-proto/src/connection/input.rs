@@ -9,6 +9,7 @@ use crate::recovery::SentPacket;
 use crate::scratch;
 use crate::wire::{
     decode_packet_number, ConnectionId, DecodeError, Frame, Header, LongType, Reader,
+    MAX_COOKIE_LEN,
 };
 
 use super::types::{DisconnectReason, Event, Side, State};
@@ -257,6 +258,7 @@ impl Connection {
             // Losses this ACK declared are numbered above all declared
             // before; the reduction to undo counts only those before.
             self.undo_if_spurious(lost.first().map_or(u64::MAX, |p| p.pn));
+            let mut free = crate::pool::take_msgs();
             for mut p in acked.drain(..) {
                 if p.ack_eliciting {
                     self.stats.packets_acked += 1;
@@ -268,13 +270,14 @@ impl Connection {
                     self.ack_floor = self.ack_floor.max(f);
                 }
                 for c in &p.chunks {
-                    if self.send[c.channel as usize].on_acked(c.seq, c.chunk, &mut self.msg_free) {
+                    if self.send[c.channel as usize].on_acked(c.seq, c.chunk, &mut free) {
                         self.stats.recovered_by_redundancy += 1;
                     }
                 }
                 p.chunks.clear();
                 self.chunk_pool.push(std::mem::take(&mut p.chunks));
             }
+            crate::pool::give_msgs(free);
             self.recount_send_buffered();
         }
         self.on_lost(now, &mut lost);
@@ -321,8 +324,9 @@ impl Connection {
         let first = Frame::decode(&mut r)?;
         match (ty, first) {
             (LongType::Retry, Frame::Retry { nonce, cookie }) if nonce == self.nonce => {
-                self.cookie[..cookie.len()].copy_from_slice(cookie);
-                self.cookie_len = cookie.len();
+                self.cookie.clear();
+                self.cookie
+                    .extend_from_slice(&cookie[..cookie.len().min(MAX_COOKIE_LEN)]);
                 // Answer at once; the RETRY shows the path works, so the
                 // backoff starts over.
                 self.hello_next = now;
@@ -339,7 +343,7 @@ impl Connection {
                 self.cid = cid;
                 self.set_peer_max_ack_delay(Duration::from_micros(max_ack_delay_us));
                 if let Some(keys) = &self.keys {
-                    self.crypto = Some(PacketCrypto::new(keys, true, &self.nonce, cid));
+                    self.crypto = Some(Box::new(PacketCrypto::new(keys, true, &self.nonce, cid)));
                 }
                 self.state = State::Connected;
                 self.last_recv = now;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::budget::{send_cost, RecvBudget, RecvMem, SendBudget, SendMem};
 use crate::cc::{NewReno, Pacer};
-use crate::channel::{OutMsg, RecvChannel, SendChannel};
+use crate::channel::{RecvChannel, SendChannel};
 use crate::config::{Config, ConfigError};
 use crate::pool::BufPool;
 use crate::ranges::RangeSet;
@@ -22,7 +22,7 @@ use crate::recovery::{ChunkRef, Recovery};
 use crate::rtt::RttEstimator;
 use crate::scratch;
 use crate::security::{ClientSecurity, PacketCrypto, SessionKeys, TokenClaims, TAG_LEN};
-use crate::wire::{ConnectionId, MAX_COOKIE_LEN, MAX_REASON_LEN, SHORT_HEADER_MAX_LEN};
+use crate::wire::{ConnectionId, SHORT_HEADER_MAX_LEN};
 
 pub use types::{
     ChannelUndelivered, DisconnectReason, Event, MessageId, SendError, Side, State, Stats,
@@ -79,8 +79,9 @@ pub struct Connection {
     digest: u64,
     // Client handshake.
     nonce: [u8; 16],
-    cookie: [u8; MAX_COOKIE_LEN],
-    cookie_len: usize,
+    /// The RETRY's cookie (empty until one comes; at most
+    /// `MAX_COOKIE_LEN` bytes).
+    cookie: Vec<u8>,
     hello_next: Instant,
     hello_interval: Duration,
     handshake_deadline: Instant,
@@ -109,7 +110,6 @@ pub struct Connection {
     send_mem: SendMem,
     // Reuse.
     pool: BufPool,
-    msg_free: Vec<OutMsg>,
     chunk_pool: Vec<Vec<ChunkRef>>,
     events: VecDeque<Event>,
     // Timers.
@@ -138,15 +138,17 @@ pub struct Connection {
     ack_timed_out: bool,
     close_pending: bool,
     close_code: u64,
-    close_reason: [u8; MAX_REASON_LEN],
-    close_reason_len: usize,
+    /// At most `MAX_REASON_LEN` bytes (allocated when a close is written).
+    close_reason: Vec<u8>,
     stats: Stats,
     // Security: the token to present (client), the keys it carries until
     // the ACCEPT names the connection, the packet AEAD once connected.
     token: Vec<u8>,
-    keys: Option<SessionKeys>,
-    crypto: Option<PacketCrypto>,
-    claims: Option<TokenClaims>,
+    // Boxed: an insecure connection (or one not yet secured) holds a
+    // pointer each instead of 400 bytes.
+    keys: Option<Box<SessionKeys>>,
+    crypto: Option<Box<PacketCrypto>>,
+    claims: Option<Box<TokenClaims>>,
 }
 
 impl fmt::Debug for Connection {
@@ -182,8 +184,7 @@ impl Connection {
             cid,
             digest: cfg.digest(),
             nonce: [0; 16],
-            cookie: [0; MAX_COOKIE_LEN],
-            cookie_len: 0,
+            cookie: Vec::new(),
             hello_next: now,
             hello_interval: cfg.initial_rtt,
             handshake_deadline: now + cfg.handshake_timeout,
@@ -210,7 +211,6 @@ impl Connection {
             send_buffered: 0,
             send_mem: SendMem::default(),
             pool: BufPool::default(),
-            msg_free: Vec::new(),
             chunk_pool: Vec::new(),
             events: VecDeque::new(),
             last_recv: now,
@@ -230,8 +230,7 @@ impl Connection {
             ack_timed_out: false,
             close_pending: false,
             close_code: 0,
-            close_reason: [0; MAX_REASON_LEN],
-            close_reason_len: 0,
+            close_reason: Vec::new(),
             stats: Stats::default(),
             token: Vec::new(),
             keys: None,
@@ -262,10 +261,10 @@ impl Connection {
         c.nonce = nonce;
         if let ClientSecurity::Token(t) = security {
             c.token = t.sealed;
-            c.keys = Some(SessionKeys {
+            c.keys = Some(Box::new(SessionKeys {
                 c2s: t.client_to_server_key,
                 s2c: t.server_to_client_key,
-            });
+            }));
         }
         Ok(c)
     }
@@ -372,7 +371,9 @@ impl Connection {
                 limit,
             });
         }
-        let seq = self.send[channel as usize].push(data, self.chunk_size, &mut self.msg_free);
+        let mut free = crate::pool::take_msgs();
+        let seq = self.send[channel as usize].push(data, self.chunk_size, &mut free);
+        crate::pool::give_msgs(free);
         self.recount_send_buffered();
         Ok(MessageId { channel, seq })
     }
@@ -424,7 +425,7 @@ impl Connection {
 
     /// What the client's connect token said (server side, secure mode).
     pub fn token_claims(&self) -> Option<&TokenClaims> {
-        self.claims.as_ref()
+        self.claims.as_deref()
     }
 
     /// Seals this server-side connection with the keys of `claims`, bound
@@ -434,8 +435,8 @@ impl Connection {
             c2s: claims.c2s,
             s2c: claims.s2c,
         };
-        self.crypto = Some(PacketCrypto::new(&keys, false, &nonce, self.cid));
-        self.claims = Some(claims);
+        self.crypto = Some(Box::new(PacketCrypto::new(&keys, false, &nonce, self.cid)));
+        self.claims = Some(Box::new(claims));
     }
 
     /// True when [`Connection::poll_event`] has something.

@@ -73,7 +73,7 @@ impl Connection {
             nonce: self.nonce,
             config_digest: self.digest,
             max_ack_delay_us: self.cfg.max_ack_delay.as_micros() as u64,
-            cookie: &self.cookie[..self.cookie_len],
+            cookie: &self.cookie,
             token: &self.token,
         }
         .encode(&mut w)
@@ -296,7 +296,9 @@ impl Connection {
                         seq,
                     });
                 }
-                ch.advance_unsent(pn, &mut self.msg_free);
+                let mut free = crate::pool::take_msgs();
+                ch.advance_unsent(pn, &mut free);
+                crate::pool::give_msgs(free);
                 had_data = true;
                 bulk_sent |= ch.cfg.bulk;
             }
