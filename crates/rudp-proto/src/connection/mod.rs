@@ -210,7 +210,7 @@ impl Connection {
             chunk_size,
             send_buffered: 0,
             send_mem: SendMem::default(),
-            pool: BufPool::default(),
+            pool: BufPool,
             chunk_pool: Vec::new(),
             events: VecDeque::new(),
             last_recv: now,
