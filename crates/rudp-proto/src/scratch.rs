@@ -12,6 +12,7 @@
 use std::cell::RefCell;
 use std::thread::LocalKey;
 
+use crate::connection::PROBE_CHUNKS;
 use crate::recovery::{ChunkRef, SentPacket};
 
 /// Buffers of each kind kept per thread (calls nest at most two deep: an
@@ -46,7 +47,16 @@ fn give<T: 'static>(key: &'static LocalKey<Stack<T>>, v: Vec<T>) {
 }
 
 /// An empty list of sent packets (for an ACK's or a timer's outcome).
+/// Also makes sure the thread has a chunk list with room for a probe's
+/// [`PROBE_CHUNKS`]: every connection handles ACKs before its first probe,
+/// so a probe (rare: a stall, a loss) allocates nothing.
 pub(crate) fn take_packets() -> Vec<SentPacket> {
+    let _ = REFS.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if s.is_empty() {
+            s.push(Vec::with_capacity(PROBE_CHUNKS));
+        }
+    });
     take(&PACKETS)
 }
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::budget::{send_cost, RecvBudget, RecvMem, SendBudget, SendMem};
 use crate::cc::{NewReno, Pacer};
-use crate::channel::{RecvChannel, SendChannel};
+use crate::channel::{OutMsg, RecvChannel, SendChannel};
 use crate::config::{Config, ConfigError};
 use crate::pool::BufPool;
 use crate::ranges::RangeSet;
@@ -41,7 +41,7 @@ const RECEIVED_RANGES: usize = 1024;
 /// Messages scanned per channel for redundancy.
 const REDUNDANCY_SCAN: usize = 64;
 /// Most chunks a probe repeats (the oldest unacknowledged ones).
-const PROBE_CHUNKS: usize = 64;
+pub(crate) const PROBE_CHUNKS: usize = 64;
 /// One connection's protocol state, without I/O.
 ///
 /// Drive it with [`Connection::handle_datagram`] for every datagram from
@@ -110,6 +110,7 @@ pub struct Connection {
     send_mem: SendMem,
     // Reuse.
     pool: BufPool,
+    msg_free: Vec<OutMsg>,
     chunk_pool: Vec<Vec<ChunkRef>>,
     events: VecDeque<Event>,
     // Timers.
@@ -210,7 +211,8 @@ impl Connection {
             chunk_size,
             send_buffered: 0,
             send_mem: SendMem::default(),
-            pool: BufPool,
+            pool: BufPool::default(),
+            msg_free: Vec::new(),
             chunk_pool: Vec::new(),
             events: VecDeque::new(),
             last_recv: now,
@@ -371,9 +373,7 @@ impl Connection {
                 limit,
             });
         }
-        let mut free = crate::pool::take_msgs();
-        let seq = self.send[channel as usize].push(data, self.chunk_size, &mut free);
-        crate::pool::give_msgs(free);
+        let seq = self.send[channel as usize].push(data, self.chunk_size, &mut self.msg_free);
         self.recount_send_buffered();
         Ok(MessageId { channel, seq })
     }

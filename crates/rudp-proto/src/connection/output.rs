@@ -296,9 +296,7 @@ impl Connection {
                         seq,
                     });
                 }
-                let mut free = crate::pool::take_msgs();
-                ch.advance_unsent(pn, &mut free);
-                crate::pool::give_msgs(free);
+                ch.advance_unsent(pn, &mut self.msg_free);
                 had_data = true;
                 bulk_sent |= ch.cfg.bulk;
             }
