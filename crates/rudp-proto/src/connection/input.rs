@@ -258,6 +258,7 @@ impl Connection {
             // Losses this ACK declared are numbered above all declared
             // before; the reduction to undo counts only those before.
             self.undo_if_spurious(lost.first().map_or(u64::MAX, |p| p.pn));
+            let mut free = crate::pool::take_msgs();
             for mut p in acked.drain(..) {
                 if p.ack_eliciting {
                     self.stats.packets_acked += 1;
@@ -269,13 +270,14 @@ impl Connection {
                     self.ack_floor = self.ack_floor.max(f);
                 }
                 for c in &p.chunks {
-                    if self.send[c.channel as usize].on_acked(c.seq, c.chunk, &mut self.msg_free) {
+                    if self.send[c.channel as usize].on_acked(c.seq, c.chunk, &mut free) {
                         self.stats.recovered_by_redundancy += 1;
                     }
                 }
                 p.chunks.clear();
                 self.chunk_pool.push(std::mem::take(&mut p.chunks));
             }
+            crate::pool::give_msgs(free);
             self.recount_send_buffered();
         }
         self.on_lost(now, &mut lost);

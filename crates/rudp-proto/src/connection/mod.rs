@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::budget::{send_cost, RecvBudget, RecvMem, SendBudget, SendMem};
 use crate::cc::{NewReno, Pacer};
-use crate::channel::{OutMsg, RecvChannel, SendChannel};
+use crate::channel::{RecvChannel, SendChannel};
 use crate::config::{Config, ConfigError};
 use crate::pool::BufPool;
 use crate::ranges::RangeSet;
@@ -110,7 +110,6 @@ pub struct Connection {
     send_mem: SendMem,
     // Reuse.
     pool: BufPool,
-    msg_free: Vec<OutMsg>,
     chunk_pool: Vec<Vec<ChunkRef>>,
     events: VecDeque<Event>,
     // Timers.
@@ -211,8 +210,7 @@ impl Connection {
             chunk_size,
             send_buffered: 0,
             send_mem: SendMem::default(),
-            pool: BufPool::default(),
-            msg_free: Vec::new(),
+            pool: BufPool,
             chunk_pool: Vec::new(),
             events: VecDeque::new(),
             last_recv: now,
@@ -373,7 +371,9 @@ impl Connection {
                 limit,
             });
         }
-        let seq = self.send[channel as usize].push(data, self.chunk_size, &mut self.msg_free);
+        let mut free = crate::pool::take_msgs();
+        let seq = self.send[channel as usize].push(data, self.chunk_size, &mut free);
+        crate::pool::give_msgs(free);
         self.recount_send_buffered();
         Ok(MessageId { channel, seq })
     }

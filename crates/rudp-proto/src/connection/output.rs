@@ -296,7 +296,9 @@ impl Connection {
                         seq,
                     });
                 }
-                ch.advance_unsent(pn, &mut self.msg_free);
+                let mut free = crate::pool::take_msgs();
+                ch.advance_unsent(pn, &mut free);
+                crate::pool::give_msgs(free);
                 had_data = true;
                 bulk_sent |= ch.cfg.bulk;
             }
