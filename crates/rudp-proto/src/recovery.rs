@@ -118,7 +118,7 @@ impl Recovery {
             reorder_threshold: PACKET_THRESHOLD,
             quiet_rounds: 0,
             round_end: 0,
-            lost_record: VecDeque::with_capacity(8),
+            lost_record: VecDeque::new(),
             lost_forgotten: None,
             spurious_losses: 0,
         }
