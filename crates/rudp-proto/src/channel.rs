@@ -912,7 +912,7 @@ mod tests {
         frames: &[(u64, u32, u32, &[u8])],
         mem: &mut RecvMem,
     ) -> (Vec<RecvOutcome>, Vec<Vec<u8>>) {
-        let mut pool = BufPool::default();
+        let mut pool = BufPool;
         let mut got = Vec::new();
         let mut outcomes = Vec::new();
         for &(seq, total, off, p) in frames {

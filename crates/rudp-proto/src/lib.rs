@@ -63,6 +63,7 @@ mod pool;
 mod ranges;
 mod recovery;
 mod rtt;
+mod scratch;
 mod security;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;

@@ -1,12 +1,27 @@
 //! Free lists that keep message buffers across messages, so the steady
 //! state allocates nothing.
 
-/// Byte buffers kept for reuse.
+use std::cell::RefCell;
+
+use crate::channel::OutMsg;
+
+/// Byte buffers kept for reuse: a handle on the thread's free list, so
+/// a thread's connections share it (an idle connection holds none; they
+/// kept one each, about a message's size a connection). The bounds below
+/// are the thread's, so they hold for each of its connections as before.
 #[derive(Debug, Default)]
-pub(crate) struct BufPool {
+pub(crate) struct BufPool;
+
+/// The thread's free byte buffers.
+struct Free {
     free: Vec<Vec<u8>>,
     /// The capacity of the buffers in `free`.
     bytes: usize,
+}
+
+thread_local! {
+    static BUFS: RefCell<Free> = const { RefCell::new(Free { free: Vec::new(), bytes: 0 }) };
+    static MSGS: RefCell<Vec<OutMsg>> = const { RefCell::new(Vec::new()) };
 }
 
 /// At most this many buffers are kept.
@@ -14,16 +29,27 @@ const MAX_FREE: usize = 256;
 /// Buffers larger than this are not kept (one huge message must not pin
 /// its memory forever).
 const MAX_KEPT_CAPACITY: usize = 64 * 1024;
-/// Bytes kept at most, in all: the pool is fixed per-connection state,
-/// whatever sizes of message the peer makes it deliver.
+/// Bytes kept at most, in all: the pool is fixed per-thread state,
+/// whatever sizes of message the peers make it deliver.
 pub(crate) const MAX_KEPT_BYTES: usize = 256 * 1024;
+/// Spent outgoing messages kept per thread at most (each of at most
+/// [`MAX_KEPT_CAPACITY`] bytes: the send side keeps no larger one).
+const MAX_FREE_MSGS: usize = 1024;
 
 impl BufPool {
     /// An empty buffer with room for `len` bytes.
     pub(crate) fn take(&mut self, len: usize) -> Vec<u8> {
-        match self.free.pop() {
+        let reused = BUFS
+            .try_with(|f| {
+                let mut f = f.borrow_mut();
+                let v = f.free.pop()?;
+                f.bytes -= v.capacity();
+                Some(v)
+            })
+            .ok()
+            .flatten();
+        match reused {
             Some(mut v) => {
-                self.bytes -= v.capacity();
                 v.clear();
                 v.reserve(len);
                 v
@@ -34,13 +60,63 @@ impl BufPool {
 
     /// Gives a buffer back.
     pub(crate) fn give(&mut self, v: Vec<u8>) {
-        if self.free.len() < MAX_FREE
-            && v.capacity() <= MAX_KEPT_CAPACITY
-            && v.capacity() > 0
-            && self.bytes + v.capacity() <= MAX_KEPT_BYTES
-        {
-            self.bytes += v.capacity();
-            self.free.push(v);
+        let _ = BUFS.try_with(move |f| {
+            let mut f = f.borrow_mut();
+            if f.free.len() < MAX_FREE
+                && v.capacity() <= MAX_KEPT_CAPACITY
+                && v.capacity() > 0
+                && f.bytes + v.capacity() <= MAX_KEPT_BYTES
+            {
+                f.bytes += v.capacity();
+                f.free.push(v);
+            }
+        });
+    }
+}
+
+/// The thread's spent outgoing messages, for a connection's sends and
+/// acknowledgements to take from and add to; give it back with
+/// [`give_msgs`] at the end of the call.
+pub(crate) fn take_msgs() -> Vec<OutMsg> {
+    MSGS.try_with(|m| std::mem::take(&mut *m.borrow_mut()))
+        .unwrap_or_default()
+}
+
+/// Gives back what [`take_msgs`] returned, with what was added to it, to
+/// at most [`MAX_FREE_MSGS`].
+pub(crate) fn give_msgs(mut v: Vec<OutMsg>) {
+    v.truncate(MAX_FREE_MSGS);
+    let _ = MSGS.try_with(move |m| {
+        let mut m = m.borrow_mut();
+        if m.is_empty() {
+            *m = v;
+        } else {
+            let room = MAX_FREE_MSGS.saturating_sub(m.len());
+            m.extend(v.into_iter().take(room));
         }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_shared_and_bounded() {
+        let mut a = BufPool;
+        let mut b = BufPool;
+        let v = a.take(400);
+        let p = v.as_ptr();
+        a.give(v);
+        let w = b.take(100);
+        assert_eq!(w.as_ptr(), p, "another connection reuses it");
+        for _ in 0..2 * MAX_FREE {
+            a.give(Vec::with_capacity(16));
+        }
+        assert_eq!(BUFS.with(|f| f.borrow().free.len()), MAX_FREE);
+        let mut msgs = take_msgs();
+        msgs.extend((0..2 * MAX_FREE_MSGS).map(|_| OutMsg::default()));
+        give_msgs(msgs);
+        assert_eq!(MSGS.with(|m| m.borrow().len()), MAX_FREE_MSGS);
     }
 }

@@ -19,7 +19,8 @@ impl RangeSet {
     /// An empty set keeping at most `max_ranges` ranges (at least 1).
     pub(crate) fn new(max_ranges: usize) -> Self {
         RangeSet {
-            ranges: VecDeque::with_capacity(max_ranges.clamp(1, 64)),
+            // Grown as ranges come (most connections see one or two).
+            ranges: VecDeque::new(),
             max_ranges: max_ranges.max(1),
             floor: 0,
         }

@@ -104,7 +104,8 @@ pub(crate) struct Recovery {
 impl Recovery {
     pub(crate) fn new(max_ack_delay: Duration) -> Self {
         Recovery {
-            sent: VecDeque::with_capacity(64),
+            // Grown to the flight (an idle connection's is a packet or two).
+            sent: VecDeque::new(),
             base: 0,
             next_pn: 0,
             largest_acked: None,
@@ -117,7 +118,7 @@ impl Recovery {
             reorder_threshold: PACKET_THRESHOLD,
             quiet_rounds: 0,
             round_end: 0,
-            lost_record: VecDeque::with_capacity(LOST_MEMORY),
+            lost_record: VecDeque::new(),
             lost_forgotten: None,
             spurious_losses: 0,
         }

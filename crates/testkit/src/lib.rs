@@ -14,7 +14,8 @@
 //!   made on threads marked with [`mark_runtime_thread`] while
 //!   [`set_measuring`] is on, for the tests that prove a steady state
 //!   allocates nothing (one test binary each: the allocator is the
-//!   process's).
+//!   process's); it also keeps the bytes allocated and not yet freed, on
+//!   every thread ([`live_bytes`]), for the tests that pin a footprint.
 //! * [`check_rust_fences`]: a guide whose Rust blocks run as doctests has
 //!   none switched off.
 #![deny(unsafe_code)]
@@ -28,12 +29,13 @@ pub use proc::rss_bytes;
 pub use wait::{poll_until, recv_in, recv_within, Progress, LIMIT};
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, Ordering};
 
 pub use sys::CountingAllocator;
 
 static MEASURING: AtomicBool = AtomicBool::new(false);
 static RUNTIME_ALLOCS: AtomicU64 = AtomicU64::new(0);
+static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
 
 thread_local! {
     /// Set on the runtime's threads (a const initializer: reading it never
@@ -46,6 +48,19 @@ fn note() {
     if MEASURING.load(Ordering::Relaxed) && ON_RUNTIME.try_with(Cell::get).unwrap_or(false) {
         RUNTIME_ALLOCS.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Adds `delta` to the bytes live (allocated, not yet freed).
+fn note_bytes(delta: isize) {
+    LIVE_BYTES.fetch_add(delta, Ordering::Relaxed);
+}
+
+/// Heap bytes allocated through [`CountingAllocator`] and not yet freed, on
+/// every thread (the sizes asked for, without the allocator's own
+/// overhead): the difference across creating something is what it holds.
+/// Only meaningful in a binary that installs the allocator.
+pub fn live_bytes() -> isize {
+    LIVE_BYTES.load(Ordering::SeqCst)
 }
 
 /// Marks the calling thread as one whose allocations are counted (call it

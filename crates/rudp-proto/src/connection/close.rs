@@ -74,8 +74,8 @@ impl Connection {
 
     fn set_close_frame(&mut self, code: u64, reason: &str) {
         let r = &reason.as_bytes()[..reason.len().min(MAX_REASON_LEN)];
-        self.close_reason[..r.len()].copy_from_slice(r);
-        self.close_reason_len = r.len();
+        self.close_reason.clear();
+        self.close_reason.extend_from_slice(r);
         self.close_code = code;
     }
 
@@ -185,7 +185,7 @@ impl Connection {
         };
         Frame::Close {
             code: self.close_code,
-            reason: &self.close_reason[..self.close_reason_len],
+            reason: &self.close_reason,
         }
         .encode(&mut w)
         .ok()?;

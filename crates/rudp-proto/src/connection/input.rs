@@ -7,8 +7,10 @@ use crate::budget::Refusal;
 use crate::cc::LossVerdict;
 use crate::channel::{RecvCtx, RecvOutcome};
 use crate::recovery::SentPacket;
+use crate::scratch;
 use crate::wire::{
     decode_packet_number, ConnectionId, DecodeError, Frame, Header, LongType, Reader,
+    MAX_COOKIE_LEN,
 };
 
 use super::types::{DisconnectReason, Event, Side, State};
@@ -52,7 +54,9 @@ impl Connection {
                     self.stats.replayed_packets += 1;
                     return Ok(());
                 }
-                let mut buf = std::mem::take(&mut self.open_buf);
+                let mut buf = scratch::take_bytes(
+                    self.cfg.max_datagram_size.max(crate::wire::MIN_HELLO_SIZE),
+                );
                 let res = match crypto.open(full, data, 1 + 8 + pn_len, &mut buf) {
                     None => {
                         self.stats.auth_failures += 1;
@@ -65,7 +69,7 @@ impl Connection {
                         self.on_short_packet(now, pn, pn_len, Reader::new(&buf[..n]))
                     }
                 };
-                self.open_buf = buf;
+                scratch::give_bytes(buf);
                 res
             }
         }
@@ -245,8 +249,8 @@ impl Connection {
     }
 
     pub(super) fn on_ack_frame(&mut self, now: Instant, a: &crate::wire::AckFrame<'_>) {
-        let mut acked = std::mem::take(&mut self.scratch_acked);
-        let mut lost = std::mem::take(&mut self.scratch_lost);
+        let mut acked = scratch::take_packets();
+        let mut lost = scratch::take_packets();
         let spurious = self.recovery.spurious_losses;
         if self
             .recovery
@@ -259,6 +263,7 @@ impl Connection {
             // before; the reduction to undo counts only those before.
             self.undo_if_spurious(lost.first().map_or(u64::MAX, |p| p.pn));
             let sampled = !acked.is_empty();
+            let mut free = crate::pool::take_msgs();
             for mut p in acked.drain(..) {
                 if p.ack_eliciting {
                     self.stats.packets_acked += 1;
@@ -271,21 +276,22 @@ impl Connection {
                     self.ack_floor = self.ack_floor.max(f);
                 }
                 for c in &p.chunks {
-                    if self.send[c.channel as usize].on_acked(c.seq, c.chunk, &mut self.msg_free) {
+                    if self.send[c.channel as usize].on_acked(c.seq, c.chunk, &mut free) {
                         self.stats.recovered_by_redundancy += 1;
                     }
                 }
                 p.chunks.clear();
                 self.chunk_pool.push(std::mem::take(&mut p.chunks));
             }
+            crate::pool::give_msgs(free);
             self.recount_send_buffered();
             if sampled {
                 self.cc.on_rtt_sample(self.rtt.latest());
             }
         }
         self.on_lost(now, &mut lost);
-        self.scratch_acked = acked;
-        self.scratch_lost = lost;
+        scratch::give_packets(acked);
+        scratch::give_packets(lost);
     }
 
     /// Undoes the latest window reduction if every packet declared lost
@@ -330,8 +336,9 @@ impl Connection {
         let first = Frame::decode(&mut r)?;
         match (ty, first) {
             (LongType::Retry, Frame::Retry { nonce, cookie }) if nonce == self.nonce => {
-                self.cookie[..cookie.len()].copy_from_slice(cookie);
-                self.cookie_len = cookie.len();
+                self.cookie.clear();
+                self.cookie
+                    .extend_from_slice(&cookie[..cookie.len().min(MAX_COOKIE_LEN)]);
                 // Answer at once; the RETRY shows the path works, so the
                 // backoff starts over.
                 self.hello_next = now;
@@ -348,7 +355,7 @@ impl Connection {
                 self.cid = cid;
                 self.set_peer_max_ack_delay(Duration::from_micros(max_ack_delay_us));
                 if let Some(keys) = &self.keys {
-                    self.crypto = Some(PacketCrypto::new(keys, true, &self.nonce, cid));
+                    self.crypto = Some(Box::new(PacketCrypto::new(keys, true, &self.nonce, cid)));
                 }
                 self.state = State::Connected;
                 self.last_recv = now;

@@ -14,16 +14,15 @@ use std::time::{Duration, Instant};
 
 use crate::budget::{send_cost, RecvBudget, RecvMem, SendBudget, SendMem};
 use crate::cc::{NewReno, Pacer};
-use crate::channel::{OutMsg, RecvChannel, SendChannel};
+use crate::channel::{RecvChannel, SendChannel};
 use crate::config::{Config, ConfigError};
 use crate::pool::BufPool;
 use crate::ranges::RangeSet;
-use crate::recovery::{ChunkRef, Recovery, SentPacket};
+use crate::recovery::{ChunkRef, Recovery};
 use crate::rtt::RttEstimator;
+use crate::scratch;
 use crate::security::{ClientSecurity, PacketCrypto, SessionKeys, TokenClaims, TAG_LEN};
-use crate::wire::{
-    ConnectionId, MAX_COOKIE_LEN, MAX_REASON_LEN, MIN_HELLO_SIZE, SHORT_HEADER_MAX_LEN,
-};
+use crate::wire::{ConnectionId, SHORT_HEADER_MAX_LEN};
 
 pub use types::{
     ChannelUndelivered, DisconnectReason, Event, MessageId, SendError, Side, State, Stats,
@@ -49,7 +48,7 @@ const LOSS_AVERAGE: u32 = 64;
 /// 1 % after about 120 packets.
 const LOSS_START: u32 = 1 << 12;
 /// Most chunks a probe repeats (the oldest unacknowledged ones).
-const PROBE_CHUNKS: usize = 64;
+pub(crate) const PROBE_CHUNKS: usize = 64;
 /// One connection's protocol state, without I/O.
 ///
 /// Drive it with [`Connection::handle_datagram`] for every datagram from
@@ -87,8 +86,9 @@ pub struct Connection {
     digest: u64,
     // Client handshake.
     nonce: [u8; 16],
-    cookie: [u8; MAX_COOKIE_LEN],
-    cookie_len: usize,
+    /// The RETRY's cookie (empty until one comes; at most
+    /// `MAX_COOKIE_LEN` bytes).
+    cookie: Vec<u8>,
     hello_next: Instant,
     hello_interval: Duration,
     handshake_deadline: Instant,
@@ -125,11 +125,7 @@ pub struct Connection {
     send_mem: SendMem,
     // Reuse.
     pool: BufPool,
-    msg_free: Vec<OutMsg>,
     chunk_pool: Vec<Vec<ChunkRef>>,
-    scratch_acked: Vec<SentPacket>,
-    scratch_lost: Vec<SentPacket>,
-    scratch_refs: Vec<ChunkRef>,
     events: VecDeque<Event>,
     // Timers.
     last_recv: Instant,
@@ -157,16 +153,17 @@ pub struct Connection {
     ack_timed_out: bool,
     close_pending: bool,
     close_code: u64,
-    close_reason: [u8; MAX_REASON_LEN],
-    close_reason_len: usize,
+    /// At most `MAX_REASON_LEN` bytes (allocated when a close is written).
+    close_reason: Vec<u8>,
     stats: Stats,
     // Security: the token to present (client), the keys it carries until
     // the ACCEPT names the connection, the packet AEAD once connected.
     token: Vec<u8>,
-    keys: Option<SessionKeys>,
-    crypto: Option<PacketCrypto>,
-    open_buf: Vec<u8>,
-    claims: Option<TokenClaims>,
+    // Boxed: an insecure connection (or one not yet secured) holds a
+    // pointer each instead of 400 bytes.
+    keys: Option<Box<SessionKeys>>,
+    crypto: Option<Box<PacketCrypto>>,
+    claims: Option<Box<TokenClaims>>,
 }
 
 impl fmt::Debug for Connection {
@@ -202,8 +199,7 @@ impl Connection {
             cid,
             digest: cfg.digest(),
             nonce: [0; 16],
-            cookie: [0; MAX_COOKIE_LEN],
-            cookie_len: 0,
+            cookie: Vec::new(),
             hello_next: now,
             hello_interval: cfg.initial_rtt,
             handshake_deadline: now + cfg.handshake_timeout,
@@ -229,14 +225,8 @@ impl Connection {
             chunk_size,
             send_buffered: 0,
             send_mem: SendMem::default(),
-            pool: BufPool::default(),
-            msg_free: Vec::new(),
+            pool: BufPool,
             chunk_pool: Vec::new(),
-            scratch_acked: Vec::new(),
-            scratch_lost: Vec::new(),
-            // Its most (a probe's): a connection's first probe allocates
-            // nothing.
-            scratch_refs: Vec::with_capacity(PROBE_CHUNKS),
             events: VecDeque::new(),
             last_recv: now,
             last_eliciting_sent: now,
@@ -255,15 +245,13 @@ impl Connection {
             ack_timed_out: false,
             close_pending: false,
             close_code: 0,
-            close_reason: [0; MAX_REASON_LEN],
-            close_reason_len: 0,
+            close_reason: Vec::new(),
             stats: Stats::default(),
             loss_avg: LOSS_START,
             copies_waiting: false,
             token: Vec::new(),
             keys: None,
             crypto: None,
-            open_buf: vec![0; cfg.max_datagram_size.max(MIN_HELLO_SIZE)],
             claims: None,
             cfg,
         })
@@ -290,10 +278,10 @@ impl Connection {
         c.nonce = nonce;
         if let ClientSecurity::Token(t) = security {
             c.token = t.sealed;
-            c.keys = Some(SessionKeys {
+            c.keys = Some(Box::new(SessionKeys {
                 c2s: t.client_to_server_key,
                 s2c: t.server_to_client_key,
-            });
+            }));
         }
         Ok(c)
     }
@@ -400,7 +388,9 @@ impl Connection {
                 limit,
             });
         }
-        let seq = self.send[channel as usize].push(data, self.chunk_size, &mut self.msg_free);
+        let mut free = crate::pool::take_msgs();
+        let seq = self.send[channel as usize].push(data, self.chunk_size, &mut free);
+        crate::pool::give_msgs(free);
         self.recount_send_buffered();
         Ok(MessageId { channel, seq })
     }
@@ -452,7 +442,7 @@ impl Connection {
 
     /// What the client's connect token said (server side, secure mode).
     pub fn token_claims(&self) -> Option<&TokenClaims> {
-        self.claims.as_ref()
+        self.claims.as_deref()
     }
 
     /// Seals this server-side connection with the keys of `claims`, bound
@@ -462,8 +452,8 @@ impl Connection {
             c2s: claims.c2s,
             s2c: claims.s2c,
         };
-        self.crypto = Some(PacketCrypto::new(&keys, false, &nonce, self.cid));
-        self.claims = Some(claims);
+        self.crypto = Some(Box::new(PacketCrypto::new(&keys, false, &nonce, self.cid)));
+        self.claims = Some(Box::new(claims));
     }
 
     /// True when [`Connection::poll_event`] has something.
@@ -593,12 +583,12 @@ impl Connection {
 
     /// Loss detection's timer: losses by time, or a probe.
     fn run_recovery_timer(&mut self, now: Instant) {
-        let mut lost = std::mem::take(&mut self.scratch_lost);
+        let mut lost = scratch::take_packets();
         if self.recovery.on_timeout(now, &self.rtt, &mut lost) {
             self.probes_pending = 1;
         }
         self.on_lost(now, &mut lost);
-        self.scratch_lost = lost;
+        scratch::give_packets(lost);
     }
 
     /// Runs the timers due at `now`: loss detection, probes, the idle and

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::channel::{ChunkState, OutMsg};
 use crate::recovery::{ChunkRef, SentPacket};
+use crate::scratch;
 use crate::wire::{
     send_packet_number_len, ConnectionId, Frame, FrameType, Header, LongType, Writer,
     MIN_HELLO_SIZE,
@@ -73,7 +74,7 @@ impl Connection {
             nonce: self.nonce,
             config_digest: self.digest,
             max_ack_delay_us: self.cfg.max_ack_delay.as_micros() as u64,
-            cookie: &self.cookie[..self.cookie_len],
+            cookie: &self.cookie,
             token: &self.token,
         }
         .encode(&mut w)
@@ -224,8 +225,7 @@ impl Connection {
             w.u8(FrameType::Ping as u8).ok()?;
             eliciting = true;
             // Repeat the oldest unacknowledged reliable chunks.
-            let mut refs = std::mem::take(&mut self.scratch_refs);
-            refs.clear();
+            let mut refs = scratch::take_refs();
             for p in self.recovery.outstanding() {
                 let room = PROBE_CHUNKS - refs.len();
                 refs.extend_from_slice(&p.chunks[..p.chunks.len().min(room)]);
@@ -245,7 +245,7 @@ impl Connection {
                     bulk_sent |= ch.cfg.bulk;
                 }
             }
-            self.scratch_refs = refs;
+            scratch::give_refs(refs);
         }
         // Retransmissions first, then new messages, by channel priority.
         for k in 0..self.order.len() {
@@ -306,7 +306,9 @@ impl Connection {
                         seq,
                     });
                 }
-                ch.advance_unsent(pn, &mut self.msg_free);
+                let mut free = crate::pool::take_msgs();
+                ch.advance_unsent(pn, &mut free);
+                crate::pool::give_msgs(free);
                 had_data = true;
                 bulk_sent |= ch.cfg.bulk;
             }

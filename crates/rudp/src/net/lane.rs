@@ -54,8 +54,9 @@ pub(crate) struct LaneState<H: Handler> {
     pub(crate) handler: H,
     pub(crate) conns: Conns,
     pub(crate) lane: usize,
-    buf: Vec<u8>,
-    reply: Vec<u8>,
+    /// The datagram buffers' size (the buffers are the thread's: see
+    /// [`take_buf`]).
+    max_datagram: usize,
     /// The lane's one reactor timer (reusable: it stays registered
     /// between fires; made at the first [`LaneState::arm`]).
     timer: Option<TimerId>,
@@ -105,8 +106,7 @@ impl<H: Handler> LaneState<H> {
             handler,
             conns,
             lane,
-            buf: vec![0; max_datagram],
-            reply: vec![0; max_datagram],
+            max_datagram,
             timer: None,
             armed: None,
             tick: None,
@@ -449,16 +449,18 @@ impl<H: Handler> LaneState<H> {
             }
         }
         let mut sent = 0;
-        while let Some((to, from, n)) = self.conns.poll_transmit(now, &mut self.buf) {
+        let mut buf = take_buf(self.max_datagram);
+        while let Some((to, from, n)) = self.conns.poll_transmit(now, &mut buf) {
             // A full send queue drops it (counted by keel-udp); the
             // protocol resends what was reliable.
-            let _ = udp.send_from(to, from, &self.buf[..n]);
+            let _ = udp.send_from(to, from, &buf[..n]);
             sent += 1;
             if sent == MAX_DATAGRAMS_PER_ROUND {
                 more = true;
                 break;
             }
         }
+        give_buf(buf);
         // Also removes the connections whose end the handler just saw.
         let next = if more {
             Some(now)
@@ -543,6 +545,35 @@ impl<H: Handler> Drop for LaneState<H> {
     }
 }
 
+thread_local! {
+    /// The datagram buffer of the lanes run on this thread: a lane needs
+    /// one only within a call, and a client is a lane of its own (a
+    /// thousand clients on a thread held two each, 2.9 KiB a client).
+    static LANE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// This thread's datagram buffer, at least `len` bytes long (a fresh one
+/// if it is taken already).
+fn take_buf(len: usize) -> Vec<u8> {
+    let mut v = LANE_BUF
+        .try_with(|b| std::mem::take(&mut *b.borrow_mut()))
+        .unwrap_or_default();
+    if v.len() < len {
+        v.resize(len, 0);
+    }
+    v
+}
+
+/// Gives the buffer from [`take_buf`] back (the larger one is kept).
+fn give_buf(v: Vec<u8>) {
+    let _ = LANE_BUF.try_with(|b| {
+        let mut b = b.borrow_mut();
+        if v.len() > b.len() {
+            *b = v;
+        }
+    });
+}
+
 /// A panic's message, if it was a string.
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
@@ -562,9 +593,11 @@ impl<H: Handler> DatagramSocketHandler for LaneState<H> {
     fn datagram(&mut self, ctx: &mut DatagramSocketCtx<'_>, from: SocketAddr, data: &[u8]) {
         let now = Instant::now();
         let local = ctx.arrived_at();
-        if let Some(n) = self.conns.datagram(now, from, local, data, &mut self.reply) {
-            let _ = ctx.send_from(from, local, &self.reply[..n]);
+        let mut buf = take_buf(self.max_datagram);
+        if let Some(n) = self.conns.datagram(now, from, local, data, &mut buf) {
+            let _ = ctx.send_from(from, local, &buf[..n]);
         }
+        give_buf(buf);
     }
 
     fn batch_end(&mut self, ctx: &mut DatagramSocketCtx<'_>) {
