@@ -3,8 +3,6 @@
 
 use std::cell::RefCell;
 
-use crate::channel::OutMsg;
-
 /// Byte buffers kept for reuse: a handle on the thread's free list, so
 /// a thread's connections share it (an idle connection holds none; they
 /// kept one each, about a message's size a connection). The bounds below
@@ -21,20 +19,16 @@ struct Free {
 
 thread_local! {
     static BUFS: RefCell<Free> = const { RefCell::new(Free { free: Vec::new(), bytes: 0 }) };
-    static MSGS: RefCell<Vec<OutMsg>> = const { RefCell::new(Vec::new()) };
 }
 
 /// At most this many buffers are kept.
 const MAX_FREE: usize = 256;
 /// Buffers larger than this are not kept (one huge message must not pin
 /// its memory forever).
-const MAX_KEPT_CAPACITY: usize = 64 * 1024;
+pub(crate) const MAX_KEPT_CAPACITY: usize = 64 * 1024;
 /// Bytes kept at most, in all: the pool is fixed per-thread state,
 /// whatever sizes of message the peers make it deliver.
 pub(crate) const MAX_KEPT_BYTES: usize = 256 * 1024;
-/// Spent outgoing messages kept per thread at most (each of at most
-/// [`MAX_KEPT_CAPACITY`] bytes: the send side keeps no larger one).
-const MAX_FREE_MSGS: usize = 1024;
 
 impl BufPool {
     /// An empty buffer with room for `len` bytes.
@@ -74,29 +68,6 @@ impl BufPool {
     }
 }
 
-/// The thread's spent outgoing messages, for a connection's sends and
-/// acknowledgements to take from and add to; give it back with
-/// [`give_msgs`] at the end of the call.
-pub(crate) fn take_msgs() -> Vec<OutMsg> {
-    MSGS.try_with(|m| std::mem::take(&mut *m.borrow_mut()))
-        .unwrap_or_default()
-}
-
-/// Gives back what [`take_msgs`] returned, with what was added to it, to
-/// at most [`MAX_FREE_MSGS`].
-pub(crate) fn give_msgs(mut v: Vec<OutMsg>) {
-    v.truncate(MAX_FREE_MSGS);
-    let _ = MSGS.try_with(move |m| {
-        let mut m = m.borrow_mut();
-        if m.is_empty() {
-            *m = v;
-        } else {
-            let room = MAX_FREE_MSGS.saturating_sub(m.len());
-            m.extend(v.into_iter().take(room));
-        }
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,9 +85,5 @@ mod tests {
             a.give(Vec::with_capacity(16));
         }
         assert_eq!(BUFS.with(|f| f.borrow().free.len()), MAX_FREE);
-        let mut msgs = take_msgs();
-        msgs.extend((0..2 * MAX_FREE_MSGS).map(|_| OutMsg::default()));
-        give_msgs(msgs);
-        assert_eq!(MSGS.with(|m| m.borrow().len()), MAX_FREE_MSGS);
     }
 }

@@ -12,8 +12,15 @@
 use std::cell::RefCell;
 use std::thread::LocalKey;
 
-use crate::connection::PROBE_CHUNKS;
+use crate::channel::OutMsg;
 use crate::recovery::{ChunkRef, SentPacket};
+
+/// Most chunks a probe repeats (the oldest unacknowledged ones).
+pub(crate) const PROBE_CHUNKS: usize = 64;
+
+/// Spent outgoing messages kept per thread at most (each of at most
+/// [`MAX_KEPT_CAPACITY`](crate::pool::MAX_KEPT_CAPACITY) bytes: the send side keeps no larger one).
+const MAX_FREE_MSGS: usize = 1024;
 
 /// Buffers of each kind kept per thread (calls nest at most two deep: an
 /// ACK's acknowledged and lost packets).
@@ -25,6 +32,7 @@ thread_local! {
     static PACKETS: Stack<SentPacket> = const { RefCell::new(Vec::new()) };
     static REFS: Stack<ChunkRef> = const { RefCell::new(Vec::new()) };
     static BYTES: Stack<u8> = const { RefCell::new(Vec::new()) };
+    static MSGS: RefCell<Vec<OutMsg>> = const { RefCell::new(Vec::new()) };
 }
 
 fn take<T: 'static>(key: &'static LocalKey<Stack<T>>) -> Vec<T> {
@@ -94,9 +102,40 @@ pub(crate) fn give_bytes(v: Vec<u8>) {
     give(&BYTES, v);
 }
 
+/// The thread's spent outgoing messages, for a connection's sends and
+/// acknowledgements to take from and add to; give it back with
+/// [`give_msgs`] at the end of the call.
+pub(crate) fn take_msgs() -> Vec<OutMsg> {
+    MSGS.try_with(|m| std::mem::take(&mut *m.borrow_mut()))
+        .unwrap_or_default()
+}
+
+/// Gives back what [`take_msgs`] returned, with what was added to it, to
+/// at most [`MAX_FREE_MSGS`].
+pub(crate) fn give_msgs(mut v: Vec<OutMsg>) {
+    v.truncate(MAX_FREE_MSGS);
+    let _ = MSGS.try_with(move |m| {
+        let mut m = m.borrow_mut();
+        if m.is_empty() {
+            *m = v;
+        } else {
+            let room = MAX_FREE_MSGS.saturating_sub(m.len());
+            m.extend(v.into_iter().take(room));
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spent_messages_are_bounded() {
+        let mut msgs = take_msgs();
+        msgs.extend((0..2 * MAX_FREE_MSGS).map(|_| OutMsg::default()));
+        give_msgs(msgs);
+        assert_eq!(MSGS.with(|m| m.borrow().len()), MAX_FREE_MSGS);
+    }
 
     #[test]
     fn buffers_are_reused_and_bounded() {

@@ -263,7 +263,7 @@ impl Connection {
             // before; the reduction to undo counts only those before.
             self.undo_if_spurious(lost.first().map_or(u64::MAX, |p| p.pn));
             let sampled = !acked.is_empty();
-            let mut free = crate::pool::take_msgs();
+            let mut free = crate::scratch::take_msgs();
             for mut p in acked.drain(..) {
                 if p.ack_eliciting {
                     self.stats.packets_acked += 1;
@@ -283,7 +283,7 @@ impl Connection {
                 p.chunks.clear();
                 self.chunk_pool.push(std::mem::take(&mut p.chunks));
             }
-            crate::pool::give_msgs(free);
+            crate::scratch::give_msgs(free);
             self.recount_send_buffered();
             if sampled {
                 self.cc.on_rtt_sample(self.rtt.latest());

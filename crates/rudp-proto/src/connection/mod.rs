@@ -47,8 +47,7 @@ const LOSS_AVERAGE: u32 = 64;
 /// redundancy protects the first packets; on a clean link it falls below
 /// 1 % after about 120 packets.
 const LOSS_START: u32 = 1 << 12;
-/// Most chunks a probe repeats (the oldest unacknowledged ones).
-pub(crate) const PROBE_CHUNKS: usize = 64;
+pub(crate) use crate::scratch::PROBE_CHUNKS;
 /// One connection's protocol state, without I/O.
 ///
 /// Drive it with [`Connection::handle_datagram`] for every datagram from
@@ -388,9 +387,9 @@ impl Connection {
                 limit,
             });
         }
-        let mut free = crate::pool::take_msgs();
+        let mut free = crate::scratch::take_msgs();
         let seq = self.send[channel as usize].push(data, self.chunk_size, &mut free);
-        crate::pool::give_msgs(free);
+        crate::scratch::give_msgs(free);
         self.recount_send_buffered();
         Ok(MessageId { channel, seq })
     }

@@ -306,9 +306,9 @@ impl Connection {
                         seq,
                     });
                 }
-                let mut free = crate::pool::take_msgs();
+                let mut free = crate::scratch::take_msgs();
                 ch.advance_unsent(pn, &mut free);
-                crate::pool::give_msgs(free);
+                crate::scratch::give_msgs(free);
                 had_data = true;
                 bulk_sent |= ch.cfg.bulk;
             }
