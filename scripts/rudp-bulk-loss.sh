@@ -74,7 +74,7 @@ for line in open(sys.argv[1]):
     d = json.loads(line)
     rows.setdefault((d["loss_percent"], d["case"]), []).append(d)
 name = {"rudp-bulk": "keel-rudp bulk channel", "kcp": "KCP fast, window 1024"}
-print("| loss each way | protocol | runs ok | transfers | completion p50 ms (median) | goodput MB/s (median) | min | max | wire bytes / payload byte |")
+print("| loss each way | protocol | runs ok | transfers | completion p50 ms (median) | goodput MB/s (median) | goodput min MB/s | goodput max MB/s | wire bytes / payload byte |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for (loss, case), ds in sorted(rows.items()):
     ok = [d for d in ds if d.get("ok")]
