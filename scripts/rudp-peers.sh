@@ -239,9 +239,21 @@ trap 'echo "$PROG: interrupted; the runs so far are in $results" >&2; exit 130' 
 # wait_ready FILE PID: the ADDR of the "ready ADDR" line the process PID
 # writes to FILE (its stderr), within 15 s; empty if it exits or is late.
 wait_ready() {
-  local i addr
+  local i addr content
   for ((i = 0; i < 300; i++)); do
-    addr=$(sed -n 's/^ready \(.*\)$/\1/p' "$1" 2>/dev/null | head -n 1)
+    # Only whole lines: an unbuffered stderr (Rust's eprintln!) writes
+    # "ready ", the address and the newline in separate writes, and a read
+    # between them saw "ready 127.0." (a run lost to it).
+    content=$(
+      cat "$1" 2>/dev/null
+      echo x
+    )
+    content=${content%x}
+    if [[ "$content" == *$'\n'* ]]; then
+      addr=$(printf '%s' "${content%$'\n'*}" | sed -n 's/^ready \(.*\)$/\1/p' | head -n 1)
+    else
+      addr=""
+    fi
     if [[ -n "$addr" ]]; then
       echo "$addr"
       return
