@@ -203,7 +203,8 @@ fn snmp_udp(field: &str) -> u64 {
 /// A flood that goes on through the stop: every datagram sent is handled,
 /// discarded at the stop (`recv_discarded`), dropped by the kernel for the
 /// full buffer (`kernel_drops`, equal to the namespace's `RcvbufErrors`), or
-/// refused by the kernel once the socket stopped receiving (`NoPorts`).
+/// refused by the kernel once the socket stopped receiving (`NoPorts`), but
+/// for at most one per CPU caught in the kernel's delivery at the stop.
 /// Before, drops between the stop's last counter read and the close, and
 /// datagrams still queued past the stop's budget, were counted nowhere.
 /// Runs in a private network namespace: its UDP counters are its own.
@@ -268,9 +269,17 @@ fn a_flood_through_the_stop_is_accounted_exactly() {
     println!("sent {sent}, RcvbufErrors {rcvbuf}, NoPorts {noports}, {c:?}");
     assert!(rcvbuf > 0, "the flood never overflowed the buffer");
     assert_eq!(c.kernel_drops, rcvbuf, "{c:?}");
-    assert_eq!(
-        c.datagrams_in + c.kernel_drops + noports,
-        sent,
-        "every datagram accounted for: {c:?}"
+    // Every datagram is accounted for but those the kernel was delivering
+    // at the instant of the stop's connect: one that a CPU's softirq had
+    // looked the socket up for just before it, and queued after the
+    // drain, is freed at the close uncounted (the kernel counts it
+    // nowhere either). At most one per CPU is mid-delivery at once; a
+    // fresh-clone CI run under load saw one (41,600 of 41,601).
+    let accounted = c.datagrams_in + c.kernel_drops + noports;
+    let in_delivery = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    assert!(
+        accounted <= sent && sent - accounted <= in_delivery,
+        "every datagram accounted for ({accounted} of {sent}, at most {in_delivery} \
+         in the kernel's delivery at the stop): {c:?}"
     );
 }
