@@ -1109,7 +1109,7 @@ impl Endpoint {
 impl Endpoint {
     /// This end's max ack delay as ACCEPT announces it.
     fn ack_delay_us(&self) -> u64 {
-        self.cfg.connection.max_ack_delay.as_micros() as u64
+        self.cfg.connection.announced_ack_delay().as_micros() as u64
     }
 }
 

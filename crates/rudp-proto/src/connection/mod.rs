@@ -101,6 +101,11 @@ pub struct Connection {
     ack_eliciting_unacked: u32,
     first_unacked_at: Option<Instant>,
     ack_immediate: bool,
+    /// The interval between this end's ack-eliciting packets, a moving
+    /// average in µs (0: not sending at a steady interval within
+    /// `tick_ack_delay`): an acknowledgement may wait for the next one
+    /// (`ack_deadline`).
+    tick_us: u32,
     largest_recv_time: Option<Instant>,
     probes_pending: u8,
     /// Packet loss measured, a moving average over about the last
@@ -202,7 +207,7 @@ impl Connection {
             hello_next: now,
             hello_interval: cfg.initial_rtt,
             handshake_deadline: now + cfg.handshake_timeout,
-            recovery: Recovery::new(cfg.max_ack_delay),
+            recovery: Recovery::new(cfg.announced_ack_delay()),
             rtt: RttEstimator::new(cfg.initial_rtt),
             cc: NewReno::new(cfg.max_datagram_size),
             pacer: Pacer::new(cfg.max_datagram_size),
@@ -211,6 +216,7 @@ impl Connection {
             ack_eliciting_unacked: 0,
             first_unacked_at: None,
             ack_immediate: false,
+            tick_us: 0,
             largest_recv_time: None,
             probes_pending: 0,
             send: cfg.channels.iter().map(|c| SendChannel::new(*c)).collect(),
@@ -559,7 +565,7 @@ impl Connection {
             if self.ack_immediate || self.ack_eliciting_unacked >= 2 {
                 at(Some(soon));
             } else {
-                at(self.first_unacked_at.map(|f| f + self.cfg.max_ack_delay));
+                at(self.ack_deadline());
             }
         }
         if self.probes_pending > 0 {

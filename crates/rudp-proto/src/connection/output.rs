@@ -73,7 +73,7 @@ impl Connection {
         Frame::Hello {
             nonce: self.nonce,
             config_digest: self.digest,
-            max_ack_delay_us: self.cfg.max_ack_delay.as_micros() as u64,
+            max_ack_delay_us: self.cfg.announced_ack_delay().as_micros() as u64,
             cookie: &self.cookie,
             token: &self.token,
         }
@@ -111,6 +111,7 @@ impl Connection {
         chunks: Vec<ChunkRef>,
     ) {
         if eliciting {
+            self.note_send_interval(now);
             self.last_eliciting_sent = now;
             self.unacked_since.get_or_insert(now);
         }
@@ -179,9 +180,54 @@ impl Connection {
         self.ack_eliciting_unacked > 0
             && (self.ack_immediate
                 || self.ack_eliciting_unacked >= 2
-                || self
-                    .first_unacked_at
-                    .is_some_and(|f| now >= f + self.cfg.max_ack_delay))
+                || self.ack_deadline().is_some_and(|d| now >= d))
+    }
+
+    /// Measures the interval between this end's ack-eliciting packets (one
+    /// sent at `now`): packets less than the timer granularity apart are
+    /// one burst; a gap longer than `tick_ack_delay` means this end is not
+    /// sending at a tick an acknowledgement could wait for.
+    fn note_send_interval(&mut self, now: Instant) {
+        let cap = self.cfg.tick_ack_delay;
+        if cap <= self.cfg.max_ack_delay {
+            return;
+        }
+        let gap = now.saturating_duration_since(self.last_eliciting_sent);
+        if gap < crate::rtt::GRANULARITY {
+            return;
+        }
+        self.tick_us = if gap > cap {
+            0
+        } else {
+            let us = gap.as_micros() as u32;
+            match self.tick_us {
+                0 => us,
+                t => ((u64::from(t) * 7 + u64::from(us)) / 8) as u32,
+            }
+        };
+    }
+
+    /// When the acknowledgement of a lone ack-eliciting packet is due:
+    /// `max_ack_delay` after it arrived, or, while this end sends at a
+    /// steady interval whose next packet is expected within
+    /// `tick_ack_delay` of that arrival, when that packet is due and a
+    /// quarter interval more (at least two timer granularities, at most
+    /// `tick_ack_delay` after the arrival), so the acknowledgement rides
+    /// on it. An end that stops sending acknowledges at that bound.
+    pub(super) fn ack_deadline(&self) -> Option<Instant> {
+        let first = self.first_unacked_at?;
+        let base = first + self.cfg.max_ack_delay;
+        if self.tick_us == 0 {
+            return Some(base);
+        }
+        let cap = first + self.cfg.tick_ack_delay;
+        let tick = Duration::from_micros(self.tick_us.into());
+        let next = self.last_eliciting_sent + tick;
+        if next > cap {
+            return Some(base);
+        }
+        let slack = (tick / 4).max(crate::rtt::GRANULARITY * 2);
+        Some(base.max((next + slack).min(cap)))
     }
 
     fn bulk_allowed(&mut self, now: Instant, size: usize) -> bool {
