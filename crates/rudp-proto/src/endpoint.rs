@@ -14,6 +14,7 @@ use crate::close_code::CloseCode;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
@@ -386,6 +387,8 @@ struct Slot {
 /// ```
 pub struct Endpoint {
     cfg: EndpointConfig,
+    /// `cfg.connection`, shared by every connection of the endpoint.
+    conn_cfg: Arc<Config>,
     epoch: Instant,
     digest: u64,
     slots: Vec<Option<Slot>>,
@@ -454,6 +457,7 @@ impl Endpoint {
         crate::budget::add_slots(&cfg.recv_budget, &cfg.send_budget, cfg.max_connections);
         Ok(Endpoint {
             digest: cfg.connection.digest(),
+            conn_cfg: Arc::new(cfg.connection.clone()),
             cfg,
             epoch: now,
             slots: Vec::new(),
@@ -839,11 +843,15 @@ impl Endpoint {
         let Some(n) = write_accept(reply, cid, nonce, self.ack_delay_us()) else {
             return Handled::Dropped;
         };
-        let mut conn =
-            match Connection::established(self.cfg.connection.clone(), Side::Server, cid, now) {
-                Ok(c) => c,
-                Err(_) => return Handled::Dropped,
-            };
+        let mut conn = match Connection::established_shared(
+            Arc::clone(&self.conn_cfg),
+            Side::Server,
+            cid,
+            now,
+        ) {
+            Ok(c) => c,
+            Err(_) => return Handled::Dropped,
+        };
         conn.set_peer_max_ack_delay(Duration::from_micros(max_ack_delay_us));
         let mut token = None;
         conn.set_recv_budget(self.cfg.recv_budget.clone());

@@ -6,10 +6,13 @@ mod close;
 pub use close::CLOSE_ACK_TIMEOUT;
 mod input;
 mod output;
+#[cfg(test)]
+mod size;
 mod types;
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::budget::{send_cost, RecvBudget, RecvMem, SendBudget, SendMem};
@@ -78,7 +81,9 @@ pub(crate) use crate::scratch::PROBE_CHUNKS;
 /// assert_eq!(b.poll_event(), Some(Event::Message { channel: 0, data: b"hello".to_vec() }));
 /// ```
 pub struct Connection {
-    cfg: Config,
+    /// Shared by the connections of an endpoint (one copy per server lane,
+    /// not one per connection).
+    cfg: Arc<Config>,
     side: Side,
     state: State,
     cid: ConnectionId,
@@ -159,7 +164,7 @@ pub struct Connection {
     close_code: u64,
     /// At most `MAX_REASON_LEN` bytes (allocated when a close is written).
     close_reason: Vec<u8>,
-    stats: Stats,
+    stats: types::Counters,
     // Security: the token to present (client), the keys it carries until
     // the ACCEPT names the connection, the packet AEAD once connected.
     token: Vec<u8>,
@@ -182,7 +187,7 @@ impl fmt::Debug for Connection {
 
 impl Connection {
     fn new(
-        cfg: Config,
+        cfg: Arc<Config>,
         side: Side,
         state: State,
         cid: ConnectionId,
@@ -251,7 +256,7 @@ impl Connection {
             close_pending: false,
             close_code: 0,
             close_reason: Vec::new(),
-            stats: Stats::default(),
+            stats: types::Counters::default(),
             loss_avg: LOSS_START,
             copies_waiting: false,
             token: Vec::new(),
@@ -274,7 +279,7 @@ impl Connection {
         now: Instant,
     ) -> Result<Self, ConfigError> {
         let mut c = Connection::new(
-            cfg,
+            Arc::new(cfg),
             Side::Client,
             State::Handshaking,
             ConnectionId::default(),
@@ -297,6 +302,17 @@ impl Connection {
     /// [`Event::Connected`].
     pub fn established(
         cfg: Config,
+        side: Side,
+        cid: ConnectionId,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        Connection::established_shared(Arc::new(cfg), side, cid, now)
+    }
+
+    /// As [`Connection::established`], with a configuration shared with
+    /// other connections (an endpoint's).
+    pub(crate) fn established_shared(
+        cfg: Arc<Config>,
         side: Side,
         cid: ConnectionId,
         now: Instant,
@@ -499,7 +515,7 @@ impl Connection {
 
     /// Counters and estimates.
     pub fn stats(&self) -> Stats {
-        let mut s = self.stats.clone();
+        let mut s = self.stats.to_stats();
         s.smoothed_rtt = self.rtt.smoothed();
         s.rttvar = self.rtt.var();
         s.min_rtt = self.rtt.min();
