@@ -125,7 +125,7 @@ impl Connection {
                 }
                 self.last_recv = now;
                 if self.state == State::Draining
-                    || (self.state == State::Closing && self.close_phase)
+                    || (self.state == State::Closing && self.end.as_ref().is_some_and(|e| e.phase))
                 {
                     // Only a CLOSE (to acknowledge) and ACKs count now.
                     self.on_packet_at_end(now, pn, r);
@@ -336,13 +336,16 @@ impl Connection {
         let first = Frame::decode(&mut r)?;
         match (ty, first) {
             (LongType::Retry, Frame::Retry { nonce, cookie }) if nonce == self.nonce => {
-                self.cookie.clear();
-                self.cookie
+                let Some(hs) = self.hs.as_mut() else {
+                    return Err(Drop::Unexpected);
+                };
+                hs.cookie.clear();
+                hs.cookie
                     .extend_from_slice(&cookie[..cookie.len().min(MAX_COOKIE_LEN)]);
                 // Answer at once; the RETRY shows the path works, so the
                 // backoff starts over.
-                self.hello_next = now;
-                self.hello_interval = self.cfg.initial_rtt;
+                hs.hello_next = now;
+                hs.hello_interval = self.cfg.initial_rtt;
                 Ok(())
             }
             (
@@ -354,8 +357,10 @@ impl Connection {
             ) if nonce == self.nonce => {
                 self.cid = cid;
                 self.set_peer_max_ack_delay(Duration::from_micros(max_ack_delay_us));
-                if let Some(keys) = &self.keys {
-                    self.crypto = Some(Box::new(PacketCrypto::new(keys, true, &self.nonce, cid)));
+                // The handshake's state ends here (its keys become the
+                // packet AEAD's).
+                if let Some(keys) = self.hs.take().and_then(|h| h.keys) {
+                    self.crypto = Some(Box::new(PacketCrypto::new(&keys, true, &self.nonce, cid)));
                 }
                 self.state = State::Connected;
                 self.last_recv = now;
@@ -370,6 +375,7 @@ impl Connection {
                     )));
                 };
                 self.state = State::Closed;
+                self.hs = None;
                 let reason = String::from_utf8_lossy(reason).into_owned();
                 self.events
                     .push_back(Event::Disconnected(DisconnectReason::Remote {

@@ -90,12 +90,9 @@ pub struct Connection {
     digest: u64,
     // Client handshake.
     nonce: [u8; 16],
-    /// The RETRY's cookie (empty until one comes; at most
-    /// `MAX_COOKIE_LEN` bytes).
-    cookie: Vec<u8>,
-    hello_next: Instant,
-    hello_interval: Duration,
-    handshake_deadline: Instant,
+    /// What only a client's handshake needs (dropped when it ends; a
+    /// server's connections never have it).
+    hs: Option<Box<Handshake>>,
     // Reliability.
     recovery: Recovery,
     rtt: RttEstimator,
@@ -143,36 +140,28 @@ pub struct Connection {
     /// Since when packets that need an acknowledgement have waited for
     /// one (the first sent since the last acknowledgement of one).
     unacked_since: Option<Instant>,
-    // Closing (see `close`): the end of the close (or of draining), the
-    // end of its flush, whether the CLOSE phase began, the first packet
-    // that carried the CLOSE, the next repeat, and the event to emit.
-    close_deadline: Option<Instant>,
-    close_flush_until: Instant,
-    close_phase: bool,
-    close_sent: Option<u64>,
-    close_acked: bool,
-    close_next: Instant,
-    close_repeats: u32,
-    /// Closed as soon as the CLOSE is written (ack timeout, no time).
-    close_once: bool,
-    close_event: Option<DisconnectReason>,
-    /// Draining: the peer's CLOSE is to be acknowledged.
-    drain_ack: bool,
-    /// Ended by `ack_timeout`.
-    ack_timed_out: bool,
-    close_pending: bool,
-    close_code: u64,
-    /// At most `MAX_REASON_LEN` bytes (allocated when a close is written).
-    close_reason: Vec<u8>,
+    /// The state of a close or of draining (see `close`), allocated when
+    /// one begins: a connection that is up holds a pointer.
+    end: Option<Box<close::Closing>>,
     stats: types::Counters,
-    // Security: the token to present (client), the keys it carries until
-    // the ACCEPT names the connection, the packet AEAD once connected.
-    token: Vec<u8>,
-    // Boxed: an insecure connection (or one not yet secured) holds a
-    // pointer each instead of 400 bytes.
-    keys: Option<Box<SessionKeys>>,
+    // Security: the packet AEAD once connected (boxed: an insecure
+    // connection holds a pointer instead of 400 bytes).
     crypto: Option<Box<PacketCrypto>>,
     claims: Option<Box<TokenClaims>>,
+}
+
+/// A client's handshake: the HELLO's cookie and token, its timers, and
+/// the keys the token carries until the ACCEPT names the connection.
+struct Handshake {
+    /// The RETRY's cookie (empty until one comes; at most
+    /// `MAX_COOKIE_LEN` bytes).
+    cookie: Vec<u8>,
+    /// The sealed connect token to present (empty in insecure mode).
+    token: Vec<u8>,
+    keys: Option<SessionKeys>,
+    hello_next: Instant,
+    hello_interval: Duration,
+    deadline: Instant,
 }
 
 impl fmt::Debug for Connection {
@@ -208,10 +197,16 @@ impl Connection {
             cid,
             digest: cfg.digest(),
             nonce: [0; 16],
-            cookie: Vec::new(),
-            hello_next: now,
-            hello_interval: cfg.initial_rtt,
-            handshake_deadline: now + cfg.handshake_timeout,
+            hs: (state == State::Handshaking).then(|| {
+                Box::new(Handshake {
+                    cookie: Vec::new(),
+                    token: Vec::new(),
+                    keys: None,
+                    hello_next: now,
+                    hello_interval: cfg.initial_rtt,
+                    deadline: now + cfg.handshake_timeout,
+                })
+            }),
             recovery: Recovery::new(cfg.announced_ack_delay()),
             rtt: RttEstimator::new(cfg.initial_rtt),
             cc: NewReno::new(cfg.max_datagram_size),
@@ -242,25 +237,10 @@ impl Connection {
             last_eliciting_sent: now,
             now_hint: now,
             unacked_since: None,
-            close_deadline: None,
-            close_flush_until: now,
-            close_phase: false,
-            close_sent: None,
-            close_acked: false,
-            close_next: now,
-            close_repeats: 0,
-            close_once: false,
-            close_event: None,
-            drain_ack: false,
-            ack_timed_out: false,
-            close_pending: false,
-            close_code: 0,
-            close_reason: Vec::new(),
+            end: None,
             stats: types::Counters::default(),
             loss_avg: LOSS_START,
             copies_waiting: false,
-            token: Vec::new(),
-            keys: None,
             crypto: None,
             claims: None,
             cfg,
@@ -286,12 +266,12 @@ impl Connection {
             now,
         )?;
         c.nonce = nonce;
-        if let ClientSecurity::Token(t) = security {
-            c.token = t.sealed;
-            c.keys = Some(Box::new(SessionKeys {
+        if let (ClientSecurity::Token(t), Some(hs)) = (security, c.hs.as_mut()) {
+            hs.token = t.sealed;
+            hs.keys = Some(SessionKeys {
                 c2s: t.client_to_server_key,
                 s2c: t.server_to_client_key,
-            }));
+            });
         }
         Ok(c)
     }
@@ -549,10 +529,12 @@ impl Connection {
         let soon = self.now_hint;
         match self.state {
             State::Closed => None,
-            State::Handshaking => Some(self.hello_next.min(self.handshake_deadline)),
+            State::Handshaking => self.hs.as_ref().map(|h| h.hello_next.min(h.deadline)),
             State::Closing => self.closing_timeout(soon),
-            State::Draining if self.drain_ack => Some(soon),
-            State::Draining => self.close_deadline,
+            State::Draining => match self.end.as_deref() {
+                Some(e) if e.drain_ack => Some(soon),
+                e => e.and_then(|e| e.deadline),
+            },
             State::Connected => {
                 let mut t = self.last_recv + self.cfg.idle_timeout;
                 t = t.min(self.last_eliciting_sent + self.cfg.keepalive_interval);
@@ -619,15 +601,20 @@ impl Connection {
         match self.state {
             State::Closed => {}
             State::Handshaking => {
-                if now >= self.handshake_deadline {
+                if self.hs.as_ref().is_none_or(|h| now >= h.deadline) {
                     self.state = State::Closed;
+                    self.hs = None;
                     self.events
                         .push_back(Event::Disconnected(DisconnectReason::HandshakeTimeout));
                 }
             }
             State::Closing => self.closing_handle_timeout(now),
             State::Draining => {
-                if self.close_deadline.is_some_and(|d| now >= d) {
+                if self
+                    .end
+                    .as_ref()
+                    .is_none_or(|e| e.deadline.is_some_and(|d| now >= d))
+                {
                     self.state = State::Closed;
                 }
             }

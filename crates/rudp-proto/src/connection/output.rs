@@ -60,7 +60,8 @@ impl Connection {
     }
 
     fn write_hello(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        if self.side != Side::Client || now < self.hello_next {
+        let hs = self.hs.as_deref_mut()?;
+        if self.side != Side::Client || now < hs.hello_next {
             return None;
         }
         let mut w = Writer::new(buf);
@@ -74,15 +75,15 @@ impl Connection {
             nonce: self.nonce,
             config_digest: self.digest,
             max_ack_delay_us: self.cfg.announced_ack_delay().as_micros() as u64,
-            cookie: &self.cookie,
-            token: &self.token,
+            cookie: &hs.cookie,
+            token: &hs.token,
         }
         .encode(&mut w)
         .ok()?;
         let pad = MIN_HELLO_SIZE.saturating_sub(w.len());
         w.zeros(pad).ok()?;
-        self.hello_next = now + self.hello_interval;
-        self.hello_interval = (self.hello_interval * 2).min(HELLO_INTERVAL_MAX);
+        hs.hello_next = now + hs.hello_interval;
+        hs.hello_interval = (hs.hello_interval * 2).min(HELLO_INTERVAL_MAX);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += w.len() as u64;
         Some(w.len())

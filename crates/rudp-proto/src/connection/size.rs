@@ -26,7 +26,8 @@ fn connection_size() {
     for (name, n) in parts {
         eprintln!("{name}: {n} B");
     }
-    // 1,480 B before the counters left `Stats` (issue 23).
+    // 1,480 B before the counters left `Stats` and the handshake's and the
+    // close's state went into boxes made when they are used (issue 23).
     assert!(
         size_of::<Connection>() <= MAX_CONNECTION_BYTES,
         "a Connection is {} B, more than {MAX_CONNECTION_BYTES} B",
@@ -35,4 +36,4 @@ fn connection_size() {
 }
 
 /// The bound: a little above today's size, so that growth is a decision.
-const MAX_CONNECTION_BYTES: usize = 1408;
+const MAX_CONNECTION_BYTES: usize = 1152;
