@@ -391,7 +391,9 @@ pub struct Endpoint {
     conn_cfg: Arc<Config>,
     epoch: Instant,
     digest: u64,
-    slots: Vec<Option<Slot>>,
+    /// Boxed: the table's growth moves pointers, not whole connections
+    /// (nor leaves freed copies of them in the heap).
+    slots: Vec<Option<Box<Slot>>>,
     /// Each slot's generation: bumped when a connection takes the slot, so
     /// handles of its earlier connections no longer match.
     generations: Vec<u32>,
@@ -864,7 +866,7 @@ impl Endpoint {
             token = Some(c.tag);
             conn.secure(c, nonce);
         }
-        let slot = Slot {
+        let slot = Box::new(Slot {
             conn,
             addr: from,
             nonce,
@@ -874,7 +876,7 @@ impl Endpoint {
             ready: false,
             evented: false,
             send_refused_seen: 0,
-        };
+        });
         let idx = match self.free.pop() {
             Some(i) => {
                 self.slots[i] = Some(slot);

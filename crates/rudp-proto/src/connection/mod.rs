@@ -232,7 +232,9 @@ impl Connection {
             send_mem: SendMem::default(),
             pool: BufPool,
             chunk_pool: Vec::new(),
-            events: VecDeque::new(),
+            // One event at a time is the common case (a driver polls after
+            // each datagram): the queue grows past it only when needed.
+            events: VecDeque::with_capacity(1),
             last_recv: now,
             last_eliciting_sent: now,
             now_hint: now,

@@ -20,6 +20,7 @@ fn connection_size() {
         ("RecvMem", size_of::<RecvMem>()),
         ("SendMem", size_of::<SendMem>()),
         ("VecDeque<Event>", size_of::<VecDeque<Event>>()),
+        ("Event", size_of::<Event>()),
         ("Instant", size_of::<Instant>()),
         ("Option<Instant>", size_of::<Option<Instant>>()),
     ];
