@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::wire::{Frame, Reader, Writer, MAX_REASON_LEN};
 
-use super::types::{ChannelUndelivered, DisconnectReason, Event, State, Undelivered};
+use super::types::{ChannelUndelivered, Closing, DisconnectReason, Event, State, Undelivered};
 use super::Connection;
 
 /// CLOSE code sent once to a peer that acknowledged nothing for the
@@ -27,31 +27,6 @@ use super::Connection;
 /// ([`DisconnectReason::AckTimeout`](crate::DisconnectReason::AckTimeout)
 /// on this side).
 pub const CLOSE_ACK_TIMEOUT: u64 = crate::close_code::CloseCode::AckTimeout.code();
-
-/// A close under way or a connection draining: the end of the close (or of
-/// draining), the end of its flush, whether the CLOSE phase began, the
-/// first packet that carried the CLOSE, the next repeat, and the event to
-/// emit. Boxed in the connection, made when a close or draining begins.
-pub(super) struct Closing {
-    pub(super) deadline: Option<Instant>,
-    flush_until: Instant,
-    pub(super) phase: bool,
-    sent: Option<u64>,
-    acked: bool,
-    next: Instant,
-    repeats: u32,
-    /// Closed as soon as the CLOSE is written (ack timeout, no time).
-    once: bool,
-    event: Option<DisconnectReason>,
-    /// Draining: the peer's CLOSE is to be acknowledged.
-    pub(super) drain_ack: bool,
-    /// Ended by `ack_timeout`.
-    ack_timed_out: bool,
-    pending: bool,
-    code: u64,
-    /// At most `MAX_REASON_LEN` bytes.
-    reason: Vec<u8>,
-}
 
 impl Connection {
     /// The close's state, made at its first use.

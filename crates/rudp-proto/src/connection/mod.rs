@@ -142,7 +142,7 @@ pub struct Connection {
     unacked_since: Option<Instant>,
     /// The state of a close or of draining (see `close`), allocated when
     /// one begins: a connection that is up holds a pointer.
-    end: Option<Box<close::Closing>>,
+    end: Option<Box<types::Closing>>,
     stats: types::Counters,
     // Security: the packet AEAD once connected (boxed: an insecure
     // connection holds a pointer instead of 400 bytes).

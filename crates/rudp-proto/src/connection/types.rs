@@ -2,7 +2,7 @@
 //! why it ended, why a send was refused, and its stats.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Which end of the connection this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -374,4 +374,30 @@ impl Counters {
             ..Stats::default()
         }
     }
+}
+
+/// A close under way or a connection draining: the end of the close (or of
+/// draining), the end of its flush, whether the CLOSE phase began, the
+/// first packet that carried the CLOSE, the next repeat, and the event to
+/// emit. Boxed in the connection, made when a close or draining begins (the
+/// close path, `close.rs`, runs it).
+pub(super) struct Closing {
+    pub(super) deadline: Option<Instant>,
+    pub(super) flush_until: Instant,
+    pub(super) phase: bool,
+    pub(super) sent: Option<u64>,
+    pub(super) acked: bool,
+    pub(super) next: Instant,
+    pub(super) repeats: u32,
+    /// Closed as soon as the CLOSE is written (ack timeout, no time).
+    pub(super) once: bool,
+    pub(super) event: Option<DisconnectReason>,
+    /// Draining: the peer's CLOSE is to be acknowledged.
+    pub(super) drain_ack: bool,
+    /// Ended by `ack_timeout`.
+    pub(super) ack_timed_out: bool,
+    pub(super) pending: bool,
+    pub(super) code: u64,
+    /// At most `MAX_REASON_LEN` bytes.
+    pub(super) reason: Vec<u8>,
 }
