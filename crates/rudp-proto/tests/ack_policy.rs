@@ -260,3 +260,60 @@ fn under_loss_a_steady_echo_delivers_everything_in_order() {
         .collect();
     assert_eq!(back, (0..ticks).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_probe_is_acknowledged_at_once() {
+    // a ticked at 50 Hz; b's second message arrives and a's
+    // acknowledgement of it is lost, so b probes (a PING and the chunk
+    // again), in order. The probe's acknowledgement is what b's loss
+    // recovery waits for: a sends it at once, not after max_ack_delay.
+    let (mut a, mut b, _, last) = ticking(10);
+    let mut buf = [0u8; 1500];
+    // A first message, acknowledged: b's RTT sample.
+    let at = last + MS;
+    b.send(0, b"acknowledged").unwrap();
+    while let Some(n) = b.poll_transmit(at, &mut buf) {
+        a.handle_datagram(at, &buf[..n]);
+    }
+    let mut acked = at;
+    let n = loop {
+        if let Some(n) = a.poll_transmit(acked, &mut buf) {
+            break n;
+        }
+        acked = a
+            .poll_timeout()
+            .unwrap()
+            .max(acked + Duration::from_micros(100));
+        a.handle_timeout(acked);
+    };
+    b.handle_datagram(acked, &buf[..n]);
+    assert!(b.stats().packets_acked > 0, "b's RTT sample");
+    b.send(0, b"second").unwrap();
+    let at = acked;
+    while let Some(n) = b.poll_transmit(at, &mut buf) {
+        a.handle_datagram(at, &buf[..n]);
+    }
+    next_send(&mut a, at, DEFAULT_TICK_ACK_DELAY).expect("an acknowledgement (lost)");
+    // b's probe timeout passes with nothing acknowledged.
+    let mut t = at;
+    let mut sent = 0;
+    for _ in 0..16 {
+        t = b.poll_timeout().expect("a timer").max(t);
+        b.handle_timeout(t);
+        while let Some(n) = b.poll_transmit(t, &mut buf) {
+            if b.stats().probes > 0 {
+                a.handle_datagram(t, &buf[..n]);
+                sent += 1;
+            }
+        }
+        if b.stats().probes > 0 {
+            break;
+        }
+    }
+    assert_eq!((b.stats().probes, sent), (1, 1), "b's probe");
+    assert!(t < last + Duration::from_secs(1), "before a's keepalive");
+    assert!(
+        a.poll_transmit(t, &mut buf).is_some(),
+        "the probe waits for its ack"
+    );
+}

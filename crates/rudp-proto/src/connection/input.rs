@@ -139,6 +139,7 @@ impl Connection {
 
     fn on_short(&mut self, now: Instant, pn: u64, mut r: Reader<'_>) {
         let mut eliciting = false;
+        let mut ping = false;
         let mut refuse = false;
         let mut invalid = false;
         while !r.is_empty() {
@@ -147,7 +148,10 @@ impl Connection {
             };
             match frame {
                 Frame::Padding { .. } => {}
-                Frame::Ping => eliciting = true,
+                Frame::Ping => {
+                    eliciting = true;
+                    ping = true;
+                }
                 Frame::Ack(a) => self.on_ack_frame(now, &a),
                 Frame::Message {
                     channel,
@@ -200,7 +204,11 @@ impl Connection {
                 self.first_unacked_at = Some(now);
             }
             self.ack_eliciting_unacked += 1;
-            if prev.map_or(pn != 0, |l| pn != l + 1) {
+            // Out of order (a loss), or a PING (a probe, whose answer the
+            // peer's loss recovery waits for, or a keepalive, which has no
+            // packet to ride on): acknowledged at once, whatever the ack
+            // policy would wait for.
+            if ping || prev.map_or(pn != 0, |l| pn != l + 1) {
                 self.ack_immediate = true;
             }
         }
