@@ -69,8 +69,10 @@
 # Exit status: 0 every check passed; 1 a check failed; 2 bad arguments;
 # 3 missing privileges or tools (the message says which).
 set -euo pipefail
-cd "$(dirname "$0")/.."
 PROG=faults.sh
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$(dirname "$0")/.."
 
 bench=target/release/keel-bench
 seconds=2
@@ -85,17 +87,17 @@ while [ $# -gt 0 ]; do
     --json) json_out="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo pipefail/{/^#/p}' "$0"; exit 0 ;;
-    *) echo "$PROG: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
 case "$seconds" in
-  ''|*[!0-9.]*) echo "$PROG: --seconds expects a positive number, got '$seconds'" >&2; exit 2 ;;
+  ''|*[!0-9.]*) die "--seconds expects a positive number, got '$seconds'" ;;
 esac
 IFS=, read -r -a faults <<<"$faults_list"
 for f in "${faults[@]}"; do
   case "$f" in
     none|loss|rate|reorder|duplicate|mixed) ;;
-    *) echo "$PROG: unknown fault '$f' (none, loss, rate, reorder, duplicate, mixed)" >&2; exit 2 ;;
+    *) die "unknown fault '$f' (none, loss, rate, reorder, duplicate, mixed)" ;;
   esac
 done
 
