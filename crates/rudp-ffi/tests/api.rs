@@ -651,8 +651,8 @@ fn a_flood_of_hellos_through_the_stop_is_counted_and_the_stop_ends() {
         })
     };
     let why = CString::new("maintenance").unwrap();
-    // SAFETY: live server, NUL-terminated reason.
     assert_eq!(
+        // SAFETY: live server, NUL-terminated reason.
         unsafe { keel_server_stop(s, KEEL_CLOSE_STOPPED, why.as_ptr()) },
         KEEL_OK
     );
