@@ -18,10 +18,9 @@
 # Exit status: 0 built (perhaps without some optional library), 1 the
 # build failed, 2 bad arguments.
 set -euo pipefail
-die() {
-  echo "build-peers.sh: $*" >&2
-  exit 2
-}
+PROG="build-peers.sh"
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 install=1
 features=""
 while [[ $# -gt 0 ]]; do

@@ -88,65 +88,15 @@ arguments or settings, or an earlier matrix in DIR without --overwrite.
 EOF
 }
 
-die() {
-  echo "$PROG: $*" >&2
-  exit 2
-}
+# shellcheck source=lib.sh
+source "$ROOT/scripts/lib.sh"
 
 # --- arguments ----------------------------------------------------------------
 
-out=""
-overwrite=0
-quick=0
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    -h | --help)
-      usage
-      exit 0
-      ;;
-    --overwrite) overwrite=1 ;;
-    --overwrite=*) die "--overwrite takes no value" ;;
-    --quick) quick=1 ;;
-    --quick=*) die "--quick takes no value" ;;
-    --out)
-      [[ $# -ge 2 && -n "$2" && "$2" != -* ]] || die "--out: missing value (a directory; see --help)"
-      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"$2\")"
-      out="$2"
-      shift
-      ;;
-    --out=*)
-      [[ -n "${1#--out=}" ]] || die "--out: empty value (a directory; see --help)"
-      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"${1#--out=}\")"
-      out="${1#--out=}"
-      ;;
-    -*) die "unknown option $1 (see --help)" ;;
-    *)
-      [[ -z "$out" ]] || die "one output directory only: \"$out\" and \"$1\" (see --help)"
-      out="$1"
-      ;;
-  esac
-  shift
-done
+parse_out_args quick -- "$@"
 out=${out:-out/rudp-peers}
 
 # --- settings: every value checked before anything runs ---------------------
-
-# list VAR DEFAULT: the words of $VAR (commas count as spaces), or DEFAULT.
-list() {
-  local v="${!1-}"
-  [[ -n "${v// /}" ]] || v="$2"
-  echo "${v//,/ }"
-}
-decimal='^([0-9]+\.?[0-9]*|\.[0-9]+)$'
-uint='^[0-9]+$'
-seconds_ok() {
-  [[ "$2" =~ $decimal ]] && awk -v v="$2" -v hi="$3" 'BEGIN { exit !(v > 0 && v <= hi) }' ||
-    die "$1: expected seconds, a decimal with 0 < s <= $3, got \"$2\""
-}
-uint_ok() {
-  [[ "$2" =~ $uint ]] && [[ ${#2} -le 9 ]] && (("10#$2" >= $3 && "10#$2" <= $4)) ||
-    die "$1: expected an integer $3..$4, got \"$2\""
-}
 
 if [[ $quick -eq 1 ]]; then
   d_cases="tick8" d_channels="reliable-ordered" d_losses="0 10" d_seeds="1" d_secs=5 d_tunings="tuned"
