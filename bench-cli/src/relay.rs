@@ -295,6 +295,14 @@ struct Relay {
     warned_failed: bool,
 }
 
+/// A warning on stderr that cannot fail the relay: `eprintln!` panics when
+/// stderr is gone (a closed pipe), and these are raised by what clients
+/// send.
+fn warn(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{args}");
+}
+
 /// A UDP socket bound to `addr`, non-blocking, with 4 MiB buffers asked.
 fn udp_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
     let std = std::net::UdpSocket::bind(addr)?;
@@ -329,11 +337,11 @@ impl Relay {
             self.flows_refused += 1;
             if !self.warned_full {
                 self.warned_full = true;
-                eprintln!(
+                warn(format_args!(
                     "keel-bench relay: --max-flows {} reached: datagrams from new client \
                      addresses (first {client}) are dropped and counted in flows_refused",
                     self.max_flows
-                );
+                ));
             }
             return None;
         }
@@ -355,10 +363,10 @@ impl Relay {
                 self.flows_failed += 1;
                 if !self.warned_failed {
                     self.warned_failed = true;
-                    eprintln!(
+                    warn(format_args!(
                         "keel-bench relay: opening an upstream socket for {client}: {e} \
                          (its datagrams are dropped, counted in flows_failed)"
-                    );
+                    ));
                 }
                 None
             }
