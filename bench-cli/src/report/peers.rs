@@ -421,4 +421,27 @@ mod tests {
         );
         assert!(md.contains("* enet tuned: s; pumped by p"), "{md}");
     }
+
+    /// relay-load runs get the busy table of the relay's cost, not a
+    /// section of their own like a library case.
+    #[test]
+    fn relay_load_runs_are_the_busy_relay_table() {
+        let r = |seed: u64, cpu: f64| {
+            serde_json::json!({
+                "lib": "udp-relay", "library": "udp through the relay", "tuned": false,
+                "case": "relay-load", "channel": "none", "loss": 0.0, "seed": seed, "ok": true,
+                "roundtrips_per_second": 25000.0, "rtt_p50_us": 12000.0, "rtt_p99_us": 40000.0,
+                "relay_cpu_us_per_datagram": cpu, "relay_cpu_seconds": 1.5,
+                "relay_elapsed_seconds": 5.0
+            })
+        };
+        let md = markdown(&[r(1, 5.0), r(2, 6.0), r(3, 7.0)], &[]);
+        assert!(md.contains("## The relay's own cost, busy"), "{md}");
+        assert!(
+            md.contains("| udp through the relay | 3/3 | 25000 | 12000.0 | 40000.0 |"),
+            "{md}"
+        );
+        assert!(md.contains("| 6.00 | 30.0 |"), "{md}");
+        assert!(!md.contains("## relay-load"), "{md}");
+    }
 }
