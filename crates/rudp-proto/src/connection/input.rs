@@ -115,6 +115,20 @@ impl Connection {
                                 "fragment channel or total length",
                             )));
                         }
+                        Frame::Parity {
+                            channel, payload, ..
+                        } if channel as usize >= self.recv.len()
+                            || payload.len() > self.cfg.max_message_size =>
+                        {
+                            return Err(Drop::Malformed(DecodeError::Invalid(
+                                "parity channel or length",
+                            )));
+                        }
+                        Frame::Repaired { channel, .. } if channel as usize >= self.send.len() => {
+                            return Err(Drop::Malformed(DecodeError::Invalid(
+                                "repaired channel",
+                            )));
+                        }
                         _ => {}
                     }
                 }
@@ -156,11 +170,22 @@ impl Connection {
                 } => {
                     eliciting = true;
                     match self.on_message(channel, seq, payload.len() as u32, 0, payload) {
-                        Taken::Yes => {}
+                        Taken::Yes => self.fec_on_message(channel, seq, payload),
                         Taken::Refused => refuse = true,
                         Taken::Invalid => invalid = true,
                     }
                 }
+                Frame::Parity {
+                    channel,
+                    first,
+                    count,
+                    len_xor,
+                    payload,
+                } => {
+                    eliciting = true;
+                    self.on_parity(channel, first, count, len_xor, payload);
+                }
+                Frame::Repaired { channel, seq } => self.on_repaired(channel, seq),
                 Frame::Fragment {
                     channel,
                     seq,
@@ -207,7 +232,7 @@ impl Connection {
     }
 
     /// What became of a message frame, for its packet.
-    fn on_message(
+    pub(super) fn on_message(
         &mut self,
         channel: u8,
         seq: u64,
@@ -384,7 +409,7 @@ impl Connection {
 }
 
 /// What a message frame means for the packet that carried it.
-enum Taken {
+pub(super) enum Taken {
     /// Taken, a duplicate or stale: the packet may be acknowledged.
     Yes,
     /// No room for it: the packet must not be acknowledged (resent later).

@@ -1,0 +1,464 @@
+//! Forward error correction: PARITY frames out (the XOR of recent whole
+//! messages of a channel, as its redundancy level plans), and in: the
+//! recent messages kept to use them, the repair of a lost one, and the
+//! REPAIRED frames that tell the sender it need not resend it.
+//!
+//! Everything a peer makes this end hold for repair is bounded: at most
+//! [`FEC_KEEP`] messages and [`FEC_PENDING`] parities waiting for a second
+//! lost message, together at most [`FEC_MAX_BYTES`] (also drawn from the
+//! connection's receive memory and the endpoint's budget), and
+//! [`FEC_REPORTS`] REPAIRED frames to send. A parity spans at most
+//! [`MAX_PARITY_SPAN`] messages, so using one costs at most that many
+//! look-ups in [`FEC_KEEP`] entries and one pass over its bytes per
+//! member; a repair retries the waiting parities at most [`FEC_PENDING`]
+//! times (each retry that repairs consumes one).
+
+use std::collections::VecDeque;
+
+use crate::channel::{ChunkState, Plan};
+use crate::scratch;
+use crate::wire::{parity_frame_len, Frame, Writer, MAX_PARITY_SPAN};
+
+use super::input::Taken;
+use super::Connection;
+
+/// Whole messages kept per connection to use parity with (the latest).
+pub(crate) const FEC_KEEP: usize = 16;
+/// Parities kept per connection that wait for one of two lost messages
+/// they cover to be repaired by another (the latest).
+pub(crate) const FEC_PENDING: usize = 4;
+/// Bytes of kept messages and waiting parities per connection at most
+/// (each also counted with [`FEC_ENTRY_OVERHEAD`]); a larger message is
+/// not kept.
+pub(crate) const FEC_MAX_BYTES: usize = 16 * 1024;
+/// Bytes counted per kept message or parity besides its data.
+pub(crate) const FEC_ENTRY_OVERHEAD: usize = 64;
+/// REPAIRED frames waiting to be sent per connection at most (the oldest
+/// is dropped, and counted, past it: the sender then resends that
+/// message).
+pub(crate) const FEC_REPORTS: usize = 32;
+
+#[derive(Debug)]
+struct Kept {
+    channel: u8,
+    seq: u64,
+    data: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    channel: u8,
+    first: u64,
+    count: u8,
+    len_xor: u32,
+    data: Vec<u8>,
+}
+
+/// A connection's receive side of forward error correction, made when
+/// the first PARITY frame arrives (a peer that sends none costs nothing).
+#[derive(Debug, Default)]
+pub(crate) struct FecRecv {
+    /// Channels a parity came for (only their messages are kept).
+    channels: [u64; 4],
+    kept: VecDeque<Kept>,
+    pending: VecDeque<Pending>,
+    /// Bytes counted for `kept` and `pending` (with their overhead), also
+    /// taken from the connection's receive memory.
+    held: usize,
+    /// REPAIRED frames to send: `(channel, seq)`.
+    reports: VecDeque<(u8, u64)>,
+}
+
+impl FecRecv {
+    fn watches(&self, channel: u8) -> bool {
+        self.channels[usize::from(channel / 64)] & (1 << (channel % 64)) != 0
+    }
+
+    fn find(&self, channel: u8, seq: u64) -> Option<&Kept> {
+        self.kept
+            .iter()
+            .find(|k| k.channel == channel && k.seq == seq)
+    }
+
+    /// Messages kept now (tests).
+    #[cfg(test)]
+    pub(crate) fn kept_len(&self) -> usize {
+        self.kept.len()
+    }
+
+    /// Parities waiting now (tests).
+    #[cfg(test)]
+    pub(crate) fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Bytes held now (tests).
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.held
+    }
+}
+
+/// What a parity's members are at the receiver.
+struct Census {
+    missing: u32,
+    /// The last missing one.
+    target: u64,
+    /// Members taken but no longer kept (their bytes are gone).
+    unkept: u32,
+}
+
+/// What became of a parity frame.
+enum Use {
+    /// Nothing of it was lost (or what was is held elsewhere).
+    Unneeded,
+    /// A message was rebuilt.
+    Repaired,
+    /// Waits for one of its two or more lost messages.
+    Waits,
+    /// Of no use: a member's bytes are no longer kept, or the rebuilt
+    /// message was not taken.
+    Unusable,
+    /// Contradicts itself or what was received: dropped as bogus.
+    Invalid,
+}
+
+impl Connection {
+    fn census(&self, f: &FecRecv, channel: u8, first: u64, count: u8) -> Census {
+        let mut c = Census {
+            missing: 0,
+            target: 0,
+            unkept: 0,
+        };
+        for seq in first..first + u64::from(count) {
+            if f.find(channel, seq).is_some() {
+                continue;
+            }
+            if self.recv[usize::from(channel)].has(seq) {
+                c.unkept += 1;
+            } else {
+                c.missing += 1;
+                c.target = seq;
+            }
+        }
+        c
+    }
+
+    /// Takes `bytes` for a kept entry (evicting the oldest entries first
+    /// until it fits under [`FEC_MAX_BYTES`]); false when it cannot be.
+    fn fec_make_room(&mut self, f: &mut FecRecv, bytes: usize, parity: bool) -> bool {
+        let cost = bytes + FEC_ENTRY_OVERHEAD;
+        if cost > FEC_MAX_BYTES {
+            return false;
+        }
+        loop {
+            let over_count = if parity {
+                f.pending.len() >= FEC_PENDING
+            } else {
+                f.kept.len() >= FEC_KEEP
+            };
+            if !over_count && f.held + cost <= FEC_MAX_BYTES {
+                break;
+            }
+            // The oldest of the kind over its count, else (over the
+            // bytes) the oldest kept message, then the oldest parity.
+            let (data, was_parity) = if over_count && parity {
+                (f.pending.pop_front().map(|p| p.data), true)
+            } else if let Some(k) = f.kept.pop_front() {
+                (Some(k.data), false)
+            } else {
+                (f.pending.pop_front().map(|p| p.data), true)
+            };
+            let Some(data) = data else { break };
+            if was_parity {
+                // A parity dropped unused.
+                self.stats.parity_unusable += 1;
+            }
+            let n = data.len() + FEC_ENTRY_OVERHEAD;
+            f.held -= n;
+            self.recv_mem.give(n);
+            self.pool.give(data);
+        }
+        if self.recv_mem.take(cost, false).is_err() {
+            self.stats.parity_unusable += 1;
+            return false;
+        }
+        f.held += cost;
+        true
+    }
+
+    fn fec_keep(&mut self, f: &mut FecRecv, channel: u8, seq: u64, data: &[u8]) {
+        if !f.watches(channel) || f.find(channel, seq).is_some() {
+            return;
+        }
+        if !self.fec_make_room(f, data.len(), false) {
+            return;
+        }
+        let mut buf = self.pool.take(data.len());
+        buf.extend_from_slice(data);
+        f.kept.push_back(Kept {
+            channel,
+            seq,
+            data: buf,
+        });
+    }
+
+    /// A whole message `seq` of `channel` was taken from a MESSAGE frame:
+    /// kept for parity if one came for its channel, and the waiting
+    /// parities tried again.
+    pub(super) fn fec_on_message(&mut self, channel: u8, seq: u64, data: &[u8]) {
+        let Some(mut f) = self.fec.take() else { return };
+        self.fec_keep(&mut f, channel, seq, data);
+        self.fec_retry(&mut f);
+        self.fec = Some(f);
+    }
+
+    /// A PARITY frame of an authenticated, validated packet (`channel`
+    /// exists; `payload` at most `max_message_size`).
+    pub(super) fn on_parity(
+        &mut self,
+        channel: u8,
+        first: u64,
+        count: u8,
+        len_xor: u32,
+        payload: &[u8],
+    ) {
+        let mut f = self.fec.take().unwrap_or_default();
+        if !self.recv[usize::from(channel)].kind().is_reliable() {
+            self.stats.parity_unusable += 1;
+        } else {
+            f.channels[usize::from(channel / 64)] |= 1 << (channel % 64);
+            match self.use_parity(&mut f, channel, first, count, len_xor, payload) {
+                Use::Repaired => self.fec_retry(&mut f),
+                Use::Waits => {
+                    if self.fec_make_room(&mut f, payload.len(), true) {
+                        let mut data = self.pool.take(payload.len());
+                        data.extend_from_slice(payload);
+                        f.pending.push_back(Pending {
+                            channel,
+                            first,
+                            count,
+                            len_xor,
+                            data,
+                        });
+                    }
+                }
+                Use::Unneeded => {}
+                Use::Unusable => self.stats.parity_unusable += 1,
+                Use::Invalid => self.stats.parity_invalid += 1,
+            }
+        }
+        self.fec = Some(f);
+    }
+
+    fn use_parity(
+        &mut self,
+        f: &mut FecRecv,
+        channel: u8,
+        first: u64,
+        count: u8,
+        len_xor: u32,
+        payload: &[u8],
+    ) -> Use {
+        let c = self.census(f, channel, first, count);
+        if c.missing == 0 {
+            return Use::Unneeded;
+        }
+        if c.unkept > 0 {
+            return Use::Unusable;
+        }
+        if c.missing > 1 {
+            return Use::Waits;
+        }
+        // Rebuild: the payload XOR every other member, its length from
+        // the lengths' XOR; the bytes past it must come out zero.
+        let mut buf = scratch::take_bytes(payload.len());
+        buf.truncate(payload.len());
+        buf.copy_from_slice(payload);
+        let mut len = len_xor;
+        for seq in first..first + u64::from(count) {
+            if seq == c.target {
+                continue;
+            }
+            let Some(k) = f.find(channel, seq) else {
+                scratch::give_bytes(buf);
+                return Use::Unusable;
+            };
+            if k.data.len() > buf.len() {
+                scratch::give_bytes(buf);
+                return Use::Invalid;
+            }
+            for (b, x) in buf.iter_mut().zip(&k.data) {
+                *b ^= x;
+            }
+            len ^= k.data.len() as u32;
+        }
+        let len = len as usize;
+        if len > buf.len() || len > self.cfg.max_message_size || buf[len..].iter().any(|&b| b != 0)
+        {
+            scratch::give_bytes(buf);
+            return Use::Invalid;
+        }
+        let taken = self.on_message(channel, c.target, len as u32, 0, &buf[..len]);
+        let out = match taken {
+            Taken::Yes => {
+                self.stats.repaired_by_parity += 1;
+                if f.reports.len() >= FEC_REPORTS {
+                    f.reports.pop_front();
+                    self.stats.repairs_unreported += 1;
+                }
+                f.reports.push_back((channel, c.target));
+                let data = &buf[..len];
+                self.fec_keep(f, channel, c.target, data);
+                Use::Repaired
+            }
+            Taken::Refused => Use::Unusable,
+            Taken::Invalid => Use::Invalid,
+        };
+        scratch::give_bytes(buf);
+        out
+    }
+
+    /// Tries the waiting parities again after a message was kept: each
+    /// one that repairs (or is no longer needed) is removed, so this runs
+    /// at most [`FEC_PENDING`] rounds.
+    fn fec_retry(&mut self, f: &mut FecRecv) {
+        for _ in 0..FEC_PENDING {
+            let mut ready = None;
+            for (i, p) in f.pending.iter().enumerate() {
+                let c = self.census(f, p.channel, p.first, p.count);
+                if c.missing <= 1 || c.unkept > 0 {
+                    ready = Some(i);
+                    break;
+                }
+            }
+            let Some(i) = ready else { return };
+            let Some(p) = f.pending.remove(i) else { return };
+            let n = p.data.len() + FEC_ENTRY_OVERHEAD;
+            f.held -= n;
+            self.recv_mem.give(n);
+            match self.use_parity(f, p.channel, p.first, p.count, p.len_xor, &p.data) {
+                Use::Unusable => self.stats.parity_unusable += 1,
+                Use::Invalid => self.stats.parity_invalid += 1,
+                Use::Repaired | Use::Unneeded | Use::Waits => {}
+            }
+            self.pool.give(p.data);
+        }
+    }
+
+    /// Writes the REPAIRED frames waiting that fit; returns how many (to
+    /// drop with [`Connection::drop_reported`] once the packet is sent).
+    pub(super) fn write_repaired(&mut self, w: &mut Writer<'_>) -> usize {
+        let Some(f) = &self.fec else { return 0 };
+        let mut n = 0;
+        for &(channel, seq) in &f.reports {
+            if (Frame::Repaired { channel, seq }).encode(w).is_err() {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// The first `n` REPAIRED frames went out.
+    pub(super) fn drop_reported(&mut self, n: usize) {
+        if let Some(f) = &mut self.fec {
+            f.reports.drain(..n.min(f.reports.len()));
+        }
+    }
+
+    /// A REPAIRED frame from the peer: the message is taken as
+    /// acknowledged.
+    pub(super) fn on_repaired(&mut self, channel: u8, seq: u64) {
+        let Some(ch) = self.send.get_mut(usize::from(channel)) else {
+            return;
+        };
+        if !ch.cfg.kind.is_reliable() {
+            return;
+        }
+        let Some(m) = ch.msg_mut(seq) else { return };
+        if m.chunks.len() != 1 || m.chunks[0].state == ChunkState::Acked {
+            return;
+        }
+        let mut free = scratch::take_msgs();
+        ch.on_acked(seq, 0, &mut free);
+        scratch::give_msgs(free);
+        self.stats.repairs_acked += 1;
+        self.recount_send_buffered();
+    }
+
+    /// The parities a packet carrying new messages gets: for each channel
+    /// in `newest` (with its newest whole message `n` sent first in this
+    /// packet) and each `(span, interval)` of its plan with
+    /// `n % interval == 0`, the XOR of the messages of `n - span .. n`
+    /// still held, sent before and not in this packet (the longest such
+    /// run below `n`).
+    pub(super) fn write_parities(
+        &mut self,
+        pn: u64,
+        w: &mut Writer<'_>,
+        newest: &[crate::recovery::ChunkRef],
+    ) {
+        for r in newest {
+            let ch = &mut self.send[usize::from(r.channel)];
+            let plan = Plan::of(ch.cfg.redundancy);
+            for (span, interval) in plan.parity {
+                if span == 0 || r.seq % u64::from(interval) != 0 {
+                    continue;
+                }
+                let span = span.min(MAX_PARITY_SPAN);
+                let lo_bound = r.seq.saturating_sub(u64::from(span));
+                let eligible = |ch: &mut crate::channel::SendChannel, seq: u64| {
+                    ch.msg_mut(seq).is_some_and(|m| {
+                        m.chunks.len() == 1
+                            && !matches!(m.chunks[0].state, ChunkState::Unsent | ChunkState::Acked)
+                            && m.chunks[0].state != ChunkState::Sent { last_pn: pn }
+                    })
+                };
+                let mut hi = r.seq;
+                while hi > lo_bound && !eligible(ch, hi - 1) {
+                    hi -= 1;
+                }
+                let mut lo = hi;
+                while lo > lo_bound && eligible(ch, lo - 1) {
+                    lo -= 1;
+                }
+                if lo == hi {
+                    continue;
+                }
+                let mut len = 0;
+                let mut len_xor = 0u32;
+                for seq in lo..hi {
+                    if let Some(m) = ch.msg_mut(seq) {
+                        len = len.max(m.data.len());
+                        len_xor ^= m.data.len() as u32;
+                    }
+                }
+                if parity_frame_len(lo, len_xor, len) > w.remaining() {
+                    continue;
+                }
+                let mut buf = scratch::take_bytes(len);
+                buf.truncate(len);
+                buf.fill(0);
+                for seq in lo..hi {
+                    if let Some(m) = ch.msg_mut(seq) {
+                        for (b, x) in buf.iter_mut().zip(&m.data) {
+                            *b ^= x;
+                        }
+                    }
+                }
+                let frame = Frame::Parity {
+                    channel: r.channel,
+                    first: lo,
+                    count: (hi - lo) as u8,
+                    len_xor,
+                    payload: &buf,
+                };
+                if frame.encode(w).is_ok() {
+                    self.stats.parity_sent += 1;
+                }
+                scratch::give_bytes(buf);
+            }
+        }
+    }
+}
