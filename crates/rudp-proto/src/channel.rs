@@ -100,43 +100,43 @@ pub const DEFAULT_REDUNDANCY: u8 = 2;
 /// The largest [`ChannelConfig::redundancy`].
 pub const MAX_REDUNDANCY: u8 = (LEVELS.len() - 1) as u8;
 
+/// The measured packet loss (a moving average over about the last 64
+/// packets judged) below which [`ChannelConfig::redundancy`] sends no
+/// copies and no parity: 1 %.
+pub const REDUNDANCY_MIN_LOSS: f64 = 0.01;
+
 /// What one level of [`ChannelConfig::redundancy`] sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Plan {
     /// A message resent after a loss rides once more.
     pub resend_copy: bool,
-    /// Extra copies of every message (of odd-numbered ones only with
-    /// `odd_only`).
+    /// Extra copies of every message.
     pub copies: u8,
-    /// Copies for odd sequence numbers only.
-    pub odd_only: bool,
-    /// Parity frames as `(span, interval)`: the packet carrying new
-    /// message `n` with `n % interval == 0` also carries the XOR of
+    /// Parity as `(span, interval)` (`span` 0: none): the packet carrying
+    /// new message `n` with `n % interval == 0` also carries the XOR of
     /// messages `n - span .. n` (those the sender still holds).
-    pub parity: [(u8, u8); 2],
+    pub parity: (u8, u8),
 }
 
-const fn plan(resend_copy: bool, copies: u8, odd_only: bool, parity: [(u8, u8); 2]) -> Plan {
+const fn plan(resend_copy: bool, copies: u8, parity: (u8, u8)) -> Plan {
     Plan {
         resend_copy,
         copies,
-        odd_only,
         parity,
     }
 }
 
-const NO_PARITY: [(u8, u8); 2] = [(0, 0), (0, 0)];
-
-/// The levels of [`ChannelConfig::redundancy`], by index.
-const LEVELS: [Plan; 8] = [
-    plan(false, 0, false, NO_PARITY),
-    plan(true, 0, false, NO_PARITY),
-    plan(true, 0, false, [(3, 3), (0, 0)]),
-    plan(true, 0, false, [(4, 2), (0, 0)]),
-    plan(true, 0, false, [(2, 1), (0, 0)]),
-    plan(true, 0, false, [(2, 1), (4, 2)]),
-    plan(true, 0, false, [(2, 1), (4, 1)]),
-    plan(true, 2, false, NO_PARITY),
+/// The levels of [`ChannelConfig::redundancy`], by index (the table in
+/// `redundancy_levels.md`). A second parity per packet would not fit
+/// beside a 400-byte message and its first parity in a 1,200-byte
+/// datagram, so each level has one.
+const LEVELS: [Plan; 6] = [
+    plan(false, 0, (0, 0)),
+    plan(true, 0, (0, 0)),
+    plan(true, 0, (3, 3)),
+    plan(true, 0, (4, 2)),
+    plan(true, 0, (2, 1)),
+    plan(true, 1, (2, 1)),
 ];
 
 impl Plan {
@@ -146,20 +146,10 @@ impl Plan {
     }
 
     /// Extra copies message `seq` gets (`resent`: after a loss).
-    pub(crate) fn extra_copies(&self, seq: u64, resent: bool) -> u8 {
-        let every = if self.odd_only && seq % 2 == 0 {
-            0
-        } else {
-            self.copies
-        };
-        every.max(u8::from(resent && self.resend_copy))
+    pub(crate) fn extra_copies(&self, resent: bool) -> u8 {
+        self.copies.max(u8::from(resent && self.resend_copy))
     }
 }
-
-/// The measured packet loss (a moving average over about the last 64
-/// packets judged) below which [`ChannelConfig::redundancy`] sends no
-/// copies: 1 %.
-pub const REDUNDANCY_MIN_LOSS: f64 = 0.01;
 
 impl ChannelConfig {
     /// A channel of `kind`, priority 100, not bulk, redundancy

@@ -37,6 +37,9 @@ pub(crate) const FEC_ENTRY_OVERHEAD: usize = 64;
 /// is dropped, and counted, past it: the sender then resends that
 /// message).
 pub(crate) const FEC_REPORTS: usize = 32;
+/// Packets each REPAIRED frame rides in (four bytes each time, against a
+/// resent message when the one packet carrying it is lost).
+const REPORT_TIMES: u8 = 2;
 
 #[derive(Debug)]
 struct Kept {
@@ -65,8 +68,9 @@ pub(crate) struct FecRecv {
     /// Bytes counted for `kept` and `pending` (with their overhead), also
     /// taken from the connection's receive memory.
     held: usize,
-    /// REPAIRED frames to send: `(channel, seq)`.
-    reports: VecDeque<(u8, u64)>,
+    /// REPAIRED frames to send: `(channel, seq, times sent)`; each goes
+    /// in [`REPORT_TIMES`] packets (a lost one costs the sender a resend).
+    reports: VecDeque<(u8, u64, u8)>,
 }
 
 impl FecRecv {
@@ -307,7 +311,7 @@ impl Connection {
                     f.reports.pop_front();
                     self.stats.repairs_unreported += 1;
                 }
-                f.reports.push_back((channel, c.target));
+                f.reports.push_back((channel, c.target, 0));
                 let data = &buf[..len];
                 self.fec_keep(f, channel, c.target, data);
                 Use::Repaired
@@ -347,11 +351,11 @@ impl Connection {
     }
 
     /// Writes the REPAIRED frames waiting that fit; returns how many (to
-    /// drop with [`Connection::drop_reported`] once the packet is sent).
+    /// count with [`Connection::drop_reported`] once the packet is sent).
     pub(super) fn write_repaired(&mut self, w: &mut Writer<'_>) -> usize {
         let Some(f) = &self.fec else { return 0 };
         let mut n = 0;
-        for &(channel, seq) in &f.reports {
+        for &(channel, seq, _) in &f.reports {
             if (Frame::Repaired { channel, seq }).encode(w).is_err() {
                 break;
             }
@@ -360,10 +364,16 @@ impl Connection {
         n
     }
 
-    /// The first `n` REPAIRED frames went out.
+    /// The first `n` REPAIRED frames went out (once more): those sent
+    /// [`REPORT_TIMES`] are done.
     pub(super) fn drop_reported(&mut self, n: usize) {
         if let Some(f) = &mut self.fec {
-            f.reports.drain(..n.min(f.reports.len()));
+            for r in f.reports.iter_mut().take(n) {
+                r.2 += 1;
+            }
+            while f.reports.front().is_some_and(|r| r.2 >= REPORT_TIMES) {
+                f.reports.pop_front();
+            }
         }
     }
 
@@ -401,8 +411,8 @@ impl Connection {
     ) {
         for r in newest {
             let ch = &mut self.send[usize::from(r.channel)];
-            let plan = Plan::of(ch.cfg.redundancy);
-            for (span, interval) in plan.parity {
+            let (span, interval) = Plan::of(ch.cfg.redundancy).parity;
+            {
                 if span == 0 || r.seq % u64::from(interval) != 0 {
                     continue;
                 }
@@ -460,5 +470,263 @@ impl Connection {
                 scratch::give_bytes(buf);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::channel::{ChannelConfig, ChannelKind};
+    use crate::config::Config;
+    use crate::connection::Side;
+    use crate::wire::{ConnectionId, Header, Reader};
+
+    const CID: ConnectionId = ConnectionId([7; 8]);
+
+    fn receiver() -> (Connection, Instant) {
+        let now = Instant::now();
+        let cfg = Config::new(vec![
+            ChannelConfig::new(ChannelKind::ReliableOrdered),
+            ChannelConfig::new(ChannelKind::Unreliable),
+        ]);
+        let c = Connection::established(cfg, Side::Server, CID, now).unwrap();
+        (c, now)
+    }
+
+    /// An insecure short packet `pn` carrying `frames`.
+    fn packet(pn: u64, frames: &[Frame<'_>]) -> Vec<u8> {
+        let mut buf = vec![0u8; 65_536];
+        let mut w = Writer::new(&mut buf);
+        Header::Short {
+            cid: CID,
+            pn,
+            pn_len: 4,
+        }
+        .encode(&mut w)
+        .unwrap();
+        for f in frames {
+            f.encode(&mut w).unwrap();
+        }
+        let n = w.len();
+        buf.truncate(n);
+        buf
+    }
+
+    fn msg(seq: u64, payload: &[u8]) -> Frame<'_> {
+        Frame::Message {
+            channel: 0,
+            seq,
+            payload,
+        }
+    }
+
+    fn parity(first: u64, count: u8, len_xor: u32, payload: &[u8]) -> Frame<'_> {
+        Frame::Parity {
+            channel: 0,
+            first,
+            count,
+            len_xor,
+            payload,
+        }
+    }
+
+    fn fec(c: &Connection) -> &FecRecv {
+        c.fec.as_deref().expect("a parity came")
+    }
+
+    #[test]
+    fn kept_messages_are_bounded_in_count_and_bytes() {
+        let (mut c, now) = receiver();
+        let mut pn = 0;
+        let mut next = |frames: &[Frame<'_>], c: &mut Connection| {
+            c.handle_datagram(now, &packet(pn, frames));
+            pn += 1;
+        };
+        // A parity that is not needed turns keeping on for channel 0.
+        next(&[msg(0, &[1; 10]), parity(0, 1, 10, &[1; 10])], &mut c);
+        for seq in 1..200u64 {
+            next(&[msg(seq, &[seq as u8; 400])], &mut c);
+            let f = fec(&c);
+            assert!(f.kept_len() <= FEC_KEEP, "{} kept", f.kept_len());
+        }
+        assert_eq!(fec(&c).kept_len(), FEC_KEEP);
+        // Larger messages: the bytes bound holds first.
+        for seq in 200..260u64 {
+            next(&[msg(seq, &[3; 1100])], &mut c);
+            assert!(fec(&c).held() <= FEC_MAX_BYTES, "{} bytes", fec(&c).held());
+        }
+        assert!(fec(&c).kept_len() < FEC_KEEP);
+        // What is kept is counted in the connection's receive memory too.
+        assert!(c.recv_buffered() >= fec(&c).held());
+        assert_eq!(c.stats().messages_delivered, 260);
+    }
+
+    #[test]
+    fn waiting_parities_are_bounded() {
+        let (mut c, now) = receiver();
+        // Parities over pairs of messages never sent: each waits for a
+        // second loss to be repaired, at most FEC_PENDING of them.
+        for i in 0..50u64 {
+            let p = packet(i, &[parity(1000 + 10 * i, 2, 0, &[9; 400])]);
+            c.handle_datagram(now, &p);
+            assert!(fec(&c).pending_len() <= FEC_PENDING);
+        }
+        assert_eq!(fec(&c).pending_len(), FEC_PENDING);
+        assert!(fec(&c).held() <= FEC_MAX_BYTES);
+        // Every parity dropped unused is counted.
+        assert_eq!(c.stats().parity_unusable, 50 - FEC_PENDING as u64);
+        assert_eq!(c.stats().malformed_packets, 0);
+    }
+
+    #[test]
+    fn a_parity_spans_at_most_max_parity_span_messages() {
+        let (mut c, now) = receiver();
+        // A count past the span is malformed: the packet is dropped whole,
+        // counted, before anything of it is used.
+        let mut p = packet(0, &[msg(0, b"x")]);
+        p.extend_from_slice(&[0x09, 0, 0, MAX_PARITY_SPAN + 1, 0, 1, 0]);
+        c.handle_datagram(now, &p);
+        let s = c.stats();
+        assert_eq!((s.malformed_packets, s.messages_delivered), (1, 0));
+        // At the span it is taken.
+        let payload = [0u8; 1];
+        let p = packet(1, &[parity(0, MAX_PARITY_SPAN, 0, &payload)]);
+        c.handle_datagram(now, &p);
+        assert_eq!(c.stats().malformed_packets, 1);
+    }
+
+    #[test]
+    fn repair_reports_are_bounded() {
+        let (mut c, now) = receiver();
+        let mut pn = 0;
+        c.handle_datagram(now, &packet(pn, &[msg(0, &[]), parity(0, 1, 0, &[])]));
+        // Message 2k + 1 arrives, 2k + 2 does not; the parity of the pair
+        // rebuilds it. Nothing is sent in between, so the REPAIRED
+        // reports pile up: at most FEC_REPORTS, the rest counted.
+        for k in 0..40u64 {
+            pn += 1;
+            let a = [k as u8; 300];
+            let b = [k as u8 ^ 0x5a; 200];
+            let mut x = a;
+            for (i, v) in b.iter().enumerate() {
+                x[i] ^= v;
+            }
+            let p = packet(pn, &[msg(2 * k + 1, &a), parity(2 * k + 1, 2, 300 ^ 200, &x)]);
+            c.handle_datagram(now, &p);
+        }
+        let s = c.stats();
+        assert_eq!(s.repaired_by_parity, 40);
+        assert_eq!(s.messages_delivered, 81);
+        assert_eq!(fec(&c).reports.len(), FEC_REPORTS);
+        assert_eq!(s.repairs_unreported, 40 - FEC_REPORTS as u64);
+        let mut got = Vec::new();
+        while let Some(e) = c.poll_event() {
+            if let crate::connection::Event::Message { data, .. } = e {
+                got.push(data);
+            }
+        }
+        assert_eq!(got[2], vec![0x5a; 200], "the rebuilt message, its length");
+        // The next packet out carries the reports that fit, and they go.
+        let mut buf = [0u8; 1500];
+        let n = c.poll_transmit(now, &mut buf).expect("an ACK is due");
+        let mut r = Reader::new(&buf[..n]);
+        Header::decode(&mut r).unwrap();
+        let mut repaired = 0;
+        while !r.is_empty() {
+            if let Frame::Repaired { channel: 0, seq } = Frame::decode(&mut r).unwrap() {
+                assert_eq!(seq % 2, 0);
+                repaired += 1;
+            }
+        }
+        assert_eq!(repaired, FEC_REPORTS);
+        // Each rides in a second packet too, then goes.
+        assert_eq!(fec(&c).reports.len(), FEC_REPORTS);
+        c.handle_datagram(now, &packet(pn + 1, &[Frame::Ping]));
+        let later = now + std::time::Duration::from_millis(200);
+        c.poll_transmit(later, &mut buf).expect("an ACK is due");
+        assert!(fec(&c).reports.is_empty());
+    }
+
+    #[test]
+    fn bogus_parities_are_counted_and_never_used() {
+        let (mut c, now) = receiver();
+        c.handle_datagram(now, &packet(0, &[msg(0, &[1; 100]), parity(0, 1, 0, &[])]));
+        c.handle_datagram(now, &packet(1, &[msg(1, &[1; 100])]));
+        let cases: [(u32, &[u8]); 4] = [
+            // The rebuilt length past the payload.
+            (100 ^ 300, &[0; 100]),
+            // Bytes past the rebuilt length not zero.
+            (100 ^ 50, &[0xff; 100]),
+            // A covered message longer than the payload.
+            (100 ^ 10, &[0; 10]),
+            // The length past max_message_size (and the payload).
+            (100 ^ u32::MAX, &[0; 100]),
+        ];
+        for (i, (len_xor, payload)) in cases.iter().enumerate() {
+            let p = packet(2 + i as u64, &[parity(1, 2, *len_xor, payload)]);
+            c.handle_datagram(now, &p);
+            assert_eq!(c.stats().parity_invalid, i as u64 + 1, "case {i}");
+        }
+        let s = c.stats();
+        assert_eq!((s.repaired_by_parity, s.messages_delivered), (0, 2));
+        // A parity for an unreliable channel is of no use; for a channel
+        // not configured, the packet is malformed.
+        let un = Frame::Parity {
+            channel: 1,
+            first: 0,
+            count: 2,
+            len_xor: 0,
+            payload: &[0; 4],
+        };
+        c.handle_datagram(now, &packet(10, &[un]));
+        assert_eq!(c.stats().parity_unusable, 1);
+        let bad = Frame::Parity {
+            channel: 9,
+            first: 0,
+            count: 2,
+            len_xor: 0,
+            payload: &[0; 4],
+        };
+        c.handle_datagram(now, &packet(11, &[bad]));
+        assert_eq!(c.stats().malformed_packets, 1);
+    }
+
+    #[test]
+    fn arbitrary_parities_never_panic() {
+        // Seeded: parities of every shape over a channel that got some
+        // messages, lost others, or holds them back.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let (mut c, now) = receiver();
+        let mut payload = vec![0u8; 2000];
+        for pn in 0..3000u64 {
+            let seq = rnd(64);
+            let len = rnd(600) as usize;
+            for b in payload.iter_mut().take(len) {
+                *b = rnd(4) as u8;
+            }
+            let p = if rnd(3) == 0 {
+                packet(pn, &[msg(seq, &payload[..len])])
+            } else {
+                let count = 1 + rnd(u64::from(MAX_PARITY_SPAN)) as u8;
+                let len_xor = rnd(1024) as u32;
+                packet(pn, &[parity(seq, count, len_xor, &payload[..len])])
+            };
+            c.handle_datagram(now, &p);
+            if let Some(f) = c.fec.as_deref() {
+                assert!(f.kept_len() <= FEC_KEEP && f.pending_len() <= FEC_PENDING);
+                assert!(f.held() <= FEC_MAX_BYTES);
+            }
+        }
+        let s = c.stats();
+        assert_eq!(s.malformed_packets, 0);
+        assert!(s.parity_invalid > 0 && s.parity_unusable > 0, "{s:?}");
     }
 }

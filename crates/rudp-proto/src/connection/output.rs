@@ -297,7 +297,7 @@ impl Connection {
                 continue;
             }
             let reliable = ch.cfg.kind.is_reliable();
-            let parity = reliable && Plan::of(ch.cfg.redundancy).parity[0].0 > 0;
+            let parity = reliable && Plan::of(ch.cfg.redundancy).parity.0 > 0;
             while let Some((seq, chunk)) = ch.peek_unsent() {
                 let Some(m) = ch.msg_mut(seq) else { break };
                 if !write_chunk(&mut w, ci, m, chunk) {
@@ -351,7 +351,7 @@ impl Connection {
                     if m.chunks.len() != 1 {
                         continue;
                     }
-                    let channel_copies = 1 + plan.extra_copies(m.seq, m.resent);
+                    let channel_copies = 1 + plan.extra_copies(m.resent);
                     let small = red.enabled() && m.data.len() <= red.max_message;
                     // Copies for the small-message budget, or for the
                     // channel's knob (whatever room the packet has left).
