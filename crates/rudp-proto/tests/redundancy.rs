@@ -128,3 +128,35 @@ fn a_clean_link_stops_sending_copies() {
         "{copies} copies of 600 messages"
     );
 }
+
+/// The copies a channel's level asks for look at its 64 oldest
+/// unacknowledged messages only (`REDUNDANCY_SCAN`: the cost of a packet
+/// stays bounded however many messages wait): with 100 messages of 200
+/// bytes queued at once and nothing acknowledged, level 5 (a copy of
+/// every message) copies messages 0-63 and never 64-99.
+#[test]
+fn copies_scan_the_oldest_64_messages_only() {
+    use keel_rudp_proto::wire::{Frame, Header, Reader};
+    let t0 = Instant::now();
+    let cid = ConnectionId([5; 8]);
+    let mut a = Connection::established(config(5), Side::Client, cid, t0).unwrap();
+    for i in 0..100u8 {
+        a.send(0, &[i; 200]).unwrap();
+    }
+    let mut sent = [0u32; 100];
+    let mut buf = [0u8; 1500];
+    let mut packets = 0;
+    while let Some(n) = a.poll_transmit(t0, &mut buf) {
+        packets += 1;
+        assert!(packets < 1000, "a bounded number of packets");
+        let mut r = Reader::new(&buf[..n]);
+        Header::decode(&mut r).unwrap();
+        while !r.is_empty() {
+            if let Frame::Message { seq, .. } = Frame::decode(&mut r).unwrap() {
+                sent[seq as usize] += 1;
+            }
+        }
+    }
+    assert!(sent[..64].iter().all(|&n| n == 2), "{:?}", &sent[..64]);
+    assert!(sent[64..].iter().all(|&n| n == 1), "{:?}", &sent[64..]);
+}
