@@ -32,7 +32,10 @@ fn messages(c: &mut Connection) -> Vec<Vec<u8>> {
 /// 400 - i), message `lost`'s packet lost; b's packets carried back to a.
 /// Returns what b delivered, b's stats and a's stats 40 ms after the
 /// last send (before a's loss detection could resend).
-fn one_lost(redundancy: u8, lost: usize) -> (Vec<Vec<u8>>, keel_rudp_proto::Stats, keel_rudp_proto::Stats) {
+fn one_lost(
+    redundancy: u8,
+    lost: usize,
+) -> (Vec<Vec<u8>>, keel_rudp_proto::Stats, keel_rudp_proto::Stats) {
     let t0 = Instant::now();
     let cid = ConnectionId([9; 8]);
     let mut a = Connection::established(config(redundancy), Side::Client, cid, t0).unwrap();
@@ -100,18 +103,31 @@ fn without_parity_the_lost_message_holds_the_rest_back() {
 /// A 60 Hz tick of 400-byte messages for `secs` over a 10 % lossy link
 /// both ways, b echoing each message back: (a's stats, b's stats,
 /// messages b delivered, messages a delivered).
-fn echo_tick(redundancy: u8, secs: u64, seed: u64) -> (keel_rudp_proto::Stats, keel_rudp_proto::Stats, usize, usize) {
+fn echo_tick(
+    redundancy: u8,
+    secs: u64,
+    seed: u64,
+) -> (keel_rudp_proto::Stats, keel_rudp_proto::Stats, usize, usize) {
     let link = LinkConfig::new(Impairment {
         loss: 0.1,
         delay: Duration::from_millis(25),
         ..Impairment::default()
     });
-    let mut pair = Pair::new(config(redundancy), config(redundancy), link.clone(), link, seed);
+    let mut pair = Pair::new(
+        config(redundancy),
+        config(redundancy),
+        link.clone(),
+        link,
+        seed,
+    );
     let mut echoed = 0;
-    for i in 0..secs * 60 {
-        let mut m = vec![0u8; 400];
-        m[..8].copy_from_slice(&i.to_be_bytes());
-        pair.a.send(0, &m).unwrap();
+    // The ticks, then 3 s of ticks without new messages (echoes go on).
+    for i in 0..(secs + 3) * 60 {
+        if i < secs * 60 {
+            let mut m = vec![0u8; 400];
+            m[..8].copy_from_slice(&i.to_be_bytes());
+            pair.a.send(0, &m).unwrap();
+        }
         pair.run_for(Duration::from_micros(16_667));
         let got: Vec<Vec<u8>> = pair.b_events[echoed..]
             .iter()
@@ -125,9 +141,17 @@ fn echo_tick(redundancy: u8, secs: u64, seed: u64) -> (keel_rudp_proto::Stats, k
             pair.b.send(0, &d).unwrap();
         }
     }
-    pair.run_for(Duration::from_secs(3));
-    let count = |ev: &[(Instant, Event)]| ev.iter().filter(|(_, e)| matches!(e, Event::Message { .. })).count();
-    (pair.a.stats(), pair.b.stats(), count(&pair.b_events), count(&pair.a_events))
+    let count = |ev: &[(Instant, Event)]| {
+        ev.iter()
+            .filter(|(_, e)| matches!(e, Event::Message { .. }))
+            .count()
+    };
+    (
+        pair.a.stats(),
+        pair.b.stats(),
+        count(&pair.b_events),
+        count(&pair.a_events),
+    )
 }
 
 #[test]
@@ -151,4 +175,74 @@ fn under_seeded_loss_parity_replaces_most_resends() {
     assert!(b.repaired_by_parity >= 15, "{}", b.repaired_by_parity);
     assert!(a.repaired_by_parity >= 15, "{}", a.repaired_by_parity);
     assert!(a.repairs_acked >= 10 && b.repairs_acked >= 10);
+}
+
+/// Not a test: the echo round trip's p99 in the simulator for each level
+/// at 10 and 20 % loss each way (25 ms each way, 3 ms jitter, 400 B at
+/// 60 Hz, 60 s), against the lossless one, and wire bytes per payload
+/// byte. `cargo test -p keel-rudp-proto --test fec -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn simulated_tail_curve() {
+    for loss in [0.0, 0.1, 0.2] {
+        let levels: &[u8] = if loss == 0.0 {
+            &[2]
+        } else {
+            &[0, 1, 2, 3, 4, 5]
+        };
+        for &level in levels {
+            let link = LinkConfig::new(Impairment {
+                loss,
+                delay: Duration::from_millis(25),
+                jitter: Duration::from_millis(3),
+                ..Impairment::default()
+            });
+            let mut pair = Pair::new(config(level), config(level), link.clone(), link, 5);
+            let mut sent_at = Vec::new();
+            let mut rtts = Vec::new();
+            let (mut seen_b, mut seen_a) = (0, 0);
+            let t0 = pair.now;
+            let secs = 60;
+            for i in 0..secs * 60u64 {
+                let mut m = vec![0u8; 400];
+                m[..8].copy_from_slice(&i.to_be_bytes());
+                sent_at.push(pair.now);
+                pair.a.send(0, &m).unwrap();
+                pair.run_for(Duration::from_micros(16_667));
+                let got: Vec<Vec<u8>> = pair.b_events[seen_b..]
+                    .iter()
+                    .filter_map(|(_, e)| match e {
+                        Event::Message { data, .. } => Some(data.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                seen_b = pair.b_events.len();
+                for d in got {
+                    pair.b.send(0, &d).unwrap();
+                }
+                for (at, e) in &pair.a_events[seen_a..] {
+                    if let Event::Message { data, .. } = e {
+                        let k = u64::from_be_bytes(data[..8].try_into().unwrap());
+                        if sent_at[k as usize] > t0 + Duration::from_secs(1) {
+                            rtts.push(*at - sent_at[k as usize]);
+                        }
+                    }
+                }
+                seen_a = pair.a_events.len();
+            }
+            rtts.sort();
+            let p = |q: f64| rtts[((rtts.len() as f64 * q) as usize).min(rtts.len() - 1)];
+            let (sa, sb) = (pair.a.stats(), pair.b.stats());
+            let payload = 2.0 * 400.0 * rtts.len() as f64;
+            let wire = (sa.bytes_sent + sb.bytes_sent) as f64 / payload;
+            eprintln!(
+                "loss {loss} level {level}: p50 {:?} p99 {:?} p99.9 {:?} wire {wire:.3} resent {} repaired {}",
+                p(0.5),
+                p(0.99),
+                p(0.999),
+                sa.retransmissions + sb.retransmissions,
+                sa.repaired_by_parity + sb.repaired_by_parity
+            );
+        }
+    }
 }

@@ -613,7 +613,10 @@ mod tests {
             for (i, v) in b.iter().enumerate() {
                 x[i] ^= v;
             }
-            let p = packet(pn, &[msg(2 * k + 1, &a), parity(2 * k + 1, 2, 300 ^ 200, &x)]);
+            let p = packet(
+                pn,
+                &[msg(2 * k + 1, &a), parity(2 * k + 1, 2, 300 ^ 200, &x)],
+            );
             c.handle_datagram(now, &p);
         }
         let s = c.stats();

@@ -125,9 +125,7 @@ impl Connection {
                             )));
                         }
                         Frame::Repaired { channel, .. } if channel as usize >= self.send.len() => {
-                            return Err(Drop::Malformed(DecodeError::Invalid(
-                                "repaired channel",
-                            )));
+                            return Err(Drop::Malformed(DecodeError::Invalid("repaired channel")));
                         }
                         _ => {}
                     }
