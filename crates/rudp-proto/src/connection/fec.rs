@@ -207,6 +207,23 @@ impl Connection {
         });
     }
 
+    /// Before a packet's frames are acted on: each channel a PARITY in it
+    /// is for is watched from now on, so the messages the same packet
+    /// carries are kept (a sender writes its parity after them).
+    pub(super) fn fec_watch(&mut self, mut r: crate::wire::Reader<'_>) {
+        while !r.is_empty() {
+            let Ok(frame) = Frame::decode(&mut r) else {
+                return;
+            };
+            if let Frame::Parity { channel, .. } = frame {
+                if self.recv[usize::from(channel)].kind().is_reliable() {
+                    let f = self.fec.get_or_insert_with(Box::default);
+                    f.channels[usize::from(channel / 64)] |= 1 << (channel % 64);
+                }
+            }
+        }
+    }
+
     /// A whole message `seq` of `channel` was taken from a MESSAGE frame:
     /// kept for parity if one came for its channel, and the waiting
     /// parities tried again.

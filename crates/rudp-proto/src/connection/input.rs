@@ -86,6 +86,7 @@ impl Connection {
             {
                 // Validate every frame before acting on any.
                 let mut check = r.clone();
+                let mut parity = false;
                 while !check.is_empty() {
                     match Frame::decode(&mut check)? {
                         Frame::Hello { .. } | Frame::Retry { .. } | Frame::Accept { .. } => {
@@ -124,6 +125,7 @@ impl Connection {
                                 "parity channel or length",
                             )));
                         }
+                        Frame::Parity { .. } => parity = true,
                         Frame::Repaired { channel, .. } if channel as usize >= self.send.len() => {
                             return Err(Drop::Malformed(DecodeError::Invalid("repaired channel")));
                         }
@@ -134,6 +136,9 @@ impl Connection {
                 if self.received.contains(pn) {
                     self.stats.duplicate_packets += 1;
                     return Ok(());
+                }
+                if parity {
+                    self.fec_watch(r.clone());
                 }
                 self.last_recv = now;
                 if self.state == State::Draining

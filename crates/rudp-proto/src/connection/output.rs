@@ -16,6 +16,10 @@ use super::{Connection, ACK_ROOM, MAX_ACK_RANGES_SENT, PROBE_CHUNKS, REDUNDANCY_
 use crate::security::TAG_LEN;
 use crate::wire::SHORT_HEADER_MAX_LEN;
 
+/// Packets acknowledged without a loss after which a connection sends no
+/// parity until its first loss (about 1 s at 60 Hz).
+const PARITY_UNTIL_ACKED: u64 = 64;
+
 /// The longest wait between two HELLOs: a player connecting through a
 /// lossy link retries at 2 Hz rather than backing off to seconds (the
 /// handshake has four legs, each of which loss can take).
@@ -333,7 +337,13 @@ impl Connection {
         let red = self.cfg.redundancy;
         // Channel redundancy: while the measured loss justifies it.
         let lossy = f64::from(self.loss_avg) / 65536.0 >= crate::channel::REDUNDANCY_MIN_LOSS;
-        if lossy && had_data {
+        // Parity protects a new connection's first packets (as copies do),
+        // then waits for a first loss: a clean link stops paying for it
+        // after PARITY_UNTIL_ACKED packets, not when the loss average has
+        // fallen from its start (twice as many).
+        let parity_on =
+            self.stats.packets_lost > 0 || self.stats.packets_acked < PARITY_UNTIL_ACKED;
+        if lossy && had_data && parity_on {
             self.write_parities(pn, &mut w, &newest);
         }
         let any_channel = lossy && self.send.iter().any(|c| c.cfg.redundancy > 0);
