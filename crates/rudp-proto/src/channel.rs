@@ -88,9 +88,13 @@ pub struct ChannelConfig {
     /// Copies and parity are sent only while the connection's measured
     /// packet loss is at least [`REDUNDANCY_MIN_LOSS`] (a new connection
     /// starts out assuming loss), so a clean link pays nothing after its
-    /// first few hundred packets. Only the sender reads it: the two ends
-    /// may differ (a receiver always uses the parity it gets, and tells
-    /// the sender which messages it repaired, so they are not resent).
+    /// first few hundred packets (parity: after its first 64 acknowledged,
+    /// until a loss). Only the sender reads it: the two ends may differ (a
+    /// receiver always uses the parity it gets, and tells the sender which
+    /// messages it repaired, so they are not resent). A packet carrying
+    /// several new messages of the channel at once (a burst) is covered
+    /// less well: XOR parity rebuilds one lost message, not a lost packet's
+    /// several.
     pub redundancy: u8,
 }
 
