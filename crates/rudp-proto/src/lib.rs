@@ -58,6 +58,7 @@ mod config;
 mod connection;
 mod deadlines;
 mod endpoint;
+mod fec;
 #[cfg(test)]
 mod fuzz;
 mod pool;

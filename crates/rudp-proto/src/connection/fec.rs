@@ -3,7 +3,8 @@
 //! recent messages kept to use them, the repair of a lost one, and the
 //! REPAIRED frames that tell the sender it need not resend it.
 //!
-//! Everything a peer makes this end hold for repair is bounded: at most
+//! Everything a peer makes this end hold for repair is bounded (the
+//! state and its bounds are in `crate::fec`): at most
 //! [`FEC_KEEP`] messages and [`FEC_PENDING`] parities waiting for a second
 //! lost message, together at most [`FEC_MAX_BYTES`] (also drawn from the
 //! connection's receive memory and the endpoint's budget), and
@@ -13,95 +14,16 @@
 //! member; a repair retries the waiting parities at most [`FEC_PENDING`]
 //! times (each retry that repairs consumes one).
 
-use std::collections::VecDeque;
-
 use crate::channel::{ChunkState, Plan};
+use crate::fec::{
+    FecRecv, Kept, Pending, FEC_ENTRY_OVERHEAD, FEC_KEEP, FEC_MAX_BYTES, FEC_PENDING, FEC_REPORTS,
+    REPORT_TIMES,
+};
 use crate::scratch;
 use crate::wire::{parity_frame_len, Frame, Writer, MAX_PARITY_SPAN};
 
 use super::input::Taken;
 use super::Connection;
-
-/// Whole messages kept per connection to use parity with (the latest).
-pub(crate) const FEC_KEEP: usize = 16;
-/// Parities kept per connection that wait for one of two lost messages
-/// they cover to be repaired by another (the latest).
-pub(crate) const FEC_PENDING: usize = 4;
-/// Bytes of kept messages and waiting parities per connection at most
-/// (each also counted with [`FEC_ENTRY_OVERHEAD`]); a larger message is
-/// not kept.
-pub(crate) const FEC_MAX_BYTES: usize = 16 * 1024;
-/// Bytes counted per kept message or parity besides its data.
-pub(crate) const FEC_ENTRY_OVERHEAD: usize = 64;
-/// REPAIRED frames waiting to be sent per connection at most (the oldest
-/// is dropped, and counted, past it: the sender then resends that
-/// message).
-pub(crate) const FEC_REPORTS: usize = 32;
-/// Packets each REPAIRED frame rides in (four bytes each time, against a
-/// resent message when the one packet carrying it is lost).
-const REPORT_TIMES: u8 = 2;
-
-#[derive(Debug)]
-struct Kept {
-    channel: u8,
-    seq: u64,
-    data: Vec<u8>,
-}
-
-#[derive(Debug)]
-struct Pending {
-    channel: u8,
-    first: u64,
-    count: u8,
-    len_xor: u32,
-    data: Vec<u8>,
-}
-
-/// A connection's receive side of forward error correction, made when
-/// the first PARITY frame arrives (a peer that sends none costs nothing).
-#[derive(Debug, Default)]
-pub(crate) struct FecRecv {
-    /// Channels a parity came for (only their messages are kept).
-    channels: [u64; 4],
-    kept: VecDeque<Kept>,
-    pending: VecDeque<Pending>,
-    /// Bytes counted for `kept` and `pending` (with their overhead), also
-    /// taken from the connection's receive memory.
-    held: usize,
-    /// REPAIRED frames to send: `(channel, seq, times sent)`; each goes
-    /// in [`REPORT_TIMES`] packets (a lost one costs the sender a resend).
-    reports: VecDeque<(u8, u64, u8)>,
-}
-
-impl FecRecv {
-    fn watches(&self, channel: u8) -> bool {
-        self.channels[usize::from(channel / 64)] & (1 << (channel % 64)) != 0
-    }
-
-    fn find(&self, channel: u8, seq: u64) -> Option<&Kept> {
-        self.kept
-            .iter()
-            .find(|k| k.channel == channel && k.seq == seq)
-    }
-
-    /// Messages kept now (tests).
-    #[cfg(test)]
-    pub(crate) fn kept_len(&self) -> usize {
-        self.kept.len()
-    }
-
-    /// Parities waiting now (tests).
-    #[cfg(test)]
-    pub(crate) fn pending_len(&self) -> usize {
-        self.pending.len()
-    }
-
-    /// Bytes held now (tests).
-    #[cfg(test)]
-    pub(crate) fn held(&self) -> usize {
-        self.held
-    }
-}
 
 /// What a parity's members are at the receiver.
 struct Census {

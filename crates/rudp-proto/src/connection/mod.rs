@@ -113,7 +113,7 @@ pub struct Connection {
     /// packet: the next `poll_transmit` sends a packet for it.
     copies_waiting: bool,
     /// Forward error correction's receive side, once a PARITY came.
-    fec: Option<Box<fec::FecRecv>>,
+    fec: Option<Box<crate::fec::FecRecv>>,
     // Channels.
     send: Vec<SendChannel>,
     recv: Vec<RecvChannel>,
