@@ -301,7 +301,7 @@ impl Connection {
                 continue;
             }
             let reliable = ch.cfg.kind.is_reliable();
-            let parity = reliable && Plan::of(ch.cfg.redundancy).parity.0 > 0;
+            let parity = reliable && !ch.cfg.bulk && Plan::of(ch.cfg.redundancy).parity.0 > 0;
             while let Some((seq, chunk)) = ch.peek_unsent() {
                 let Some(m) = ch.msg_mut(seq) else { break };
                 if !write_chunk(&mut w, ci, m, chunk) {

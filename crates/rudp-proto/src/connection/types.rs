@@ -254,7 +254,8 @@ pub struct Stats {
     pub redundant_copies: u64,
     /// Reliable chunks whose first transmission was declared lost but
     /// which needed no resend: another copy (redundancy's, or a probe's)
-    /// had already been acknowledged. What redundancy saved.
+    /// had already been acknowledged, or the peer had rebuilt the message
+    /// from parity ([`Stats::repairs_acked`]). What redundancy saved.
     pub recovered_by_redundancy: u64,
     /// PARITY frames sent (forward error correction, by the channels'
     /// redundancy levels).
