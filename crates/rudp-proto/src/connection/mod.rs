@@ -4,6 +4,7 @@
 
 mod close;
 pub use close::CLOSE_ACK_TIMEOUT;
+mod fec;
 mod input;
 mod output;
 mod types;
@@ -111,6 +112,8 @@ pub struct Connection {
     /// A copy asked for by a channel's redundancy did not fit in the last
     /// packet: the next `poll_transmit` sends a packet for it.
     copies_waiting: bool,
+    /// Forward error correction's receive side, once a PARITY came.
+    fec: Option<Box<crate::fec::FecRecv>>,
     // Channels.
     send: Vec<SendChannel>,
     recv: Vec<RecvChannel>,
@@ -248,6 +251,7 @@ impl Connection {
             stats: Stats::default(),
             loss_avg: LOSS_START,
             copies_waiting: false,
+            fec: None,
             token: Vec::new(),
             keys: None,
             crypto: None,
