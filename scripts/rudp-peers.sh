@@ -192,7 +192,7 @@ seconds_ok SECONDS_PER_RUN "$secs" 3600
     s = (u == "us") ? n / 1e6 : (u == "ms") ? n / 1e3 : n; exit !(s <= 0.025) }' ||
   die "JITTER: expected a duration up to the 25 ms delay (0, 500us, 3ms, 0.02s), got \"$jitter\""
 [[ "$calibrate" == 0 || "$calibrate" == 1 ]] || die "CALIBRATE: expected 0 or 1, got \"$calibrate\""
-peer_libs_known="enet gns quinn quinn-streams kcp keel renet"
+peer_libs_known="enet gns quinn quinn-streams kcp ikcp keel renet"
 for l in $libs_asked; do
   case " keel-bench-rudp keel-bench-kcp $peer_libs_known " in
     *" $l "*) ;;
@@ -546,7 +546,7 @@ for case in $cases; do
         # Libraries alternate within each (loss, seed): the machine's load
         # drifts over a long matrix, and every library meets it alike.
         for lib in $libs; do
-          if [[ $channel == unreliable && ($lib == keel-bench-kcp || $lib == kcp) ]]; then
+          if [[ $channel == unreliable && ($lib == keel-bench-kcp || $lib == kcp || $lib == ikcp) ]]; then
             continue
           fi
           case $lib in
