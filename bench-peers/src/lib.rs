@@ -132,6 +132,13 @@ pub trait Clients {
 
     /// Closes every connection (bounded in time: a second or so).
     fn close(&mut self);
+
+    /// The library's own counters summed over the clients (resends,
+    /// probes...), for the client's line as `library_stats`; `None` (the
+    /// default) if the library has none or they were not asked for.
+    fn stats(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// Creates a library's echo server bound to `args.bind`.
