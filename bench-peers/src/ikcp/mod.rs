@@ -23,15 +23,17 @@ pub const FAST_RESEND: i32 = 1;
 /// test.cpp's `ikcp_wndsize`.
 pub const FAST_WINDOWS: (i32, i32) = (128, 128);
 
+/// Puts `k` in test.cpp's fast mode (the tuned row).
+pub fn fast<W: std::io::Write>(k: &mut sys::Ikcp<W>) {
+    let (nodelay, interval, resend, nc) = FAST;
+    k.nodelay(nodelay, interval, resend, nc);
+    k.set_minrto(FAST_MINRTO);
+    k.set_fastresend(FAST_RESEND);
+    k.wndsize(FAST_WINDOWS.0, FAST_WINDOWS.1);
+}
+
 /// The C ikcp behind the pump.
 pub struct Ikcp(sys::Ikcp<Out>);
-
-impl Ikcp {
-    /// The settings in force (for the test).
-    pub fn settings_now(&self) -> sys::Settings {
-        self.0.settings()
-    }
-}
 
 impl Arq for Ikcp {
     const NAME: &'static str = "ikcp";
@@ -39,11 +41,7 @@ impl Arq for Ikcp {
     fn create(conv: u32, out: Out, tuned: bool) -> Option<Self> {
         let mut k = sys::Ikcp::new(conv, out)?;
         if tuned {
-            let (nodelay, interval, resend, nc) = FAST;
-            k.nodelay(nodelay, interval, resend, nc);
-            k.set_minrto(FAST_MINRTO);
-            k.set_fastresend(FAST_RESEND);
-            k.wndsize(FAST_WINDOWS.0, FAST_WINDOWS.1);
+            fast(&mut k);
         }
         Some(Ikcp(k))
     }
@@ -106,14 +104,6 @@ mod tests {
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
         }
-    }
-
-    fn fast(k: &mut sys::Ikcp<Wire>) {
-        let (nodelay, interval, resend, nc) = FAST;
-        k.nodelay(nodelay, interval, resend, nc);
-        k.set_minrto(FAST_MINRTO);
-        k.set_fastresend(FAST_RESEND);
-        k.wndsize(FAST_WINDOWS.0, FAST_WINDOWS.1);
     }
 
     #[test]
