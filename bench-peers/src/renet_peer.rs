@@ -12,9 +12,9 @@
 //! packet that carried them), so how often `send_packets` runs sets how
 //! many datagrams renet sends, not the load. An earlier pump called it
 //! after every poll(2) wake-up (at most 1 ms apart on the server, and on
-//! each client that was readable or swept every 5 ms): about 120
-//! datagrams per message at 0 % loss, mostly ack packets answering ack
-//! packets. Now:
+//! each client that was readable or swept every 5 ms): about 190
+//! datagrams per message at 0 % loss through the relay (66 up, 128 down),
+//! mostly ack packets answering ack packets. Now:
 //!
 //! * clients: a client's tick is its send (the harness sends each client
 //!   `--rate` times a second): `update`, `send_message`, `send_packets`.
