@@ -93,5 +93,5 @@ for f in "${wanted[@]}"; do
 done
 build "${built[@]}" || { echo "build-peers.sh: the build failed" >&2; exit 1; }
 bin=bench-peers/target/release/keel-peer
-echo "build-peers.sh: built $bin with: keel kcp quinn quinn-streams ${built[*]}" >&2
+echo "build-peers.sh: built $bin with: keel kcp ikcp quinn quinn-streams ${built[*]}" >&2
 echo "$bin"

@@ -158,7 +158,7 @@ seconds_ok SECONDS_PER_RUN "$secs" 3600
 uint_ok SCALE_CLIENT_PROCS "$scale_procs" 1 16
 ((1000 % 10#$scale_procs == 0)) ||
   die "SCALE_CLIENT_PROCS: expected a divisor of the scale case's 1000 clients (1, 2, 4, 5, 8, 10), got \"$scale_procs\""
-peer_libs_known="enet gns quinn quinn-streams kcp keel renet"
+peer_libs_known="enet gns quinn quinn-streams kcp ikcp keel renet"
 for l in $libs_asked; do
   case " keel-bench-rudp keel-bench-kcp $peer_libs_known " in
     *" $l "*) ;;
@@ -575,7 +575,7 @@ for case in $cases; do
         # Libraries alternate within each (loss, seed): the machine's load
         # drifts over a long matrix, and every library meets it alike.
         for lib in $libs; do
-          if [[ $channel == unreliable && ($lib == keel-bench-kcp || $lib == kcp) ]]; then
+          if [[ $channel == unreliable && ($lib == keel-bench-kcp || $lib == kcp || $lib == ikcp) ]]; then
             continue
           fi
           case $lib in
