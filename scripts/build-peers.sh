@@ -18,10 +18,9 @@
 # Exit status: 0 built (perhaps without some optional library), 1 the
 # build failed, 2 bad arguments.
 set -euo pipefail
-die() {
-  echo "build-peers.sh: $*" >&2
-  exit 2
-}
+PROG="build-peers.sh"
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 install=1
 features=""
 while [[ $# -gt 0 ]]; do
@@ -94,5 +93,5 @@ for f in "${wanted[@]}"; do
 done
 build "${built[@]}" || { echo "build-peers.sh: the build failed" >&2; exit 1; }
 bin=bench-peers/target/release/keel-peer
-echo "build-peers.sh: built $bin with: keel kcp quinn quinn-streams ${built[*]}" >&2
+echo "build-peers.sh: built $bin with: keel kcp ikcp quinn quinn-streams ${built[*]}" >&2
 echo "$bin"

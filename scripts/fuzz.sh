@@ -17,10 +17,9 @@
 #
 # Exit status: 0 no failure; 1 a mode failed; 2 bad arguments or settings.
 set -euo pipefail
-die() {
-  echo "fuzz.sh: $*" >&2
-  exit 2
-}
+PROG="fuzz.sh"
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 for arg in "$@"; do
   case "$arg" in
     -h | --help)

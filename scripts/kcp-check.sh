@@ -24,10 +24,9 @@
 # Prints the table on stdout (no files). KEEL_BENCH: the binary (default:
 # build and use target/release/keel-bench). Exit status 2 on bad arguments.
 set -euo pipefail
-die() {
-  echo "kcp-check.sh: $*" >&2
-  exit 2
-}
+PROG="kcp-check.sh"
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 case "${1:-}" in
   -h | --help)
     awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"

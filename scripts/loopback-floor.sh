@@ -14,10 +14,9 @@
 # target/loopback-floor). Exit 1 when the probe cannot be built or fails,
 # 2 on bad arguments or settings.
 set -euo pipefail
-die() {
-  echo "loopback-floor.sh: $*" >&2
-  exit 2
-}
+PROG="loopback-floor.sh"
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 for arg in "$@"; do
   case "$arg" in
     -h | --help)

@@ -77,10 +77,8 @@ Exit status: 0 all runs valid (or, with --expect-limits, failed as expected),
 EOF
 }
 
-die() {
-  echo "$PROG: $*" >&2
-  exit 2
-}
+# shellcheck source=lib.sh
+source "$ROOT/scripts/lib.sh"
 
 bench=""
 output=""
@@ -192,7 +190,6 @@ in_range() {
 }
 
 payload_list=() client_list=() window_list=() model_list=() thread_list=() lane_list=() work_list=()
-uint='^[0-9]+$'
 split_list payload_list --payloads "$payloads" "$uint"
 split_list client_list --clients "$clients" "$uint"
 split_list window_list --windows "$windows" "$uint"
@@ -219,10 +216,9 @@ done
 in_range --io-threads 1 64 "${thread_list[@]}"
 in_range --server-lanes 1 64 "${lane_list[@]}"
 in_range --work-values 0 10000000 "${work_list[@]}"
-decimal='^([0-9]+\.?[0-9]*|\.[0-9]+)$'
-[[ "$seconds" =~ $decimal ]] && awk -v v="$seconds" 'BEGIN { exit !(v > 0 && v <= 3600) }' ||
+decimal_ok "$seconds" 'v > 0 && v <= 3600' ||
   die "--seconds: expected a decimal number of seconds, 0 < s <= 3600, got \"$seconds\""
-[[ "$warmup" =~ $decimal ]] && awk -v v="$warmup" 'BEGIN { exit !(v <= 3600) }' ||
+decimal_ok "$warmup" 'v <= 3600' ||
   die "--warmup: expected a decimal number of seconds, 0 <= s <= 3600, got \"$warmup\""
 [[ "$repetitions" =~ $uint && "$repetitions" -ge 1 ]] ||
   die "--repetitions: expected an integer >= 1, got \"$repetitions\""

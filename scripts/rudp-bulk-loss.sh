@@ -21,7 +21,8 @@ default OUT_DIR: out/rudp-bulk-loss); keeps earlier results unless
 --overwrite.
 USAGE
 }
-die() { echo "$PROG: $*" >&2; exit 2; }
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 out=out/rudp-bulk-loss
 overwrite=0
 outs=0

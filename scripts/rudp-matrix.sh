@@ -77,65 +77,15 @@ settings, or an earlier matrix in DIR without --overwrite.
 EOF
 }
 
-die() {
-  echo "$PROG: $*" >&2
-  exit 2
-}
+# shellcheck source=lib.sh
+source "$ROOT/scripts/lib.sh"
 
 # --- arguments ----------------------------------------------------------------
 
-out=""
-overwrite=0
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    -h | --help)
-      usage
-      exit 0
-      ;;
-    --overwrite) overwrite=1 ;;
-    --overwrite=*) die "--overwrite takes no value" ;;
-    --out)
-      [[ $# -ge 2 && -n "$2" && "$2" != -* ]] || die "--out: missing value (a directory; see --help)"
-      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"$2\")"
-      out="$2"
-      shift
-      ;;
-    --out=*)
-      [[ -n "${1#--out=}" ]] || die "--out: empty value (a directory; see --help)"
-      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"${1#--out=}\")"
-      out="${1#--out=}"
-      ;;
-    -*) die "unknown option $1 (see --help)" ;;
-    *)
-      [[ -z "$out" ]] || die "one output directory only: \"$out\" and \"$1\" (see --help)"
-      out="$1"
-      ;;
-  esac
-  shift
-done
+parse_out_args -- "$@"
 out=${out:-out/rudp-matrix}
 
 # --- settings: every value checked before anything runs ---------------------
-
-# list VAR DEFAULT: the words of $VAR (commas count as spaces), or DEFAULT.
-list() {
-  local v="${!1-}"
-  [[ -n "${v// /}" ]] || v="$2"
-  echo "${v//,/ }"
-}
-decimal='^([0-9]+\.?[0-9]*|\.[0-9]+)$'
-uint='^[0-9]+$'
-# seconds_ok NAME VALUE: VALUE a decimal with 0 < VALUE <= 3600 (keel-bench's
-# --seconds).
-seconds_ok() {
-  [[ "$2" =~ $decimal ]] && awk -v v="$2" 'BEGIN { exit !(v > 0 && v <= 3600) }' ||
-    die "$1: expected seconds, a decimal with 0 < s <= 3600, got \"$2\""
-}
-# uint_ok NAME VALUE LO HI: VALUE an integer with LO <= VALUE <= HI.
-uint_ok() {
-  [[ "$2" =~ $uint ]] && [[ ${#2} -le 9 ]] && (("10#$2" >= $3 && "10#$2" <= $4)) ||
-    die "$1: expected an integer $3..$4, got \"$2\""
-}
 
 secs=${SECONDS_PER_RUN:-10}
 bulk_secs=${BULK_SECONDS:-15}
@@ -154,15 +104,13 @@ for s in $seeds; do
 done
 uint_ok CLIENTS "$clients" 1 10000
 for l in $losses; do
-  [[ "$l" =~ $decimal ]] && awk -v v="$l" 'BEGIN { exit !(v <= 100) }' ||
+  decimal_ok "$l" 'v <= 100' ||
     die "LOSSES: expected loss percentages, decimals 0..100, got \"$l\" in \"$losses\""
 done
 for c in $cases; do
   [[ "$c" == tick || "$c" == bulk ]] || die "CASES: unknown case \"$c\" (accepted: tick, bulk)"
 done
-[[ "$jitter" =~ ^(0|([0-9]+\.?[0-9]*|\.[0-9]+)(us|ms|s))$ ]] &&
-  awk -v v="$jitter" 'BEGIN { n = v + 0; u = substr(v, length(v) - 1);
-    s = (u == "us") ? n / 1e6 : (u == "ms") ? n / 1e3 : n; exit !(s <= 0.025) }' ||
+jitter_ok "$jitter" ||
   die "JITTER: expected a duration up to the 25 ms delay (0, 500us, 3ms, 0.02s), got \"$jitter\""
 uint_ok KCP_WINDOW "$kcp_window" 1 32768
 for p in $bulk_protocols; do

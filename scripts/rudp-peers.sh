@@ -62,10 +62,17 @@ DIR/results.jsonl (one merged record per run), DIR/report.md and charts.
 Environment (lists are space or comma separated; checked before any run):
   CASES            among tick8 tick100 small8 small100 scale (default: all)
                    tickN: 400 B at 60 Hz, N clients; smallN: 100 B at 30 Hz;
-                   scale: 1000 connections, 100 B at 20 Hz, loss 0 only;
+                   scale: 1000 connections, 100 B at 20 Hz, loss 0 only,
+                   from SCALE_CLIENT_PROCS client processes;
+                   in every case the relay holds up to 65536 datagrams
+                   (64 MiB) each way (keel-impair's default 4096 overflowed
+                   at scale and at tick100 when the relay was starved);
                    relay-cost: keel-bench's UDP echo direct and through an
                    unimpaired relay, alternated, SEEDS repetitions (not in
-                   the default); none: no case (CALIBRATE=1 alone)
+                   the default); relay-load: the same echo, 100 clients with
+                   4 datagrams in flight each, through the relay only (its
+                   CPU per datagram when busy; not in the default); none: no
+                   case (CALIBRATE=1 alone)
   CHANNELS         among reliable-ordered unreliable (default: both)
   LOSSES           loss % each way, 0..100    (default: "0 1 5 10 20")
   SEEDS            relay seeds, integers      (default: "1 2 3")
@@ -76,6 +83,11 @@ Environment (lists are space or comma separated; checked before any run):
   WARMUP           warm-up, s                 (default: 1; 0 <= s <= 60)
   JITTER           jitter each way, e.g. 3ms, 500us, 0 (default: 3ms; <= 25ms)
   CALIBRATE        1: also keel-bench's in-process runs, alternated (default: 0)
+  SCALE_CLIENT_PROCS  client processes of the scale case, 1..16, dividing
+                   1000 (default: 1); their lines merge into one record:
+                   counts and CPU summed, each percentile the highest of
+                   the processes' (an upper bound), each process's p50/p99
+                   in client_rtt_p50_us_each / client_rtt_p99_us_each
   KEEL_BENCH       keel-bench binary (default: build target/release/keel-bench)
   KEEL_PEER        keel-peer binary (default: bench-peers/target/release/keel-peer)
 
@@ -88,65 +100,15 @@ arguments or settings, or an earlier matrix in DIR without --overwrite.
 EOF
 }
 
-die() {
-  echo "$PROG: $*" >&2
-  exit 2
-}
+# shellcheck source=lib.sh
+source "$ROOT/scripts/lib.sh"
 
 # --- arguments ----------------------------------------------------------------
 
-out=""
-overwrite=0
-quick=0
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    -h | --help)
-      usage
-      exit 0
-      ;;
-    --overwrite) overwrite=1 ;;
-    --overwrite=*) die "--overwrite takes no value" ;;
-    --quick) quick=1 ;;
-    --quick=*) die "--quick takes no value" ;;
-    --out)
-      [[ $# -ge 2 && -n "$2" && "$2" != -* ]] || die "--out: missing value (a directory; see --help)"
-      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"$2\")"
-      out="$2"
-      shift
-      ;;
-    --out=*)
-      [[ -n "${1#--out=}" ]] || die "--out: empty value (a directory; see --help)"
-      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"${1#--out=}\")"
-      out="${1#--out=}"
-      ;;
-    -*) die "unknown option $1 (see --help)" ;;
-    *)
-      [[ -z "$out" ]] || die "one output directory only: \"$out\" and \"$1\" (see --help)"
-      out="$1"
-      ;;
-  esac
-  shift
-done
+parse_out_args quick -- "$@"
 out=${out:-out/rudp-peers}
 
 # --- settings: every value checked before anything runs ---------------------
-
-# list VAR DEFAULT: the words of $VAR (commas count as spaces), or DEFAULT.
-list() {
-  local v="${!1-}"
-  [[ -n "${v// /}" ]] || v="$2"
-  echo "${v//,/ }"
-}
-decimal='^([0-9]+\.?[0-9]*|\.[0-9]+)$'
-uint='^[0-9]+$'
-seconds_ok() {
-  [[ "$2" =~ $decimal ]] && awk -v v="$2" -v hi="$3" 'BEGIN { exit !(v > 0 && v <= hi) }' ||
-    die "$1: expected seconds, a decimal with 0 < s <= $3, got \"$2\""
-}
-uint_ok() {
-  [[ "$2" =~ $uint ]] && [[ ${#2} -le 9 ]] && (("10#$2" >= $3 && "10#$2" <= $4)) ||
-    die "$1: expected an integer $3..$4, got \"$2\""
-}
 
 if [[ $quick -eq 1 ]]; then
   d_cases="tick8" d_channels="reliable-ordered" d_losses="0 10" d_seeds="1" d_secs=5 d_tunings="tuned"
@@ -163,11 +125,12 @@ secs=${SECONDS_PER_RUN:-$d_secs}
 warmup=${WARMUP:-1}
 jitter=${JITTER:-3ms}
 calibrate=${CALIBRATE:-0}
+scale_procs=${SCALE_CLIENT_PROCS:-1}
 libs_asked=$(list LIBS "")
 
 for c in $cases; do
-  case $c in tick8 | tick100 | small8 | small100 | scale | relay-cost | none) ;;
-    *) die "CASES: unknown case \"$c\" (accepted: tick8, tick100, small8, small100, scale, relay-cost, or none)" ;;
+  case $c in tick8 | tick100 | small8 | small100 | scale | relay-cost | relay-load | none) ;;
+    *) die "CASES: unknown case \"$c\" (accepted: tick8, tick100, small8, small100, scale, relay-cost, relay-load, or none)" ;;
   esac
 done
 [[ " $cases " != *" none "* ]] || cases=""
@@ -192,7 +155,10 @@ seconds_ok SECONDS_PER_RUN "$secs" 3600
     s = (u == "us") ? n / 1e6 : (u == "ms") ? n / 1e3 : n; exit !(s <= 0.025) }' ||
   die "JITTER: expected a duration up to the 25 ms delay (0, 500us, 3ms, 0.02s), got \"$jitter\""
 [[ "$calibrate" == 0 || "$calibrate" == 1 ]] || die "CALIBRATE: expected 0 or 1, got \"$calibrate\""
-peer_libs_known="enet gns quinn quinn-streams kcp keel renet"
+uint_ok SCALE_CLIENT_PROCS "$scale_procs" 1 16
+((1000 % 10#$scale_procs == 0)) ||
+  die "SCALE_CLIENT_PROCS: expected a divisor of the scale case's 1000 clients (1, 2, 4, 5, 8, 10), got \"$scale_procs\""
+peer_libs_known="enet gns quinn quinn-streams kcp ikcp keel renet"
 for l in $libs_asked; do
   case " keel-bench-rudp keel-bench-kcp $peer_libs_known " in
     *" $l "*) ;;
@@ -313,14 +279,17 @@ mkdir -p "$out" || die "--out: cannot create $out"
 impair_spec() {
   local p
   p=$(awk -v l="$1" 'BEGIN { s = sprintf("%.6f", l / 100); sub(/0+$/, "", s); sub(/\.$/, ".0", s); print s }')
-  spec="loss=$p,delay=25ms,jitter=$jitter"
+  # Held datagrams: enough that a relay starved of CPU for a while delays
+  # the burst it then reads rather than dropping it (every overflow is
+  # still counted, relay_*_overflow).
+  spec="loss=$p,delay=25ms,jitter=$jitter,limit=65536,limit-bytes=67108864"
 }
 
 # merge CASE LIB TUNED LOSS SEED CHANNEL PAYLOAD: the three lines in
 # $tmp/{client,server,relay}.json into one record on results.jsonl.
 merge() {
   python3 -S - "$tmp" "$@" >>"$results" <<'PY'
-import json, sys
+import json, os, sys
 tmp, case, lib, tuned, loss, seed, channel, payload = sys.argv[1:]
 def line(name):
     try:
@@ -334,7 +303,41 @@ def line(name):
         pass
     return None
 client, server, relay = line("client"), line("server"), line("relay")
-rec = dict(client or {"ok": False, "error": "the client printed no JSON line"})
+procs = int(open(f"{tmp}/client-procs").read()) if os.path.exists(f"{tmp}/client-procs") else 1
+if procs > 1:
+    # Several client processes: one record of their lines.
+    parts = [line(f"client-{k}") for k in range(1, procs + 1)]
+    got = [p for p in parts if p is not None]
+    client = None
+    if got:
+        client = dict(got[0])
+        def nums(k):
+            return [p[k] for p in got if isinstance(p.get(k), (int, float)) and not isinstance(p.get(k), bool)]
+        for k in ("clients", "messages_sent", "messages_delivered", "lost", "duplicates", "corrupt",
+                  "warmup_sent", "warmup_echoes", "rtt_samples", "cpu_seconds", "messages",
+                  "udp_lost_messages"):
+            if nums(k):
+                client[k] = sum(nums(k))
+        for k, f in (("rtt_min_us", min), ("rtt_p50_us", max), ("rtt_p99_us", max),
+                     ("rtt_p999_us", max), ("rtt_max_us", max), ("elapsed_seconds", max),
+                     ("connect_seconds", max)):
+            if nums(k):
+                client[k] = f(nums(k))
+        client["client_rtt_p50_us_each"] = [p.get("rtt_p50_us") for p in parts if p is not None]
+        client["client_rtt_p99_us_each"] = [p.get("rtt_p99_us") for p in parts if p is not None]
+        sent = client.get("messages_sent") or client.get("messages")
+        if client.get("cpu_seconds") is not None and sent:
+            client["cpu_us_per_message"] = client["cpu_seconds"] * 1e6 / sent
+        errs = [p.get("error") for p in got if p.get("error")]
+        if len(got) < procs:
+            errs.append(f"{procs - len(got)} of {procs} client processes printed no JSON line")
+        client["ok"] = all(p.get("ok") for p in got) and len(got) == procs
+        client["error"] = "; ".join(errs) or None
+    rec = dict(client or {"ok": False, "error": "no client process printed a JSON line"})
+    rec["client_processes"] = procs
+    rec["rtt_percentiles"] = "the highest of the client processes' (an upper bound)"
+else:
+    rec = dict(client or {"ok": False, "error": "the client printed no JSON line"})
 if client is not None and "backend" in client:
     # keel-bench's own client: the peers' field names where they differ.
     rec["library"] = {"keel-bench-rudp": "keel-rudp (keel-bench)",
@@ -354,6 +357,11 @@ if client is not None and "backend" in client:
     rec["pump"] = "keel-reactor (epoll, timers)"
 rec.setdefault("library", lib)
 rec["lib"] = lib
+# Whether the clients kept to their schedule: messages sent in the window
+# over clients x rate x window (below 1: the load generator fell behind).
+if all(isinstance(rec.get(k), (int, float)) for k in ("messages_sent", "clients", "rate_hz", "window_seconds")) \
+        and rec["clients"] * rec["rate_hz"] * rec["window_seconds"] > 0:
+    rec["offered_fraction"] = rec["messages_sent"] / (rec["clients"] * rec["rate_hz"] * rec["window_seconds"])
 rec["tuned"] = tuned == "1"
 rec["case"] = case
 rec["loss"] = float(loss) / 100
@@ -387,8 +395,9 @@ PY
 # one CASE LIB TUNED LOSS SEED CHANNEL PAYLOAD RATE CLIENTS: one run.
 one() {
   local case=$1 lib=$2 tuned=$3 loss=$4 seed=$5 channel=$6 payload=$7 rate=$8 clients=$9
-  local server_cmd client_cmd drain=5 sp rp addr raddr
-  rm -f "$tmp"/{client,server,relay}.json "$tmp"/*.err
+  local server_cmd client_cmd drain=5 sp rp addr raddr procs=1 k cps
+  rm -f "$tmp"/{client,server,relay}.json "$tmp"/client-*.json "$tmp"/client-procs "$tmp"/*.err
+  [[ $case == scale ]] && procs=$((10#$scale_procs))
   case $lib in
     keel-bench-rudp)
       server_cmd=("$KEEL_BENCH" serve --protocol rudp --channel "$channel" --payload "$payload")
@@ -423,7 +432,20 @@ one() {
   rp=$!
   pids=("$sp" "$rp")
   raddr=$(wait_ready "$tmp/relay.err" "$rp")
-  if [[ -n "$raddr" ]]; then
+  if [[ -n "$raddr" && $procs -gt 1 ]]; then
+    # Several client processes, clients / procs each, started together.
+    echo "$procs" >"$tmp/client-procs"
+    cps=()
+    for ((k = 1; k <= procs; k++)); do
+      timeout $((${secs%.*} + ${warmup%.*} + drain + 60)) "${client_cmd[@]}" --connect "$raddr" \
+        --clients $((clients / procs)) --rate "$rate" --payload "$payload" --seconds "$secs" \
+        --warmup "$warmup" --drain "$drain" >"$tmp/client-$k.json" 2>"$tmp/client-$k.err" &
+      cps+=($!)
+    done
+    pids=("$sp" "$rp" "${cps[@]}")
+    for k in "${cps[@]}"; do wait "$k" || true; done
+    cat "$tmp"/client-*.err >"$tmp/client.err" 2>/dev/null || true
+  elif [[ -n "$raddr" ]]; then
     timeout $((${secs%.*} + ${warmup%.*} + drain + 60)) "${client_cmd[@]}" --connect "$raddr" \
       --clients "$clients" --rate "$rate" --payload "$payload" --seconds "$secs" \
       --warmup "$warmup" --drain "$drain" >"$tmp/client.json" 2>"$tmp/client.err" || true
@@ -467,13 +489,14 @@ for l in open(path, encoding="utf-8", errors="replace"):
 PY
 }
 
-# relay_cost PATH SEED: keel-bench's closed-loop UDP echo (serve and
-# --connect) direct or through an unimpaired relay, recorded with case
-# "relay-cost" and library "udp direct" or "udp through the relay".
+# relay_cost PATH SEED [CASE CLIENTS WINDOW]: keel-bench's closed-loop UDP
+# echo (serve and --connect; 1 client, window 1 unless given) direct or
+# through an unimpaired relay, recorded with case CASE (relay-cost) and
+# library "udp direct" or "udp through the relay".
 relay_cost() {
-  local path=$1 seed=$2 sp rp addr target
-  rm -f "$tmp"/{client,server,relay}.json "$tmp"/*.err
-  echo "$PROG: relay-cost $path repetition $seed" >&2
+  local path=$1 seed=$2 rcase=${3:-relay-cost} nclients=${4:-1} window=${5:-1} sp rp addr target
+  rm -f "$tmp"/{client,server,relay}.json "$tmp"/client-*.json "$tmp"/client-procs "$tmp"/*.err
+  echo "$PROG: $rcase $path repetition $seed" >&2
   timeout $((${secs%.*} + 60)) "$KEEL_BENCH" serve --bind 127.0.0.1:0 --format json \
     >"$tmp/server.json" 2>"$tmp/server.err" &
   sp=$!
@@ -492,14 +515,14 @@ relay_cost() {
     target=$(wait_ready "$tmp/relay.err" "$rp")
   fi
   if [[ -n "$target" ]]; then
-    timeout $((${secs%.*} + 60)) "$KEEL_BENCH" --connect "$target" --clients 1 --window 1 --payload 400 \
+    timeout $((${secs%.*} + 60)) "$KEEL_BENCH" --connect "$target" --clients "$nclients" --window "$window" --payload 400 \
       --seconds "$secs" --warmup "$warmup" --format json >"$tmp/client.json" 2>/dev/null || true
   fi
   [[ $path == relay ]] && stop "$rp"
   stop "$sp"
   pids=()
   [[ $path == relay ]] || echo '{"role": "relay", "note": "direct: no relay"}' >"$tmp/relay.json"
-  merge relay-cost "udp-$path" 0 0 "$seed" none 400
+  merge "$rcase" "udp-$path" 0 0 "$seed" none 400
 }
 
 # case_shape CASE: payload, rate and clients of a case.
@@ -535,6 +558,12 @@ if [[ " $cases " == *" relay-cost "* ]]; then
   done
   cases=$(echo " $cases " | sed 's/ relay-cost / /')
 fi
+if [[ " $cases " == *" relay-load "* ]]; then
+  for seed in $seeds; do
+    relay_cost relay "$seed" relay-load 100 4
+  done
+  cases=$(echo " $cases " | sed 's/ relay-load / /')
+fi
 
 for case in $cases; do
   case_shape "$case"
@@ -546,7 +575,7 @@ for case in $cases; do
         # Libraries alternate within each (loss, seed): the machine's load
         # drifts over a long matrix, and every library meets it alike.
         for lib in $libs; do
-          if [[ $channel == unreliable && ($lib == keel-bench-kcp || $lib == kcp) ]]; then
+          if [[ $channel == unreliable && ($lib == keel-bench-kcp || $lib == kcp || $lib == ikcp) ]]; then
             continue
           fi
           case $lib in

@@ -69,59 +69,15 @@ Exit status: 0 the runs ran (failed runs are results, counted in "runs ok");
 EOF
 }
 
-die() {
-  echo "$PROG: $*" >&2
-  exit 2
-}
+# shellcheck source=lib.sh
+source "$ROOT/scripts/lib.sh"
 
 # --- arguments ----------------------------------------------------------------
 
-out=""
-overwrite=0
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    -h | --help)
-      usage
-      exit 0
-      ;;
-    --overwrite) overwrite=1 ;;
-    --overwrite=*) die "--overwrite takes no value" ;;
-    --out)
-      [[ $# -ge 2 && -n "$2" && "$2" != -* ]] || die "--out: missing value (a directory; see --help)"
-      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"$2\")"
-      out="$2"
-      shift
-      ;;
-    --out=*)
-      [[ -n "${1#--out=}" ]] || die "--out: empty value (a directory; see --help)"
-      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"${1#--out=}\")"
-      out="${1#--out=}"
-      ;;
-    -*) die "unknown option $1 (see --help)" ;;
-    *)
-      [[ -z "$out" ]] || die "one output directory only: \"$out\" and \"$1\" (see --help)"
-      out="$1"
-      ;;
-  esac
-  shift
-done
+parse_out_args -- "$@"
 out=${out:-out/rudp-scale}
 
 # --- settings: every value checked before anything runs ---------------------
-
-# list VAR DEFAULT: the words of $VAR (commas count as spaces), or DEFAULT.
-list() {
-  local v="${!1-}"
-  [[ -n "${v// /}" ]] || v="$2"
-  echo "${v//,/ }"
-}
-decimal='^([0-9]+\.?[0-9]*|\.[0-9]+)$'
-uint='^[0-9]+$'
-# uint_ok NAME VALUE LO HI: VALUE an integer with LO <= VALUE <= HI.
-uint_ok() {
-  [[ "$2" =~ $uint ]] && [[ ${#2} -le 9 ]] && (("10#$2" >= $3 && "10#$2" <= $4)) ||
-    die "$1: expected an integer $3..$4, got \"$2\""
-}
 
 conns=$(list CONNS "1000 5000")
 rates=$(list RATES "20 60")
@@ -145,9 +101,8 @@ for p in $protocols; do
 done
 uint_ok REPS "$reps" 1 1000
 uint_ok PAYLOAD "$payload" 16 65507
-[[ "$secs" =~ $decimal ]] && awk -v v="$secs" 'BEGIN { exit !(v > 0 && v <= 3600) }' ||
-  die "SECONDS_PER_RUN: expected seconds, a decimal with 0 < s <= 3600, got \"$secs\""
-[[ "$warmup" =~ $decimal ]] && awk -v v="$warmup" 'BEGIN { exit !(v <= 3600) }' ||
+seconds_ok SECONDS_PER_RUN "$secs"
+decimal_ok "$warmup" 'v <= 3600' ||
   die "WARMUP: expected seconds, a decimal with 0 <= s <= 3600, got \"$warmup\""
 if [[ -n "${KEEL_BENCH:-}" ]]; then
   [[ -f "$KEEL_BENCH" && -x "$KEEL_BENCH" ]] || die "KEEL_BENCH: $KEEL_BENCH is not an executable file"

@@ -59,53 +59,11 @@ arguments or settings, or earlier results in DIR without --overwrite.
 USAGE
 }
 
-die() {
-  echo "$PROG: $*" >&2
-  exit 2
-}
+# shellcheck source=lib.sh
+source "$ROOT/scripts/lib.sh"
 
-out=""
-overwrite=0
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    -h | --help)
-      usage
-      exit 0
-      ;;
-    --overwrite) overwrite=1 ;;
-    --overwrite=*) die "--overwrite takes no value" ;;
-    --out)
-      [[ $# -ge 2 && -n "$2" && "$2" != -* ]] || die "--out: missing value (a directory; see --help)"
-      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"$2\")"
-      out="$2"
-      shift
-      ;;
-    --out=*)
-      [[ -n "${1#--out=}" ]] || die "--out: empty value (a directory; see --help)"
-      [[ -z "$out" ]] || die "--out: given twice (\"$out\" and \"${1#--out=}\")"
-      out="${1#--out=}"
-      ;;
-    -*) die "unknown option $1 (see --help)" ;;
-    *)
-      [[ -z "$out" ]] || die "one output directory only: \"$out\" and \"$1\" (see --help)"
-      out="$1"
-      ;;
-  esac
-  shift
-done
+parse_out_args -- "$@"
 out=${out:-out/rudp-tail}
-
-list() {
-  local v="${!1-}"
-  [[ -n "${v// /}" ]] || v="$2"
-  echo "${v//,/ }"
-}
-decimal='^([0-9]+\.?[0-9]*|\.[0-9]+)$'
-uint='^[0-9]+$'
-uint_ok() {
-  [[ "$2" =~ $uint ]] && [[ ${#2} -le 9 ]] && (("10#$2" >= $3 && "10#$2" <= $4)) ||
-    die "$1: expected an integer $3..$4, got \"$2\""
-}
 
 secs=${SECONDS_PER_RUN:-10}
 seeds=$(list SEEDS "1 2 3")

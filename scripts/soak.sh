@@ -32,8 +32,10 @@
 # Exit status: 0 the run was ok (zero errors) and RSS flat; 1 otherwise;
 # 2 bad arguments.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 PROG=soak.sh
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$(dirname "$0")/.."
 
 bench=target/release/keel-bench
 seconds=60
@@ -45,20 +47,19 @@ while [ $# -gt 0 ]; do
     --bench) bench="$2"; shift 2 ;;
     --seconds) seconds="$2"; shift 2 ;;
     --series)
-      [ $# -ge 2 ] || { echo "$PROG: --series expects a FILE" >&2; exit 2; }
+      [ $# -ge 2 ] || die "--series expects a FILE"
       series_out="$2"; shift 2 ;;
     --overwrite) overwrite=1; shift ;;
     --) shift; run_flags=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo pipefail/{/^#/p}' "$0"; exit 0 ;;
-    *) echo "$PROG: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
 case "$seconds" in
-  ''|*[!0-9]*) echo "$PROG: --seconds expects whole seconds, got '$seconds'" >&2; exit 2 ;;
+  ''|*[!0-9]*) die "--seconds expects whole seconds, got '$seconds'" ;;
 esac
 if [ -n "$series_out" ] && [ -s "$series_out" ] && [ "$overwrite" -eq 0 ]; then
-  echo "$PROG: --series: $series_out exists and is not empty (an earlier soak?); pass --overwrite to replace it, or choose another file" >&2
-  exit 2
+  die "--series: $series_out exists and is not empty (an earlier soak?); pass --overwrite to replace it, or choose another file"
 fi
 if [ ! -x "$bench" ]; then
   echo "$PROG: building $bench" >&2

@@ -72,10 +72,8 @@ probe in --out (use --overwrite), matrix or report could not run.
 EOF
 }
 
-die() {
-  echo "$PROG: $*" >&2
-  exit 2
-}
+# shellcheck source=lib.sh
+source "$ROOT/scripts/lib.sh"
 
 out=""
 bench=""
@@ -141,8 +139,6 @@ done
 # ranges (scripts/matrix.sh checks them again), except payloads over the IPv4
 # limit: those keel-bench refuses, and the probe reports "refused as expected".
 list='^[0-9]+(,[0-9]+)*$'
-uint='^[0-9]+$'
-decimal='^([0-9]+\.?[0-9]*|\.[0-9]+)$'
 payloads="${payloads// /}"
 windows="${windows// /}"
 [[ "$payloads" =~ $list ]] || die "--payloads: expected comma-separated integers, got \"$payloads\""
@@ -157,9 +153,9 @@ for w in ${windows//,/ }; do
 done
 [[ "$clients" =~ $uint && ${#clients} -le 9 ]] && ((10#$clients >= 1 && 10#$clients <= 1024)) ||
   die "--clients: expected an integer 1..1024, got \"$clients\""
-[[ "$seconds" =~ $decimal ]] && awk -v v="$seconds" 'BEGIN { exit !(v > 0 && v <= 3600) }' ||
+decimal_ok "$seconds" 'v > 0 && v <= 3600' ||
   die "--seconds: expected a decimal number of seconds, 0 < s <= 3600, got \"$seconds\""
-[[ "$warmup" =~ $decimal ]] && awk -v v="$warmup" 'BEGIN { exit !(v <= 3600) }' ||
+decimal_ok "$warmup" 'v <= 3600' ||
   die "--warmup: expected a decimal number of seconds, 0 <= s <= 3600, got \"$warmup\""
 [[ "$repetitions" =~ $uint && "$repetitions" -ge 1 ]] ||
   die "--repetitions: expected an integer >= 1, got \"$repetitions\""

@@ -21,8 +21,18 @@
 //!   the poll waits whole milliseconds, rounded up, so a datagram is never
 //!   early and at most about a millisecond late, as with the in-process
 //!   conditioner.
-//! * One thread, plain mio: the relay's own cost is one receive and one
-//!   send system call per datagram (and a heap entry when delayed).
+//! * One thread, plain mio, batched system calls (keel-udp's
+//!   [`keel_udp::batch`]): the client-facing socket is drained with
+//!   `recvmmsg`, each readable upstream socket too; what is to be sent is
+//!   queued per destination socket and flushed with `sendmmsg` once per
+//!   turn of the event loop (all server->client datagrams leave from the
+//!   one client-facing socket, so they share calls across flows;
+//!   client->server ones are grouped by flow, arrival order kept within a
+//!   flow). A partial `sendmmsg` resumes from the first datagram not sent;
+//!   a full send buffer (`WouldBlock`) drops what is left of that flush, an
+//!   error drops its one datagram, each counted in `*_send_errors`. The
+//!   buffers are the relay's, allocated once: nothing is allocated per
+//!   datagram (a delayed one reuses a released one's buffer).
 //!
 //! It prints `ready ADDR` on stderr once bound and, at `--seconds` or
 //! SIGINT/SIGTERM, one JSON line ([`RelaySummary`]) on stdout. Byte counts
@@ -38,6 +48,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keel_impair::{Conditioner, Impairment, Verdict};
+use keel_udp::batch::{enable_rxq_ovfl, recv_batch, send_batch, RecvBatch, SendBatch};
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token, Waker};
 use serde::Serialize;
@@ -53,8 +64,15 @@ const DOWN: Token = Token(0);
 const WAKE: Token = Token(1);
 /// Flow `i`'s upstream socket is `Token(FIRST_FLOW + i)`.
 const FIRST_FLOW: usize = 2;
-/// Receive slot: the largest UDP payload.
+/// Receive slot: the largest UDP payload (the kernel only touches the
+/// pages a datagram fills).
 const SLOT: usize = 65_536;
+/// Datagrams per `recvmmsg` / `sendmmsg`.
+const BATCH: usize = 64;
+/// Server->client datagrams queued before a flush is forced.
+const DOWN_QUEUE: usize = 4 * BATCH;
+/// Client->server datagrams staged before a flush is forced.
+const UP_QUEUE: usize = 1024;
 /// Socket buffers requested (the kernel may grant less).
 const SOCKET_BUFFER: usize = 4 << 20;
 /// The longest poll wait, so `--seconds` is kept without a timer of its own.
@@ -91,6 +109,11 @@ pub struct WayCounts {
     pub sent_bytes: u64,
     /// Copies the kernel refused (a full send buffer, an unreachable port).
     pub send_errors: u64,
+    /// Receive system calls that returned datagrams (`recvmmsg`).
+    pub recv_calls: u64,
+    /// Send system calls that sent datagrams (`sendmmsg`, or `sendto` for
+    /// one).
+    pub send_calls: u64,
 }
 
 /// The one JSON line `keel-bench relay` prints when it ends (the fields of
@@ -117,6 +140,10 @@ pub struct RelaySummary {
     /// Datagrams dropped because an upstream socket could not be opened
     /// (the error is said on stderr).
     pub flows_failed: u64,
+    /// Client->server datagrams the kernel dropped at the client-facing
+    /// socket, its receive buffer full (`SO_RXQ_OVFL`; `null` where the
+    /// counter does not exist).
+    pub up_kernel_drops: Option<u64>,
     /// Client -> server.
     #[serde(flatten, with = "up")]
     pub up: WayCounts,
@@ -148,7 +175,7 @@ macro_rules! prefixed {
             use serde::Serializer;
 
             pub(super) fn serialize<S: Serializer>(c: &WayCounts, s: S) -> Result<S::Ok, S::Error> {
-                let mut m = s.serialize_map(Some(9))?;
+                let mut m = s.serialize_map(Some(11))?;
                 m.serialize_entry(concat!($prefix, "datagrams"), &c.datagrams)?;
                 m.serialize_entry(concat!($prefix, "bytes"), &c.bytes)?;
                 m.serialize_entry(concat!($prefix, "dropped"), &c.dropped)?;
@@ -158,6 +185,8 @@ macro_rules! prefixed {
                 m.serialize_entry(concat!($prefix, "sent"), &c.sent)?;
                 m.serialize_entry(concat!($prefix, "sent_bytes"), &c.sent_bytes)?;
                 m.serialize_entry(concat!($prefix, "send_errors"), &c.send_errors)?;
+                m.serialize_entry(concat!($prefix, "recv_calls"), &c.recv_calls)?;
+                m.serialize_entry(concat!($prefix, "send_calls"), &c.send_calls)?;
                 m.end()
             }
         }
@@ -227,6 +256,17 @@ struct Flow {
     up: UdpSocket,
 }
 
+/// Client->server datagrams waiting for the flush, each for its flow's
+/// upstream socket; `order` is the flush's scratch (indices grouped by
+/// flow), reused.
+#[derive(Default)]
+struct UpQueue {
+    arena: Vec<u8>,
+    /// (flow, start in `arena`, length).
+    entries: Vec<(usize, usize, usize)>,
+    order: Vec<usize>,
+}
+
 /// The relay's state, on its one thread.
 struct Relay {
     down: UdpSocket,
@@ -239,10 +279,28 @@ struct Relay {
     ways: [Direction; 2],
     heap: BinaryHeap<Reverse<Held>>,
     seq: u64,
-    /// Spare buffers of released copies, reused for the next delayed ones.
+    /// Spare buffers of released copies, reused for the next delayed ones
+    /// (never more than the most copies held at once).
     spare: Vec<Vec<u8>>,
+    /// Server->client datagrams to send from `down`.
+    down_out: SendBatch,
+    /// Client->server datagrams to send, by flow.
+    up_queue: UpQueue,
+    /// One flow's share of `up_queue`, being sent.
+    up_out: SendBatch,
+    /// Whether `down` reports kernel drops.
+    rxq_ovfl: bool,
+    up_kernel_drops: u64,
     warned_full: bool,
     warned_failed: bool,
+}
+
+/// A warning on stderr that cannot fail the relay: `eprintln!` panics when
+/// stderr is gone (a closed pipe), and these are raised by what clients
+/// send.
+fn warn(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{args}");
 }
 
 /// A UDP socket bound to `addr`, non-blocking, with 4 MiB buffers asked.
@@ -279,11 +337,11 @@ impl Relay {
             self.flows_refused += 1;
             if !self.warned_full {
                 self.warned_full = true;
-                eprintln!(
+                warn(format_args!(
                     "keel-bench relay: --max-flows {} reached: datagrams from new client \
                      addresses (first {client}) are dropped and counted in flows_refused",
                     self.max_flows
-                );
+                ));
             }
             return None;
         }
@@ -305,10 +363,10 @@ impl Relay {
                 self.flows_failed += 1;
                 if !self.warned_failed {
                     self.warned_failed = true;
-                    eprintln!(
+                    warn(format_args!(
                         "keel-bench relay: opening an upstream socket for {client}: {e} \
                          (its datagrams are dropped, counted in flows_failed)"
-                    );
+                    ));
                 }
                 None
             }
@@ -340,7 +398,7 @@ impl Relay {
 
     fn emit(&mut self, now: Instant, way: Way, flow: usize, data: &[u8], delay: Duration) {
         if delay.is_zero() {
-            self.send(way, flow, data);
+            self.queue(way, flow, data);
             return;
         }
         let dir = self.way(way);
@@ -363,20 +421,71 @@ impl Relay {
         }));
     }
 
-    fn send(&mut self, way: Way, flow: usize, data: &[u8]) {
-        let f = &self.flows[flow];
-        let sent = match way {
-            Way::Up => f.up.send(data),
-            Way::Down => self.down.send_to(data, f.client),
-        };
-        let c = &mut self.ways[way as usize].counts;
-        match sent {
-            Ok(_) => {
-                c.sent += 1;
-                c.sent_bytes += data.len() as u64;
+    /// Queues a copy for the next flush (which it forces when the queue is
+    /// full).
+    fn queue(&mut self, way: Way, flow: usize, data: &[u8]) {
+        match way {
+            Way::Down => {
+                let client = self.flows[flow].client;
+                if !self.down_out.push(Some(client), data) {
+                    self.flush_down();
+                    let queued = self.down_out.push(Some(client), data);
+                    debug_assert!(queued, "an empty batch takes a datagram");
+                }
             }
-            Err(_) => c.send_errors += 1,
+            Way::Up => {
+                if self.up_queue.entries.len() >= UP_QUEUE {
+                    self.flush_up();
+                }
+                let q = &mut self.up_queue;
+                q.entries.push((flow, q.arena.len(), data.len()));
+                q.arena.extend_from_slice(data);
+            }
         }
+    }
+
+    /// Sends everything queued, both ways.
+    fn flush(&mut self) {
+        self.flush_down();
+        self.flush_up();
+    }
+
+    fn flush_down(&mut self) {
+        let c = &mut self.ways[Way::Down as usize].counts;
+        send_all(&self.down, &mut self.down_out, c);
+        self.down_out.clear();
+    }
+
+    /// Sends the staged client->server datagrams, flow by flow (each flow's
+    /// in arrival order), one `sendmmsg` per flow and up to [`BATCH`].
+    fn flush_up(&mut self) {
+        let UpQueue {
+            arena,
+            entries,
+            order,
+        } = &mut self.up_queue;
+        if entries.is_empty() {
+            return;
+        }
+        order.clear();
+        order.extend(0..entries.len());
+        // Unique keys: unstable is stable here, and allocates nothing.
+        order.sort_unstable_by_key(|&i| (entries[i].0, i));
+        let c = &mut self.ways[Way::Up as usize].counts;
+        let mut k = 0;
+        while k < order.len() {
+            let flow = entries[order[k]].0;
+            self.up_out.clear();
+            while k < order.len() && entries[order[k]].0 == flow && !self.up_out.is_full() {
+                let (_, start, len) = entries[order[k]];
+                self.up_out.push(None, &arena[start..start + len]);
+                k += 1;
+            }
+            send_all(&self.flows[flow].up, &mut self.up_out, c);
+        }
+        self.up_out.clear();
+        arena.clear();
+        entries.clear();
     }
 
     /// Sends every held copy due by `now`.
@@ -386,20 +495,30 @@ impl Relay {
             let dir = self.way(h.way);
             dir.held -= 1;
             dir.held_bytes -= h.data.len();
-            self.send(h.way, h.flow, &h.data);
-            if self.spare.len() < 1024 {
-                self.spare.push(h.data);
-            }
+            self.queue(h.way, h.flow, &h.data);
+            self.spare.push(h.data);
         }
     }
 
-    /// Reads the downstream socket until it would block.
-    fn read_down(&mut self, poll: &Poll, buf: &mut [u8]) {
+    /// Reads the client-facing socket until it is drained.
+    fn read_down(&mut self, poll: &Poll, batch: &mut RecvBatch) {
         loop {
-            match self.down.recv_from(buf) {
-                Ok((n, from)) => {
-                    if let Some(flow) = self.flow_of(poll, from) {
-                        self.arrive(Instant::now(), Way::Up, flow, &buf[..n]);
+            match recv_batch(&self.down, batch) {
+                Ok(n) => {
+                    self.ways[Way::Up as usize].counts.recv_calls += 1;
+                    if self.rxq_ovfl {
+                        self.up_kernel_drops += batch.take_kernel_drops_delta();
+                    }
+                    let now = Instant::now();
+                    for i in 0..n {
+                        if let Some(flow) = self.flow_of(poll, batch.addr(i)) {
+                            self.arrive(now, Way::Up, flow, batch.data(i));
+                        }
+                    }
+                    // Fewer than a full batch: drained (a later datagram
+                    // raises a new event).
+                    if n < batch.per_call() {
+                        return;
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
@@ -410,15 +529,54 @@ impl Relay {
         }
     }
 
-    /// Reads flow `flow`'s upstream socket until it would block.
-    fn read_up(&mut self, flow: usize, buf: &mut [u8]) {
+    /// Reads flow `flow`'s upstream socket until it is drained.
+    fn read_up(&mut self, flow: usize, batch: &mut RecvBatch) {
         loop {
-            match self.flows[flow].up.recv(buf) {
-                Ok(n) => self.arrive(Instant::now(), Way::Down, flow, &buf[..n]),
+            match recv_batch(&self.flows[flow].up, batch) {
+                Ok(n) => {
+                    self.ways[Way::Down as usize].counts.recv_calls += 1;
+                    let now = Instant::now();
+                    for i in 0..n {
+                        self.arrive(now, Way::Down, flow, batch.data(i));
+                    }
+                    if n < batch.per_call() {
+                        return;
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 // The server's port is closed (ICMP): nothing to read.
                 Err(e) if e.kind() == ErrorKind::ConnectionRefused => continue,
                 Err(_) => return,
+            }
+        }
+    }
+}
+
+/// Sends every datagram of `batch` on `sock`, resuming a partial
+/// `sendmmsg` from the first datagram not sent, and counts them in `c`: an
+/// error drops (and counts) its one datagram; a full send buffer drops
+/// what is left.
+fn send_all(sock: &UdpSocket, batch: &mut SendBatch, c: &mut WayCounts) {
+    let len = batch.len();
+    let mut start = 0;
+    while start < len {
+        match send_batch(sock, batch, start) {
+            Ok(n) => {
+                c.send_calls += 1;
+                for i in start..start + n {
+                    c.sent += 1;
+                    c.sent_bytes += batch.entry(i).1.len() as u64;
+                }
+                start += n;
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                c.send_errors += (len - start) as u64;
+                return;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => {
+                c.send_errors += 1;
+                start += 1;
             }
         }
     }
@@ -463,6 +621,7 @@ pub fn relay(cfg: &RelayConfig) -> Result<RelaySummary, String> {
     let bound = down
         .local_addr()
         .map_err(|e| format!("--bind {}: {e}", cfg.bind))?;
+    let rxq_ovfl = enable_rxq_ovfl(&down).is_ok();
     let mut relay = Relay {
         down,
         upstream: cfg.upstream,
@@ -478,6 +637,11 @@ pub fn relay(cfg: &RelayConfig) -> Result<RelaySummary, String> {
         heap: BinaryHeap::new(),
         seq: 0,
         spare: Vec::new(),
+        down_out: SendBatch::new(DOWN_QUEUE, BATCH),
+        up_queue: UpQueue::default(),
+        up_out: SendBatch::new(BATCH, BATCH),
+        rxq_ovfl,
+        up_kernel_drops: 0,
         warned_full: false,
         warned_failed: false,
     };
@@ -486,11 +650,13 @@ pub fn relay(cfg: &RelayConfig) -> Result<RelaySummary, String> {
     let cpu_start = process_cpu_time();
     let end = cfg.seconds.map(|s| started + Duration::from_secs_f64(s));
     let mut events = Events::with_capacity(1024);
-    let mut buf = vec![0u8; SLOT];
+    let mut down_in = RecvBatch::new(BATCH, SLOT);
+    let mut up_in = RecvBatch::new(BATCH, SLOT).without_sources();
     let mut error = None;
     let ended_by = loop {
         let now = Instant::now();
         relay.release(now);
+        relay.flush();
         match signal.load(Ordering::Acquire) {
             1 => break "SIGINT".to_string(),
             2 => break "SIGTERM".to_string(),
@@ -509,9 +675,9 @@ pub fn relay(cfg: &RelayConfig) -> Result<RelaySummary, String> {
         }
         for ev in events.iter() {
             match ev.token() {
-                DOWN => relay.read_down(&poll, &mut buf),
+                DOWN => relay.read_down(&poll, &mut down_in),
                 WAKE => {}
-                Token(t) => relay.read_up(t - FIRST_FLOW, &mut buf),
+                Token(t) => relay.read_up(t - FIRST_FLOW, &mut up_in),
             }
         }
     };
@@ -532,6 +698,7 @@ pub fn relay(cfg: &RelayConfig) -> Result<RelaySummary, String> {
         flows: relay.flows.len() as u64,
         flows_refused: relay.flows_refused,
         flows_failed: relay.flows_failed,
+        up_kernel_drops: rxq_ovfl.then_some(relay.up_kernel_drops),
         up,
         down,
         held_at_end: relay.heap.len() as u64,
@@ -575,6 +742,7 @@ mod tests {
             flows: 1,
             flows_refused: 0,
             flows_failed: 0,
+            up_kernel_drops: Some(0),
             up: WayCounts {
                 datagrams: 3,
                 ..WayCounts::default()

@@ -6,10 +6,15 @@
 //!
 //! * Two client flows, interleaved, lossy client->server: the server
 //!   receives exactly the datagrams whose index *in the direction* (over
-//!   both flows) the conditioner keeps, so per-flow indices would fail.
+//!   both flows) the conditioner keeps, so per-flow indices would fail
+//!   (each flow's in order; the relay batches its sends per flow, so the
+//!   two flows' datagrams may interleave differently at the server).
 //! * One flow, lossy both ways with duplicates back: the echoes are decided
 //!   by stream 1 of the seed, the requests by stream 0, so one stream for
 //!   both directions (or unseeded fates) would fail.
+//! * A flood of new client addresses past `--max-flows`: the server hears
+//!   from exactly that many upstream sockets, every refused datagram is
+//!   counted in `flows_refused`, and the flows already open keep working.
 
 mod common;
 
@@ -30,10 +35,11 @@ use common::u;
 const WAIT: Duration = Duration::from_secs(10);
 
 /// The test's echo server: answers every datagram at once and records the
-/// first 8 bytes (the index) of each, in arrival order.
+/// first 8 bytes (the index) of each, in arrival order, and its source.
 struct Echo {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<u64>>>,
+    sources: Arc<Mutex<Vec<SocketAddr>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -45,12 +51,14 @@ impl Echo {
             .unwrap();
         let addr = sock.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let sources = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (s2, st2) = (seen.clone(), stop.clone());
+        let (s2, src2, st2) = (seen.clone(), sources.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
             let mut buf = [0u8; 2048];
             while !st2.load(Ordering::Acquire) {
                 if let Ok((n, from)) = sock.recv_from(&mut buf) {
+                    src2.lock().unwrap().push(from);
                     s2.lock()
                         .unwrap()
                         .push(u64::from_le_bytes(buf[..8].try_into().unwrap()));
@@ -61,6 +69,7 @@ impl Echo {
         Echo {
             addr,
             seen,
+            sources,
             stop,
             thread: Some(thread),
         }
@@ -68,6 +77,14 @@ impl Echo {
 
     fn seen(&self) -> Vec<u64> {
         self.seen.lock().unwrap().clone()
+    }
+
+    /// The distinct addresses datagrams came from.
+    fn distinct_sources(&self) -> usize {
+        let mut s = self.sources.lock().unwrap().clone();
+        s.sort();
+        s.dedup();
+        s.len()
     }
 
     /// Waits until the server has seen `n` datagrams.
@@ -93,17 +110,17 @@ impl Drop for Echo {
     }
 }
 
-/// A relay process and the address it said it is ready on.
-struct Relay {
+/// A keel-bench process that says `ready ADDR` on stderr once bound and
+/// one JSON line on stdout when SIGTERM ends it (`relay`, `serve`).
+struct Ready {
     child: Child,
     addr: SocketAddr,
 }
 
-impl Relay {
-    fn start(upstream: SocketAddr, args: &[&str]) -> Relay {
+impl Ready {
+    /// Starts `keel-bench ARGS` and waits for its `ready ADDR` line.
+    fn start<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Ready {
         let mut child = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-            .args(["relay", "--bind", "127.0.0.1:0", "--upstream"])
-            .arg(upstream.to_string())
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -119,10 +136,19 @@ impl Relay {
             .unwrap_or_else(|| panic!("expected `ready ADDR` on stderr, got {line:?}"))
             .parse()
             .unwrap();
-        Relay { child, addr }
+        Ready { child, addr }
     }
 
-    /// SIGTERM, then the JSON line.
+    /// A relay to `upstream` on a free port, with `args` added.
+    fn relay(upstream: SocketAddr, args: &[&str]) -> Ready {
+        let up = upstream.to_string();
+        let mut all = vec!["relay", "--bind", "127.0.0.1:0", "--upstream", &up];
+        all.extend_from_slice(args);
+        Ready::start(&all)
+    }
+
+    /// SIGTERM, then its exit (0) and its one JSON line, which must say it
+    /// ended by SIGTERM.
     fn finish(mut self) -> Value {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
@@ -133,15 +159,21 @@ impl Relay {
             .wait_with_output()
             .unwrap();
         assert_eq!(out.status.code(), Some(0), "{out:?}");
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = common::json_line(&out);
+        assert_eq!(v["ended_by"], "SIGTERM", "{v}");
+        v
+    }
+
+    /// [`finish`](Self::finish) for a relay: its line says it ran well.
+    fn finish_relay(self) -> Value {
+        let v = self.finish();
         assert_eq!(v["role"], "relay");
-        assert_eq!(v["ended_by"], "SIGTERM");
         assert_eq!(v["ok"], true);
         v
     }
 }
 
-impl Drop for Relay {
+impl Drop for Ready {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -165,7 +197,7 @@ fn datagram(index: u64) -> [u8; 32] {
 fn fates_follow_the_index_in_the_direction_over_all_flows() {
     const K: u64 = 400;
     let echo = Echo::start();
-    let relay = Relay::start(echo.addr, &["--impair", "loss=0.2", "--seed", "7"]);
+    let relay = Ready::relay(echo.addr, &["--impair", "loss=0.2", "--seed", "7"]);
     let clients = [
         UdpSocket::bind("127.0.0.1:0").unwrap(),
         UdpSocket::bind("127.0.0.1:0").unwrap(),
@@ -185,8 +217,22 @@ fn fates_follow_the_index_in_the_direction_over_all_flows() {
         }
         echo.wait_for(kept.iter().filter(|&&i| i < sent).count());
     }
-    let v = relay.finish();
-    assert_eq!(echo.seen(), kept, "the datagrams the server got");
+    let v = relay.finish_relay();
+    let seen = echo.seen();
+    for flow in 0..2 {
+        let of = |v: &[u64]| {
+            v.iter()
+                .copied()
+                .filter(|i| i % 2 == flow)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            of(&seen),
+            of(&kept),
+            "flow {flow}: the datagrams the server got"
+        );
+    }
+    assert_eq!(seen.len(), kept.len());
     assert_eq!(u(&v, "flows"), 2);
     assert_eq!(u(&v, "up_datagrams"), K);
     assert_eq!(u(&v, "up_bytes"), K * 32);
@@ -204,7 +250,7 @@ fn each_direction_has_its_own_stream_of_the_seed() {
     const K: u64 = 300;
     let (up_spec, down_spec) = ("loss=0.2", "loss=0.2,dup=0.1");
     let echo = Echo::start();
-    let relay = Relay::start(
+    let relay = Ready::relay(
         echo.addr,
         &[
             "--impair",
@@ -262,7 +308,7 @@ fn each_direction_has_its_own_stream_of_the_seed() {
             }
         }
     }
-    let v = relay.finish();
+    let v = relay.finish_relay();
     assert_eq!(echo.seen(), kept, "the datagrams the server got");
     assert_eq!(got, expected, "the echoes (and copies) the client got");
     let dropped_down = down.iter().filter(|d| **d == Verdict::Drop).count() as u64;
@@ -363,22 +409,16 @@ fn bad_relay_flags_exit_2_naming_the_flag() {
 #[test]
 fn rudp_and_kcp_serve_and_connect_as_two_processes() {
     for proto in ["rudp", "kcp"] {
-        let mut server = Command::new(env!("CARGO_BIN_EXE_keel-bench"))
-            .args(["serve", "--protocol", proto, "--bind", "127.0.0.1:0"])
-            .args(["--payload", "100"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(server.stderr.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("ready ")
-            .unwrap_or_else(|| panic!("{proto}: expected `ready ADDR`, got {line:?}"))
-            .to_string();
+        let server = Ready::start(&[
+            "serve",
+            "--protocol",
+            proto,
+            "--bind",
+            "127.0.0.1:0",
+            "--payload",
+            "100",
+        ]);
+        let addr = server.addr.to_string();
         let out = common::keel_bench(&[
             "--protocol",
             proto,
@@ -406,14 +446,7 @@ fn rudp_and_kcp_serve_and_connect_as_two_processes() {
             v["messages_delivered"].is_null(),
             "another process's count: {v}"
         );
-        let status = Command::new("kill")
-            .args(["-TERM", &server.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let done = server.wait_with_output().unwrap();
-        assert_eq!(done.status.code(), Some(0), "{proto}: {done:?}");
-        let s: Value = serde_json::from_slice(&done.stdout).unwrap();
+        let s = server.finish();
         assert_eq!(s["role"], "server", "{s}");
         assert_eq!(
             s["library"],
@@ -426,5 +459,72 @@ fn rudp_and_kcp_serve_and_connect_as_two_processes() {
         );
         assert_eq!(u(&s, "connections"), 2, "{proto}: {s}");
         assert_eq!(u(&s, "invalid_messages"), 0, "{proto}: {s}");
+    }
+}
+
+/// `--max-flows 8` against 40 new client addresses: exactly 8 upstream
+/// sockets reach the server, each refused datagram is counted, and the 8
+/// flows still echo after the flood. Without the cap the flood's flows
+/// would open (`flows` 48, `flows_refused` 0) and reach the server.
+/// The relay's stderr is closed after its `ready` line (the reader is
+/// dropped), so its warning about the cap must not panic it (`eprintln!`
+/// did: the flows stopped echoing).
+#[test]
+fn a_flood_of_new_flows_past_max_flows_is_refused_and_counted() {
+    const CAP: usize = 8;
+    const FLOOD: usize = 40;
+    const PER_FLOOD_CLIENT: usize = 5;
+    let echo = Echo::start();
+    let relay = Ready::relay(echo.addr, &["--max-flows", &CAP.to_string()]);
+    let clients: Vec<UdpSocket> = (0..CAP)
+        .map(|_| {
+            let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+            c.set_read_timeout(Some(WAIT)).unwrap();
+            c
+        })
+        .collect();
+    let mut buf = [0u8; 64];
+    // Each open flow: one datagram there and back.
+    let round = |base: u64, buf: &mut [u8]| {
+        for (k, c) in clients.iter().enumerate() {
+            c.send_to(&datagram(base + k as u64), relay.addr).unwrap();
+        }
+        for (k, c) in clients.iter().enumerate() {
+            let n = c.recv(buf).expect("an open flow's echo");
+            assert_eq!(n, 32);
+            assert_eq!(buf[..8], (base + k as u64).to_le_bytes());
+        }
+    };
+    round(0, &mut buf);
+    let flood: Vec<UdpSocket> = (0..FLOOD)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect();
+    for j in 0..PER_FLOOD_CLIENT {
+        for (k, c) in flood.iter().enumerate() {
+            c.send_to(&datagram(1000 + (j * FLOOD + k) as u64), relay.addr)
+                .unwrap();
+        }
+    }
+    // Sent after the flood on the same socket of the relay: their echoes
+    // mean the relay has read (and refused) every flood datagram.
+    round(100, &mut buf);
+    let v = relay.finish_relay();
+    assert_eq!(u(&v, "flows"), CAP as u64);
+    assert_eq!(u(&v, "flows_refused"), (FLOOD * PER_FLOOD_CLIENT) as u64);
+    assert_eq!(u(&v, "flows_failed"), 0);
+    assert_eq!(u(&v, "up_datagrams"), 2 * CAP as u64);
+    assert_eq!(u(&v, "down_sent"), 2 * CAP as u64);
+    assert_eq!(
+        echo.distinct_sources(),
+        CAP,
+        "upstream sockets the server heard"
+    );
+    let mut seen = echo.seen();
+    seen.sort();
+    let expected: Vec<u64> = (0..CAP as u64).chain(100..100 + CAP as u64).collect();
+    assert_eq!(seen, expected, "only the open flows reached the server");
+    for c in &flood {
+        c.set_nonblocking(true).unwrap();
+        assert!(c.recv(&mut buf).is_err(), "a refused flow got an answer");
     }
 }

@@ -19,6 +19,7 @@ use std::time::Duration;
 pub const LIBRARIES: &[&str] = &[
     "keel",
     "kcp",
+    "ikcp",
     "quinn",
     "quinn-streams",
     "enet",
@@ -120,8 +121,8 @@ usage:
                        [--channel reliable-ordered|unreliable] [--tuned]
   keel-peer --help | --version
 
-LIB: keel, kcp, quinn, quinn-streams, enet, gns, renet (gns and renet only
-when built with their cargo features).
+LIB: keel, kcp (the kcp crate), ikcp (KCP's C ikcp.c), quinn, quinn-streams,
+enet, gns, renet (gns and renet only when built with their cargo features).
 
 server: binds, prints `ready ADDR` on stderr, echoes every message back on
 the channel it came on until SIGINT/SIGTERM, then prints one JSON line.

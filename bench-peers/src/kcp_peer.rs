@@ -1,7 +1,9 @@
-//! KCP (the `kcp` crate, a line-by-line port of ikcp.c) over its own UDP
-//! sockets (mio), not keel-udp: one socket and one KCP per client; the
-//! server one socket and one KCP per peer address (its conv from the
-//! peer's first packet).
+//! KCP over its own UDP sockets (mio), not keel-udp: one socket and one
+//! KCP per client; the server one socket and one KCP per peer address (its
+//! conv from the peer's first packet). Two implementations behind one
+//! pump ([`Arq`]): `kcp`, the `kcp` crate (a Rust port of ikcp.c), and
+//! `ikcp`, the C ikcp.c itself ([`crate::ikcp`]), so that the two rows
+//! differ only in the library.
 //!
 //! Pump: one thread; `mio::Poll` on the sockets, woken for datagrams and
 //! for the earliest KCP `update` due. Each KCP's next `update` comes from
@@ -14,13 +16,15 @@
 //! KCP has one delivery mode, reliable and ordered: `--channel unreliable`
 //! is refused.
 //!
-//! Defaults: the crate's (= ikcp.c's): nodelay 0, interval 100 ms, resend
-//! 0, congestion window on, windows 32 send / 128 receive, min RTO 100 ms.
+//! Defaults (both): ikcp.c's: nodelay 0, interval 100 ms, resend 0,
+//! congestion window on, windows 32 send / 128 receive, min RTO 100 ms.
 //! Tuned: the "fast" mode of KCP's test.cpp, `ikcp_nodelay(kcp, 2, 10, 2,
-//! 1)`, `rx_minrto = 10`, `fastresend = 1`, windows 128/128, except that
-//! the crate's nodelay is a bool: nodelay 2 (whose RTO backoff adds half
-//! the smoothed RTO per resend instead of half the segment's RTO) is not
-//! expressible, and nodelay 1's backoff is what runs.
+//! 1)`, `rx_minrto = 10`, `fastresend = 1`, windows 128/128 (test.cpp sets
+//! the last two on one side only; here on both). The `kcp` crate's nodelay
+//! is a bool: nodelay 2 (whose RTO backoff adds half the connection's RTO
+//! per resend instead of half the segment's, so it does not double) is not
+//! expressible there, and its row runs nodelay 1; the `ikcp` row runs
+//! nodelay 2, as asked.
 //!
 //! Bounds: a KCP holding more than [`MAX_QUEUED`] messages to send refuses
 //! more (the message is lost, counted by the harness); the server holds at
@@ -49,7 +53,7 @@ const RECV_BUF: usize = 65_536;
 
 /// Writes KCP's packets to a socket (a full socket buffer drops the
 /// packet, as the kernel would; KCP resends).
-struct Out {
+pub struct Out {
     socket: Rc<UdpSocket>,
     to: SocketAddr,
 }
@@ -65,33 +69,87 @@ impl Write for Out {
     }
 }
 
-type Kcp = kcp::Kcp<Out>;
-
-fn configure(k: &mut Kcp, tuned: bool) {
-    if tuned {
-        k.set_nodelay(true, 10, 2, true);
-        k.set_rx_minrto(10);
-        k.set_fast_resend(1);
-        k.set_wndsize(128, 128);
-    }
+/// What the pump needs of a KCP implementation.
+pub trait Arq: Sized {
+    /// The library's `LIB` name (for errors).
+    const NAME: &'static str;
+    /// A KCP of conversation `conv` writing to `out`, configured (tuned or
+    /// defaults). `None` if it could not be created.
+    fn create(conv: u32, out: Out, tuned: bool) -> Option<Self>;
+    /// `ikcp_update` at `now` (ms).
+    fn update(&mut self, now: u32);
+    /// Milliseconds from `now` until `update` is due (`ikcp_check`).
+    fn check(&self, now: u32) -> u32;
+    /// `ikcp_input`; false if the datagram was refused.
+    fn input(&mut self, data: &[u8]) -> bool;
+    /// `ikcp_recv` into `buf`: a whole message's length, or `None`.
+    fn recv(&mut self, buf: &mut [u8]) -> Option<usize>;
+    /// `ikcp_send`; false if refused.
+    fn send(&mut self, msg: &[u8]) -> bool;
+    /// `ikcp_waitsnd`: segments queued or in flight.
+    fn wait_snd(&self) -> usize;
+    /// The settings in words.
+    fn settings(tuned: bool) -> String;
 }
 
-fn settings(tuned: bool) -> String {
-    if tuned {
-        "fast (KCP test.cpp): nodelay 1 (the crate's nodelay is a bool; C's 2 is not \
-         expressible), interval 10, resend 2 then fastresend 1, nc 1 (no congestion window), \
-         minrto 10, windows 128/128, mtu 1400"
-            .into()
-    } else {
-        "defaults: nodelay 0, interval 100, resend 0, congestion window on, minrto 100, \
-         windows 32/128, mtu 1400"
-            .into()
+/// The `kcp` crate's KCP.
+pub struct CrateKcp(kcp::Kcp<Out>);
+
+impl Arq for CrateKcp {
+    const NAME: &'static str = "kcp";
+
+    fn create(conv: u32, out: Out, tuned: bool) -> Option<Self> {
+        let mut k = kcp::Kcp::new(conv, out);
+        if tuned {
+            k.set_nodelay(true, 10, 2, true);
+            k.set_rx_minrto(10);
+            k.set_fast_resend(1);
+            k.set_wndsize(128, 128);
+        }
+        Some(CrateKcp(k))
+    }
+
+    fn update(&mut self, now: u32) {
+        let _ = self.0.update(now);
+    }
+
+    fn check(&self, now: u32) -> u32 {
+        self.0.check(now)
+    }
+
+    fn input(&mut self, data: &[u8]) -> bool {
+        self.0.input(data).is_ok()
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> Option<usize> {
+        self.0.recv(buf).ok()
+    }
+
+    fn send(&mut self, msg: &[u8]) -> bool {
+        self.0.send(msg).is_ok()
+    }
+
+    fn wait_snd(&self) -> usize {
+        self.0.wait_snd()
+    }
+
+    fn settings(tuned: bool) -> String {
+        if tuned {
+            "kcp crate 0.6: fast (KCP test.cpp) but nodelay 1 (the crate's nodelay is a bool; \
+             C's 2 is not expressible), interval 10, resend 2 then fastresend 1, nc 1 (no \
+             congestion window), minrto 10, windows 128/128, mtu 1400"
+                .into()
+        } else {
+            "kcp crate 0.6 defaults: nodelay 0, interval 100, resend 0, congestion window on, \
+             minrto 100, windows 32/128, mtu 1400"
+                .into()
+        }
     }
 }
 
 /// A KCP and when it wants its next `update`.
-struct Conn {
-    kcp: Kcp,
+struct Conn<K> {
+    kcp: K,
     due: u32,
 }
 
@@ -112,7 +170,7 @@ impl Clock {
     }
 
     /// Asks `check` after an update/input/send and queues the result.
-    fn reschedule(&mut self, i: usize, c: &mut Conn, now: u32) {
+    fn reschedule<K: Arq>(&mut self, i: usize, c: &mut Conn<K>, now: u32) {
         // check's 0 can name a resend that is overdue while the next flush
         // is not (KCP resends only at flushes): look again next ms.
         let due = now + c.kcp.check(now).max(1);
@@ -123,7 +181,7 @@ impl Clock {
     }
 
     /// Runs the `update`s due by now.
-    fn run_due(&mut self, conns: &mut [Conn]) {
+    fn run_due<K: Arq>(&mut self, conns: &mut [Conn<K>]) {
         let now = self.ms();
         while let Some(&Reverse((due, i))) = self.heap.peek() {
             if due > now {
@@ -134,7 +192,7 @@ impl Clock {
             if c.due != due {
                 continue;
             }
-            let _ = c.kcp.update(now);
+            c.kcp.update(now);
             self.reschedule(i, c, now);
         }
     }
@@ -147,53 +205,54 @@ impl Clock {
 
 /// Feeds a datagram to `c` (its clock brought to now first), then hands
 /// every whole message to `each`.
-fn input(
-    c: &mut Conn,
+fn input<K: Arq>(
+    c: &mut Conn<K>,
     now: u32,
     data: &[u8],
     msg: &mut [u8],
-    mut each: impl FnMut(&mut Kcp, &[u8]),
+    mut each: impl FnMut(&mut K, &[u8]),
 ) {
-    let _ = c.kcp.update(now);
-    if c.kcp.input(data).is_err() {
+    c.kcp.update(now);
+    if !c.kcp.input(data) {
         return;
     }
-    while let Ok(n) = c.kcp.recv(msg) {
+    while let Some(n) = c.kcp.recv(msg) {
         let (k, m) = (&mut c.kcp, &msg[..n]);
         each(k, m);
     }
 }
 
-fn send(k: &mut Kcp, msg: &[u8]) -> bool {
-    k.wait_snd() < MAX_QUEUED && k.send(msg).is_ok()
+fn send<K: Arq>(k: &mut K, msg: &[u8]) -> bool {
+    k.wait_snd() < MAX_QUEUED && k.send(msg)
 }
 
-fn wait(poll: &mut Poll, events: &mut Events, until: Instant) -> Result<(), String> {
+fn wait(name: &str, poll: &mut Poll, events: &mut Events, until: Instant) -> Result<(), String> {
     let timeout = until.saturating_duration_since(Instant::now());
     match poll.poll(events, Some(timeout)) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
-        Err(e) => Err(format!("kcp: poll: {e}")),
+        Err(e) => Err(format!("{name}: poll: {e}")),
     }
 }
 
 // ---------------------------------------------------------------- server
 
-struct KcpServer {
+struct KcpServer<K> {
     socket: Rc<UdpSocket>,
     poll: Poll,
     events: Events,
     clock: Clock,
-    conns: Vec<Conn>,
+    conns: Vec<Conn<K>>,
     peers: HashMap<SocketAddr, usize>,
     tuned: bool,
     tally: Arc<Tally>,
     buf: Vec<u8>,
     msg: Vec<u8>,
     ignored: u64,
+    name: &'static str,
 }
 
-impl EchoServer for KcpServer {
+impl<K: Arq> EchoServer for KcpServer<K> {
     fn local_addr(&self) -> SocketAddr {
         self.socket
             .local_addr()
@@ -205,7 +264,7 @@ impl EchoServer for KcpServer {
         if let Some(n) = self.clock.next() {
             until = until.min(n);
         }
-        wait(&mut self.poll, &mut self.events, until)?;
+        wait(K::NAME, &mut self.poll, &mut self.events, until)?;
         loop {
             let (n, from) = match self.socket.recv_from(&mut self.buf) {
                 Ok(r) => r,
@@ -223,14 +282,14 @@ impl EchoServer for KcpServer {
                         continue;
                     }
                     let conv = kcp::get_conv(&self.buf[..n]);
-                    let mut k = Kcp::new(
-                        conv,
-                        Out {
-                            socket: self.socket.clone(),
-                            to: from,
-                        },
-                    );
-                    configure(&mut k, self.tuned);
+                    let out = Out {
+                        socket: self.socket.clone(),
+                        to: from,
+                    };
+                    let Some(k) = K::create(conv, out, self.tuned) else {
+                        self.ignored += 1;
+                        continue;
+                    };
                     let i = self.conns.len();
                     self.conns.push(Conn { kcp: k, due: 0 });
                     self.peers.insert(from, i);
@@ -252,33 +311,34 @@ impl EchoServer for KcpServer {
     }
 }
 
-impl Drop for KcpServer {
+impl<K> Drop for KcpServer<K> {
     fn drop(&mut self) {
         if self.ignored > 0 {
             eprintln!(
-                "kcp server: {} datagrams ignored (too short or past {MAX_PEERS} peers)",
-                self.ignored
+                "{} server: {} datagrams ignored (too short or past {MAX_PEERS} peers)",
+                self.name, self.ignored
             );
         }
     }
 }
 
-fn bind(addr: SocketAddr) -> Result<UdpSocket, String> {
-    UdpSocket::bind(addr).map_err(|e| format!("kcp: binding {addr}: {e}"))
+fn bind(name: &str, addr: SocketAddr) -> Result<UdpSocket, String> {
+    UdpSocket::bind(addr).map_err(|e| format!("{name}: binding {addr}: {e}"))
 }
 
-/// The KCP echo server.
-pub fn server(
+/// The KCP echo server of implementation `K`.
+pub fn server<K: Arq + 'static>(
     args: &ServerArgs,
     tally: Arc<Tally>,
 ) -> Result<(Box<dyn EchoServer>, Description), String> {
-    let mut socket = bind(args.bind)?;
-    let poll = Poll::new().map_err(|e| format!("kcp: poll: {e}"))?;
+    let name = K::NAME;
+    let mut socket = bind(name, args.bind)?;
+    let poll = Poll::new().map_err(|e| format!("{name}: poll: {e}"))?;
     poll.registry()
         .register(&mut socket, Token(0), Interest::READABLE)
-        .map_err(|e| format!("kcp: registering the socket: {e}"))?;
+        .map_err(|e| format!("{name}: registering the socket: {e}"))?;
     Ok((
-        Box::new(KcpServer {
+        Box::new(KcpServer::<K> {
             socket: Rc::new(socket),
             poll,
             events: Events::with_capacity(64),
@@ -293,9 +353,10 @@ pub fn server(
             buf: vec![0; RECV_BUF],
             msg: vec![0; RECV_BUF],
             ignored: 0,
+            name,
         }),
         Description {
-            settings: settings(args.tuned),
+            settings: K::settings(args.tuned),
             pump: "one thread: mio poll on the socket and the earliest ikcp_check".into(),
         },
     ))
@@ -303,17 +364,17 @@ pub fn server(
 
 // ---------------------------------------------------------------- clients
 
-struct KcpClients {
+struct KcpClients<K> {
     sockets: Vec<Rc<UdpSocket>>,
     poll: Poll,
     events: Events,
     clock: Clock,
-    conns: Vec<Conn>,
+    conns: Vec<Conn<K>>,
     buf: Vec<u8>,
     msg: Vec<u8>,
 }
 
-impl Clients for KcpClients {
+impl<K: Arq> Clients for KcpClients<K> {
     fn send(&mut self, i: usize, msg: &[u8]) -> Result<(), String> {
         let now = self.clock.ms();
         let c = &mut self.conns[i];
@@ -332,7 +393,7 @@ impl Clients for KcpClients {
         if let Some(n) = self.clock.next() {
             wake = wake.min(n);
         }
-        wait(&mut self.poll, &mut self.events, wake)?;
+        wait(K::NAME, &mut self.poll, &mut self.events, wake)?;
         let ready: Vec<usize> = self.events.iter().map(|e| e.token().0).collect();
         for i in ready {
             loop {
@@ -358,16 +419,20 @@ impl Clients for KcpClients {
     }
 }
 
-/// KCP clients, each its own socket and KCP (conv = index + 1). KCP has no
-/// handshake: "connected" once the socket is bound.
-pub fn clients(
+/// KCP clients of implementation `K`, each its own socket and KCP (conv =
+/// index + 1). KCP has no handshake: "connected" once the socket is bound.
+pub fn clients<K: Arq + 'static>(
     args: &ClientArgs,
     _deadline: Instant,
 ) -> Result<(Box<dyn Clients>, Description), String> {
     if args.channel != Channel::ReliableOrdered {
-        return Err("kcp: --channel: KCP has only reliable-ordered delivery".into());
+        return Err(format!(
+            "{}: --channel: KCP has only reliable-ordered delivery",
+            K::NAME
+        ));
     }
-    let poll = Poll::new().map_err(|e| format!("kcp: poll: {e}"))?;
+    let name = K::NAME;
+    let poll = Poll::new().map_err(|e| format!("{name}: poll: {e}"))?;
     let local: SocketAddr = if args.connect.is_ipv4() {
         "127.0.0.1:0".parse().expect("constant address")
     } else {
@@ -381,28 +446,26 @@ pub fn clients(
     };
     let mut clock = clock;
     for i in 0..args.clients as usize {
-        let mut s = bind(local)?;
+        let mut s = bind(name, local)?;
         poll.registry()
             .register(&mut s, Token(i), Interest::READABLE)
-            .map_err(|e| format!("kcp: registering client {i}'s socket: {e}"))?;
+            .map_err(|e| format!("{name}: registering client {i}'s socket: {e}"))?;
         let s = Rc::new(s);
-        let mut k = Kcp::new(
-            i as u32 + 1,
-            Out {
-                socket: s.clone(),
-                to: args.connect,
-            },
-        );
-        configure(&mut k, args.tuned);
+        let out = Out {
+            socket: s.clone(),
+            to: args.connect,
+        };
+        let k = K::create(i as u32 + 1, out, args.tuned)
+            .ok_or_else(|| format!("{name}: creating client {i}'s KCP"))?;
         let mut c = Conn { kcp: k, due: 0 };
         let now = clock.ms();
-        let _ = c.kcp.update(now);
+        c.kcp.update(now);
         clock.reschedule(i, &mut c, now);
         sockets.push(s);
         conns.push(c);
     }
     Ok((
-        Box::new(KcpClients {
+        Box::new(KcpClients::<K> {
             sockets,
             poll,
             events: Events::with_capacity(1024),
@@ -412,7 +475,7 @@ pub fn clients(
             msg: vec![0; RECV_BUF],
         }),
         Description {
-            settings: settings(args.tuned),
+            settings: K::settings(args.tuned),
             pump: "one thread: mio poll on the sockets and the earliest ikcp_check".into(),
         },
     ))

@@ -20,13 +20,14 @@
 
 use std::net::SocketAddr;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender as Tx};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use keel_reactor::{IoModel, Runtime};
 use keel_rudp::{
     Admission, ChannelConfig, ChannelKind, Client, ClientConfig, ClientSecurity, Config,
     ConnectionHandle, Ctx, DisconnectReason, Handler, Sender, Server, ServerConfig, ServerSecurity,
+    Stats,
 };
 
 use crate::{Channel, ClientArgs, Clients, Description, EchoServer, ServerArgs, Tally};
@@ -133,9 +134,18 @@ enum Event {
     Gone(usize, String),
 }
 
+/// Set in the environment (to anything) to put the clients' keel-rudp
+/// counters in the client's line (`library_stats`; a diagnostic: each
+/// message then costs a stats snapshot).
+pub const STATS_ENV: &str = "KEEL_PEER_STATS";
+
+/// Each client's latest [`Stats`], when [`STATS_ENV`] is set.
+type Snapshots = Arc<Mutex<Vec<Option<Stats>>>>;
+
 struct Peer {
     id: usize,
     tx: Tx<Event>,
+    stats: Option<Snapshots>,
 }
 
 impl Handler for Peer {
@@ -143,8 +153,15 @@ impl Handler for Peer {
         let _ = self.tx.send(Event::Connected);
     }
 
-    fn message(&mut self, _: &mut Ctx<'_>, _: ConnectionHandle, _: u8, data: &[u8]) {
+    fn message(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle, _: u8, data: &[u8]) {
         let _ = self.tx.send(Event::Message(self.id, data.to_vec()));
+        // Only when asked for: a snapshot allocates.
+        let Some(s) = &self.stats else { return };
+        if let (Some(st), Ok(mut v)) = (ctx.stats(conn), s.lock()) {
+            if let Some(slot) = v.get_mut(self.id) {
+                *slot = Some(st);
+            }
+        }
     }
 
     fn disconnected(&mut self, _: &mut Ctx<'_>, _: ConnectionHandle, r: &DisconnectReason) {
@@ -158,6 +175,7 @@ struct KeelClients {
     rx: Receiver<Event>,
     channel: u8,
     rt: Option<Runtime>,
+    stats: Option<Snapshots>,
 }
 
 impl KeelClients {
@@ -208,6 +226,32 @@ impl Clients for KeelClients {
             let _ = rt.stop();
         }
     }
+
+    fn stats(&self) -> Option<serde_json::Value> {
+        let v = self.stats.as_ref()?.lock().ok()?;
+        let all: Vec<&Stats> = v.iter().flatten().collect();
+        let sum = |f: fn(&Stats) -> u64| all.iter().map(|s| f(s)).sum::<u64>();
+        let mean =
+            |f: fn(&Stats) -> f64| all.iter().map(|s| f(s)).sum::<f64>() / all.len().max(1) as f64;
+        Some(serde_json::json!({
+            "what": "keel-rudp Stats of the clients' connections at their last message, summed (means for RTTs and windows)",
+            "connections": all.len(),
+            "packets_sent": sum(|s| s.packets_sent),
+            "packets_acked": sum(|s| s.packets_acked),
+            "packets_lost": sum(|s| s.packets_lost),
+            "spurious_losses": sum(|s| s.spurious_losses),
+            "random_losses": sum(|s| s.random_losses),
+            "congestion_undos": sum(|s| s.congestion_undos),
+            "retransmissions": sum(|s| s.retransmissions),
+            "redundant_copies": sum(|s| s.redundant_copies),
+            "recovered_by_redundancy": sum(|s| s.recovered_by_redundancy),
+            "probes": sum(|s| s.probes),
+            "bytes_sent": sum(|s| s.bytes_sent),
+            "smoothed_rtt_ms": mean(|s| s.smoothed_rtt.as_secs_f64() * 1e3),
+            "rttvar_ms": mean(|s| s.rttvar.as_secs_f64() * 1e3),
+            "congestion_window_bytes": mean(|s| s.congestion_window as f64),
+        }))
+    }
 }
 
 /// keel-rudp clients, each its own socket, connected.
@@ -226,6 +270,8 @@ pub fn clients(
     if let Some(a) = ack {
         conn.max_ack_delay = a.min(Duration::from_secs(1));
     }
+    let stats: Option<Snapshots> =
+        std::env::var_os(STATS_ENV).map(|_| Arc::new(Mutex::new(vec![None; n])));
     let mut clients = Vec::with_capacity(n);
     for id in 0..n {
         let cc = ClientConfig::new(conn.clone(), ClientSecurity::Insecure);
@@ -233,7 +279,11 @@ pub fn clients(
             rt.next_reactor(),
             args.connect,
             cc,
-            Peer { id, tx: tx.clone() },
+            Peer {
+                id,
+                tx: tx.clone(),
+                stats: stats.clone(),
+            },
         )
         .map_err(|e| format!("keel-rudp: client {id}: {e}"))?;
         clients.push(c);
@@ -246,6 +296,7 @@ pub fn clients(
         rx,
         channel: channel_index(args.channel),
         rt: Some(rt),
+        stats,
     };
     let mut up = 0;
     while up < n {

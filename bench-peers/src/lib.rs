@@ -52,7 +52,7 @@
 //! call.
 //!
 //! `unsafe` lives only in `sys` modules ([`sys`] for getrusage, and one per
-//! C library); the crate root denies it everywhere else.
+//! C library: [`ikcp::sys`], `enet::sys`, `gns::sys`); the crate root denies it everywhere else.
 
 #![deny(unsafe_code)]
 
@@ -60,10 +60,12 @@ pub mod flags;
 #[cfg(feature = "gns")]
 pub mod gns;
 pub mod load;
+pub mod pump;
 pub mod server;
 pub mod stats;
 pub mod sys;
 
+pub mod ikcp;
 pub mod kcp_peer;
 pub mod keel;
 pub mod quinn_peer;
@@ -130,6 +132,13 @@ pub trait Clients {
 
     /// Closes every connection (bounded in time: a second or so).
     fn close(&mut self);
+
+    /// The library's own counters summed over the clients (resends,
+    /// probes...), for the client's line as `library_stats`; `None` (the
+    /// default) if the library has none or they were not asked for.
+    fn stats(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// Creates a library's echo server bound to `args.bind`.
@@ -160,8 +169,13 @@ pub fn libraries() -> Vec<Library> {
         },
         Library {
             name: "kcp",
-            server: kcp_peer::server,
-            clients: kcp_peer::clients,
+            server: kcp_peer::server::<kcp_peer::CrateKcp>,
+            clients: kcp_peer::clients::<kcp_peer::CrateKcp>,
+        },
+        Library {
+            name: "ikcp",
+            server: kcp_peer::server::<ikcp::Ikcp>,
+            clients: kcp_peer::clients::<ikcp::Ikcp>,
         },
         Library {
             name: "quinn",

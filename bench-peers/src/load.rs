@@ -158,6 +158,7 @@ struct Run {
     cpu: Option<Duration>,
     connect: Duration,
     rss: Option<u64>,
+    stats: Option<serde_json::Value>,
 }
 
 fn drive(clients: &mut dyn Clients, args: &ClientArgs, epoch: Instant) -> Result<Run, String> {
@@ -228,6 +229,7 @@ fn drive(clients: &mut dyn Clients, args: &ClientArgs, epoch: Instant) -> Result
         cpu,
         connect: Duration::ZERO,
         rss: rss.or_else(rss_bytes),
+        stats: None,
     })
 }
 
@@ -241,9 +243,11 @@ pub fn run(lib: &Library, args: &ClientArgs) -> i32 {
         desc = d;
         let connect = epoch.elapsed();
         let r = drive(clients.as_mut(), args, epoch);
+        let stats = clients.stats();
         clients.close();
         r.map(|mut r| {
             r.connect = connect;
+            r.stats = stats;
             r
         })
     });
@@ -291,6 +295,9 @@ pub fn run(lib: &Library, args: &ClientArgs) -> i32 {
                     .map(|cpu| cpu.as_secs_f64() * 1e6 / c.sent as f64)),
             );
             put("rss_bytes", json!(r.rss));
+            if let Some(s) = &r.stats {
+                put("library_stats", s.clone());
+            }
             if c.sent == 0 {
                 error = Some("no message sent in the window".to_string());
             } else if c.corrupt > 0 {

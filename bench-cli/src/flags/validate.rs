@@ -156,6 +156,24 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
     Ok(cfg)
 }
 
+/// A keel-rudp flag `--name` given with `--protocol kcp`: refused, saying
+/// it applies to `--protocol rudp` only and, in `kcp_instead`, what KCP has
+/// (or lacks) instead.
+fn rudp_only(
+    raw: &RawArgs,
+    cfg: &RunConfig,
+    name: &str,
+    kcp_instead: &str,
+) -> Result<(), FlagError> {
+    if cfg.protocol == Protocol::Kcp && has(raw, name) {
+        return Err(FlagError::new(
+            format!("--{name}"),
+            format!("applies to --protocol rudp only ({kcp_instead})"),
+        ));
+    }
+    Ok(())
+}
+
 /// `--channel` and `--rate` belong to `--protocol rudp`; a keel-rudp run
 /// has `--connect` against `serve --protocol rudp|kcp`, and no UDP-only
 /// knobs.
@@ -192,12 +210,7 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
         }
         return Ok(());
     }
-    if cfg.protocol == Protocol::Kcp && has(raw, "encrypt") {
-        return Err(FlagError::new(
-            "--encrypt",
-            "applies to --protocol rudp only (KCP has no encryption)",
-        ));
-    }
+    rudp_only(raw, cfg, "encrypt", "KCP has no encryption")?;
     if cfg.protocol == Protocol::Rudp {
         if let Some(name) = ["kcp-mode", "kcp-window"]
             .into_iter()
@@ -209,19 +222,13 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
             ));
         }
     }
-    if cfg.protocol == Protocol::Kcp && has(raw, "ack-delay") {
-        return Err(FlagError::new(
-            "--ack-delay",
-            "applies to --protocol rudp only (KCP sends its acknowledgements every --kcp-mode \
-             interval)",
-        ));
-    }
-    if cfg.protocol == Protocol::Kcp && has(raw, "redundancy") {
-        return Err(FlagError::new(
-            "--redundancy",
-            "applies to --protocol rudp only (KCP has no redundancy)",
-        ));
-    }
+    rudp_only(
+        raw,
+        cfg,
+        "ack-delay",
+        "KCP sends its acknowledgements every --kcp-mode interval",
+    )?;
+    rudp_only(raw, cfg, "redundancy", "KCP has no redundancy")?;
     if cfg.redundancy.is_some_and(|r| r > 0) && (cfg.bulk_channel || !cfg.channel.reliable()) {
         return Err(FlagError::new(
             "--redundancy",
@@ -237,13 +244,12 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
             ),
         ));
     }
-    if cfg.protocol == Protocol::Kcp && has(raw, "bulk-channel") {
-        return Err(FlagError::new(
-            "--bulk-channel",
-            "applies to --protocol rudp only (KCP has no channels; --kcp-mode picks its \
-             congestion window)",
-        ));
-    }
+    rudp_only(
+        raw,
+        cfg,
+        "bulk-channel",
+        "KCP has no channels; --kcp-mode picks its congestion window",
+    )?;
     if cfg.protocol == Protocol::Kcp && cfg.channel != ChannelChoice::ReliableOrdered {
         return Err(FlagError::new(
             "--channel",
@@ -948,6 +954,45 @@ mod tests {
         let m = rejected(&["--protocol", "kcp", "--ack-delay", "5"], "--ack-delay");
         assert!(m.contains("rudp only"), "{m}");
         rejected(&["--ack-delay", "5"], "--ack-delay");
+    }
+
+    /// The keel-rudp flags refused with --protocol kcp, each message word
+    /// for word (one helper writes them all).
+    #[test]
+    fn rudp_only_flags_say_what_kcp_has_instead() {
+        for (args, flag, want) in [
+            (
+                &["--encrypt"][..],
+                "--encrypt",
+                "applies to --protocol rudp only (KCP has no encryption)",
+            ),
+            (
+                &["--ack-delay", "5"][..],
+                "--ack-delay",
+                "applies to --protocol rudp only (KCP sends its acknowledgements every \
+                 --kcp-mode interval)",
+            ),
+            (
+                &["--redundancy", "0"][..],
+                "--redundancy",
+                "applies to --protocol rudp only (KCP has no redundancy)",
+            ),
+            (
+                &["--redundancy", "2", "--bulk-channel"][..],
+                "--redundancy",
+                "applies to --protocol rudp only (KCP has no redundancy)",
+            ),
+            (
+                &["--bulk-channel"][..],
+                "--bulk-channel",
+                "applies to --protocol rudp only (KCP has no channels; --kcp-mode picks its \
+                 congestion window)",
+            ),
+        ] {
+            let mut all = vec!["--protocol", "kcp"];
+            all.extend_from_slice(args);
+            assert_eq!(rejected(&all, flag), want, "{all:?}");
+        }
     }
 
     #[test]

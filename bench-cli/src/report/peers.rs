@@ -219,22 +219,35 @@ fn calibration(groups: &[Group<'_>], s: &mut String) {
 }
 
 /// The relay's own cost: keel-bench's UDP echo, direct and through an
-/// unimpaired relay, alternated.
+/// unimpaired relay, alternated (`relay-cost`), and busy (`relay-load`).
 fn relay_cost(groups: &[Group<'_>], s: &mut String) {
-    let rows: Vec<&Group<'_>> = groups.iter().filter(|g| g.case == "relay-cost").collect();
+    for (case, title, words) in [
+        (
+            "relay-cost",
+            "## The relay's own cost\n\n",
+            "keel-bench's UDP echo (`serve` and `--connect`, 1 client, window 1, 400 B, closed \
+             loop), direct and through `keel-bench relay` with no impairment, alternated; medians \
+             [min, max] over the repetitions. The relay's CPU is its whole process over its life.\n\n",
+        ),
+        (
+            "relay-load",
+            "## The relay's own cost, busy\n\n",
+            "keel-bench's UDP echo (`serve` and `--connect`, 100 clients, window 4, 400 B, closed \
+             loop) through `keel-bench relay` with no impairment; medians [min, max] over the \
+             repetitions. The relay's CPU is its whole process over its life.\n\n",
+        ),
+    ] {
+        relay_cost_table(groups, case, title, words, s);
+    }
+}
+
+fn relay_cost_table(groups: &[Group<'_>], case: &str, title: &str, words: &str, s: &mut String) {
+    let rows: Vec<&Group<'_>> = groups.iter().filter(|g| g.case == case).collect();
     if rows.is_empty() {
         return;
     }
-    s.push_str(
-        "## The relay's own cost
-
-",
-    );
-    s.push_str(
-        "keel-bench's UDP echo (`serve` and `--connect`, 1 client, window 1, 400 B, closed \
-         loop), direct and through `keel-bench relay` with no impairment, alternated; medians \
-         [min, max] over the repetitions. The relay's CPU is its whole process over its life.\n\n",
-    );
+    s.push_str(title);
+    s.push_str(words);
     s.push_str(
         "| path | runs ok | round trips/s | p50 µs | p99 µs | p99.9 µs | relay CPU µs/datagram \
          | relay CPU % |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
@@ -294,7 +307,9 @@ pub(super) fn markdown(records: &[Value], charts: &[String]) -> String {
     let mut sections: Vec<(String, String)> = Vec::new();
     for g in &groups {
         let k = (g.case.clone(), g.channel.clone());
-        if g.case != "calibration-inprocess" && g.case != "relay-cost" && !sections.contains(&k) {
+        if !["calibration-inprocess", "relay-cost", "relay-load"].contains(&g.case.as_str())
+            && !sections.contains(&k)
+        {
             sections.push(k);
         }
     }
@@ -405,5 +420,28 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("* enet tuned: s; pumped by p"), "{md}");
+    }
+
+    /// relay-load runs get the busy table of the relay's cost, not a
+    /// section of their own like a library case.
+    #[test]
+    fn relay_load_runs_are_the_busy_relay_table() {
+        let r = |seed: u64, cpu: f64| {
+            serde_json::json!({
+                "lib": "udp-relay", "library": "udp through the relay", "tuned": false,
+                "case": "relay-load", "channel": "none", "loss": 0.0, "seed": seed, "ok": true,
+                "roundtrips_per_second": 25000.0, "rtt_p50_us": 12000.0, "rtt_p99_us": 40000.0,
+                "relay_cpu_us_per_datagram": cpu, "relay_cpu_seconds": 1.5,
+                "relay_elapsed_seconds": 5.0
+            })
+        };
+        let md = markdown(&[r(1, 5.0), r(2, 6.0), r(3, 7.0)], &[]);
+        assert!(md.contains("## The relay's own cost, busy"), "{md}");
+        assert!(
+            md.contains("| udp through the relay | 3/3 | 25000 | 12000.0 | 40000.0 |"),
+            "{md}"
+        );
+        assert!(md.contains("| 6.00 | 30.0 |"), "{md}");
+        assert!(!md.contains("## relay-load"), "{md}");
     }
 }

@@ -26,8 +26,17 @@ fn every_protocol_runs_open_loop_and_reports_the_servers_cost() {
         assert_eq!(v["ok"], true, "{v}");
         assert_eq!(v["protocol"], proto);
         assert_eq!(v["rate_hz"], 100);
+        // The schedule bounds the sends: client i of 64 sends at
+        // (k + i/64) / 100 s from the warm-up's start, only before the
+        // measured phase ends, so at most 64 x 100 x 0.7 = 4,480 in all
+        // (one more per client for the rounding epsilon of `pump`). A
+        // client that runs late catches up on what is due, but sends not
+        // made by the end are not made: on a loaded machine (six busy
+        // loops on two cores) 2,594 of the 3,840 were measured. A quarter
+        // of the measured phase's 3,840 still fails an open loop that does
+        // not pace at the rate (one send per client, or the warm-up's only).
         let sent = u(&v, "messages_sent");
-        assert!((3_000..=4_700).contains(&sent), "{proto}: {sent} sent: {v}");
+        assert!((960..=4_544).contains(&sent), "{proto}: {sent} sent: {v}");
         assert_eq!(u(&v, "messages"), sent, "{v}");
         assert_eq!(u(&v, "udp_lost_messages"), 0, "{v}");
         // CPU time comes in 10 ms ticks: a short run may see 0.
@@ -35,11 +44,22 @@ fn every_protocol_runs_open_loop_and_reports_the_servers_cost() {
         assert!(f(&v, "server_cpu_percent") >= 0.0, "{v}");
         let datagrams = f(&v, "server_datagrams_per_message");
         match proto {
+            // A UDP message is a datagram, whatever the timing.
             "udp" => assert_eq!(datagrams, 1.0, "{v}"),
-            // At 100 Hz the 10 ms tick outlasts the 5 ms ack delay.
-            "rudp" => assert!(datagrams > 1.5, "acknowledgements alone: {v}"),
-            // KCP packs its acknowledgements with data every 10 ms.
-            _ => assert!(datagrams > 0.5, "{v}"),
+            // keel-rudp and KCP: reported, and within what a message can
+            // cost at no loss (its datagram, an acknowledgement alone, the
+            // handshakes' share, a spurious resend). How many the server
+            // gets is the scheduler's: at 100 Hz a client 5 ms late lets
+            // its acknowledgement ride on the next message, and one that
+            // catches up packs several messages into a datagram (six busy
+            // loops on two cores: 0.26 to 0.84 for keel-rudp, 0.28 to 0.75
+            // for KCP, against 1.50 and 1.74, 0.83 and 0.95 without the loops). The
+            // acknowledgement accounting itself is checked at 20 Hz, with
+            // 45 ms of margin, in the test below.
+            _ => assert!(
+                datagrams > 0.0 && datagrams < 4.0,
+                "{proto}: {datagrams} datagrams per message: {v}"
+            ),
         }
         let rss = f(&v, "rss_bytes_per_connection");
         assert!(

@@ -13,6 +13,8 @@ use crate::common::{repo_root, scratch, stderr, stdout, BIN};
 
 const MATRIX: &str = "rudp-matrix.sh";
 const SCALE: &str = "rudp-scale.sh";
+const TAIL: &str = "rudp-tail.sh";
+const PEERS: &str = "rudp-peers.sh";
 
 fn fake() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-rudp-bench")
@@ -218,6 +220,46 @@ fn bad_arguments_and_settings_exit_2_before_any_run() {
             Vec::<String>::new(),
             "{name} {env:?} ran"
         );
+    }
+}
+
+/// The `[--out DIR] [--overwrite] [OUT_DIR]` arguments, parsed by
+/// scripts/lib.sh's `parse_out_args` for the four rudp scripts: each
+/// mistake exits 2 with the same message, before any run or file.
+#[test]
+fn out_arguments_are_parsed_alike_by_every_rudp_script() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--bogus"], "unknown option --bogus (see --help)"),
+        (&["-x"], "unknown option -x (see --help)"),
+        (&["--out"], "--out: missing value (a directory; see --help)"),
+        (
+            &["--out", "--overwrite"],
+            "--out: missing value (a directory; see --help)",
+        ),
+        (&["--out="], "--out: empty value (a directory; see --help)"),
+        (
+            &["--out", "a", "--out=b"],
+            "--out: given twice (\"a\" and \"b\")",
+        ),
+        (
+            &["a", "b"],
+            "one output directory only: \"a\" and \"b\" (see --help)",
+        ),
+        (&["--overwrite=yes"], "--overwrite takes no value"),
+    ];
+    for name in [MATRIX, SCALE, TAIL, PEERS] {
+        let quick: &[(&[&str], &str)] = if name == PEERS {
+            &[(&["--quick=1"], "--quick takes no value")]
+        } else {
+            &[(&["--quick"], "unknown option --quick (see --help)")]
+        };
+        for (i, (args, want)) in cases.iter().chain(quick).enumerate() {
+            let dir = scratch(module_path!(), &format!("parse-{name}-{i}"));
+            let o = script(name, &dir, args, &[]);
+            assert_eq!(o.status.code(), Some(2), "{name} {args:?}: {}", stderr(&o));
+            assert_eq!(stderr(&o), format!("{name}: {want}\n"), "{name} {args:?}");
+            assert_eq!(entries(&dir), Vec::<String>::new(), "{name} {args:?}");
+        }
     }
 }
 

@@ -14,7 +14,7 @@
 //! until no event. Clients: poll(2) on every host's socket for up to
 //! 1 ms, then `enet_host_service(h, 0)` on the hosts that are readable or
 //! were sent to since, and on every host every [`CLIENT_SWEEP`] (ENet's
-//! timers: resends, pings).
+//! timers: resends, pings): the harness's [`SocketPump`].
 //!
 //! Defaults: ENet queues a send until the next service call. Tuned (the
 //! issue's "flushed each tick"): `enet_host_flush` after every send (each
@@ -26,7 +26,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::sys::Poller;
+use crate::pump::SocketPump;
 use sys::{Event, Host, Peer, FLAG_RELIABLE, FLAG_UNSEQUENCED};
 
 use crate::{Channel, ClientArgs, Clients, Description, EchoServer, ServerArgs, Tally};
@@ -121,50 +121,36 @@ pub fn server(
 struct EnetClients {
     hosts: Vec<Host>,
     peers: Vec<Peer>,
-    poller: Poller,
-    ready: Vec<usize>,
-    dirty: Vec<usize>,
-    swept: Instant,
+    pump: SocketPump,
     channel: u8,
     tuned: bool,
 }
 
-impl EnetClients {
-    /// Services host `i` until it has no event; messages to `deliver`.
-    fn service(
-        &mut self,
-        i: usize,
-        deliver: &mut dyn FnMut(usize, &[u8]),
-        connected: Option<&mut usize>,
-    ) -> Result<(), String> {
-        let mut up = connected;
-        for _ in 0..10_000 {
-            match self.hosts[i].service(0)? {
-                None => break,
-                Some(Event::Receive(_, _, p)) => deliver(i, p.data()),
-                Some(Event::Connect(_)) => {
-                    if let Some(n) = up.as_deref_mut() {
-                        *n += 1;
-                    }
-                }
-                Some(Event::Disconnect(_)) => {
-                    return Err(format!(
-                        "enet: client {i} disconnected (timed out or refused)"
-                    ))
+/// Services host `i` until it has no event; messages to `deliver`.
+fn service(
+    host: &mut Host,
+    i: usize,
+    deliver: &mut dyn FnMut(usize, &[u8]),
+    connected: Option<&mut usize>,
+) -> Result<(), String> {
+    let mut up = connected;
+    for _ in 0..10_000 {
+        match host.service(0)? {
+            None => break,
+            Some(Event::Receive(_, _, p)) => deliver(i, p.data()),
+            Some(Event::Connect(_)) => {
+                if let Some(n) = up.as_deref_mut() {
+                    *n += 1;
                 }
             }
-        }
-        Ok(())
-    }
-
-    fn sweep_due(&mut self) -> bool {
-        if self.swept.elapsed() >= CLIENT_SWEEP {
-            self.swept = Instant::now();
-            true
-        } else {
-            false
+            Some(Event::Disconnect(_)) => {
+                return Err(format!(
+                    "enet: client {i} disconnected (timed out or refused)"
+                ))
+            }
         }
     }
+    Ok(())
 }
 
 impl Clients for EnetClients {
@@ -173,7 +159,7 @@ impl Clients for EnetClients {
         if self.tuned {
             self.hosts[i].flush();
         } else {
-            self.dirty.push(i);
+            self.pump.sent(i);
         }
         Ok(())
     }
@@ -183,30 +169,10 @@ impl Clients for EnetClients {
         until: Instant,
         deliver: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<(), String> {
-        let dirty = std::mem::take(&mut self.dirty);
-        for &i in &dirty {
-            self.service(i, deliver, None)?;
-        }
-        self.dirty = dirty;
-        self.dirty.clear();
-        let wait = until
-            .saturating_duration_since(Instant::now())
-            .min(Duration::from_millis(1));
-        let mut ready = std::mem::take(&mut self.ready);
-        self.poller
-            .wait(wait, &mut ready)
-            .map_err(|e| format!("enet: poll: {e}"))?;
-        if self.sweep_due() {
-            for i in 0..self.hosts.len() {
-                self.service(i, deliver, None)?;
-            }
-        } else {
-            for &i in &ready {
-                self.service(i, deliver, None)?;
-            }
-        }
-        self.ready = ready;
-        Ok(())
+        // Every reason alike: enet_host_service(h, 0) until no event.
+        let hosts = &mut self.hosts;
+        self.pump
+            .step(until, |i, _why| service(&mut hosts[i], i, deliver, None))
     }
 
     fn close(&mut self) {
@@ -223,8 +189,7 @@ impl Clients for EnetClients {
             for h in &mut self.hosts {
                 while let Ok(Some(_)) = h.service(0) {}
             }
-            let mut ready = Vec::new();
-            let _ = self.poller.wait(Duration::from_millis(1), &mut ready);
+            let _ = self.pump.wait(Duration::from_millis(1));
         }
         self.hosts.clear();
     }
@@ -239,10 +204,7 @@ pub fn clients(
     let mut me = EnetClients {
         hosts: Vec::with_capacity(n),
         peers: Vec::with_capacity(n),
-        poller: Poller::default(),
-        ready: Vec::new(),
-        dirty: Vec::new(),
-        swept: Instant::now(),
+        pump: SocketPump::new("enet", CLIENT_SWEEP),
         channel: match args.channel {
             Channel::ReliableOrdered => 0,
             Channel::Unreliable => 1,
@@ -252,7 +214,7 @@ pub fn clients(
     for i in 0..n {
         let mut h = Host::create(None, 1, CHANNELS).map_err(|e| format!("client {i}: {e}"))?;
         let p = h.connect(args.connect, CHANNELS)?;
-        me.poller.add(h.fd());
+        me.pump.add(h.fd());
         me.hosts.push(h);
         me.peers.push(p);
     }
@@ -264,13 +226,10 @@ pub fn clients(
                 "enet: {up} of {n} clients connected by the deadline"
             ));
         }
-        for i in 0..n {
-            me.service(i, &mut ignore, Some(&mut up))?;
+        for (i, h) in me.hosts.iter_mut().enumerate() {
+            service(h, i, &mut ignore, Some(&mut up))?;
         }
-        let mut ready = Vec::new();
-        me.poller
-            .wait(Duration::from_millis(1), &mut ready)
-            .map_err(|e| format!("enet: poll: {e}"))?;
+        me.pump.wait(Duration::from_millis(1))?;
     }
     Ok((
         Box::new(me),

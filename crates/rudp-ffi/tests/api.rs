@@ -590,3 +590,172 @@ fn a_stale_handle_never_reaches_the_next_connection() {
         keel_server_destroy(s);
     }
 }
+
+/// A real client's first hello, caught by a plain socket standing in for
+/// the server.
+fn a_hello() -> Vec<u8> {
+    let fake = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    fake.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let c = insecure_client(&fake.local_addr().unwrap().to_string());
+    let mut ev = empty();
+    // SAFETY: live client, event slot.
+    assert!(unsafe { keel_client_poll(c, 0, &mut ev) } >= 0);
+    let mut buf = [0u8; 2048];
+    let (n, _) = fake.recv_from(&mut buf).expect("the client's hello");
+    // SAFETY: from connect, destroyed once.
+    unsafe { keel_client_destroy(c) };
+    buf[..n].to_vec()
+}
+
+/// Connection attempts all through a stop: copies of a hello from four
+/// sockets (up to 20,000, until the stop is over) and eight real clients
+/// that connect after keel_server_stop. The stop still ends, once, by its
+/// deadline (the first client, never polled again, holds it open until
+/// then); every poll succeeds; the copies cost the server no connection
+/// (each gets a stateless retry) but are counted as hellos (those the
+/// kernel had room for: about half); each late client is let in and
+/// closed at once with the stop's code and reason, or refused; and after
+/// STOPPED the server reads nothing more.
+#[test]
+fn a_flood_of_hellos_through_the_stop_is_counted_and_the_stop_ends() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    const LATE: usize = 8;
+    let hello = a_hello();
+    let (s, addr) = insecure_server();
+    let first = insecure_client(&addr);
+    let mut log = Log::default();
+    pump(s, &[first], &mut log, |l| {
+        count(&l.server, KEEL_EVENT_CONNECTED) == 1
+    });
+    let done = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let flood = {
+        let (done, sent, to) = (done.clone(), sent.clone(), addr.clone());
+        std::thread::spawn(move || {
+            let socks: Vec<_> = (0..4)
+                .map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap())
+                .collect();
+            let start = Instant::now();
+            for i in 0..20_000 {
+                if done.load(Ordering::Relaxed) || start.elapsed() > Duration::from_secs(8) {
+                    break;
+                }
+                if socks[i % 4].send_to(&hello, &to).is_ok() {
+                    sent.fetch_add(1, Ordering::Relaxed);
+                }
+                if i % 64 == 63 {
+                    std::thread::yield_now();
+                }
+            }
+        })
+    };
+    let why = CString::new("maintenance").unwrap();
+    assert_eq!(
+        // SAFETY: live server, NUL-terminated reason.
+        unsafe { keel_server_stop(s, KEEL_CLOSE_STOPPED, why.as_ptr()) },
+        KEEL_OK
+    );
+    let stopped_at = Instant::now();
+    let late: Vec<_> = (0..LATE).map(|_| insecure_client(&addr)).collect();
+    let mut server = Vec::new();
+    let mut clients: Vec<Vec<Seen>> = vec![Vec::new(); LATE];
+    let mut ev = empty();
+    while count(&server, KEEL_EVENT_STOPPED) == 0 {
+        // close_timeout (2 s) and the stop's second after it, and margin.
+        assert!(
+            stopped_at.elapsed() < Duration::from_secs(6),
+            "no STOPPED: {server:?}"
+        );
+        loop {
+            // SAFETY: live server, event slot; copied before the next poll.
+            let rc = unsafe { keel_server_poll(s, 1, &mut ev) };
+            assert!(rc >= 0, "server poll failed: {rc}");
+            if rc == 0 {
+                break;
+            }
+            server.push(copy(&ev));
+        }
+        for (i, &c) in late.iter().enumerate() {
+            // SAFETY: live client, event slot.
+            while unsafe { keel_client_poll(c, 0, &mut ev) } == 1 {
+                clients[i].push(copy(&ev));
+            }
+        }
+    }
+    let mut st = keel_server_stats::default();
+    let size = std::mem::size_of::<keel_server_stats>();
+    // SAFETY: live server, a whole stats struct.
+    assert_eq!(unsafe { keel_server_get_stats(s, &mut st, size) }, KEEL_OK);
+    let show = |st: &keel_server_stats| {
+        format!(
+            "hellos {}, connections {} (created {}, removed {}), refused {} \
+             (rate {}, address {})",
+            st.hellos,
+            st.connections,
+            st.connections_created,
+            st.connections_removed,
+            st.handshakes_refused,
+            st.refused_rate_limit,
+            st.refused_address_limit
+        )
+    };
+    println!(
+        "{} copies sent, STOPPED after {:?}; {}; late clients: {clients:?}",
+        sent.load(Ordering::Relaxed),
+        stopped_at.elapsed(),
+        show(&st)
+    );
+    assert_eq!(count(&server, KEEL_EVENT_STOPPED), 1);
+    assert_eq!(server.last().unwrap().kind, KEEL_EVENT_STOPPED);
+    // The copies made no connection: the first and the late ones only.
+    assert!(
+        (1..=1 + LATE as u64).contains(&st.connections_created),
+        "{}",
+        show(&st)
+    );
+    // Counted: more hellos than the real clients sent (2 each, a hello
+    // and its retry, and a few resends at most).
+    assert!(st.hellos > 4 * (1 + LATE as u64), "{}", show(&st));
+    assert_eq!(
+        st.connections,
+        st.connections_created - st.connections_removed,
+        "{}",
+        show(&st)
+    );
+    // The late clients were let in and closed at once with the stop's code
+    // and reason (or refused, by an admission limit): none is left waiting,
+    // as the first client holds the stop open for its 2 s.
+    for (i, c) in clients.iter().enumerate() {
+        let d = c
+            .iter()
+            .find(|e| e.kind == KEEL_EVENT_DISCONNECTED)
+            .unwrap_or_else(|| panic!("late client {i} never ended: {c:?}"));
+        if d.code == KEEL_CLOSE_STOPPED {
+            assert_eq!(d.reason, "maintenance", "late client {i}: {c:?}");
+        }
+        assert_eq!(
+            d.disconnect, KEEL_DISCONNECT_REMOTE,
+            "late client {i}: {c:?}"
+        );
+    }
+    // Stopped: nothing more is read, however much arrives.
+    let hellos = st.hellos;
+    for _ in 0..3 {
+        // SAFETY: live server, event slot.
+        assert_eq!(unsafe { keel_server_poll(s, 10, &mut ev) }, 0);
+    }
+    // SAFETY: as above.
+    assert_eq!(unsafe { keel_server_get_stats(s, &mut st, size) }, KEEL_OK);
+    assert_eq!(st.hellos, hellos, "read after STOPPED");
+    done.store(true, Ordering::Relaxed);
+    flood.join().unwrap();
+    // SAFETY: handles from create/connect, destroyed once.
+    unsafe {
+        keel_client_destroy(first);
+        for c in late {
+            keel_client_destroy(c);
+        }
+        keel_server_destroy(s);
+    }
+}

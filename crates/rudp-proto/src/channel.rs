@@ -51,11 +51,11 @@ impl ChannelKind {
 /// assert!(map.bulk && !chat.bulk);
 /// assert!(map.priority > chat.priority); // sent after chat when both wait
 ///
-/// // Game events of 400 bytes on a lossy link: each rides once more in the
-/// // next packet (about twice the wire bytes; a loss costs one tick
-/// // instead of loss detection and a resend).
-/// let events = ChannelConfig::new(ChannelKind::ReliableOrdered).with_redundancy(3);
-/// assert_eq!(events.redundancy, 3);
+/// // Game events of 400 bytes on a lossy link: every packet also carries
+/// // the parity of the two messages before its own (about twice the wire
+/// // bytes; a loss costs a tick instead of loss detection and a resend).
+/// let events = ChannelConfig::new(ChannelKind::ReliableOrdered).with_redundancy(4);
+/// assert_eq!(events.redundancy, 4);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ChannelConfig {
@@ -70,46 +70,90 @@ pub struct ChannelConfig {
     /// their small reliable messages get redundancy. Default false.
     pub bulk: bool,
     /// The latency/overhead knob of a reliable, non-bulk channel, a level
-    /// from 0 to [`MAX_REDUNDANCY`] (default 1): copies of its messages (of
-    /// any size that fits one packet) that ride again in the next packets
-    /// carrying data, or at once in a packet of their own when the next
-    /// one has no room. Unreliable and bulk channels send no copies (they
-    /// accept 0 or the default 1, which does nothing there).
+    /// from 0 to [`MAX_REDUNDANCY`] (default [`DEFAULT_REDUNDANCY`]): what
+    /// rides in the next packets besides each message, to repair a loss
+    /// without waiting for loss detection and a resend. Two tools: a
+    /// *copy* (the MESSAGE frame again, a whole payload of wire bytes) and
+    /// a *parity* (a PARITY frame: the XOR of the `span` messages before
+    /// the one a packet carries, about one payload of wire bytes, which
+    /// repairs one lost message among them; sent in every `interval`-th
+    /// packet, so each message costs `1 / interval` payloads). Unreliable
+    /// and bulk channels send neither (they accept 0 or the default, which
+    /// does nothing there). Only whole messages (those that fit in one
+    /// packet) get copies or parity. From the least wire bytes to the
+    /// most (at 10 % loss each way, see docs/performance/rudp.md):
     ///
-    /// * 0: none (messages of at most `Redundancy::max_message` bytes still
-    ///   get the connection-wide small-message redundancy,
-    ///   [`Config::redundancy`](crate::Config::redundancy)).
-    /// * 1: a message resent after a loss rides once more, so a lost
-    ///   resend costs a tick rather than a second loss-detection delay
-    ///   (wire bytes: about the loss rate times the payload more).
-    /// * 2: also every other message (odd sequence numbers) rides once
-    ///   more: about half a payload more per message.
-    /// * n >= 3: every message rides n - 2 more times. A packet lost then
-    ///   costs one send interval (the copy in the next packet) instead of
-    ///   loss detection and a resend, and the messages behind it on an
-    ///   ordered channel are not held back; each level adds about one
-    ///   payload of wire bytes per message.
+    #[doc = include_str!("redundancy_levels.md")]
     ///
-    /// Copies are sent only while the connection's measured packet loss is
-    /// at least [`REDUNDANCY_MIN_LOSS`] (a new connection starts out
-    /// assuming loss), so a clean link pays nothing after its first few
-    /// hundred packets. Only the sender reads it: the two ends may differ,
-    /// and nothing on the wire changes (a copy is the same MESSAGE frame
-    /// again). docs/performance/rudp.md draws p99 against wire bytes for
-    /// each level at 10 and 20 % loss.
+    /// Copies and parity are sent only while the connection's measured
+    /// packet loss is at least [`REDUNDANCY_MIN_LOSS`] (a new connection
+    /// starts out assuming loss), so a clean link pays nothing after its
+    /// first few hundred packets (parity: after its first 64 acknowledged,
+    /// until a loss). Only the sender reads it: the two ends may differ (a
+    /// receiver always uses the parity it gets, and tells the sender which
+    /// messages it repaired, so they are not resent). A packet carrying
+    /// several new messages of the channel at once (a burst) is covered
+    /// less well: XOR parity rebuilds one lost message, not a lost packet's
+    /// several.
     pub redundancy: u8,
 }
 
-/// The default [`ChannelConfig::redundancy`]: resends ride twice.
-pub const DEFAULT_REDUNDANCY: u8 = 1;
+/// The default [`ChannelConfig::redundancy`].
+pub const DEFAULT_REDUNDANCY: u8 = 2;
 
 /// The largest [`ChannelConfig::redundancy`].
-pub const MAX_REDUNDANCY: u8 = 5;
+pub const MAX_REDUNDANCY: u8 = (LEVELS.len() - 1) as u8;
 
 /// The measured packet loss (a moving average over about the last 64
 /// packets judged) below which [`ChannelConfig::redundancy`] sends no
-/// copies: 1 %.
+/// copies and no parity: 1 %.
 pub const REDUNDANCY_MIN_LOSS: f64 = 0.01;
+
+/// What one level of [`ChannelConfig::redundancy`] sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// A message resent after a loss rides once more.
+    pub resend_copy: bool,
+    /// Extra copies of every message.
+    pub copies: u8,
+    /// Parity as `(span, interval)` (`span` 0: none): the packet carrying
+    /// new message `n` with `n % interval == 0` also carries the XOR of
+    /// messages `n - span .. n` (those the sender still holds).
+    pub parity: (u8, u8),
+}
+
+const fn plan(resend_copy: bool, copies: u8, parity: (u8, u8)) -> Plan {
+    Plan {
+        resend_copy,
+        copies,
+        parity,
+    }
+}
+
+/// The levels of [`ChannelConfig::redundancy`], by index (the table in
+/// `redundancy_levels.md`). A second parity per packet would not fit
+/// beside a 400-byte message and its first parity in a 1,200-byte
+/// datagram, so each level has one.
+const LEVELS: [Plan; 6] = [
+    plan(false, 0, (0, 0)),
+    plan(true, 0, (0, 0)),
+    plan(true, 0, (3, 3)),
+    plan(true, 0, (4, 2)),
+    plan(true, 0, (2, 1)),
+    plan(true, 1, (2, 1)),
+];
+
+impl Plan {
+    /// The plan of `level` (clamped to [`MAX_REDUNDANCY`]).
+    pub(crate) fn of(level: u8) -> Plan {
+        LEVELS[usize::from(level.min(MAX_REDUNDANCY))]
+    }
+
+    /// Extra copies message `seq` gets (`resent`: after a loss).
+    pub(crate) fn extra_copies(&self, resent: bool) -> u8 {
+        self.copies.max(u8::from(resent && self.resend_copy))
+    }
+}
 
 impl ChannelConfig {
     /// A channel of `kind`, priority 100, not bulk, redundancy
@@ -711,6 +755,21 @@ impl RecvChannel {
             segs: Vec::new(),
             evicted: 0,
         }
+    }
+
+    /// The channel's kind.
+    pub(crate) fn kind(&self) -> ChannelKind {
+        self.kind
+    }
+
+    /// True when message `seq` was taken whole (delivered or held back
+    /// for ordering): parity cannot be needed for it.
+    pub(crate) fn has(&self, seq: u64) -> bool {
+        self.is_done(seq)
+            || (self.kind == ChannelKind::ReliableOrdered
+                && seq > self.next_expected
+                && seq - self.next_expected < MAX_ORDER_WINDOW
+                && self.pending.contains(seq))
     }
 
     fn is_done(&self, seq: u64) -> bool {

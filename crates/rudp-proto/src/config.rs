@@ -345,7 +345,7 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::ChannelRedundancy { channel, value } => write!(
                 f,
-                "channels[{channel}].redundancy: {value}, 0 to {} accepted on reliable channels that are not bulk, 0 or {} (no copies) on the others",
+                "channels[{channel}].redundancy: {value}, 0 to {} accepted on reliable channels that are not bulk, 0 to {} (nothing sent) on the others",
                 crate::channel::MAX_REDUNDANCY,
                 crate::channel::DEFAULT_REDUNDANCY
             ),
@@ -399,13 +399,13 @@ mod tests {
         let e = Config::new(vec![ok, high]).validate().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "channels[1].redundancy: 6, 0 to 5 accepted on reliable channels that are not bulk, 0 or 1 (no copies) on the others"
+            "channels[1].redundancy: 6, 0 to 5 accepted on reliable channels that are not bulk, 0 to 2 (nothing sent) on the others"
         );
-        let unreliable = ChannelConfig::new(ChannelKind::Unreliable).with_redundancy(2);
+        let unreliable = ChannelConfig::new(ChannelKind::Unreliable).with_redundancy(3);
         assert!(Config::new(vec![unreliable]).validate().is_err());
         let bulk = ChannelConfig::new(ChannelKind::ReliableOrdered)
             .bulk()
-            .with_redundancy(2);
+            .with_redundancy(3);
         assert!(Config::new(vec![bulk]).validate().is_err());
         // A channel made bulk through the field keeps the default level.
         let mut field = ChannelConfig::new(ChannelKind::ReliableOrdered);

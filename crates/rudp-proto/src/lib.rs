@@ -27,7 +27,8 @@
 //!   ranges piggybacked on every packet; RTT and loss detection per
 //!   RFC 6298 / RFC 9002; redundancy for small reliable messages
 //!   ([`Redundancy`]) and, per channel, for messages of any size
-//!   ([`ChannelConfig::redundancy`]); NewReno congestion control and pacing for bulk
+//!   ([`ChannelConfig::redundancy`]: copies and XOR parity, forward error
+//!   correction that rebuilds a lost message without a resend); NewReno congestion control and pacing for bulk
 //!   channels; keepalive, idle and ack timeouts, close with a reason both
 //!   sides see, which flushes what was queued and repeats its CLOSE until
 //!   acknowledged, then tells what was not ([`Connection::undelivered`]).
@@ -57,6 +58,7 @@ mod config;
 mod connection;
 mod deadlines;
 mod endpoint;
+mod fec;
 #[cfg(test)]
 mod fuzz;
 mod pool;

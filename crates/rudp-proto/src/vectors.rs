@@ -331,7 +331,50 @@ fn compute() -> Out {
             .any(|e| matches!(e, Event::Message { data, .. } if &data[..] == b"ok")),
         "{got:?}"
     );
+    fec_vectors(&mut o);
     o
+}
+
+/// Forward error correction, insecure: five messages on a channel at
+/// redundancy level 4 (each packet carries the parity of the two messages
+/// before its own), the fourth packet lost; the fifth's PARITY rebuilds
+/// the fourth message, and the receiver's next packet says so (REPAIRED).
+fn fec_vectors(o: &mut Out) {
+    let mut cfg = Config::new(vec![
+        ChannelConfig::new(ChannelKind::ReliableOrdered).with_redundancy(4)
+    ]);
+    // No small-message copies: only the parity rebuilds the lost one.
+    cfg.redundancy = crate::Redundancy::OFF;
+    let cid = ConnectionId([0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88]);
+    let t0 = Instant::now();
+    let mut a = Connection::established(cfg.clone(), crate::Side::Client, cid, t0).unwrap();
+    let mut b = Connection::established(cfg, crate::Side::Server, cid, t0).unwrap();
+    let msgs: [&[u8]; 5] = [b"abc", b"hello", b"x", b"parity!", b"end"];
+    let mut out = [0u8; 1500];
+    for (i, m) in msgs.iter().enumerate() {
+        o.bytes(&format!("fec.message_{i}"), m);
+        let t = t0 + Duration::from_millis(16 * i as u64);
+        a.send(0, m).unwrap();
+        let n = a.poll_transmit(t, &mut out).unwrap();
+        assert!(a.poll_transmit(t, &mut out[n..]).is_none());
+        o.bytes(&format!("fec.client_packet_{i}"), &out[..n]);
+        if i != 3 {
+            b.handle_datagram(t, &out[..n]);
+        }
+    }
+    let t = t0 + Duration::from_millis(80);
+    let n = b.poll_transmit(t, &mut out).unwrap();
+    o.bytes("fec.server_packet", &out[..n]);
+    let got: Vec<Vec<u8>> = std::iter::from_fn(|| b.poll_event())
+        .filter_map(|e| match e {
+            Event::Message { data, .. } => Some(data),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, msgs.map(<[u8]>::to_vec));
+    assert_eq!(b.stats().repaired_by_parity, 1);
+    a.handle_datagram(t, &out[..n]);
+    assert_eq!(a.stats().repairs_acked, 1);
 }
 
 /// The file as this code would write it (for regeneration).

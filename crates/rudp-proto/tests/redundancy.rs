@@ -1,7 +1,8 @@
 //! Channel redundancy (`ChannelConfig::redundancy`): a lost packet's
 //! message arrives in a later packet without a resend, level 1 repeats
-//! only resends, and a clean link stops paying for copies. Virtual time
-//! throughout (hand-carried datagrams, or the simulated link).
+//! only resends, level 5 copies every message, and a clean link stops
+//! paying for copies. Virtual time throughout (hand-carried datagrams, or
+//! the simulated link). Parity (levels 2-5) has its own tests in fec.rs.
 
 use std::time::{Duration, Instant};
 
@@ -46,7 +47,7 @@ fn first_packet_lost(redundancy: u8) -> (Vec<Vec<u8>>, u64) {
 
 #[test]
 fn a_lost_message_is_delivered_from_the_next_packet_without_a_resend() {
-    let (got, resent) = first_packet_lost(3);
+    let (got, resent) = first_packet_lost(5);
     assert_eq!(got, vec![vec![1u8; 400], vec![2u8; 400]]);
     assert_eq!(resent, 0);
 }
@@ -95,22 +96,20 @@ fn under_loss_copies_replace_most_resends() {
     });
     let (copies0, resent0, got0) = tick(0, link.clone(), 5, 3);
     let (copies1, resent1, got1) = tick(1, link.clone(), 5, 3);
-    let (copies_half, _, got_half) = tick(2, link.clone(), 5, 3);
-    let (copies2, resent2, got2) = tick(3, link, 5, 3);
-    assert_eq!((got0, got1, got_half, got2), (300, 300, 300, 300));
+    let (copies5, resent5, got5) = tick(5, link, 5, 3);
+    assert_eq!((got0, got1, got5), (300, 300, 300));
     assert_eq!(copies0, 0);
     // Level 1: only resends ride again.
     assert!(
         copies1 > 0 && copies1 <= resent1,
         "{copies1} copies, {resent1} resends"
     );
-    // Level 2: every other message (and resends); level 3: every message.
-    assert!((130..=200).contains(&copies_half), "{copies_half} copies");
-    assert!(copies2 >= 250, "{copies2} copies");
-    // About 10 % of 300 lost: ~30 resends without, ~3 (both copies lost) with.
+    // Level 5: every message (and parity besides).
+    assert!(copies5 >= 250, "{copies5} copies");
+    // About 10 % of 300 lost: ~30 resends without, a few with.
     assert!(
-        resent2 * 3 < resent0,
-        "{resent2} resends with, {resent0} without"
+        resent5 * 3 < resent0,
+        "{resent5} resends with, {resent0} without"
     );
 }
 
@@ -120,7 +119,7 @@ fn a_clean_link_stops_sending_copies() {
         delay: Duration::from_millis(25),
         ..Impairment::default()
     });
-    let (copies, resent, got) = tick(4, link, 10, 1);
+    let (copies, resent, got) = tick(5, link, 10, 1);
     assert_eq!((resent, got), (0, 600));
     // The first packets are protected (the loss average starts at 1/16)
     // until about 120 packets are acknowledged; then none.
@@ -128,4 +127,36 @@ fn a_clean_link_stops_sending_copies() {
         copies > 0 && copies < 2 * 200,
         "{copies} copies of 600 messages"
     );
+}
+
+/// The copies a channel's level asks for look at its 64 oldest
+/// unacknowledged messages only (`REDUNDANCY_SCAN`: the cost of a packet
+/// stays bounded however many messages wait): with 100 messages of 200
+/// bytes queued at once and nothing acknowledged, level 5 (a copy of
+/// every message) copies messages 0-63 and never 64-99.
+#[test]
+fn copies_scan_the_oldest_64_messages_only() {
+    use keel_rudp_proto::wire::{Frame, Header, Reader};
+    let t0 = Instant::now();
+    let cid = ConnectionId([5; 8]);
+    let mut a = Connection::established(config(5), Side::Client, cid, t0).unwrap();
+    for i in 0..100u8 {
+        a.send(0, &[i; 200]).unwrap();
+    }
+    let mut sent = [0u32; 100];
+    let mut buf = [0u8; 1500];
+    let mut packets = 0;
+    while let Some(n) = a.poll_transmit(t0, &mut buf) {
+        packets += 1;
+        assert!(packets < 1000, "a bounded number of packets");
+        let mut r = Reader::new(&buf[..n]);
+        Header::decode(&mut r).unwrap();
+        while !r.is_empty() {
+            if let Frame::Message { seq, .. } = Frame::decode(&mut r).unwrap() {
+                sent[seq as usize] += 1;
+            }
+        }
+    }
+    assert!(sent[..64].iter().all(|&n| n == 2), "{:?}", &sent[..64]);
+    assert!(sent[64..].iter().all(|&n| n == 1), "{:?}", &sent[64..]);
 }

@@ -61,6 +61,21 @@ mod socket;
 mod sys;
 mod timers;
 
+/// keel-udp's batched system calls on any UDP socket (a `mio` or std one),
+/// for a program that runs its own event loop: `recvmmsg` into a
+/// caller-owned [`RecvBatch`](batch::RecvBatch), `sendmmsg` from a
+/// caller-owned [`SendBatch`](batch::SendBatch). Both are allocated once
+/// and reused, so neither path allocates per datagram. Each call makes one
+/// system call and never blocks; a caller drains a socket by calling
+/// [`recv_batch`](batch::recv_batch) until it returns fewer than
+/// [`RecvBatch::per_call`](batch::RecvBatch::per_call) datagrams (or
+/// `WouldBlock`), and flushes a batch by resuming
+/// [`send_batch`](batch::send_batch) from the first datagram not sent.
+/// Elsewhere than Linux, one datagram per call.
+pub mod batch {
+    pub use crate::sys::{enable_rxq_ovfl, recv_batch, send_batch, RecvBatch, SendBatch};
+}
+
 pub use client::{Client, ClientConfig, ClientCtx, ClientHandler};
 pub use conditioner::{Impairment, ImpairmentError};
 pub use config::{

@@ -54,7 +54,9 @@ pub(in crate::report) fn peers_svgs(groups: &[Group<'_>]) -> Result<Vec<(String,
     let mut sections: Vec<(&str, &str)> = Vec::new();
     for g in groups {
         let k = (g.case.as_str(), g.channel.as_str());
-        if g.case != "calibration-inprocess" && g.case != "relay-cost" && !sections.contains(&k) {
+        if !["calibration-inprocess", "relay-cost", "relay-load"].contains(&g.case.as_str())
+            && !sections.contains(&k)
+        {
             sections.push(k);
         }
     }

@@ -700,6 +700,22 @@ namespace Keel.Rudp
             return e;
         }
 
+        /// <summary>The end of <see cref="KeelClient.Poll"/> and
+        /// <see cref="KeelServer.Poll"/>: false and a default
+        /// <paramref name="ev"/> when the poll's (checked) return code
+        /// <paramref name="rc"/> says no event came, else true and the event
+        /// copied out of <paramref name="raw"/>.</summary>
+        internal static bool FromPoll(int rc, ref KeelNative.keel_event raw, out KeelEvent ev)
+        {
+            if (rc == 0)
+            {
+                ev = default(KeelEvent);
+                return false;
+            }
+            ev = CopyFrom(ref raw);
+            return true;
+        }
+
         /// <summary>For logs: the kind and the fields that kind uses.</summary>
         public override string ToString()
         {
@@ -1049,13 +1065,7 @@ namespace Keel.Rudp
         {
             KeelNative.keel_event raw;
             int rc = KeelException.Check(KeelNative.keel_client_poll(Live(), timeoutMs, out raw), "keel_client_poll");
-            if (rc == 0)
-            {
-                ev = default(KeelEvent);
-                return false;
-            }
-            ev = KeelEvent.CopyFrom(ref raw);
-            return true;
+            return KeelEvent.FromPoll(rc, ref raw, out ev);
         }
 
         /// <summary>The connection's counters and estimates: RTT, loss,
@@ -1272,13 +1282,7 @@ namespace Keel.Rudp
         {
             KeelNative.keel_event raw;
             int rc = KeelException.Check(KeelNative.keel_server_poll(Live(), timeoutMs, out raw), "keel_server_poll");
-            if (rc == 0)
-            {
-                ev = default(KeelEvent);
-                return false;
-            }
-            ev = KeelEvent.CopyFrom(ref raw);
-            return true;
+            return KeelEvent.FromPoll(rc, ref raw, out ev);
         }
 
         /// <summary>Frees the server, its socket and all its connections

@@ -86,6 +86,7 @@ impl Connection {
             {
                 // Validate every frame before acting on any.
                 let mut check = r.clone();
+                let mut parity = false;
                 while !check.is_empty() {
                     match Frame::decode(&mut check)? {
                         Frame::Hello { .. } | Frame::Retry { .. } | Frame::Accept { .. } => {
@@ -115,6 +116,19 @@ impl Connection {
                                 "fragment channel or total length",
                             )));
                         }
+                        Frame::Parity {
+                            channel, payload, ..
+                        } if channel as usize >= self.recv.len()
+                            || payload.len() > self.cfg.max_message_size =>
+                        {
+                            return Err(Drop::Malformed(DecodeError::Invalid(
+                                "parity channel or length",
+                            )));
+                        }
+                        Frame::Parity { .. } => parity = true,
+                        Frame::Repaired { channel, .. } if channel as usize >= self.send.len() => {
+                            return Err(Drop::Malformed(DecodeError::Invalid("repaired channel")));
+                        }
                         _ => {}
                     }
                 }
@@ -122,6 +136,9 @@ impl Connection {
                 if self.received.contains(pn) {
                     self.stats.duplicate_packets += 1;
                     return Ok(());
+                }
+                if parity {
+                    self.fec_watch(r.clone());
                 }
                 self.last_recv = now;
                 if self.state == State::Draining
@@ -160,11 +177,22 @@ impl Connection {
                 } => {
                     eliciting = true;
                     match self.on_message(channel, seq, payload.len() as u32, 0, payload) {
-                        Taken::Yes => {}
+                        Taken::Yes => self.fec_on_message(channel, seq, payload),
                         Taken::Refused => refuse = true,
                         Taken::Invalid => invalid = true,
                     }
                 }
+                Frame::Parity {
+                    channel,
+                    first,
+                    count,
+                    len_xor,
+                    payload,
+                } => {
+                    eliciting = true;
+                    self.on_parity(channel, first, count, len_xor, payload);
+                }
+                Frame::Repaired { channel, seq } => self.on_repaired(channel, seq),
                 Frame::Fragment {
                     channel,
                     seq,
@@ -215,7 +243,7 @@ impl Connection {
     }
 
     /// What became of a message frame, for its packet.
-    fn on_message(
+    pub(super) fn on_message(
         &mut self,
         channel: u8,
         seq: u64,
@@ -398,7 +426,7 @@ impl Connection {
 }
 
 /// What a message frame means for the packet that carried it.
-enum Taken {
+pub(super) enum Taken {
     /// Taken, a duplicate or stale: the packet may be acknowledged.
     Yes,
     /// No room for it: the packet must not be acknowledged (resent later).

@@ -4,6 +4,7 @@
 
 mod close;
 pub use close::CLOSE_ACK_TIMEOUT;
+mod fec;
 mod input;
 mod output;
 #[cfg(test)]
@@ -118,6 +119,8 @@ pub struct Connection {
     /// A copy asked for by a channel's redundancy did not fit in the last
     /// packet: the next `poll_transmit` sends a packet for it.
     copies_waiting: bool,
+    /// Forward error correction's receive side, once a PARITY came.
+    fec: Option<Box<crate::fec::FecRecv>>,
     // Channels.
     send: Vec<SendChannel>,
     recv: Vec<RecvChannel>,
@@ -243,6 +246,7 @@ impl Connection {
             stats: types::Counters::default(),
             loss_avg: LOSS_START,
             copies_waiting: false,
+            fec: None,
             crypto: None,
             claims: None,
             cfg,

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::channel::{ChunkState, OutMsg};
+use crate::channel::{ChunkState, OutMsg, Plan};
 use crate::recovery::{ChunkRef, SentPacket};
 use crate::scratch;
 use crate::wire::{
@@ -15,6 +15,10 @@ use super::types::{Side, State};
 use super::{Connection, ACK_ROOM, MAX_ACK_RANGES_SENT, PROBE_CHUNKS, REDUNDANCY_SCAN};
 use crate::security::TAG_LEN;
 use crate::wire::SHORT_HEADER_MAX_LEN;
+
+/// Packets acknowledged without a loss after which a connection sends no
+/// parity until its first loss (about 1 s at 60 Hz).
+const PARITY_UNTIL_ACKED: u64 = 64;
 
 /// The longest wait between two HELLOs: a player connecting through a
 /// lossy link retries at 2 Hz rather than backing off to seconds (the
@@ -262,6 +266,7 @@ impl Connection {
         let mut w = Writer::new(buf);
         let pn = self.begin_short(&mut w)?;
         let ack_floor_after = self.write_ack(now, &mut w, data || probe || copies_waiting);
+        let reported = self.write_repaired(&mut w);
         let mut chunks = self.chunk_pool.pop().unwrap_or_default();
         let mut eliciting = false;
         let mut had_data = false;
@@ -301,7 +306,7 @@ impl Connection {
             if ch.cfg.bulk && !bulk_ok {
                 continue;
             }
-            let again = ch.cfg.redundancy > 0;
+            let again = Plan::of(ch.cfg.redundancy).resend_copy;
             while let Some(&(seq, chunk)) = ch.retransmit.front() {
                 let Some(m) = ch.msg_mut(seq) else {
                     ch.retransmit.pop_front();
@@ -333,6 +338,9 @@ impl Connection {
                 bulk_sent |= ch.cfg.bulk;
             }
         }
+        // The newest whole message each parity-sending channel put in this
+        // packet for the first time (what its parity schedule keys on).
+        let mut newest = scratch::take_refs();
         for k in 0..self.order.len() {
             let ci = self.order[k];
             let ch = &mut self.send[ci as usize];
@@ -340,6 +348,7 @@ impl Connection {
                 continue;
             }
             let reliable = ch.cfg.kind.is_reliable();
+            let parity = reliable && !ch.cfg.bulk && Plan::of(ch.cfg.redundancy).parity.0 > 0;
             while let Some((seq, chunk)) = ch.peek_unsent() {
                 let Some(m) = ch.msg_mut(seq) else { break };
                 if !write_chunk(&mut w, ci, m, chunk) {
@@ -353,16 +362,37 @@ impl Connection {
                         seq,
                     });
                 }
+                let whole = m.chunks.len() == 1;
                 let mut free = crate::scratch::take_msgs();
                 ch.advance_unsent(pn, &mut free);
                 crate::scratch::give_msgs(free);
                 had_data = true;
                 bulk_sent |= ch.cfg.bulk;
+                if parity && whole {
+                    match newest.last_mut() {
+                        Some(r) if r.channel == ci => r.seq = seq,
+                        _ => newest.push(ChunkRef {
+                            channel: ci,
+                            first: true,
+                            chunk: 0,
+                            seq,
+                        }),
+                    }
+                }
             }
         }
         let red = self.cfg.redundancy;
         // Channel redundancy: while the measured loss justifies it.
         let lossy = f64::from(self.loss_avg) / 65536.0 >= crate::channel::REDUNDANCY_MIN_LOSS;
+        // Parity protects a new connection's first packets (as copies do),
+        // then waits for a first loss: a clean link stops paying for it
+        // after PARITY_UNTIL_ACKED packets, not when the loss average has
+        // fallen from its start (twice as many).
+        let parity_on =
+            self.stats.packets_lost > 0 || self.stats.packets_acked < PARITY_UNTIL_ACKED;
+        if lossy && had_data && parity_on {
+            self.write_parities(pn, &mut w, &newest);
+        }
         let any_channel = lossy && self.send.iter().any(|c| c.cfg.redundancy > 0);
         let mut copied = false;
         if (had_data || copies_waiting) && (red.enabled() || any_channel) {
@@ -373,21 +403,12 @@ impl Connection {
                 if ch.cfg.bulk || !ch.cfg.kind.is_reliable() {
                     continue;
                 }
-                // Level 1: a resend rides once more; 2: also every other
-                // message; n > 2: every message n - 2 more times (a resend
-                // at least once more).
-                let level = if lossy { ch.cfg.redundancy } else { 0 };
+                let plan = Plan::of(if lossy { ch.cfg.redundancy } else { 0 });
                 for m in ch.msgs.iter_mut().take(REDUNDANCY_SCAN).flatten() {
                     if m.chunks.len() != 1 {
                         continue;
                     }
-                    let every = match level {
-                        0 | 1 => 0,
-                        2 => u8::from(m.seq % 2 == 1),
-                        n => n - 2,
-                    };
-                    let extra = every.max(u8::from(m.resent && level > 0));
-                    let channel_copies = 1 + extra;
+                    let channel_copies = 1 + plan.extra_copies(m.resent);
                     let small = red.enabled() && m.data.len() <= red.max_message;
                     // Copies for the small-message budget, or for the
                     // channel's knob (whatever room the packet has left).
@@ -431,6 +452,7 @@ impl Connection {
                 }
             }
         }
+        scratch::give_refs(newest);
         self.recount_send_buffered();
         eliciting |= had_data || copied;
         if !eliciting && keepalive {
@@ -441,6 +463,7 @@ impl Connection {
             self.chunk_pool.push(chunks);
             return None;
         }
+        self.drop_reported(reported);
         let size = w.len();
         if bulk_sent {
             self.pacer.on_sent(size);

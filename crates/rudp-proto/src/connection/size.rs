@@ -28,7 +28,8 @@ fn connection_size() {
         eprintln!("{name}: {n} B");
     }
     // 1,480 B before the counters left `Stats` and the handshake's and the
-    // close's state went into boxes made when they are used (issue 23).
+    // close's state went into boxes made when they are used (issue 23);
+    // 1,112 B then, 1,184 B with parity's six counters and its receive box.
     assert!(
         size_of::<Connection>() <= MAX_CONNECTION_BYTES,
         "a Connection is {} B, more than {MAX_CONNECTION_BYTES} B",
@@ -37,4 +38,4 @@ fn connection_size() {
 }
 
 /// The bound: a little above today's size, so that growth is a decision.
-const MAX_CONNECTION_BYTES: usize = 1152;
+const MAX_CONNECTION_BYTES: usize = 1216;

@@ -254,8 +254,31 @@ pub struct Stats {
     pub redundant_copies: u64,
     /// Reliable chunks whose first transmission was declared lost but
     /// which needed no resend: another copy (redundancy's, or a probe's)
-    /// had already been acknowledged. What redundancy saved.
+    /// had already been acknowledged, or the peer had rebuilt the message
+    /// from parity ([`Stats::repairs_acked`]). What redundancy saved.
     pub recovered_by_redundancy: u64,
+    /// PARITY frames sent (forward error correction, by the channels'
+    /// redundancy levels).
+    pub parity_sent: u64,
+    /// Messages rebuilt from PARITY frames and taken (delivered or held
+    /// for ordering) without waiting for a resend.
+    pub repaired_by_parity: u64,
+    /// PARITY frames of no use and dropped: a covered message's bytes no
+    /// longer kept, the rebuilt message refused (receive memory), a
+    /// parity for an unreliable channel, or one evicted while it waited
+    /// for a second lost message (see docs/rudp.md, Forward error
+    /// correction, for the bounds).
+    pub parity_unusable: u64,
+    /// PARITY frames dropped as bogus: the rebuilt length past the
+    /// parity's payload or the message size, bytes past it not zero, or
+    /// a covered message longer than the payload.
+    pub parity_invalid: u64,
+    /// Messages the peer reported repaired (REPAIRED frames) and this end
+    /// took as acknowledged, so they were not resent.
+    pub repairs_acked: u64,
+    /// REPAIRED reports dropped before they were sent (more than 32
+    /// waiting): the peer resends those messages.
+    pub repairs_unreported: u64,
     /// Probe packets sent on probe timeout.
     pub probes: u64,
     /// Bytes in ack-eliciting packets not yet acknowledged or lost.
@@ -341,6 +364,12 @@ pub(crate) struct Counters {
     pub(crate) send_budget_refused: u64,
     pub(crate) stale_messages: u64,
     pub(crate) duplicate_messages: u64,
+    pub(crate) parity_sent: u64,
+    pub(crate) repaired_by_parity: u64,
+    pub(crate) parity_unusable: u64,
+    pub(crate) parity_invalid: u64,
+    pub(crate) repairs_acked: u64,
+    pub(crate) repairs_unreported: u64,
 }
 
 impl Counters {
@@ -371,6 +400,12 @@ impl Counters {
             send_budget_refused: self.send_budget_refused,
             stale_messages: self.stale_messages,
             duplicate_messages: self.duplicate_messages,
+            parity_sent: self.parity_sent,
+            repaired_by_parity: self.repaired_by_parity,
+            parity_unusable: self.parity_unusable,
+            parity_invalid: self.parity_invalid,
+            repairs_acked: self.repairs_acked,
+            repairs_unreported: self.repairs_unreported,
             ..Stats::default()
         }
     }

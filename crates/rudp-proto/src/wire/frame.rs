@@ -18,6 +18,9 @@ pub const MAX_ACK_DELAY_US: u64 = 1_000_000;
 pub const MAX_TOKEN_LEN: usize = 4 + 8 + 24 + (8 + 4 + 1 + 8 * 18 + 64 + 2 + 256) + 16;
 /// The most additional ranges an ACK frame may carry.
 const MAX_ACK_RANGES: u64 = 256;
+/// The most messages one PARITY frame covers: a receiver's work per
+/// parity (and what it must keep to use one) is bounded by it.
+pub const MAX_PARITY_SPAN: u8 = 8;
 
 /// Frame type codes (the varint that starts each frame).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +44,12 @@ pub enum FrameType {
     Retry = 0x07,
     /// Server accepts the hello (long header only).
     Accept = 0x08,
+    /// XOR parity over consecutive whole messages of a channel (forward
+    /// error correction: repairs one of them lost).
+    Parity = 0x09,
+    /// A message this end repaired from parity: the sender stops
+    /// resending it.
+    Repaired = 0x0a,
 }
 
 /// A decoded frame, borrowing its payload from the datagram.
@@ -116,6 +125,30 @@ pub enum Frame<'a> {
         /// The longest the server holds an acknowledgement back, in µs
         /// (at most [`MAX_ACK_DELAY_US`]).
         max_ack_delay_us: u64,
+    },
+    /// PARITY: the XOR of messages `first..first + count` of a channel,
+    /// each zero-padded to the longest, and the XOR of their lengths. A
+    /// receiver that has all of them but one rebuilds that one.
+    Parity {
+        /// Channel index.
+        channel: u8,
+        /// The first message covered.
+        first: u64,
+        /// How many consecutive messages are covered, 1 to
+        /// [`MAX_PARITY_SPAN`].
+        count: u8,
+        /// The XOR of the covered messages' lengths.
+        len_xor: u32,
+        /// The XOR of their bytes, as long as the longest.
+        payload: &'a [u8],
+    },
+    /// REPAIRED: message `seq` of `channel` was rebuilt from parity and
+    /// taken; its sender may treat it as acknowledged.
+    Repaired {
+        /// Channel index.
+        channel: u8,
+        /// The message's sequence number on its channel.
+        seq: u64,
     },
 }
 
@@ -279,6 +312,28 @@ impl<'a> Frame<'a> {
                 nonce: r.array("accept nonce")?,
                 max_ack_delay_us: r.varint_max(MAX_ACK_DELAY_US, "accept max ack delay")?,
             },
+            0x09 => {
+                let channel = r.u8("parity channel")?;
+                let first = r.varint("parity first")?;
+                let count = r.varint_max(u64::from(MAX_PARITY_SPAN), "parity count")? as u8;
+                if count == 0 {
+                    return Err(DecodeError::Invalid("parity count"));
+                }
+                let len_xor = r.varint_max(u64::from(u32::MAX), "parity length xor")? as u32;
+                let len = r.varint_max(u64::from(u32::MAX), "parity length")? as usize;
+                let payload = r.bytes(len, "parity payload")?;
+                Frame::Parity {
+                    channel,
+                    first,
+                    count,
+                    len_xor,
+                    payload,
+                }
+            }
+            0x0a => Frame::Repaired {
+                channel: r.u8("repaired channel")?,
+                seq: r.varint("repaired sequence")?,
+            },
             t => return Err(DecodeError::UnknownFrameType(t)),
         })
     }
@@ -326,6 +381,13 @@ impl<'a> Frame<'a> {
             Frame::Accept {
                 max_ack_delay_us, ..
             } => 1 + 16 + varint::len(max_ack_delay_us),
+            Frame::Parity {
+                first,
+                len_xor,
+                payload,
+                ..
+            } => parity_frame_len(first, len_xor, payload.len()),
+            Frame::Repaired { seq, .. } => 1 + 1 + varint::len(seq),
         }
     }
 
@@ -408,6 +470,26 @@ impl<'a> Frame<'a> {
                 w.bytes(&nonce)?;
                 w.varint(max_ack_delay_us)
             }
+            Frame::Parity {
+                channel,
+                first,
+                count,
+                len_xor,
+                payload,
+            } => {
+                w.u8(FrameType::Parity as u8)?;
+                w.u8(channel)?;
+                w.varint(first)?;
+                w.varint(u64::from(count))?;
+                w.varint(u64::from(len_xor))?;
+                w.varint(payload.len() as u64)?;
+                w.bytes(payload)
+            }
+            Frame::Repaired { channel, seq } => {
+                w.u8(FrameType::Repaired as u8)?;
+                w.u8(channel)?;
+                w.varint(seq)
+            }
         }
     }
 
@@ -488,6 +570,12 @@ pub(crate) fn fragment_overhead(seq: u64, total: u32, offset: u32, len: usize) -
         + varint::len(len as u64)
 }
 
+/// Bytes of a PARITY frame (its count is one byte: at most
+/// [`MAX_PARITY_SPAN`]).
+pub(crate) fn parity_frame_len(first: u64, len_xor: u32, len: usize) -> usize {
+    1 + 1 + varint::len(first) + 1 + varint::len(u64::from(len_xor)) + varint::len(len as u64) + len
+}
+
 /// Bytes of a MESSAGE frame carrying `len` bytes as message `seq`.
 pub(crate) fn message_frame_len(seq: u64, len: usize) -> usize {
     message_overhead(seq, len) + len
@@ -544,6 +632,34 @@ mod tests {
             nonce: [8; 16],
             max_ack_delay_us: MAX_ACK_DELAY_US,
         });
+        round_trip(Frame::Parity {
+            channel: 2,
+            first: 70_000,
+            count: MAX_PARITY_SPAN,
+            len_xor: 400 ^ 399,
+            payload: &[5; 100],
+        });
+        round_trip(Frame::Repaired {
+            channel: 1,
+            seq: 1 << 40,
+        });
+    }
+
+    #[test]
+    fn rejects_bad_parity_frames() {
+        // A span past MAX_PARITY_SPAN, an empty one, a truncated payload.
+        assert_eq!(
+            Frame::decode(&mut Reader::new(&[0x09, 0, 0, MAX_PARITY_SPAN + 1, 0, 0])),
+            Err(DecodeError::Invalid("parity count"))
+        );
+        assert_eq!(
+            Frame::decode(&mut Reader::new(&[0x09, 0, 0, 0, 0, 0])),
+            Err(DecodeError::Invalid("parity count"))
+        );
+        assert_eq!(
+            Frame::decode(&mut Reader::new(&[0x09, 0, 0, 2, 0, 4, 1, 2])),
+            Err(DecodeError::Truncated("parity payload"))
+        );
     }
 
     #[test]
@@ -606,8 +722,8 @@ mod tests {
             Err(DecodeError::Invalid("accept max ack delay"))
         );
         assert_eq!(
-            Frame::decode(&mut Reader::new(&[0x09])),
-            Err(DecodeError::UnknownFrameType(9))
+            Frame::decode(&mut Reader::new(&[0x0b])),
+            Err(DecodeError::UnknownFrameType(11))
         );
         assert_eq!(
             Frame::decode(&mut Reader::new(&[0x03, 0, 1, 10, 1])),

@@ -12,10 +12,10 @@ mod header;
 pub mod varint;
 
 pub use base::{BufferTooSmall, DecodeError, Reader, Writer, MIN_HELLO_SIZE, VERSION};
-pub(crate) use frame::message_frame_len;
+pub(crate) use frame::{message_frame_len, parity_frame_len};
 pub use frame::{
-    AckFrame, AckRangeIter, Frame, FrameType, MAX_ACK_DELAY_US, MAX_COOKIE_LEN, MAX_REASON_LEN,
-    MAX_TOKEN_LEN,
+    AckFrame, AckRangeIter, Frame, FrameType, MAX_ACK_DELAY_US, MAX_COOKIE_LEN, MAX_PARITY_SPAN,
+    MAX_REASON_LEN, MAX_TOKEN_LEN,
 };
 pub use header::{
     decode_packet_number, encode_packet_number_len, send_packet_number_len, ConnectionId, Header,

@@ -304,9 +304,12 @@ fn close_reason_reaches_both_sides() {
 }
 
 /// p50 and p99 delivery latency of small reliable messages sent at 60 Hz
-/// over 10 % loss each way.
+/// over 10 % loss each way. The channel's own level is 1 (resends only,
+/// no parity), so this measures the small-message redundancy alone.
 fn latency_under_loss(redundancy: Redundancy) -> (Duration, Duration, keel_rudp_proto::Stats) {
-    let mut cfg = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
+    let mut cfg = Config::new(vec![
+        ChannelConfig::new(ChannelKind::ReliableOrdered).with_redundancy(1)
+    ]);
     cfg.redundancy = redundancy;
     let link = LinkConfig::new(Impairment {
         loss: 0.1,

@@ -32,7 +32,7 @@ fn enable(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> io::Resul
 /// Asks the kernel to attach the socket's cumulative receive-buffer drop
 /// counter to received datagrams (`setsockopt(SOL_SOCKET, SO_RXQ_OVFL, 1)`);
 /// [`RecvBatch::take_kernel_drops_delta`] then reports the drops.
-pub(crate) fn enable_rxq_ovfl(fd: &impl AsRawFd) -> io::Result<()> {
+pub fn enable_rxq_ovfl(fd: &impl AsRawFd) -> io::Result<()> {
     enable(fd, libc::SOL_SOCKET, libc::SO_RXQ_OVFL)
 }
 
@@ -58,7 +58,7 @@ pub(crate) fn enable_pktinfo(fd: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
 /// [`RecvBatch::data`], [`RecvBatch::addr`] and [`RecvBatch::truncated`].
 /// Returns `Err(WouldBlock)` when nothing is queued. Control messages are
 /// parsed for `SO_RXQ_OVFL` on both paths.
-pub(crate) fn recv_batch(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result<usize> {
+pub fn recv_batch(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result<usize> {
     if batch.per_call == 1 {
         return recv_one(fd, batch);
     }
@@ -118,11 +118,7 @@ pub(crate) fn recv_batch(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result
 /// A partial send is normal: resume with `start += n`. After an error that
 /// is not `WouldBlock`, datagram `start` will fail the same way again; count
 /// it and resume with `start + 1`.
-pub(crate) fn send_batch(
-    fd: &impl AsRawFd,
-    batch: &mut SendBatch,
-    start: usize,
-) -> io::Result<usize> {
+pub fn send_batch(fd: &impl AsRawFd, batch: &mut SendBatch, start: usize) -> io::Result<usize> {
     let len = batch.entries.len();
     if start >= len {
         return Ok(0);

@@ -26,24 +26,28 @@ mod recv;
 mod send;
 
 pub use base::{max_payload, LocalAddr, MAX_PAYLOAD_V4, MAX_PAYLOAD_V6};
-pub(crate) use recv::RecvBatch;
-pub(crate) use send::SendBatch;
+pub use recv::RecvBatch;
+pub use send::SendBatch;
 
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
 pub(crate) use linux::{
-    attach_payload_steering, attach_port_steering, enable_pktinfo, enable_rxq_ovfl,
-    kernel_drops_now, recv_batch, send_batch,
+    attach_payload_steering, attach_port_steering, enable_pktinfo, kernel_drops_now,
 };
+#[cfg(target_os = "linux")]
+pub use linux::{enable_rxq_ovfl, recv_batch, send_batch};
 
 #[cfg(any(not(target_os = "linux"), test))]
+// On Linux only its tests use it, so its public functions are not exported.
+#[cfg_attr(all(target_os = "linux", test), allow(unreachable_pub))]
 mod portable;
 #[cfg(not(target_os = "linux"))]
 pub(crate) use portable::{
-    attach_payload_steering, attach_port_steering, enable_pktinfo, enable_rxq_ovfl,
-    kernel_drops_now, recv_batch, send_batch,
+    attach_payload_steering, attach_port_steering, enable_pktinfo, kernel_drops_now,
 };
+#[cfg(not(target_os = "linux"))]
+pub use portable::{enable_rxq_ovfl, recv_batch, send_batch};
 
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,7 @@ use super::send::{send_one, SendBatch};
 
 /// `SO_RXQ_OVFL` does not exist here: returns `ErrorKind::Unsupported`
 /// (socket setup ignores it), and drop deltas stay 0.
-pub(crate) fn enable_rxq_ovfl(fd: &impl AsRawFd) -> io::Result<()> {
+pub fn enable_rxq_ovfl(fd: &impl AsRawFd) -> io::Result<()> {
     let _ = fd.as_raw_fd();
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
@@ -70,18 +70,14 @@ pub(crate) fn attach_payload_steering(
 /// Receives one datagram with `recvmsg(MSG_DONTWAIT)` into slot 0 whatever
 /// the batch size: returns `Ok(1)` or the error (`WouldBlock` when nothing
 /// is queued).
-pub(crate) fn recv_batch(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result<usize> {
+pub fn recv_batch(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result<usize> {
     recv_one(fd, batch)
 }
 
 /// Sends queued datagram `start` with one `sendto(MSG_DONTWAIT)`: returns
 /// `Ok(1)`, `Ok(0)` if `start >= batch.len()`, or its error. Same contract
 /// as the Linux `send_batch`: resume with `start += n`.
-pub(crate) fn send_batch(
-    fd: &impl AsRawFd,
-    batch: &mut SendBatch,
-    start: usize,
-) -> io::Result<usize> {
+pub fn send_batch(fd: &impl AsRawFd, batch: &mut SendBatch, start: usize) -> io::Result<usize> {
     if start >= batch.len() {
         return Ok(0);
     }

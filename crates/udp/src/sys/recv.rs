@@ -35,7 +35,7 @@ pub(super) struct SlotMeta {
 ///
 /// Everything (one contiguous data buffer, the source addresses, the control
 /// message space and, on Linux, the `mmsghdr`/`iovec` arrays) is allocated
-/// once in [`new`](Self::new); [`recv_batch`] rebuilds the pointers into it
+/// once in [`new`](Self::new); [`recv_batch`](crate::batch::recv_batch) rebuilds the pointers into it
 /// on each call and allocates nothing.
 ///
 /// After a successful `recv_batch` returning `n`, datagrams `0..n` can be
@@ -45,7 +45,7 @@ pub(super) struct SlotMeta {
 ///
 /// Use one `RecvBatch` per socket: it also tracks that socket's kernel drop
 /// counter ([`take_kernel_drops_delta`](Self::take_kernel_drops_delta)).
-pub(crate) struct RecvBatch {
+pub struct RecvBatch {
     pub(super) batch: usize,
     /// The most datagrams one receive call returns: `batch` for
     /// `recvmmsg`, 1 on the one-datagram-per-call path.
@@ -83,13 +83,13 @@ impl RecvBatch {
     ///
     /// A `batch` of 1 selects the portable one-datagram-per-call path. A
     /// datagram larger than `slot_size` is truncated and flagged (use
-    /// [`MAX_PAYLOAD_V6`] to never truncate).
+    /// [`MAX_PAYLOAD_V6`](crate::MAX_PAYLOAD_V6) to never truncate).
     ///
     /// # Panics
     ///
     /// If `batch` is 0 or larger than 1024 (`UIO_MAXIOV`), or if
     /// `batch * slot_size` overflows `usize`.
-    pub(crate) fn new(batch: usize, slot_size: usize) -> Self {
+    pub fn new(batch: usize, slot_size: usize) -> Self {
         assert!(
             (1..=MAX_MMSG).contains(&batch),
             "receive batch must be 1..={MAX_MMSG}, got {batch}"
@@ -134,7 +134,7 @@ impl RecvBatch {
     /// connected socket (it only receives from its peer): the kernel then
     /// skips copying the address out on every datagram. [`addr`](Self::addr)
     /// must not be called on such a batch.
-    pub(crate) fn without_sources(mut self) -> Self {
+    pub fn without_sources(mut self) -> Self {
         self.sources = false;
         #[cfg(target_os = "linux")]
         {
@@ -149,16 +149,16 @@ impl RecvBatch {
         self.batch
     }
 
-    /// The most datagrams one [`recv_batch`] call can return: the batch
+    /// The most datagrams one [`recv_batch`](crate::batch::recv_batch) call can return: the batch
     /// size on Linux, 1 on the one-datagram-per-call path (a batch of 1,
     /// or any batch where `recvmmsg` does not exist). A call that returned
     /// this many may have left more datagrams queued; fewer means the
     /// socket was drained.
-    pub(crate) fn per_call(&self) -> usize {
+    pub fn per_call(&self) -> usize {
         self.per_call
     }
 
-    /// Makes [`recv_batch`] take the portable one-datagram-per-call path
+    /// Makes [`recv_batch`](crate::batch::recv_batch) take the portable one-datagram-per-call path
     /// whatever the batch size, as it does where `recvmmsg` does not
     /// exist, so that path can be tested on Linux.
     #[cfg(test)]
@@ -180,7 +180,7 @@ impl RecvBatch {
     ///
     /// If `i` is not below the count the last call returned.
     #[inline]
-    pub(crate) fn data(&self, i: usize) -> &[u8] {
+    pub fn data(&self, i: usize) -> &[u8] {
         let meta = self.meta(i);
         let start = i * self.slot_size;
         &self.buf[start..start + meta.len.min(self.slot_size)]
@@ -196,7 +196,7 @@ impl RecvBatch {
     ///
     /// If `i` is not below the count the last call returned.
     #[inline]
-    pub(crate) fn addr(&self, i: usize) -> SocketAddr {
+    pub fn addr(&self, i: usize) -> SocketAddr {
         let meta = self.meta(i);
         let addr = sockaddr_to_std(&self.addrs[i], meta.addr_len);
         debug_assert!(self.sources, "addr() on a batch without sources");
@@ -205,7 +205,7 @@ impl RecvBatch {
     }
 
     /// The local address datagram `i` was sent to, if the socket reports
-    /// it ([`enable_pktinfo`]; only sockets bound to an unspecified
+    /// it (`enable_pktinfo`; only sockets bound to an unspecified
     /// address enable it) and it can be a reply's source: `None` for a
     /// datagram sent to a multicast or broadcast address (for IPv4 the
     /// kernel already gives the receiving interface's address instead).
@@ -217,7 +217,7 @@ impl RecvBatch {
     ///
     /// If `i` is not below the count the last call returned.
     #[inline]
-    pub(crate) fn local(&self, i: usize) -> Option<LocalAddr> {
+    pub fn local(&self, i: usize) -> Option<LocalAddr> {
         let len = self.meta(i).pktinfo_len;
         if len == 0 {
             return None;
@@ -242,14 +242,14 @@ impl RecvBatch {
     ///
     /// If `i` is not below the count the last call returned.
     #[inline]
-    pub(crate) fn truncated(&self, i: usize) -> bool {
+    pub fn truncated(&self, i: usize) -> bool {
         self.meta(i).truncated
     }
 
     /// Kernel receive-buffer drops (`SO_RXQ_OVFL`) reported since the
     /// previous call of this method. Always 0 where the counter does not
-    /// exist or was not enabled ([`enable_rxq_ovfl`]).
-    pub(crate) fn take_kernel_drops_delta(&mut self) -> u64 {
+    /// exist or was not enabled ([`enable_rxq_ovfl`](crate::batch::enable_rxq_ovfl)).
+    pub fn take_kernel_drops_delta(&mut self) -> u64 {
         self.drops.take_delta()
     }
 

@@ -24,16 +24,16 @@ pub(super) struct SendEntry {
 }
 
 /// Caller-owned arena for up to `capacity` outgoing datagrams, flushed with
-/// [`send_batch`].
+/// [`send_batch`](crate::batch::send_batch).
 ///
 /// [`push_from`](Self::push_from) copies the payload into one reusable byte arena;
 /// [`clear`](Self::clear) empties it but keeps every allocation, so after
 /// warm-up queuing and sending allocate nothing.
 ///
 /// `per_call` is how many datagrams one system call may send: with 1, each
-/// [`send_batch`] call sends one datagram with `sendto` (the portable path);
+/// [`send_batch`](crate::batch::send_batch) call sends one datagram with `sendto` (the portable path);
 /// above 1 it uses `sendmmsg` on Linux.
-pub(crate) struct SendBatch {
+pub struct SendBatch {
     pub(super) capacity: usize,
     pub(super) per_call: usize,
     pub(super) arena: Vec<u8>,
@@ -50,7 +50,7 @@ impl SendBatch {
     /// # Panics
     ///
     /// If `capacity` or `per_call` is 0.
-    pub(crate) fn new(capacity: usize, per_call: usize) -> Self {
+    pub fn new(capacity: usize, per_call: usize) -> Self {
         assert!(capacity > 0, "send batch capacity must be > 0");
         assert!(per_call > 0, "datagrams per send call must be > 0");
         let per_call = per_call.min(capacity).min(MAX_MMSG);
@@ -65,8 +65,7 @@ impl SendBatch {
     }
 
     /// [`push_from`](Self::push_from) without a source.
-    #[cfg(test)]
-    pub(crate) fn push(&mut self, dest: Option<SocketAddr>, payload: &[u8]) -> bool {
+    pub fn push(&mut self, dest: Option<SocketAddr>, payload: &[u8]) -> bool {
         self.push_from(dest, None, payload)
     }
 
@@ -77,9 +76,9 @@ impl SendBatch {
     ///
     /// Returns `false`, queuing nothing, if the batch already holds
     /// `capacity` datagrams. The payload size is not checked here (see
-    /// [`max_payload`]); an oversized one fails in [`send_batch`] with
+    /// [`max_payload`](crate::max_payload)); an oversized one fails in [`send_batch`](crate::batch::send_batch) with
     /// `EMSGSIZE`.
-    pub(crate) fn push_from(
+    pub fn push_from(
         &mut self,
         dest: Option<SocketAddr>,
         src: Option<LocalAddr>,
@@ -100,23 +99,22 @@ impl SendBatch {
     }
 
     /// Number of queued datagrams.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// Whether nothing is queued.
-    #[cfg(test)]
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// Whether the batch holds `capacity` datagrams.
-    pub(crate) fn is_full(&self) -> bool {
+    pub fn is_full(&self) -> bool {
         self.entries.len() >= self.capacity
     }
 
     /// Forgets all queued datagrams, keeping the allocations.
-    pub(crate) fn clear(&mut self) {
+    pub fn clear(&mut self) {
         self.arena.clear();
         self.entries.clear();
     }
@@ -124,7 +122,7 @@ impl SendBatch {
     /// Forgets datagrams `0..n` (already sent), keeping the others in order
     /// and every allocation. Used to reclaim a send queue's storage when it
     /// is refilled before it ever drains completely.
-    pub(crate) fn drain_front(&mut self, n: usize) {
+    pub fn drain_front(&mut self, n: usize) {
         let n = n.min(self.entries.len());
         if n == 0 {
             return;
@@ -143,7 +141,7 @@ impl SendBatch {
     /// # Panics
     ///
     /// If `i >= len()`.
-    pub(crate) fn entry(&self, i: usize) -> (Option<SocketAddr>, &[u8]) {
+    pub fn entry(&self, i: usize) -> (Option<SocketAddr>, &[u8]) {
         let e = self.entries[i];
         (e.dest, &self.arena[e.start..e.start + e.len])
     }
@@ -154,7 +152,7 @@ impl SendBatch {
     /// # Panics
     ///
     /// If `i >= len()`.
-    pub(crate) fn source(&self, i: usize) -> Option<LocalAddr> {
+    pub fn source(&self, i: usize) -> Option<LocalAddr> {
         self.entries[i].src
     }
 }

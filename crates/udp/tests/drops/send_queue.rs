@@ -32,6 +32,16 @@ use keel_udp::{
 /// limit on the namespace's loopback (see `crate::common::in_netns`), so sends
 /// queue in the qdisc and a tiny send buffer fills; returns true in that
 /// child, false in the parent (which has checked the child's outcome).
+///
+/// The child runs on one CPU (the first it may use; `taskset -a` on every
+/// thread it has, and the threads it starts inherit it), so the arrival
+/// order is the order keel-udp sent in. Otherwise the kernel can reorder:
+/// the qdisc hands a datagram to loopback on the CPU that dequeued it (the
+/// sender's, in its system call, or its watchdog timer's), loopback queues
+/// it on that CPU's backlog, and with two backlogs the one served first
+/// delivers first. Under load (three test binaries and four busy loops on
+/// the two cores) that reordered one reply in 171 runs of
+/// `server_replies_wait_in_the_queue_and_flush_in_order`: 104 before 103.
 fn in_throttled_netns(name: &str) -> bool {
     in_netns(
         module_path!(),
@@ -41,6 +51,13 @@ fn in_throttled_netns(name: &str) -> bool {
             &[
                 "tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "40mbit", "burst", "8kb",
                 "latency", "1s",
+            ],
+            // $PPID: this test process, which runs the steps.
+            &[
+                "sh",
+                "-c",
+                "cpu=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*\\([0-9]*\\).*/\\1/p' \
+                 /proc/$PPID/status) && taskset -a -p -c \"$cpu\" \"$PPID\" >/dev/null",
             ],
         ],
     )
