@@ -10,6 +10,11 @@ use crate::wire::{MAX_ACK_DELAY_US, MIN_HELLO_SIZE, VERSION};
 /// MTU 1,280 less headers).
 pub const DEFAULT_MAX_DATAGRAM: usize = 1200;
 
+/// The default [`Config::tick_ack_delay`]: 60 ms, so that the
+/// acknowledgements of an end sending at 20 Hz or faster ride on its next
+/// packet (a 50 ms period and a quarter of it for a late tick).
+pub const DEFAULT_TICK_ACK_DELAY: Duration = Duration::from_millis(60);
+
 /// Redundancy for small reliable messages: each rides again in the next
 /// packets that carry data until it is acknowledged, so a lost packet
 /// costs one send interval rather than a loss-detection delay.
@@ -99,6 +104,24 @@ pub struct Config {
     /// the server receives. Losses are still reported at once: a packet
     /// arriving out of order is acknowledged without delay.
     pub max_ack_delay: Duration,
+    /// The longest an acknowledgement waits for this end's next packet
+    /// while this end sends at a steady interval (a game tick): default
+    /// [`DEFAULT_TICK_ACK_DELAY`] (60 ms), at most 1 s; at or below
+    /// `max_ack_delay` it does nothing. Each end measures the interval
+    /// between its packets of data (a moving average); when the next one
+    /// is due within this bound of the first packet left unacknowledged,
+    /// the acknowledgement waits for it (until that time and a quarter of
+    /// the interval more, at most this bound) instead of leaving alone
+    /// after `max_ack_delay`. So a client ticking at 20-60 Hz sends no
+    /// packets of acknowledgements alone, and a server receives one
+    /// datagram per message. An end that stops sending falls back to
+    /// `max_ack_delay` within one interval. What loss recovery needs is
+    /// still acknowledged at once (a packet out of order, one after a gap,
+    /// every second packet). The handshake announces the larger of this
+    /// and `max_ack_delay` as this end's max ack delay, so the peer's probe
+    /// timeout allows for it (RFC 9000, section 13.2.1: an end acknowledges
+    /// within the delay it announced).
+    pub tick_ack_delay: Duration,
     /// The RTT assumed before the first sample (default 333 ms, RFC 9002).
     pub initial_rtt: Duration,
     /// A client gives up connecting after this long (default 10 s).
@@ -136,6 +159,7 @@ impl Config {
             idle_timeout: Duration::from_secs(10),
             keepalive_interval: Duration::from_secs(1),
             max_ack_delay: Duration::from_millis(5),
+            tick_ack_delay: DEFAULT_TICK_ACK_DELAY,
             initial_rtt: Duration::from_millis(333),
             handshake_timeout: Duration::from_secs(10),
             redundancy: Redundancy::default(),
@@ -164,6 +188,9 @@ impl Config {
         }
         if self.max_ack_delay > Duration::from_micros(MAX_ACK_DELAY_US) {
             return Err(ConfigError::AckDelay(self.max_ack_delay));
+        }
+        if self.tick_ack_delay > Duration::from_micros(MAX_ACK_DELAY_US) {
+            return Err(ConfigError::TickAckDelay(self.tick_ack_delay));
         }
         if self.idle_timeout <= self.keepalive_interval {
             return Err(ConfigError::IdleTimeout {
@@ -195,6 +222,13 @@ impl Config {
             });
         }
         Ok(())
+    }
+
+    /// The max ack delay the handshake announces: the longest this end
+    /// holds an acknowledgement back, `max_ack_delay` or, when larger,
+    /// `tick_ack_delay`.
+    pub fn announced_ack_delay(&self) -> Duration {
+        self.max_ack_delay.max(self.tick_ack_delay)
     }
 
     /// A digest of what both ends must agree on (version and channel
@@ -233,6 +267,8 @@ pub enum ConfigError {
     },
     /// `max_ack_delay` must be at most 1 s.
     AckDelay(Duration),
+    /// `tick_ack_delay` must be at most 1 s.
+    TickAckDelay(Duration),
     /// `idle_timeout` must exceed `keepalive_interval`.
     IdleTimeout {
         /// The idle timeout given.
@@ -291,6 +327,9 @@ impl fmt::Display for ConfigError {
             ConfigError::AckDelay(d) => {
                 write!(f, "max_ack_delay: {d:?}, 0 to 1 s accepted")
             }
+            ConfigError::TickAckDelay(d) => {
+                write!(f, "tick_ack_delay: {d:?}, 0 to 1 s accepted")
+            }
             ConfigError::IdleTimeout { idle, keepalive } => write!(
                 f,
                 "idle_timeout ({idle:?}) must be longer than keepalive_interval ({keepalive:?})"
@@ -334,6 +373,22 @@ mod tests {
         let e = c.validate().unwrap_err();
         assert_eq!(e, ConfigError::AckDelay(Duration::from_millis(1001)));
         assert_eq!(e.to_string(), "max_ack_delay: 1.001s, 0 to 1 s accepted");
+    }
+
+    #[test]
+    fn tick_ack_delay_past_one_second_is_refused_by_name() {
+        let mut c = Config::new(vec![ChannelConfig::new(ChannelKind::Unreliable)]);
+        assert_eq!(c.announced_ack_delay(), DEFAULT_TICK_ACK_DELAY);
+        c.tick_ack_delay = Duration::from_secs(1);
+        assert_eq!(c.validate(), Ok(()));
+        c.tick_ack_delay = Duration::from_millis(1500);
+        let e = c.validate().unwrap_err();
+        assert_eq!(e, ConfigError::TickAckDelay(Duration::from_millis(1500)));
+        assert_eq!(e.to_string(), "tick_ack_delay: 1.5s, 0 to 1 s accepted");
+        // Off (at or below max_ack_delay): the handshake announces max_ack_delay.
+        c.tick_ack_delay = Duration::ZERO;
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(c.announced_ack_delay(), c.max_ack_delay);
     }
 
     #[test]

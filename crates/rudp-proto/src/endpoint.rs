@@ -14,6 +14,7 @@ use crate::close_code::CloseCode;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
@@ -386,9 +387,13 @@ struct Slot {
 /// ```
 pub struct Endpoint {
     cfg: EndpointConfig,
+    /// `cfg.connection`, shared by every connection of the endpoint.
+    conn_cfg: Arc<Config>,
     epoch: Instant,
     digest: u64,
-    slots: Vec<Option<Slot>>,
+    /// Boxed: the table's growth moves pointers, not whole connections
+    /// (nor leaves freed copies of them in the heap).
+    slots: Vec<Option<Box<Slot>>>,
     /// Each slot's generation: bumped when a connection takes the slot, so
     /// handles of its earlier connections no longer match.
     generations: Vec<u32>,
@@ -454,6 +459,7 @@ impl Endpoint {
         crate::budget::add_slots(&cfg.recv_budget, &cfg.send_budget, cfg.max_connections);
         Ok(Endpoint {
             digest: cfg.connection.digest(),
+            conn_cfg: Arc::new(cfg.connection.clone()),
             cfg,
             epoch: now,
             slots: Vec::new(),
@@ -839,11 +845,15 @@ impl Endpoint {
         let Some(n) = write_accept(reply, cid, nonce, self.ack_delay_us()) else {
             return Handled::Dropped;
         };
-        let mut conn =
-            match Connection::established(self.cfg.connection.clone(), Side::Server, cid, now) {
-                Ok(c) => c,
-                Err(_) => return Handled::Dropped,
-            };
+        let mut conn = match Connection::established_shared(
+            Arc::clone(&self.conn_cfg),
+            Side::Server,
+            cid,
+            now,
+        ) {
+            Ok(c) => c,
+            Err(_) => return Handled::Dropped,
+        };
         conn.set_peer_max_ack_delay(Duration::from_micros(max_ack_delay_us));
         let mut token = None;
         conn.set_recv_budget(self.cfg.recv_budget.clone());
@@ -856,7 +866,7 @@ impl Endpoint {
             token = Some(c.tag);
             conn.secure(c, nonce);
         }
-        let slot = Slot {
+        let slot = Box::new(Slot {
             conn,
             addr: from,
             nonce,
@@ -866,7 +876,7 @@ impl Endpoint {
             ready: false,
             evented: false,
             send_refused_seen: 0,
-        };
+        });
         let idx = match self.free.pop() {
             Some(i) => {
                 self.slots[i] = Some(slot);
@@ -1109,7 +1119,7 @@ impl Endpoint {
 impl Endpoint {
     /// This end's max ack delay as ACCEPT announces it.
     fn ack_delay_us(&self) -> u64 {
-        self.cfg.connection.max_ack_delay.as_micros() as u64
+        self.cfg.connection.announced_ack_delay().as_micros() as u64
     }
 }
 

@@ -82,7 +82,7 @@ pub use channel::{
     ChannelConfig, ChannelKind, DEFAULT_REDUNDANCY, MAX_REDUNDANCY, REDUNDANCY_MIN_LOSS,
 };
 pub use close_code::CloseCode;
-pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
+pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM, DEFAULT_TICK_ACK_DELAY};
 pub use connection::{
     ChannelUndelivered, Connection, DisconnectReason, Event, MessageId, SendError, Side, State,
     Stats, Undelivered, CLOSE_ACK_TIMEOUT,

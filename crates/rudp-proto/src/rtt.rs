@@ -9,6 +9,9 @@ pub const GRANULARITY: Duration = Duration::from_millis(1);
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RttEstimator {
     latest: Duration,
+    /// The latest sample less the ack delay taken off it (the latest
+    /// itself when none was).
+    adjusted: Duration,
     smoothed: Duration,
     var: Duration,
     min: Duration,
@@ -20,6 +23,7 @@ impl RttEstimator {
     pub(crate) fn new(initial: Duration) -> Self {
         RttEstimator {
             latest: initial,
+            adjusted: initial,
             smoothed: initial,
             var: initial / 2,
             min: initial,
@@ -36,6 +40,7 @@ impl RttEstimator {
         max_ack_delay: Duration,
     ) {
         self.latest = latest;
+        self.adjusted = latest;
         if !self.has_sample {
             self.has_sample = true;
             self.min = latest;
@@ -50,6 +55,7 @@ impl RttEstimator {
         } else {
             latest
         };
+        self.adjusted = adjusted;
         let diff = self.smoothed.abs_diff(adjusted);
         self.var = self.var * 3 / 4 + diff / 4;
         self.smoothed = self.smoothed * 7 / 8 + adjusted / 8;
@@ -82,9 +88,14 @@ impl RttEstimator {
     }
 
     /// How long after a later packet's acknowledgement a packet counts as
-    /// lost: `9/8 × max(smoothed, latest)`, at least the granularity.
+    /// lost: `9/8 × max(smoothed, latest)`, at least the granularity, with
+    /// the latest sample less the ack delay the peer reported (as far as
+    /// `update` took it off): every packet an ACK frame covers waited as
+    /// long for it, so the wait says nothing of a packet's loss, and a
+    /// peer whose acknowledgements ride on its next tick (the ack policy)
+    /// would otherwise delay loss detection by up to that tick.
     pub(crate) fn loss_delay(&self) -> Duration {
-        (self.smoothed.max(self.latest) * 9 / 8).max(GRANULARITY)
+        (self.smoothed.max(self.adjusted) * 9 / 8).max(GRANULARITY)
     }
 }
 
@@ -109,6 +120,22 @@ mod tests {
         assert_eq!(r.smoothed(), before * 7 / 8 + ms(75) / 8);
         assert_eq!(r.min(), ms(50));
         assert_eq!(r.latest(), ms(100));
+    }
+
+    #[test]
+    fn loss_delay_leaves_out_the_reported_ack_delay() {
+        let mut r = RttEstimator::new(ms(333));
+        for _ in 0..50 {
+            r.update(ms(50), ms(0), ms(60));
+        }
+        // An acknowledgement that waited 16 ms for the peer's next tick:
+        // 66 ms from send, 50 of them the path.
+        r.update(ms(66), ms(16), ms(60));
+        assert_eq!(r.latest(), ms(66));
+        assert_eq!(r.loss_delay(), ms(50) * 9 / 8);
+        // An ack delay not taken off (below min_rtt) counts.
+        r.update(ms(60), ms(20), ms(60));
+        assert_eq!(r.loss_delay(), r.smoothed().max(ms(60)) * 9 / 8);
     }
 
     #[test]

@@ -269,7 +269,7 @@ pub struct Pair {
 
 impl Pair {
     /// Two connected ends (no handshake; each knows the other's
-    /// `max_ack_delay` as if it had one), joined by links seeded from
+    /// announced ack delay as if it had one), joined by links seeded from
     /// `seed`: `ab` decides with stream 0 of it, `ba` with stream 1.
     ///
     /// # Panics
@@ -280,7 +280,7 @@ impl Pair {
         let now = Instant::now();
         let cid = ConnectionId([0, 1, 2, 3, 4, 5, 6, 7]);
         // What the handshake would have told each end.
-        let (a_delay, b_delay) = (a.max_ack_delay, b.max_ack_delay);
+        let (a_delay, b_delay) = (a.announced_ack_delay(), b.announced_ack_delay());
         let mut a = Connection::established(a, Side::Client, cid, now).expect("valid config for a");
         let mut b = Connection::established(b, Side::Server, cid, now).expect("valid config for b");
         a.set_peer_max_ack_delay(b_delay);

@@ -63,7 +63,9 @@ pub use keel_rudp_proto::{
     TokenParseError, TokenSpec, MAX_TOKEN_ADDRS, MAX_TOKEN_LEN, MAX_USER_DATA, REPLAY_WINDOW,
     TAG_LEN, TOKEN_MAGIC,
 };
-pub use keel_rudp_proto::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM};
+pub use keel_rudp_proto::{
+    Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM, DEFAULT_TICK_ACK_DELAY,
+};
 pub use keel_rudp_proto::{
     ConnectionHandle, EndpointStats, CLOSE_ACK_TIMEOUT, CLOSE_HANDLER_PANIC, CLOSE_REPLACED,
     CLOSE_STOPPED, REFUSE_ADDRESS_LIMIT, REFUSE_CONFIG_MISMATCH, REFUSE_FULL, REFUSE_RATE_LIMIT,

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::wire::{Frame, Reader, Writer, MAX_REASON_LEN};
 
-use super::types::{ChannelUndelivered, DisconnectReason, Event, State, Undelivered};
+use super::types::{ChannelUndelivered, Closing, DisconnectReason, Event, State, Undelivered};
 use super::Connection;
 
 /// CLOSE code sent once to a peer that acknowledged nothing for the
@@ -29,6 +29,29 @@ use super::Connection;
 pub const CLOSE_ACK_TIMEOUT: u64 = crate::close_code::CloseCode::AckTimeout.code();
 
 impl Connection {
+    /// The close's state, made at its first use.
+    fn end_mut(&mut self) -> &mut Closing {
+        let now = self.now_hint;
+        self.end.get_or_insert_with(|| {
+            Box::new(Closing {
+                deadline: None,
+                flush_until: now,
+                phase: false,
+                sent: None,
+                acked: false,
+                next: now,
+                repeats: 0,
+                once: false,
+                event: None,
+                drain_ack: false,
+                ack_timed_out: false,
+                pending: false,
+                code: 0,
+                reason: Vec::new(),
+            })
+        })
+    }
+
     /// Closes the connection: the queued reliable messages are flushed
     /// first, then the peer's [`Event::Disconnected`] carries `code` and
     /// `reason` (cut to 128 bytes); the CLOSE is repeated until the peer
@@ -56,11 +79,12 @@ impl Connection {
             State::Connected => {
                 self.set_close_frame(code, reason);
                 self.state = State::Closing;
-                self.close_deadline = Some(deadline);
-                self.close_flush_until = now + deadline.saturating_duration_since(now) / 2;
-                self.close_event = Some(local);
+                let e = self.end_mut();
+                e.deadline = Some(deadline);
+                e.flush_until = now + deadline.saturating_duration_since(now) / 2;
+                e.event = Some(local);
                 if deadline <= now {
-                    self.close_once = true;
+                    e.once = true;
                     self.begin_close_phase();
                 }
             }
@@ -74,14 +98,16 @@ impl Connection {
 
     fn set_close_frame(&mut self, code: u64, reason: &str) {
         let r = &reason.as_bytes()[..reason.len().min(MAX_REASON_LEN)];
-        self.close_reason.clear();
-        self.close_reason.extend_from_slice(r);
-        self.close_code = code;
+        let e = self.end_mut();
+        e.reason.clear();
+        e.reason.extend_from_slice(r);
+        e.code = code;
     }
 
     fn begin_close_phase(&mut self) {
-        self.close_phase = true;
-        self.close_pending = true;
+        let e = self.end_mut();
+        e.phase = true;
+        e.pending = true;
     }
 
     /// Every message handed to `send` has left the queues: reliable ones
@@ -117,62 +143,70 @@ impl Connection {
                 u.channels.push(c);
             }
         }
-        u.close_unacknowledged = self.close_sent.is_some() && !self.close_acked;
+        u.close_unacknowledged = self
+            .end
+            .as_ref()
+            .is_some_and(|e| e.sent.is_some() && !e.acked);
         u
     }
 
     /// The deadlines of a closing connection.
     pub(super) fn closing_timeout(&self, soon: Instant) -> Option<Instant> {
-        if self.close_pending {
+        let e = self.end.as_deref()?;
+        if e.pending {
             return Some(soon);
         }
-        let end = self.close_deadline?;
-        if !self.close_phase {
+        let end = e.deadline?;
+        if !e.phase {
             if self.flush_done() {
                 return Some(soon);
             }
             let flow = self.flow_timeout(soon);
-            let t = flow.map_or(self.close_flush_until, |f| f.min(self.close_flush_until));
+            let t = flow.map_or(e.flush_until, |f| f.min(e.flush_until));
             return Some(t.min(end));
         }
-        Some(self.close_next.min(end))
+        Some(e.next.min(end))
     }
 
     /// The timers of a closing connection: its end (once a CLOSE has
     /// gone), the flush's loss detection, the CLOSE's repeats.
     pub(super) fn closing_handle_timeout(&mut self, now: Instant) {
-        if self.close_deadline.is_some_and(|d| now >= d) && !self.close_pending {
+        let e = self.end_mut();
+        if e.deadline.is_some_and(|d| now >= d) && !e.pending {
             self.end_close();
             return;
         }
-        if !self.close_phase {
-            if now >= self.close_flush_until || self.flush_done() {
+        if !e.phase {
+            if now >= e.flush_until || self.flush_done() {
                 self.begin_close_phase();
             } else {
                 self.run_recovery_timer(now);
             }
-        } else if self.close_sent.is_some() && now >= self.close_next {
-            self.close_pending = true;
+        } else if e.sent.is_some() && now >= e.next {
+            e.pending = true;
         }
     }
 
     /// The closing connection ends: acknowledged, or out of time.
     fn end_close(&mut self) {
         self.state = State::Closed;
-        if let Some(e) = self.close_event.take() {
+        if let Some(e) = self.end.as_mut().and_then(|e| e.event.take()) {
             self.events.push_back(Event::Disconnected(e));
         }
     }
 
     /// The datagram to send while closing: flush packets, then the CLOSE.
     pub(super) fn write_closing(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        if !self.close_phase && (self.flush_done() || now >= self.close_flush_until) {
+        let (phase, flush_until) = {
+            let e = self.end_mut();
+            (e.phase, e.flush_until)
+        };
+        if !phase && (self.flush_done() || now >= flush_until) {
             self.begin_close_phase();
-        }
-        if !self.close_phase {
+        } else if !phase {
             return self.write_packet(now, buf);
         }
-        if !self.close_pending {
+        if !self.end_mut().pending {
             return None;
         }
         let mut w = Writer::new(buf);
@@ -183,24 +217,26 @@ impl Connection {
         } else {
             None
         };
+        let e = self.end_mut();
         Frame::Close {
-            code: self.close_code,
-            reason: &self.close_reason,
+            code: e.code,
+            reason: &e.reason,
         }
         .encode(&mut w)
         .ok()?;
-        self.close_pending = false;
+        e.pending = false;
         // Not ack-eliciting for loss recovery (no probes: the repeats are
         // the CLOSE's own), but the peer acknowledges it.
         self.finish(now, pn, w.len(), false, ack_floor_after, Vec::new());
-        self.close_sent.get_or_insert(pn);
         // Every probe timeout, doubling, but at least eight times in a
         // close's time: the estimate may still be the initial RTT's.
         let pto = self.rtt.pto(self.recovery.max_ack_delay);
         let most = (self.cfg.close_timeout / 8).max(Duration::from_millis(1));
-        self.close_next = now + (pto * (1 << self.close_repeats.min(16))).min(most);
-        self.close_repeats += 1;
-        if self.close_once {
+        let e = self.end_mut();
+        e.sent.get_or_insert(pn);
+        e.next = now + (pto * (1 << e.repeats.min(16))).min(most);
+        e.repeats += 1;
+        if e.once {
             self.end_close();
         }
         Some(w.len())
@@ -208,10 +244,11 @@ impl Connection {
 
     /// The ACK of a CLOSE the peer sent (again) while this end drains.
     pub(super) fn write_drain_ack(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        if !self.drain_ack {
+        let e = self.end_mut();
+        if !e.drain_ack {
             return None;
         }
-        self.drain_ack = false;
+        e.drain_ack = false;
         if self.received.count_from(self.ack_floor) == 0 {
             return None;
         }
@@ -225,13 +262,15 @@ impl Connection {
     /// After a datagram: a closing connection whose CLOSE was acknowledged
     /// is done.
     pub(super) fn after_input(&mut self) {
-        if self.state == State::Closing
-            && self
-                .close_sent
-                .is_some_and(|pn| self.recovery.largest_acked().is_some_and(|l| l >= pn))
-        {
-            self.close_acked = true;
-            self.end_close();
+        if self.state != State::Closing {
+            return;
+        }
+        let largest = self.recovery.largest_acked();
+        if let Some(e) = self.end.as_mut() {
+            if e.sent.is_some_and(|pn| largest.is_some_and(|l| l >= pn)) {
+                e.acked = true;
+                self.end_close();
+            }
         }
     }
 
@@ -241,11 +280,13 @@ impl Connection {
             return;
         }
         self.state = State::Draining;
-        self.close_deadline = Some(self.closing_deadline(now));
-        self.drain_ack = true;
+        let deadline = self.closing_deadline(now);
+        let e = self.end_mut();
+        e.deadline = Some(deadline);
+        e.drain_ack = true;
         // A close of this end's own, still flushing, ends with its own
         // event; otherwise the peer's code and reason.
-        let reason = match self.close_event.take() {
+        let reason = match e.event.take() {
             Some(local) => local,
             None => DisconnectReason::Remote {
                 code,
@@ -283,10 +324,12 @@ impl Connection {
         if closing {
             // Both ends close: answer with CLOSE and the ACK at once.
             self.ack_eliciting_unacked += 1;
-            self.close_pending = true;
+            self.end_mut().pending = true;
         } else {
-            self.drain_ack = true;
-            self.close_deadline = Some(self.closing_deadline(now));
+            let deadline = self.closing_deadline(now);
+            let e = self.end_mut();
+            e.drain_ack = true;
+            e.deadline = Some(deadline);
         }
     }
 
@@ -298,11 +341,13 @@ impl Connection {
             self.cfg.ack_timeout.as_millis()
         );
         self.set_close_frame(CLOSE_ACK_TIMEOUT, &reason);
-        self.ack_timed_out = true;
         self.state = State::Closing;
-        self.close_deadline = Some(self.now_hint);
-        self.close_once = true;
-        self.close_event = None;
+        let now = self.now_hint;
+        let e = self.end_mut();
+        e.ack_timed_out = true;
+        e.deadline = Some(now);
+        e.once = true;
+        e.event = None;
         self.begin_close_phase();
         self.events
             .push_back(Event::Disconnected(DisconnectReason::AckTimeout));
@@ -310,7 +355,7 @@ impl Connection {
 
     /// Whether the connection ended on its ack timeout.
     pub(crate) fn ended_by_ack_timeout(&self) -> bool {
-        self.ack_timed_out
+        self.end.as_ref().is_some_and(|e| e.ack_timed_out)
     }
 
     /// When the ack timeout would fire, if packets await acknowledgement.

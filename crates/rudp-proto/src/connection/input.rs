@@ -142,7 +142,7 @@ impl Connection {
                 }
                 self.last_recv = now;
                 if self.state == State::Draining
-                    || (self.state == State::Closing && self.close_phase)
+                    || (self.state == State::Closing && self.end.as_ref().is_some_and(|e| e.phase))
                 {
                     // Only a CLOSE (to acknowledge) and ACKs count now.
                     self.on_packet_at_end(now, pn, r);
@@ -156,6 +156,7 @@ impl Connection {
 
     fn on_short(&mut self, now: Instant, pn: u64, mut r: Reader<'_>) {
         let mut eliciting = false;
+        let mut ping = false;
         let mut refuse = false;
         let mut invalid = false;
         while !r.is_empty() {
@@ -164,7 +165,10 @@ impl Connection {
             };
             match frame {
                 Frame::Padding { .. } => {}
-                Frame::Ping => eliciting = true,
+                Frame::Ping => {
+                    eliciting = true;
+                    ping = true;
+                }
                 Frame::Ack(a) => self.on_ack_frame(now, &a),
                 Frame::Message {
                     channel,
@@ -228,7 +232,11 @@ impl Connection {
                 self.first_unacked_at = Some(now);
             }
             self.ack_eliciting_unacked += 1;
-            if prev.map_or(pn != 0, |l| pn != l + 1) {
+            // Out of order (a loss), or a PING (a probe, whose answer the
+            // peer's loss recovery waits for, or a keepalive, which has no
+            // packet to ride on): acknowledged at once, whatever the ack
+            // policy would wait for.
+            if ping || prev.map_or(pn != 0, |l| pn != l + 1) {
                 self.ack_immediate = true;
             }
         }
@@ -364,13 +372,16 @@ impl Connection {
         let first = Frame::decode(&mut r)?;
         match (ty, first) {
             (LongType::Retry, Frame::Retry { nonce, cookie }) if nonce == self.nonce => {
-                self.cookie.clear();
-                self.cookie
+                let Some(hs) = self.hs.as_mut() else {
+                    return Err(Drop::Unexpected);
+                };
+                hs.cookie.clear();
+                hs.cookie
                     .extend_from_slice(&cookie[..cookie.len().min(MAX_COOKIE_LEN)]);
                 // Answer at once; the RETRY shows the path works, so the
                 // backoff starts over.
-                self.hello_next = now;
-                self.hello_interval = self.cfg.initial_rtt;
+                hs.hello_next = now;
+                hs.hello_interval = self.cfg.initial_rtt;
                 Ok(())
             }
             (
@@ -382,8 +393,10 @@ impl Connection {
             ) if nonce == self.nonce => {
                 self.cid = cid;
                 self.set_peer_max_ack_delay(Duration::from_micros(max_ack_delay_us));
-                if let Some(keys) = &self.keys {
-                    self.crypto = Some(Box::new(PacketCrypto::new(keys, true, &self.nonce, cid)));
+                // The handshake's state ends here (its keys become the
+                // packet AEAD's).
+                if let Some(keys) = self.hs.take().and_then(|h| h.keys) {
+                    self.crypto = Some(Box::new(PacketCrypto::new(&keys, true, &self.nonce, cid)));
                 }
                 self.state = State::Connected;
                 self.last_recv = now;
@@ -398,6 +411,7 @@ impl Connection {
                     )));
                 };
                 self.state = State::Closed;
+                self.hs = None;
                 let reason = String::from_utf8_lossy(reason).into_owned();
                 self.events
                     .push_back(Event::Disconnected(DisconnectReason::Remote {

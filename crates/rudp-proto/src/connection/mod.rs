@@ -7,10 +7,13 @@ pub use close::CLOSE_ACK_TIMEOUT;
 mod fec;
 mod input;
 mod output;
+#[cfg(test)]
+mod size;
 mod types;
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::budget::{send_cost, RecvBudget, RecvMem, SendBudget, SendMem};
@@ -79,19 +82,18 @@ pub(crate) use crate::scratch::PROBE_CHUNKS;
 /// assert_eq!(b.poll_event(), Some(Event::Message { channel: 0, data: b"hello".to_vec() }));
 /// ```
 pub struct Connection {
-    cfg: Config,
+    /// Shared by the connections of an endpoint (one copy per server lane,
+    /// not one per connection).
+    cfg: Arc<Config>,
     side: Side,
     state: State,
     cid: ConnectionId,
     digest: u64,
     // Client handshake.
     nonce: [u8; 16],
-    /// The RETRY's cookie (empty until one comes; at most
-    /// `MAX_COOKIE_LEN` bytes).
-    cookie: Vec<u8>,
-    hello_next: Instant,
-    hello_interval: Duration,
-    handshake_deadline: Instant,
+    /// What only a client's handshake needs (dropped when it ends; a
+    /// server's connections never have it).
+    hs: Option<Box<Handshake>>,
     // Reliability.
     recovery: Recovery,
     rtt: RttEstimator,
@@ -102,6 +104,11 @@ pub struct Connection {
     ack_eliciting_unacked: u32,
     first_unacked_at: Option<Instant>,
     ack_immediate: bool,
+    /// The interval between this end's ack-eliciting packets, a moving
+    /// average in µs (0: not sending at a steady interval within
+    /// `tick_ack_delay`): an acknowledgement may wait for the next one
+    /// (`ack_deadline`).
+    tick_us: u32,
     largest_recv_time: Option<Instant>,
     probes_pending: u8,
     /// Packet loss measured, a moving average over about the last
@@ -136,36 +143,28 @@ pub struct Connection {
     /// Since when packets that need an acknowledgement have waited for
     /// one (the first sent since the last acknowledgement of one).
     unacked_since: Option<Instant>,
-    // Closing (see `close`): the end of the close (or of draining), the
-    // end of its flush, whether the CLOSE phase began, the first packet
-    // that carried the CLOSE, the next repeat, and the event to emit.
-    close_deadline: Option<Instant>,
-    close_flush_until: Instant,
-    close_phase: bool,
-    close_sent: Option<u64>,
-    close_acked: bool,
-    close_next: Instant,
-    close_repeats: u32,
-    /// Closed as soon as the CLOSE is written (ack timeout, no time).
-    close_once: bool,
-    close_event: Option<DisconnectReason>,
-    /// Draining: the peer's CLOSE is to be acknowledged.
-    drain_ack: bool,
-    /// Ended by `ack_timeout`.
-    ack_timed_out: bool,
-    close_pending: bool,
-    close_code: u64,
-    /// At most `MAX_REASON_LEN` bytes (allocated when a close is written).
-    close_reason: Vec<u8>,
-    stats: Stats,
-    // Security: the token to present (client), the keys it carries until
-    // the ACCEPT names the connection, the packet AEAD once connected.
-    token: Vec<u8>,
-    // Boxed: an insecure connection (or one not yet secured) holds a
-    // pointer each instead of 400 bytes.
-    keys: Option<Box<SessionKeys>>,
+    /// The state of a close or of draining (see `close`), allocated when
+    /// one begins: a connection that is up holds a pointer.
+    end: Option<Box<types::Closing>>,
+    stats: types::Counters,
+    // Security: the packet AEAD once connected (boxed: an insecure
+    // connection holds a pointer instead of 400 bytes).
     crypto: Option<Box<PacketCrypto>>,
     claims: Option<Box<TokenClaims>>,
+}
+
+/// A client's handshake: the HELLO's cookie and token, its timers, and
+/// the keys the token carries until the ACCEPT names the connection.
+struct Handshake {
+    /// The RETRY's cookie (empty until one comes; at most
+    /// `MAX_COOKIE_LEN` bytes).
+    cookie: Vec<u8>,
+    /// The sealed connect token to present (empty in insecure mode).
+    token: Vec<u8>,
+    keys: Option<SessionKeys>,
+    hello_next: Instant,
+    hello_interval: Duration,
+    deadline: Instant,
 }
 
 impl fmt::Debug for Connection {
@@ -180,7 +179,7 @@ impl fmt::Debug for Connection {
 
 impl Connection {
     fn new(
-        cfg: Config,
+        cfg: Arc<Config>,
         side: Side,
         state: State,
         cid: ConnectionId,
@@ -201,11 +200,17 @@ impl Connection {
             cid,
             digest: cfg.digest(),
             nonce: [0; 16],
-            cookie: Vec::new(),
-            hello_next: now,
-            hello_interval: cfg.initial_rtt,
-            handshake_deadline: now + cfg.handshake_timeout,
-            recovery: Recovery::new(cfg.max_ack_delay),
+            hs: (state == State::Handshaking).then(|| {
+                Box::new(Handshake {
+                    cookie: Vec::new(),
+                    token: Vec::new(),
+                    keys: None,
+                    hello_next: now,
+                    hello_interval: cfg.initial_rtt,
+                    deadline: now + cfg.handshake_timeout,
+                })
+            }),
+            recovery: Recovery::new(cfg.announced_ack_delay()),
             rtt: RttEstimator::new(cfg.initial_rtt),
             cc: NewReno::new(cfg.max_datagram_size),
             pacer: Pacer::new(cfg.max_datagram_size),
@@ -214,6 +219,7 @@ impl Connection {
             ack_eliciting_unacked: 0,
             first_unacked_at: None,
             ack_immediate: false,
+            tick_us: 0,
             largest_recv_time: None,
             probes_pending: 0,
             send: cfg.channels.iter().map(|c| SendChannel::new(*c)).collect(),
@@ -229,31 +235,18 @@ impl Connection {
             send_mem: SendMem::default(),
             pool: BufPool,
             chunk_pool: Vec::new(),
-            events: VecDeque::new(),
+            // One event at a time is the common case (a driver polls after
+            // each datagram): the queue grows past it only when needed.
+            events: VecDeque::with_capacity(1),
             last_recv: now,
             last_eliciting_sent: now,
             now_hint: now,
             unacked_since: None,
-            close_deadline: None,
-            close_flush_until: now,
-            close_phase: false,
-            close_sent: None,
-            close_acked: false,
-            close_next: now,
-            close_repeats: 0,
-            close_once: false,
-            close_event: None,
-            drain_ack: false,
-            ack_timed_out: false,
-            close_pending: false,
-            close_code: 0,
-            close_reason: Vec::new(),
-            stats: Stats::default(),
+            end: None,
+            stats: types::Counters::default(),
             loss_avg: LOSS_START,
             copies_waiting: false,
             fec: None,
-            token: Vec::new(),
-            keys: None,
             crypto: None,
             claims: None,
             cfg,
@@ -272,19 +265,19 @@ impl Connection {
         now: Instant,
     ) -> Result<Self, ConfigError> {
         let mut c = Connection::new(
-            cfg,
+            Arc::new(cfg),
             Side::Client,
             State::Handshaking,
             ConnectionId::default(),
             now,
         )?;
         c.nonce = nonce;
-        if let ClientSecurity::Token(t) = security {
-            c.token = t.sealed;
-            c.keys = Some(Box::new(SessionKeys {
+        if let (ClientSecurity::Token(t), Some(hs)) = (security, c.hs.as_mut()) {
+            hs.token = t.sealed;
+            hs.keys = Some(SessionKeys {
                 c2s: t.client_to_server_key,
                 s2c: t.server_to_client_key,
-            }));
+            });
         }
         Ok(c)
     }
@@ -295,6 +288,17 @@ impl Connection {
     /// [`Event::Connected`].
     pub fn established(
         cfg: Config,
+        side: Side,
+        cid: ConnectionId,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        Connection::established_shared(Arc::new(cfg), side, cid, now)
+    }
+
+    /// As [`Connection::established`], with a configuration shared with
+    /// other connections (an endpoint's).
+    pub(crate) fn established_shared(
+        cfg: Arc<Config>,
         side: Side,
         cid: ConnectionId,
         now: Instant,
@@ -497,7 +501,7 @@ impl Connection {
 
     /// Counters and estimates.
     pub fn stats(&self) -> Stats {
-        let mut s = self.stats.clone();
+        let mut s = self.stats.to_stats();
         s.smoothed_rtt = self.rtt.smoothed();
         s.rttvar = self.rtt.var();
         s.min_rtt = self.rtt.min();
@@ -531,10 +535,12 @@ impl Connection {
         let soon = self.now_hint;
         match self.state {
             State::Closed => None,
-            State::Handshaking => Some(self.hello_next.min(self.handshake_deadline)),
+            State::Handshaking => self.hs.as_ref().map(|h| h.hello_next.min(h.deadline)),
             State::Closing => self.closing_timeout(soon),
-            State::Draining if self.drain_ack => Some(soon),
-            State::Draining => self.close_deadline,
+            State::Draining => match self.end.as_deref() {
+                Some(e) if e.drain_ack => Some(soon),
+                e => e.and_then(|e| e.deadline),
+            },
             State::Connected => {
                 let mut t = self.last_recv + self.cfg.idle_timeout;
                 t = t.min(self.last_eliciting_sent + self.cfg.keepalive_interval);
@@ -563,7 +569,7 @@ impl Connection {
             if self.ack_immediate || self.ack_eliciting_unacked >= 2 {
                 at(Some(soon));
             } else {
-                at(self.first_unacked_at.map(|f| f + self.cfg.max_ack_delay));
+                at(self.ack_deadline());
             }
         }
         if self.probes_pending > 0 {
@@ -601,15 +607,20 @@ impl Connection {
         match self.state {
             State::Closed => {}
             State::Handshaking => {
-                if now >= self.handshake_deadline {
+                if self.hs.as_ref().is_none_or(|h| now >= h.deadline) {
                     self.state = State::Closed;
+                    self.hs = None;
                     self.events
                         .push_back(Event::Disconnected(DisconnectReason::HandshakeTimeout));
                 }
             }
             State::Closing => self.closing_handle_timeout(now),
             State::Draining => {
-                if self.close_deadline.is_some_and(|d| now >= d) {
+                if self
+                    .end
+                    .as_ref()
+                    .is_none_or(|e| e.deadline.is_some_and(|d| now >= d))
+                {
                     self.state = State::Closed;
                 }
             }

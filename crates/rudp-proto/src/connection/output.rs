@@ -64,7 +64,8 @@ impl Connection {
     }
 
     fn write_hello(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        if self.side != Side::Client || now < self.hello_next {
+        let hs = self.hs.as_deref_mut()?;
+        if self.side != Side::Client || now < hs.hello_next {
             return None;
         }
         let mut w = Writer::new(buf);
@@ -77,16 +78,16 @@ impl Connection {
         Frame::Hello {
             nonce: self.nonce,
             config_digest: self.digest,
-            max_ack_delay_us: self.cfg.max_ack_delay.as_micros() as u64,
-            cookie: &self.cookie,
-            token: &self.token,
+            max_ack_delay_us: self.cfg.announced_ack_delay().as_micros() as u64,
+            cookie: &hs.cookie,
+            token: &hs.token,
         }
         .encode(&mut w)
         .ok()?;
         let pad = MIN_HELLO_SIZE.saturating_sub(w.len());
         w.zeros(pad).ok()?;
-        self.hello_next = now + self.hello_interval;
-        self.hello_interval = (self.hello_interval * 2).min(HELLO_INTERVAL_MAX);
+        hs.hello_next = now + hs.hello_interval;
+        hs.hello_interval = (hs.hello_interval * 2).min(HELLO_INTERVAL_MAX);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += w.len() as u64;
         Some(w.len())
@@ -115,6 +116,7 @@ impl Connection {
         chunks: Vec<ChunkRef>,
     ) {
         if eliciting {
+            self.note_send_interval(now);
             self.last_eliciting_sent = now;
             self.unacked_since.get_or_insert(now);
         }
@@ -183,9 +185,54 @@ impl Connection {
         self.ack_eliciting_unacked > 0
             && (self.ack_immediate
                 || self.ack_eliciting_unacked >= 2
-                || self
-                    .first_unacked_at
-                    .is_some_and(|f| now >= f + self.cfg.max_ack_delay))
+                || self.ack_deadline().is_some_and(|d| now >= d))
+    }
+
+    /// Measures the interval between this end's ack-eliciting packets (one
+    /// sent at `now`): packets less than the timer granularity apart are
+    /// one burst; a gap longer than `tick_ack_delay` means this end is not
+    /// sending at a tick an acknowledgement could wait for.
+    fn note_send_interval(&mut self, now: Instant) {
+        let cap = self.cfg.tick_ack_delay;
+        if cap <= self.cfg.max_ack_delay {
+            return;
+        }
+        let gap = now.saturating_duration_since(self.last_eliciting_sent);
+        if gap < crate::rtt::GRANULARITY {
+            return;
+        }
+        self.tick_us = if gap > cap {
+            0
+        } else {
+            let us = gap.as_micros() as u32;
+            match self.tick_us {
+                0 => us,
+                t => ((u64::from(t) * 7 + u64::from(us)) / 8) as u32,
+            }
+        };
+    }
+
+    /// When the acknowledgement of a lone ack-eliciting packet is due:
+    /// `max_ack_delay` after it arrived, or, while this end sends at a
+    /// steady interval whose next packet is expected within
+    /// `tick_ack_delay` of that arrival, when that packet is due and a
+    /// quarter interval more (at least two timer granularities, at most
+    /// `tick_ack_delay` after the arrival), so the acknowledgement rides
+    /// on it. An end that stops sending acknowledges at that bound.
+    pub(super) fn ack_deadline(&self) -> Option<Instant> {
+        let first = self.first_unacked_at?;
+        let base = first + self.cfg.max_ack_delay;
+        if self.tick_us == 0 {
+            return Some(base);
+        }
+        let cap = first + self.cfg.tick_ack_delay;
+        let tick = Duration::from_micros(self.tick_us.into());
+        let next = self.last_eliciting_sent + tick;
+        if next > cap {
+            return Some(base);
+        }
+        let slack = (tick / 4).max(crate::rtt::GRANULARITY * 2);
+        Some(base.max((next + slack).min(cap)))
     }
 
     fn bulk_allowed(&mut self, now: Instant, size: usize) -> bool {

@@ -2,7 +2,7 @@
 //! why it ended, why a send was refused, and its stats.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Which end of the connection this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -333,4 +333,106 @@ pub struct Stats {
     pub stale_messages: u64,
     /// Message copies received again (redundancy and resends).
     pub duplicate_messages: u64,
+}
+
+/// The counters of [`Stats`] a connection keeps (the estimates and sizes
+/// in `Stats` are read from their owners when it is made): a connection
+/// holds 24 words of them, not all of `Stats` (328 bytes).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Counters {
+    pub(crate) packets_sent: u64,
+    pub(crate) packets_received: u64,
+    pub(crate) packets_acked: u64,
+    pub(crate) packets_lost: u64,
+    pub(crate) congestion_undos: u64,
+    pub(crate) random_losses: u64,
+    pub(crate) retransmissions: u64,
+    pub(crate) redundant_copies: u64,
+    pub(crate) recovered_by_redundancy: u64,
+    pub(crate) probes: u64,
+    pub(crate) bytes_sent: u64,
+    pub(crate) bytes_received: u64,
+    pub(crate) messages_delivered: u64,
+    pub(crate) malformed_packets: u64,
+    pub(crate) duplicate_packets: u64,
+    pub(crate) dropped_packets: u64,
+    pub(crate) auth_failures: u64,
+    pub(crate) replayed_packets: u64,
+    pub(crate) refused_packets: u64,
+    pub(crate) budget_refused: u64,
+    pub(crate) window_refused: u64,
+    pub(crate) send_budget_refused: u64,
+    pub(crate) stale_messages: u64,
+    pub(crate) duplicate_messages: u64,
+    pub(crate) parity_sent: u64,
+    pub(crate) repaired_by_parity: u64,
+    pub(crate) parity_unusable: u64,
+    pub(crate) parity_invalid: u64,
+    pub(crate) repairs_acked: u64,
+    pub(crate) repairs_unreported: u64,
+}
+
+impl Counters {
+    /// `Stats` with these counters, the rest left at their defaults.
+    pub(crate) fn to_stats(self) -> Stats {
+        Stats {
+            packets_sent: self.packets_sent,
+            packets_received: self.packets_received,
+            packets_acked: self.packets_acked,
+            packets_lost: self.packets_lost,
+            congestion_undos: self.congestion_undos,
+            random_losses: self.random_losses,
+            retransmissions: self.retransmissions,
+            redundant_copies: self.redundant_copies,
+            recovered_by_redundancy: self.recovered_by_redundancy,
+            probes: self.probes,
+            bytes_sent: self.bytes_sent,
+            bytes_received: self.bytes_received,
+            messages_delivered: self.messages_delivered,
+            malformed_packets: self.malformed_packets,
+            duplicate_packets: self.duplicate_packets,
+            dropped_packets: self.dropped_packets,
+            auth_failures: self.auth_failures,
+            replayed_packets: self.replayed_packets,
+            refused_packets: self.refused_packets,
+            budget_refused: self.budget_refused,
+            window_refused: self.window_refused,
+            send_budget_refused: self.send_budget_refused,
+            stale_messages: self.stale_messages,
+            duplicate_messages: self.duplicate_messages,
+            parity_sent: self.parity_sent,
+            repaired_by_parity: self.repaired_by_parity,
+            parity_unusable: self.parity_unusable,
+            parity_invalid: self.parity_invalid,
+            repairs_acked: self.repairs_acked,
+            repairs_unreported: self.repairs_unreported,
+            ..Stats::default()
+        }
+    }
+}
+
+/// A close under way or a connection draining: the end of the close (or of
+/// draining), the end of its flush, whether the CLOSE phase began, the
+/// first packet that carried the CLOSE, the next repeat, and the event to
+/// emit. Boxed in the connection, made when a close or draining begins (the
+/// close path, `close.rs`, runs it).
+pub(super) struct Closing {
+    pub(super) deadline: Option<Instant>,
+    pub(super) flush_until: Instant,
+    pub(super) phase: bool,
+    pub(super) sent: Option<u64>,
+    pub(super) acked: bool,
+    pub(super) next: Instant,
+    pub(super) repeats: u32,
+    /// Closed as soon as the CLOSE is written (ack timeout, no time).
+    pub(super) once: bool,
+    pub(super) event: Option<DisconnectReason>,
+    /// Draining: the peer's CLOSE is to be acknowledged.
+    pub(super) drain_ack: bool,
+    /// Ended by `ack_timeout`.
+    pub(super) ack_timed_out: bool,
+    pub(super) pending: bool,
+    pub(super) code: u64,
+    /// At most `MAX_REASON_LEN` bytes.
+    pub(super) reason: Vec<u8>,
 }

@@ -75,9 +75,11 @@ pub(crate) struct LaneState<H: Handler> {
     /// The code and reason new connections are closed with at once
     /// (a stop, a panic).
     ending: Option<(u64, Arc<str>)>,
-    stopping: Option<LaneStopping>,
+    /// Boxed, like `final_report`: a lane (one per client) holds a pointer
+    /// until it stops.
+    stopping: Option<Box<LaneStopping>>,
     /// The stop's report and who waits for it, sent when the state drops.
-    final_report: Option<(LaneStop, Vec<mpsc::Sender<LaneStop>>)>,
+    final_report: Option<Box<(LaneStop, Vec<mpsc::Sender<LaneStop>>)>>,
     /// Scratch for the handles of the lane's connections.
     handles: Vec<ConnectionHandle>,
     /// What the lanes of a server share: the map of client ids, the
@@ -186,20 +188,20 @@ impl<H: Handler> LaneState<H> {
         done: mpsc::Sender<LaneStop>,
     ) {
         if let Some(st) = &mut self.stopping {
-            match &mut self.final_report {
+            match self.final_report.as_deref_mut() {
                 Some((_, waiters)) => waiters.push(done),
                 None => st.done.push(done),
             }
             return;
         }
         let now = Instant::now();
-        self.stopping = Some(LaneStopping {
+        self.stopping = Some(Box::new(LaneStopping {
             deadline,
             done: vec![done],
             connections: 0,
             undelivered: Vec::new(),
             finished: false,
-        });
+        }));
         if self.poisoned.is_none() {
             self.ending = Some((code, reason.into()));
         }
@@ -274,7 +276,7 @@ impl<H: Handler> LaneState<H> {
             // Sent when the lane's state is dropped, once its socket is
             // closed: whoever gets the report sees the lane stopped.
             let waiters = std::mem::take(&mut st.done);
-            self.final_report = Some((report, waiters));
+            self.final_report = Some(Box::new((report, waiters)));
         }
         if let Some(me) = self.me.get() {
             me.close();
@@ -533,7 +535,7 @@ impl<H: Handler> Drop for LaneState<H> {
         if let Some(shared) = &self.shared {
             shared.client_ids.lane_gone(self.lane);
         }
-        if let Some((report, waiters)) = self.final_report.take() {
+        if let Some((report, waiters)) = self.final_report.take().map(|b| *b) {
             for w in waiters {
                 let _ = w.send(LaneStop {
                     undelivered: report.undelivered.clone(),

@@ -425,13 +425,19 @@ fn closed_connections_are_removed_after_their_events_are_read() {
 fn each_end_learns_the_peers_max_ack_delay() {
     let mut client_cfg = cfg();
     client_cfg.max_ack_delay = Duration::from_millis(40);
+    // No ack policy: the client announces its max_ack_delay.
+    client_cfg.tick_ack_delay = Duration::ZERO;
     let mut net = Net::new(LinkConfig::default(), client_cfg, 2);
     // Before the handshake the client assumes its own.
     assert_eq!(net.client.peer_max_ack_delay(), Duration::from_millis(40));
     net.run_for(Duration::from_millis(200));
     assert_eq!(net.client.state(), State::Connected);
-    // The server's default, from its ACCEPT.
-    assert_eq!(net.client.peer_max_ack_delay(), Duration::from_millis(5));
+    // The server's default, from its ACCEPT: the larger of its
+    // max_ack_delay (5 ms) and its tick_ack_delay (60 ms).
+    assert_eq!(
+        net.client.peer_max_ack_delay(),
+        keel_rudp_proto::DEFAULT_TICK_ACK_DELAY
+    );
     let (h, _) = net.server_events[0];
     assert_eq!(
         net.server.connection(h).unwrap().peer_max_ack_delay(),

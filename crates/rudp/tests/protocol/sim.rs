@@ -601,11 +601,18 @@ fn a_jittered_path_learns_its_reordering_and_stops_resending() {
 /// A client sending one 400-byte message per 20 Hz tick, echoed by the
 /// server at once, over a 40 ms RTT, the client sending nothing in every
 /// `skip`-th tick (0: none skipped): the server's packets received and
-/// probes sent after `ticks` ticks.
-fn echo_at_20_hz(client_ack_delay: Duration, skip: u32, ticks: u32) -> (u64, u64) {
+/// probes sent after `ticks` ticks. The client's `max_ack_delay` and
+/// `tick_ack_delay` are given (0: no ack policy).
+fn echo_at_20_hz(
+    client_ack_delay: Duration,
+    client_tick_ack_delay: Duration,
+    skip: u32,
+    ticks: u32,
+) -> (u64, u64) {
     let cfg = Config::new(vec![ChannelConfig::new(ChannelKind::ReliableOrdered)]);
     let mut client = cfg.clone();
     client.max_ack_delay = client_ack_delay;
+    client.tick_ack_delay = client_tick_ack_delay;
     let link = LinkConfig::new(Impairment {
         delay: ms(20),
         ..Impairment::default()
@@ -636,17 +643,22 @@ fn echo_at_20_hz(client_ack_delay: Duration, skip: u32, ticks: u32) -> (u64, u64
 #[test]
 fn a_ticking_client_acks_on_its_next_message_when_its_ack_delay_covers_the_tick() {
     let ticks = 200;
-    let (alone, _) = echo_at_20_hz(ms(5), 0, ticks);
-    let (riding, _) = echo_at_20_hz(ms(51), 0, ticks);
+    let (alone, _) = echo_at_20_hz(ms(5), ms(0), 0, ticks);
+    let (riding, _) = echo_at_20_hz(ms(51), ms(0), 0, ticks);
+    let default = keel_rudp_proto::DEFAULT_TICK_ACK_DELAY;
+    let (policy, _) = echo_at_20_hz(ms(5), default, 0, ticks);
     eprintln!(
-        "server packets per message: {:.2} (ack delay 5 ms), {:.2} (51 ms)",
+        "server packets per message: {:.2} (ack delay 5 ms, no ack policy), {:.2} (51 ms), {:.2} (5 ms and the default ack policy)",
         alone as f64 / f64::from(ticks),
-        riding as f64 / f64::from(ticks)
+        riding as f64 / f64::from(ticks),
+        policy as f64 / f64::from(ticks)
     );
     // 5 ms: every echo's ACK travels in a packet of its own.
     assert!(alone >= u64::from(ticks) * 19 / 10, "{alone}");
     // 51 ms: it rides on the next message (the last one's goes alone).
     assert!(riding <= u64::from(ticks) + 5, "{riding}");
+    // The default ack policy: it rides too, with max_ack_delay at 5 ms.
+    assert!(policy <= u64::from(ticks) + 5, "{policy}");
 }
 
 #[test]
@@ -655,8 +667,12 @@ fn the_server_waits_for_acks_as_long_as_the_client_announced() {
     // later; when the client skips a tick it waits the whole 51 ms. A
     // server that allowed only its own 5 ms would take those waits for a
     // lost echo and probe.
-    let (_, probes) = echo_at_20_hz(ms(51), 10, 400);
+    let (_, probes) = echo_at_20_hz(ms(51), ms(0), 10, 400);
     assert_eq!(probes, 0, "probes sent by the server");
+    // The same with the ack policy's wait (announced as 60 ms).
+    let default = keel_rudp_proto::DEFAULT_TICK_ACK_DELAY;
+    let (_, probes) = echo_at_20_hz(ms(5), default, 10, 400);
+    assert_eq!(probes, 0, "probes sent by the server, ack policy");
 }
 
 /// Sends `rounds` messages of `size` bytes on a bulk channel, each once
