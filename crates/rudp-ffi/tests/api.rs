@@ -830,8 +830,8 @@ fn every_hello_flooded_through_the_stop_is_read_or_counted_as_a_kernel_drop() {
         })
     };
     let why = CString::new("maintenance").unwrap();
-    // SAFETY: live server, NUL-terminated reason.
     assert_eq!(
+        // SAFETY: live server, NUL-terminated reason.
         unsafe { keel_server_stop(s, KEEL_CLOSE_STOPPED, why.as_ptr()) },
         KEEL_OK
     );
