@@ -46,15 +46,15 @@ impl Rx {
         }
     }
 
-    /// Reads one batch: `Ok(0)` when nothing is queued (or only a
-    /// transient error was), `Ok(n)` for `n` datagrams in `self.batch`.
-    fn recv(&mut self, sock: &UdpSocket) -> Result<usize, Error> {
+    /// Reads one batch: `Some(n)` for `n` datagrams in `self.batch` (0:
+    /// nothing is queued), `None` after a transient error (try again).
+    fn recv(&mut self, sock: &UdpSocket) -> Result<Option<usize>, Error> {
         let r = recv_batch(sock, &mut self.batch);
         self.kernel_drops += self.batch.take_kernel_drops_delta();
         match r {
-            Ok(n) => Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
-            Err(e) if transient(&e) => Ok(usize::MAX),
+            Ok(n) => Ok(Some(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Some(0)),
+            Err(e) if transient(&e) => Ok(None),
             Err(e) => Err(io_err(e)),
         }
     }
@@ -67,7 +67,12 @@ impl Rx {
         match kernel_drops_now(sock) {
             // `kernel_drops` is that counter, unwrapped, as of the last
             // datagram read; it only grows.
-            Ok(now) => self.kernel_drops + u64::from(now.wrapping_sub(self.kernel_drops as u32)),
+            Ok(now) => {
+                let delta = now.wrapping_sub(self.kernel_drops as u32);
+                // Behind (it cannot be: the counter only grows) reads as
+                // nothing new, as keel-udp's tracker does.
+                self.kernel_drops + u64::from(if delta < 1 << 31 { delta } else { 0 })
+            }
             Err(_) => self.kernel_drops,
         }
     }
@@ -268,12 +273,11 @@ impl Client {
     fn drive(&mut self) -> Result<(), Error> {
         let mut read = 0;
         while read < MAX_READS_PER_DRIVE {
-            let n = self.batch.recv(&self.sock)?;
-            if n == usize::MAX {
+            let Some(n) = self.batch.recv(&self.sock)? else {
                 // A transient error (an ICMP error of an earlier send).
                 read += 1;
                 continue;
-            }
+            };
             let b = &self.batch.batch;
             for i in 0..n {
                 Self::input(
@@ -585,12 +589,11 @@ impl Server {
     fn drive(&mut self) -> Result<(), Error> {
         let mut read = 0;
         while read < MAX_READS_PER_DRIVE {
-            let n = self.batch.recv(&self.sock)?;
-            if n == usize::MAX {
+            let Some(n) = self.batch.recv(&self.sock)? else {
                 // A transient error (an ICMP error of an earlier send).
                 read += 1;
                 continue;
-            }
+            };
             for i in 0..n {
                 let from = self.batch.batch.addr(i);
                 self.input(Some(i), 0, from)?;

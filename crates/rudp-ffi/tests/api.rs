@@ -631,7 +631,9 @@ fn a_hello() -> Vec<u8> {
 /// deadline (the first client, never polled again, holds it open until
 /// then); every poll succeeds; the copies cost the server no connection
 /// (each gets a stateless retry) but are counted as hellos (those the
-/// kernel had room for: about half); each late client is let in and
+/// kernel had room for: about half; the rest are in kernel_drops, see
+/// every_hello_flooded_through_the_stop_is_read_or_counted_as_a_kernel_drop);
+/// each late client is let in and
 /// closed at once with the stop's code and reason, or refused; and after
 /// STOPPED the server reads nothing more.
 #[test]
