@@ -878,3 +878,46 @@ fn every_hello_flooded_through_the_stop_is_read_or_counted_as_a_kernel_drop() {
         keel_server_destroy(s);
     }
 }
+
+/// A client's socket counts what the kernel dropped for its full receive
+/// buffer too: 5,000 datagrams from the server's address while the client
+/// is not polled overflow it, and `kernel_drops` counts the overflow (read
+/// from the socket's counter before any poll; unchanged by the polls that
+/// drain the rest). Without the counter: 0.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_client_counts_the_datagrams_its_full_receive_buffer_dropped() {
+    const SENT: u64 = 5_000;
+    let fake = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    fake.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let c = insecure_client(&fake.local_addr().unwrap().to_string());
+    let mut ev = empty();
+    // SAFETY: live client, event slot.
+    assert!(unsafe { keel_client_poll(c, 0, &mut ev) } >= 0);
+    let mut buf = [0u8; 2048];
+    let (_, client) = fake.recv_from(&mut buf).expect("the client's hello");
+    let junk = [0xa5u8; 1000];
+    for _ in 0..SENT {
+        fake.send_to(&junk, client).unwrap();
+    }
+    let size = std::mem::size_of::<keel_connection_stats>();
+    let stats = || {
+        let mut st = keel_connection_stats::default();
+        // SAFETY: live client, a whole stats struct.
+        assert_eq!(unsafe { keel_client_get_stats(c, &mut st, size) }, KEEL_OK);
+        st
+    };
+    let dropped = stats().kernel_drops;
+    println!("{SENT} sent to the client: {dropped} kernel drops");
+    assert!(
+        dropped > 0 && dropped < SENT,
+        "{dropped} of {SENT} counted as kernel drops"
+    );
+    for _ in 0..3 {
+        // SAFETY: live client, event slot.
+        assert!(unsafe { keel_client_poll(c, 0, &mut ev) } >= 0);
+    }
+    assert_eq!(stats().kernel_drops, dropped, "drops after the flood ended");
+    // SAFETY: from connect, destroyed once.
+    unsafe { keel_client_destroy(c) };
+}
