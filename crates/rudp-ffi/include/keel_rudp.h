@@ -382,6 +382,13 @@ typedef struct keel_connection_stats {
    `keel_server_stats`).
    */
   uint64_t datagrams_unsent;
+  /*
+   Client only: datagrams the kernel dropped because the client
+   socket's receive buffer was full (Linux `SO_RXQ_OVFL`; 0 elsewhere).
+   Server connections: 0 (see `keel_server_stats`). Added after 0.1.0:
+   a caller passing the older `sizeof` (184) does not get it.
+   */
+  uint64_t kernel_drops;
 } keel_connection_stats;
 
 /*
@@ -501,6 +508,15 @@ typedef struct keel_server_stats {
    Messages never acknowledged by connections that were removed.
    */
   uint64_t undelivered_messages;
+  /*
+   Datagrams the kernel dropped because the server socket's receive
+   buffer was full, before the server read them (Linux `SO_RXQ_OVFL`
+   and the socket's drop counter, read at this call; 0 elsewhere).
+   Counted until `keel_server_destroy`, also after STOPPED. Added
+   after 0.1.0: a caller passing the older `sizeof` (128) does not get
+   it.
+   */
+  uint64_t kernel_drops;
 } keel_server_stats;
 
 #ifdef __cplusplus

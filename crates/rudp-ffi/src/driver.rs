@@ -6,6 +6,8 @@ use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
+use keel_udp::batch::{enable_rxq_ovfl, kernel_drops_now, recv_batch, RecvBatch};
+
 use keel_rudp_proto::{
     os_random, ClientSecurity, Config, Connection, ConnectionHandle, Endpoint, EndpointConfig,
     EndpointStats, SendError, ServerSecurity, State, Stats,
@@ -18,6 +20,63 @@ pub use keel_rudp_proto::Event;
 const MAX_READS_PER_DRIVE: usize = 1024;
 /// Receive and transmit buffer size: the largest UDP payload.
 const BUF_LEN: usize = 65536;
+/// Datagrams one `recvmmsg` reads.
+const RECV_BATCH: usize = 32;
+/// The least receive slot: the protocol's default datagram
+/// (`DEFAULT_MAX_DATAGRAM`, 1,200 bytes) with room to spare. A slot is
+/// `max_datagram_size` if larger; a datagram larger than the slot is cut
+/// and fails the protocol's checks (counted there).
+const RECV_SLOT: usize = 2048;
+
+/// A socket's receive side: batched reads (`recvmmsg`, allocated once) and
+/// the kernel's count of datagrams it dropped for a full receive buffer.
+struct Rx {
+    batch: RecvBatch,
+    /// Kernel drops reported with received datagrams (`SO_RXQ_OVFL`).
+    kernel_drops: u64,
+}
+
+impl Rx {
+    fn new(sock: &UdpSocket, max_datagram: usize) -> Rx {
+        // Unsupported (not Linux): kernel_drops stays 0.
+        let _ = enable_rxq_ovfl(sock);
+        Rx {
+            batch: RecvBatch::new(RECV_BATCH, max_datagram.max(RECV_SLOT)),
+            kernel_drops: 0,
+        }
+    }
+
+    /// Reads one batch: `Some(n)` for `n` datagrams in `self.batch` (0:
+    /// nothing is queued), `None` after a transient error (try again).
+    fn recv(&mut self, sock: &UdpSocket) -> Result<Option<usize>, Error> {
+        let r = recv_batch(sock, &mut self.batch);
+        self.kernel_drops += self.batch.take_kernel_drops_delta();
+        match r {
+            Ok(n) => Ok(Some(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Some(0)),
+            Err(e) if transient(&e) => Ok(None),
+            Err(e) => Err(io_err(e)),
+        }
+    }
+
+    /// Every datagram the kernel dropped on `sock` for a full receive
+    /// buffer: those reported with datagrams read, plus those after the
+    /// last datagram read (the socket's counter, read now; it is the same
+    /// cumulative 32-bit counter `SO_RXQ_OVFL` reports).
+    fn kernel_drops(&self, sock: &UdpSocket) -> u64 {
+        match kernel_drops_now(sock) {
+            // `kernel_drops` is that counter, unwrapped, as of the last
+            // datagram read; it only grows.
+            Ok(now) => {
+                let delta = now.wrapping_sub(self.kernel_drops as u32);
+                // Behind (it cannot be: the counter only grows) reads as
+                // nothing new, as keel-udp's tracker does.
+                self.kernel_drops + u64::from(if delta < 1 << 31 { delta } else { 0 })
+            }
+            Err(_) => self.kernel_drops,
+        }
+    }
+}
 
 /// What a call of the C API can fail with; each maps to one `KEEL_ERR_*`
 /// code.
@@ -122,7 +181,9 @@ pub struct Client {
     sock: UdpSocket,
     server: SocketAddr,
     conn: Connection,
+    /// For the blocking wait for one datagram.
     rx: Vec<u8>,
+    batch: Rx,
     tx: Vec<u8>,
     /// Datagrams from addresses other than the server's, ignored.
     pub foreign_datagrams: u64,
@@ -146,9 +207,11 @@ impl Client {
         let sock = UdpSocket::bind(bind).map_err(io_err)?;
         sock.set_nonblocking(true).map_err(io_err)?;
         let nonce = os_random::<16>().map_err(io_err)?;
+        let max_datagram = cfg.max_datagram_size;
         let conn =
             Connection::connect(cfg, security, nonce, Instant::now()).map_err(|_| Error::Config)?;
         Ok(Client {
+            batch: Rx::new(&sock, max_datagram),
             sock,
             server,
             conn,
@@ -169,6 +232,13 @@ impl Client {
         self.conn.stats()
     }
 
+    /// Datagrams the kernel dropped on the client's socket because its
+    /// receive buffer was full (`SO_RXQ_OVFL`; 0 where Linux's counter does
+    /// not exist).
+    pub fn kernel_drops(&self) -> u64 {
+        self.batch.kernel_drops(&self.sock)
+    }
+
     /// Queues `data` on `channel`; it goes out on the next poll.
     pub fn send(&mut self, channel: u8, data: &[u8]) -> Result<(), Error> {
         self.conn.send(channel, data)?;
@@ -186,21 +256,41 @@ impl Client {
         self.conn.recycle(data);
     }
 
-    fn input(&mut self, n: usize, from: SocketAddr) {
-        if from == self.server {
-            self.conn.handle_datagram(Instant::now(), &self.rx[..n]);
+    fn input(
+        conn: &mut Connection,
+        foreign: &mut u64,
+        server: SocketAddr,
+        data: &[u8],
+        from: SocketAddr,
+    ) {
+        if from == server {
+            conn.handle_datagram(Instant::now(), data);
         } else {
-            self.foreign_datagrams += 1;
+            *foreign += 1;
         }
     }
 
     fn drive(&mut self) -> Result<(), Error> {
-        for _ in 0..MAX_READS_PER_DRIVE {
-            match self.sock.recv_from(&mut self.rx) {
-                Ok((n, from)) => self.input(n, from),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if transient(&e) => continue,
-                Err(e) => return Err(io_err(e)),
+        let mut read = 0;
+        while read < MAX_READS_PER_DRIVE {
+            let Some(n) = self.batch.recv(&self.sock)? else {
+                // A transient error (an ICMP error of an earlier send).
+                read += 1;
+                continue;
+            };
+            let b = &self.batch.batch;
+            for i in 0..n {
+                Self::input(
+                    &mut self.conn,
+                    &mut self.foreign_datagrams,
+                    self.server,
+                    b.data(i),
+                    b.addr(i),
+                );
+            }
+            read += n;
+            if n < b.per_call() {
+                break;
             }
         }
         let now = Instant::now();
@@ -243,7 +333,13 @@ impl Client {
                 continue;
             }
             if let Some((n, from)) = wait(&self.sock, &mut self.rx, d)? {
-                self.input(n, from);
+                Self::input(
+                    &mut self.conn,
+                    &mut self.foreign_datagrams,
+                    self.server,
+                    &self.rx[..n],
+                    from,
+                );
             }
         }
     }
@@ -253,7 +349,9 @@ impl Client {
 pub struct Server {
     sock: UdpSocket,
     endpoint: Endpoint,
+    /// For the blocking wait for one datagram.
     rx: Vec<u8>,
+    batch: Rx,
     tx: Vec<u8>,
     /// The handles of a broadcast, reused.
     handles: Vec<ConnectionHandle>,
@@ -316,9 +414,11 @@ impl Server {
             s => s,
         };
         let key = os_random::<32>().map_err(io_err)?;
+        let max_datagram = cfg.max_datagram_size;
         let ecfg = EndpointConfig::new(0, key, cfg, security);
         let endpoint = Endpoint::new(ecfg, Instant::now()).map_err(|_| Error::Config)?;
         Ok(Server {
+            batch: Rx::new(&sock, max_datagram),
             sock,
             endpoint,
             rx: vec![0; BUF_LEN],
@@ -343,6 +443,14 @@ impl Server {
     /// The endpoint's counters (handshakes, refusals, drops).
     pub fn stats(&self) -> EndpointStats {
         self.endpoint.stats()
+    }
+
+    /// Datagrams the kernel dropped on the server's socket because its
+    /// receive buffer was full (`SO_RXQ_OVFL`; 0 where Linux's counter does
+    /// not exist), counted until the server is destroyed (also after a
+    /// stop, when nothing is read any more).
+    pub fn kernel_drops(&self) -> u64 {
+        self.batch.kernel_drops(&self.sock)
     }
 
     /// Connection `conn`'s counters and estimates (RTT, loss, bytes).
@@ -451,10 +559,16 @@ impl Server {
         }
     }
 
-    fn input(&mut self, n: usize, from: SocketAddr) -> Result<(), Error> {
+    /// Handles datagram `i` of the batch (`None`: the one in `rx`, `n`
+    /// bytes, from the blocking wait).
+    fn input(&mut self, i: Option<usize>, n: usize, from: SocketAddr) -> Result<(), Error> {
         use keel_rudp_proto::Handled;
         let now = Instant::now();
-        match self.endpoint.handle(now, from, &self.rx[..n], &mut self.tx) {
+        let data = match i {
+            Some(i) => self.batch.batch.data(i),
+            None => &self.rx[..n],
+        };
+        match self.endpoint.handle(now, from, data, &mut self.tx) {
             Handled::Accepted(h, len) => {
                 send_to(&self.sock, &self.tx[..len], from, &mut self.send_dropped)?;
                 if let (Some(st), Some(c)) = (&self.stop, self.endpoint.connection_mut(h)) {
@@ -473,12 +587,20 @@ impl Server {
     }
 
     fn drive(&mut self) -> Result<(), Error> {
-        for _ in 0..MAX_READS_PER_DRIVE {
-            match self.sock.recv_from(&mut self.rx) {
-                Ok((n, from)) => self.input(n, from)?,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if transient(&e) => continue,
-                Err(e) => return Err(io_err(e)),
+        let mut read = 0;
+        while read < MAX_READS_PER_DRIVE {
+            let Some(n) = self.batch.recv(&self.sock)? else {
+                // A transient error (an ICMP error of an earlier send).
+                read += 1;
+                continue;
+            };
+            for i in 0..n {
+                let from = self.batch.batch.addr(i);
+                self.input(Some(i), 0, from)?;
+            }
+            read += n;
+            if n < self.batch.batch.per_call() {
+                break;
             }
         }
         let now = Instant::now();
@@ -539,7 +661,7 @@ impl Server {
                 continue;
             }
             if let Some((n, from)) = wait(&self.sock, &mut self.rx, d)? {
-                self.input(n, from)?;
+                self.input(None, n, from)?;
             }
         }
     }

@@ -210,6 +210,11 @@ pub struct keel_connection_stats {
     /// (reliable ones are resent). Server connections: 0 (see
     /// `keel_server_stats`).
     pub datagrams_unsent: u64,
+    /// Client only: datagrams the kernel dropped because the client
+    /// socket's receive buffer was full (Linux `SO_RXQ_OVFL`; 0 elsewhere).
+    /// Server connections: 0 (see `keel_server_stats`). Added after 0.1.0:
+    /// a caller passing the older `sizeof` (184) does not get it.
+    pub kernel_drops: u64,
 }
 
 /// A server's counters, from `keel_server_get_stats`. Fields are only
@@ -251,6 +256,13 @@ pub struct keel_server_stats {
     pub ack_timeouts: u64,
     /// Messages never acknowledged by connections that were removed.
     pub undelivered_messages: u64,
+    /// Datagrams the kernel dropped because the server socket's receive
+    /// buffer was full, before the server read them (Linux `SO_RXQ_OVFL`
+    /// and the socket's drop counter, read at this call; 0 elsewhere).
+    /// Counted until `keel_server_destroy`, also after STOPPED. Added
+    /// after 0.1.0: a caller passing the older `sizeof` (128) does not get
+    /// it.
+    pub kernel_drops: u64,
 }
 
 /// A client: one connection to one server, and its socket. Opaque; created
@@ -422,7 +434,7 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-fn connection_stats(s: &Stats, unsent: u64) -> keel_connection_stats {
+fn connection_stats(s: &Stats, unsent: u64, kernel_drops: u64) -> keel_connection_stats {
     keel_connection_stats {
         rtt_us: micros(s.smoothed_rtt),
         rtt_var_us: micros(s.rttvar),
@@ -447,6 +459,7 @@ fn connection_stats(s: &Stats, unsent: u64) -> keel_connection_stats {
         stale_messages: s.stale_messages,
         partials_evicted: s.partials_evicted,
         datagrams_unsent: unsent,
+        kernel_drops,
     }
 }
 
@@ -472,6 +485,7 @@ fn server_stats(e: &EndpointStats, server: &Server) -> keel_server_stats {
         broadcast_refused: server.broadcast_refused,
         ack_timeouts: e.ack_timeouts,
         undelivered_messages: e.undelivered_messages,
+        kernel_drops: server.kernel_drops(),
     }
 }
 
@@ -671,7 +685,11 @@ pub unsafe extern "C" fn keel_client_get_stats(
     let Some(c) = (unsafe { client.as_ref() }) else {
         return KEEL_ERR_NULL;
     };
-    let st = connection_stats(&c.inner.stats(), c.inner.send_dropped);
+    let st = connection_stats(
+        &c.inner.stats(),
+        c.inner.send_dropped,
+        c.inner.kernel_drops(),
+    );
     // SAFETY: the caller's contract covers out.
     unsafe { put_sized(out, out_size, &st) }
 }
@@ -1023,7 +1041,7 @@ pub unsafe extern "C" fn keel_server_get_connection_stats(
     };
     match s.inner.connection_stats(connection) {
         // SAFETY: the caller's contract covers out.
-        Ok(st) => unsafe { put_sized(out, out_size, &connection_stats(&st, 0)) },
+        Ok(st) => unsafe { put_sized(out, out_size, &connection_stats(&st, 0, 0)) },
         Err(e) => code(e),
     }
 }

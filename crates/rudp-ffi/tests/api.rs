@@ -417,6 +417,24 @@ fn stats_count_rtt_bytes_and_messages() {
     assert_eq!(unsafe { keel_client_get_stats(c, &mut old, 8) }, KEEL_OK);
     assert!(old.rtt_us > 0);
     assert_eq!(old.packets_sent, 777);
+    // The sizes before kernel_drops (184 and 128 bytes) get every field
+    // but it.
+    let mut old = keel_connection_stats {
+        kernel_drops: 777,
+        ..Default::default()
+    };
+    // SAFETY: live client; 184 bytes of a whole struct.
+    assert_eq!(unsafe { keel_client_get_stats(c, &mut old, 184) }, KEEL_OK);
+    assert_eq!((old.kernel_drops, old.packets_sent > 0), (777, true));
+    let mut old = keel_server_stats {
+        kernel_drops: 777,
+        ..Default::default()
+    };
+    // SAFETY: live server; 128 bytes of a whole struct.
+    assert_eq!(unsafe { keel_server_get_stats(s, &mut old, 128) }, KEEL_OK);
+    assert_eq!((old.kernel_drops, old.hellos > 0), (777, true));
+    assert_eq!(ssize, 136, "keel_server_stats grew: update the bindings");
+    assert_eq!(size, 192, "keel_connection_stats grew: update the bindings");
     // SAFETY: live server, NULL out on purpose; a handle never given out.
     unsafe {
         assert_eq!(
@@ -613,7 +631,9 @@ fn a_hello() -> Vec<u8> {
 /// deadline (the first client, never polled again, holds it open until
 /// then); every poll succeeds; the copies cost the server no connection
 /// (each gets a stateless retry) but are counted as hellos (those the
-/// kernel had room for: about half); each late client is let in and
+/// kernel had room for: about half; the rest are in kernel_drops, see
+/// every_hello_flooded_through_the_stop_is_read_or_counted_as_a_kernel_drop);
+/// each late client is let in and
 /// closed at once with the stop's code and reason, or refused; and after
 /// STOPPED the server reads nothing more.
 #[test]
@@ -758,4 +778,146 @@ fn a_flood_of_hellos_through_the_stop_is_counted_and_the_stop_ends() {
         }
         keel_server_destroy(s);
     }
+}
+
+/// Every copy of a hello flooded through a stop is counted: as a hello
+/// when the server read it, in `kernel_drops` when the kernel dropped it
+/// for the full receive buffer. The flood (up to 20,000 copies from four
+/// sockets, while the first client holds the stop open) ends before
+/// STOPPED, and the server reads all that is queued before it reports
+/// STOPPED, so hellos + kernel_drops equal the copies sent exactly.
+/// Before kernel_drops, about half the copies were counted nowhere.
+#[cfg(target_os = "linux")]
+#[test]
+fn every_hello_flooded_through_the_stop_is_read_or_counted_as_a_kernel_drop() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let hello = a_hello();
+    let (s, addr) = insecure_server();
+    let first = insecure_client(&addr);
+    let mut log = Log::default();
+    pump(s, &[first], &mut log, |l| {
+        count(&l.server, KEEL_EVENT_CONNECTED) == 1
+    });
+    let size = std::mem::size_of::<keel_server_stats>();
+    let stats = || {
+        let mut st = keel_server_stats::default();
+        // SAFETY: live server, a whole stats struct.
+        assert_eq!(unsafe { keel_server_get_stats(s, &mut st, size) }, KEEL_OK);
+        st
+    };
+    let before = stats();
+    // The first client is never polled again: it sends nothing more.
+    let done = Arc::new(AtomicBool::new(false));
+    let flood = {
+        let (done, to) = (done.clone(), addr.clone());
+        std::thread::spawn(move || {
+            let socks: Vec<_> = (0..4)
+                .map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap())
+                .collect();
+            let start = Instant::now();
+            let mut sent = 0u64;
+            for i in 0..20_000 {
+                if done.load(Ordering::Relaxed) || start.elapsed() > Duration::from_secs(8) {
+                    break;
+                }
+                if socks[i % 4].send_to(&hello, &to).is_ok() {
+                    sent += 1;
+                }
+                if i % 64 == 63 {
+                    std::thread::yield_now();
+                }
+            }
+            sent
+        })
+    };
+    let why = CString::new("maintenance").unwrap();
+    assert_eq!(
+        // SAFETY: live server, NUL-terminated reason.
+        unsafe { keel_server_stop(s, KEEL_CLOSE_STOPPED, why.as_ptr()) },
+        KEEL_OK
+    );
+    let stopped_at = Instant::now();
+    let mut flood = Some(flood);
+    let mut sent = 0;
+    let mut stopped = 0;
+    let mut ev = empty();
+    while stopped == 0 {
+        assert!(stopped_at.elapsed() < Duration::from_secs(6), "no STOPPED");
+        // SAFETY: live server, event slot.
+        let rc = unsafe { keel_server_poll(s, 1, &mut ev) };
+        assert!(rc >= 0, "server poll failed: {rc}");
+        if rc == 1 && ev.kind == KEEL_EVENT_STOPPED {
+            stopped += 1;
+        }
+        // Half the stop (the first client holds it for close_timeout, 2 s):
+        // the flood is over well before STOPPED.
+        if flood.is_some() && stopped_at.elapsed() > Duration::from_millis(1000) {
+            assert_eq!(stopped, 0, "STOPPED before the flood ended");
+            done.store(true, Ordering::Relaxed);
+            sent = flood.take().unwrap().join().unwrap();
+        }
+    }
+    assert!(flood.is_none(), "STOPPED before the flood ended");
+    let st = stats();
+    let hellos = st.hellos - before.hellos;
+    println!(
+        "{sent} copies sent: {hellos} hellos, {} kernel drops",
+        st.kernel_drops
+    );
+    assert!(st.kernel_drops > 0, "the flood never filled the buffer");
+    assert_eq!(
+        hellos + st.kernel_drops - before.kernel_drops,
+        sent,
+        "every copy read or counted ({hellos} hellos, {} kernel drops)",
+        st.kernel_drops
+    );
+    // SAFETY: handles from create/connect, destroyed once.
+    unsafe {
+        keel_client_destroy(first);
+        keel_server_destroy(s);
+    }
+}
+
+/// A client's socket counts what the kernel dropped for its full receive
+/// buffer too: 5,000 datagrams from the server's address while the client
+/// is not polled overflow it, and `kernel_drops` counts the overflow (read
+/// from the socket's counter before any poll; unchanged by the polls that
+/// drain the rest). Without the counter: 0.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_client_counts_the_datagrams_its_full_receive_buffer_dropped() {
+    const SENT: u64 = 5_000;
+    let fake = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    fake.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let c = insecure_client(&fake.local_addr().unwrap().to_string());
+    let mut ev = empty();
+    // SAFETY: live client, event slot.
+    assert!(unsafe { keel_client_poll(c, 0, &mut ev) } >= 0);
+    let mut buf = [0u8; 2048];
+    let (_, client) = fake.recv_from(&mut buf).expect("the client's hello");
+    let junk = [0xa5u8; 1000];
+    for _ in 0..SENT {
+        fake.send_to(&junk, client).unwrap();
+    }
+    let size = std::mem::size_of::<keel_connection_stats>();
+    let stats = || {
+        let mut st = keel_connection_stats::default();
+        // SAFETY: live client, a whole stats struct.
+        assert_eq!(unsafe { keel_client_get_stats(c, &mut st, size) }, KEEL_OK);
+        st
+    };
+    let dropped = stats().kernel_drops;
+    println!("{SENT} sent to the client: {dropped} kernel drops");
+    assert!(
+        dropped > 0 && dropped < SENT,
+        "{dropped} of {SENT} counted as kernel drops"
+    );
+    for _ in 0..3 {
+        // SAFETY: live client, event slot.
+        assert!(unsafe { keel_client_poll(c, 0, &mut ev) } >= 0);
+    }
+    assert_eq!(stats().kernel_drops, dropped, "drops after the flood ended");
+    // SAFETY: from connect, destroyed once.
+    unsafe { keel_client_destroy(c) };
 }

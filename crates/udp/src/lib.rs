@@ -72,8 +72,14 @@ mod timers;
 /// `WouldBlock`), and flushes a batch by resuming
 /// [`send_batch`](batch::send_batch) from the first datagram not sent.
 /// Elsewhere than Linux, one datagram per call.
+///
+/// `SO_RXQ_OVFL` reports the kernel's drops only with a later datagram;
+/// [`kernel_drops_now`](batch::kernel_drops_now) reads the same cumulative
+/// counter directly, for drops no datagram has reported yet.
 pub mod batch {
-    pub use crate::sys::{enable_rxq_ovfl, recv_batch, send_batch, RecvBatch, SendBatch};
+    pub use crate::sys::{
+        enable_rxq_ovfl, kernel_drops_now, recv_batch, send_batch, RecvBatch, SendBatch,
+    };
 }
 
 pub use client::{Client, ClientConfig, ClientCtx, ClientHandler};

@@ -255,6 +255,8 @@ namespace Keel.Rudp
             public ulong partials_evicted;
             /// <summary><c>uint64_t</c>: Client only: datagrams not sent because the socket buffer was full (reliable ones are resent). Server connections: 0 (see <c>keel_server_stats</c>).</summary>
             public ulong datagrams_unsent;
+            /// <summary><c>uint64_t</c>: Client only: datagrams the kernel dropped because the client socket's receive buffer was full (Linux <c>SO_RXQ_OVFL</c>; 0 elsewhere). Server connections: 0 (see <c>keel_server_stats</c>). Added after 0.1.0: a library without it fills the older 184 bytes and leaves it 0.</summary>
+            public ulong kernel_drops;
         }
 
         /// <summary><c>struct keel_server_stats</c>: a server's counters, from <see cref="keel_server_get_stats"/> (pass its <c>Marshal.SizeOf</c> as <c>out_size</c>). Fields are only ever added at the end.</summary>
@@ -293,6 +295,8 @@ namespace Keel.Rudp
             public ulong ack_timeouts;
             /// <summary><c>uint64_t</c>: Messages never acknowledged by connections that were removed.</summary>
             public ulong undelivered_messages;
+            /// <summary><c>uint64_t</c>: Datagrams the kernel dropped because the server socket's receive buffer was full, before the server read them (Linux <c>SO_RXQ_OVFL</c> and the socket's drop counter, read at the call; 0 elsewhere). Counted until the server is destroyed, also after STOPPED. Added after 0.1.0: a library without it fills the older 128 bytes and leaves it 0.</summary>
+            public ulong kernel_drops;
         }
 
         /// <summary><c>const char *keel_error_message(int32_t code)</c>: a
@@ -780,6 +784,8 @@ namespace Keel.Rudp
         public ulong PartialsEvicted;
         /// <summary>Client only: datagrams not sent because the socket buffer was full (reliable ones are resent). Server connections: 0 (see <c>keel_server_stats</c>).</summary>
         public ulong DatagramsUnsent;
+        /// <summary>Client only: datagrams the kernel dropped because the client socket's receive buffer was full (Linux <c>SO_RXQ_OVFL</c>; 0 elsewhere). Server connections: 0 (see <c>keel_server_stats</c>).</summary>
+        public ulong KernelDrops;
 
         /// <summary>Copies <paramref name="s"/> field by field.</summary>
         public static KeelConnectionStats CopyFrom(ref KeelNative.keel_connection_stats s)
@@ -808,6 +814,7 @@ namespace Keel.Rudp
             w.StaleMessages = s.stale_messages;
             w.PartialsEvicted = s.partials_evicted;
             w.DatagramsUnsent = s.datagrams_unsent;
+            w.KernelDrops = s.kernel_drops;
             return w;
         }
     }
@@ -847,6 +854,8 @@ namespace Keel.Rudp
         public ulong AckTimeouts;
         /// <summary>Messages never acknowledged by connections that were removed.</summary>
         public ulong UndeliveredMessages;
+        /// <summary>Datagrams the kernel dropped because the server socket's receive buffer was full, before the server read them (Linux <c>SO_RXQ_OVFL</c>; 0 elsewhere); counted also after STOPPED.</summary>
+        public ulong KernelDrops;
 
         /// <summary>Copies <paramref name="s"/> field by field.</summary>
         public static KeelServerStats CopyFrom(ref KeelNative.keel_server_stats s)
@@ -868,6 +877,7 @@ namespace Keel.Rudp
             w.BroadcastRefused = s.broadcast_refused;
             w.AckTimeouts = s.ack_timeouts;
             w.UndeliveredMessages = s.undelivered_messages;
+            w.KernelDrops = s.kernel_drops;
             return w;
         }
     }

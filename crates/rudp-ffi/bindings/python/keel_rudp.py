@@ -140,6 +140,8 @@ class keel_connection_stats(ctypes.Structure):
         ("stale_messages", ctypes.c_uint64),
         ("partials_evicted", ctypes.c_uint64),
         ("datagrams_unsent", ctypes.c_uint64),
+        # Added after 0.1.0 (the struct was 184 bytes).
+        ("kernel_drops", ctypes.c_uint64),
     ]
 
 
@@ -163,6 +165,8 @@ class keel_server_stats(ctypes.Structure):
         ("broadcast_refused", ctypes.c_uint64),
         ("ack_timeouts", ctypes.c_uint64),
         ("undelivered_messages", ctypes.c_uint64),
+        # Added after 0.1.0 (the struct was 128 bytes).
+        ("kernel_drops", ctypes.c_uint64),
     ]
 
 
@@ -360,7 +364,8 @@ class ConnectionStats(_Counters):
     ``congestion_window``, and the drops ``malformed_packets``,
     ``duplicate_packets``, ``auth_failures``, ``replayed_packets``,
     ``refused_packets``, ``stale_messages``, ``partials_evicted``,
-    ``datagrams_unsent`` (client only)."""
+    ``datagrams_unsent`` and ``kernel_drops`` (client only: datagrams the
+    kernel dropped for the socket's full receive buffer, Linux)."""
 
     __slots__ = tuple(name for name, _t in keel_connection_stats._fields_)
     _struct = keel_connection_stats
@@ -373,7 +378,9 @@ class ServerStats(_Counters):
     ``refused_address_limit``, ``refused_rate_limit``; the drops
     ``malformed``, ``unknown_connection``, ``datagrams_unsent``,
     ``budget_refused``, ``send_budget_refused``, ``broadcast_refused``;
-    ``ack_timeouts``, ``undelivered_messages``."""
+    ``ack_timeouts``, ``undelivered_messages``; ``kernel_drops`` (datagrams
+    the kernel dropped for the socket's full receive buffer before the
+    server read them, Linux; counted also after STOPPED)."""
 
     __slots__ = tuple(name for name, _t in keel_server_stats._fields_)
     _struct = keel_server_stats

@@ -103,16 +103,16 @@ static class Loopback
             "packets_received", "packets_lost", "retransmissions", "bytes_sent", "bytes_received",
             "messages_delivered", "send_queued_bytes", "bytes_in_flight", "congestion_window",
             "malformed_packets", "duplicate_packets", "auth_failures", "replayed_packets",
-            "refused_packets", "stale_messages", "partials_evicted", "datagrams_unsent" }, 184);
+            "refused_packets", "stale_messages", "partials_evicted", "datagrams_unsent", "kernel_drops" }, 192);
         Check(typeof(KeelNative.keel_connection_stats).GetField("loss_rate").FieldType == typeof(double),
             "keel_connection_stats.loss_rate is not a double");
         CheckEightByteFields(typeof(KeelNative.keel_server_stats), new string[] {
             "connections", "connections_created", "connections_removed", "hellos", "handshakes_refused",
             "tokens_refused", "refused_address_limit", "refused_rate_limit", "malformed",
             "unknown_connection", "datagrams_unsent", "budget_refused", "send_budget_refused",
-            "broadcast_refused", "ack_timeouts", "undelivered_messages" }, 128);
-        Console.WriteLine("layout: keel_config 16 bytes, keel_event 72 bytes, keel_connection_stats 184 bytes,"
-            + " keel_server_stats 128 bytes, offsets as in keel_rudp.h");
+            "broadcast_refused", "ack_timeouts", "undelivered_messages", "kernel_drops" }, 136);
+        Console.WriteLine("layout: keel_config 16 bytes, keel_event 72 bytes, keel_connection_stats 192 bytes,"
+            + " keel_server_stats 136 bytes, offsets as in keel_rudp.h");
     }
 
     static void CheckEightByteFields(Type t, string[] fields, int size)

@@ -71,6 +71,7 @@ def check_stats_after_echo(client, server, conn):
     check(ss.bytes_sent > len(MESSAGE), f"server connection stats: bytes_sent {ss.bytes_sent}")
     check(ss.messages_delivered == 1, f"server connection stats: messages_delivered {ss.messages_delivered}")
     check(ss.datagrams_unsent == 0, f"server connection stats: datagrams_unsent {ss.datagrams_unsent}")
+    check(ss.kernel_drops == 0, f"server connection stats: kernel_drops {ss.kernel_drops}")
     print(f"client stats: rtt {cs.rtt_us} us (latest {cs.rtt_latest_us}), {cs.bytes_sent} bytes sent,"
           f" {cs.bytes_received} received, {cs.messages_delivered} message delivered;"
           f" server's connection: rtt {ss.rtt_us} us, {ss.bytes_sent} bytes sent,"

@@ -469,7 +469,7 @@ const SO_MEMINFO: libc::c_int = 0x39;
 /// (`getsockopt(SO_MEMINFO)`, entry `SK_MEMINFO_DROPS`): the same counter
 /// `SO_RXQ_OVFL` attaches to received datagrams, but available when no
 /// datagram follows the drops (the end of a burst, a socket about to close).
-pub(crate) fn kernel_drops_now(fd: &impl AsRawFd) -> io::Result<u32> {
+pub fn kernel_drops_now(fd: &impl AsRawFd) -> io::Result<u32> {
     // SK_MEMINFO_VARS is 9 on current kernels; ask for more room so a
     // kernel with more entries still fits (it writes at most `len`).
     let mut info = [0u32; 16];

@@ -32,22 +32,18 @@ pub use send::SendBatch;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-pub(crate) use linux::{
-    attach_payload_steering, attach_port_steering, enable_pktinfo, kernel_drops_now,
-};
+pub(crate) use linux::{attach_payload_steering, attach_port_steering, enable_pktinfo};
 #[cfg(target_os = "linux")]
-pub use linux::{enable_rxq_ovfl, recv_batch, send_batch};
+pub use linux::{enable_rxq_ovfl, kernel_drops_now, recv_batch, send_batch};
 
 #[cfg(any(not(target_os = "linux"), test))]
 // On Linux only its tests use it, so its public functions are not exported.
 #[cfg_attr(all(target_os = "linux", test), allow(unreachable_pub))]
 mod portable;
 #[cfg(not(target_os = "linux"))]
-pub(crate) use portable::{
-    attach_payload_steering, attach_port_steering, enable_pktinfo, kernel_drops_now,
-};
+pub(crate) use portable::{attach_payload_steering, attach_port_steering, enable_pktinfo};
 #[cfg(not(target_os = "linux"))]
-pub use portable::{enable_rxq_ovfl, recv_batch, send_batch};
+pub use portable::{enable_rxq_ovfl, kernel_drops_now, recv_batch, send_batch};
 
 #[cfg(test)]
 mod tests;

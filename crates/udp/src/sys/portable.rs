@@ -24,7 +24,7 @@ pub fn enable_rxq_ovfl(fd: &impl AsRawFd) -> io::Result<()> {
 }
 
 /// There is no per-socket drop counter to read here.
-pub(crate) fn kernel_drops_now(fd: &impl AsRawFd) -> io::Result<u32> {
+pub fn kernel_drops_now(fd: &impl AsRawFd) -> io::Result<u32> {
     let _ = fd.as_raw_fd();
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
