@@ -76,6 +76,49 @@ mod timers;
 /// `SO_RXQ_OVFL` reports the kernel's drops only with a later datagram;
 /// [`kernel_drops_now`](batch::kernel_drops_now) reads the same cumulative
 /// counter directly, for drops no datagram has reported yet.
+///
+/// # Examples
+///
+/// Two datagrams out in one `sendmmsg`, in again with `recvmmsg`:
+///
+/// ```
+/// use std::net::UdpSocket;
+/// use keel_udp::batch::{enable_rxq_ovfl, recv_batch, send_batch, RecvBatch, SendBatch};
+///
+/// # fn main() -> std::io::Result<()> {
+/// let rx = UdpSocket::bind("127.0.0.1:0")?;
+/// let tx = UdpSocket::bind("127.0.0.1:0")?;
+/// enable_rxq_ovfl(&rx)?; // count what the kernel drops on a full buffer
+///
+/// // Up to 32 datagrams, up to 32 per system call.
+/// let mut out = SendBatch::new(32, 32);
+/// assert!(out.push(Some(rx.local_addr()?), b"first"));
+/// assert!(out.push(Some(rx.local_addr()?), b"second"));
+/// let mut sent = 0;
+/// while sent < out.len() {
+///     // A partial send resumes from the first datagram not sent.
+///     sent += send_batch(&tx, &mut out, sent)?;
+/// }
+/// out.clear();
+///
+/// // 32 slots of 2 KiB, allocated once and reused by every call.
+/// let mut batch = RecvBatch::new(32, 2048);
+/// let mut got = Vec::new();
+/// while got.len() < 2 {
+///     // An event loop waits for readiness; this example waits in a
+///     // blocking peek, since recv_batch itself never blocks.
+///     rx.peek_from(&mut [0u8; 1])?;
+///     let n = recv_batch(&rx, &mut batch)?;
+///     for i in 0..n {
+///         assert_eq!(batch.addr(i), tx.local_addr()?);
+///         got.push(batch.data(i).to_vec());
+///     }
+/// }
+/// assert_eq!(got, [b"first".to_vec(), b"second".to_vec()]);
+/// assert_eq!(batch.take_kernel_drops_delta(), 0);
+/// # Ok(())
+/// # }
+/// ```
 pub mod batch {
     pub use crate::sys::{
         enable_rxq_ovfl, kernel_drops_now, recv_batch, send_batch, RecvBatch, SendBatch,
