@@ -113,13 +113,13 @@ pub const REDUNDANCY_MIN_LOSS: f64 = 0.01;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Plan {
     /// A message resent after a loss rides once more.
-    pub resend_copy: bool,
+    pub(crate) resend_copy: bool,
     /// Extra copies of every message.
-    pub copies: u8,
+    pub(crate) copies: u8,
     /// Parity as `(span, interval)` (`span` 0: none): the packet carrying
     /// new message `n` with `n % interval == 0` also carries the XOR of
     /// messages `n - span .. n` (those the sender still holds).
-    pub parity: (u8, u8),
+    pub(crate) parity: (u8, u8),
 }
 
 const fn plan(resend_copy: bool, copies: u8, parity: (u8, u8)) -> Plan {

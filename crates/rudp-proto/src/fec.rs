@@ -26,18 +26,18 @@ pub(crate) const REPORT_TIMES: u8 = 2;
 
 #[derive(Debug)]
 pub(crate) struct Kept {
-    pub channel: u8,
-    pub seq: u64,
-    pub data: Vec<u8>,
+    pub(crate) channel: u8,
+    pub(crate) seq: u64,
+    pub(crate) data: Vec<u8>,
 }
 
 #[derive(Debug)]
 pub(crate) struct Pending {
-    pub channel: u8,
-    pub first: u64,
-    pub count: u8,
-    pub len_xor: u32,
-    pub data: Vec<u8>,
+    pub(crate) channel: u8,
+    pub(crate) first: u64,
+    pub(crate) count: u8,
+    pub(crate) len_xor: u32,
+    pub(crate) data: Vec<u8>,
 }
 
 /// A connection's receive side of forward error correction, made when
@@ -45,15 +45,15 @@ pub(crate) struct Pending {
 #[derive(Debug, Default)]
 pub(crate) struct FecRecv {
     /// Channels a parity came for (only their messages are kept).
-    pub channels: [u64; 4],
-    pub kept: VecDeque<Kept>,
-    pub pending: VecDeque<Pending>,
+    pub(crate) channels: [u64; 4],
+    pub(crate) kept: VecDeque<Kept>,
+    pub(crate) pending: VecDeque<Pending>,
     /// Bytes counted for `kept` and `pending` (with their overhead), also
     /// taken from the connection's receive memory.
-    pub held: usize,
+    pub(crate) held: usize,
     /// REPAIRED frames to send: `(channel, seq, times sent)`; each goes
     /// in [`REPORT_TIMES`] packets (a lost one costs the sender a resend).
-    pub reports: VecDeque<(u8, u64, u8)>,
+    pub(crate) reports: VecDeque<(u8, u64, u8)>,
 }
 
 impl FecRecv {
