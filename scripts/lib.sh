@@ -124,3 +124,30 @@ jitter_ok() {
     awk -v v="$1" 'BEGIN { n = v + 0; u = substr(v, length(v) - 1);
       s = (u == "us") ? n / 1e6 : (u == "ms") ? n / 1e3 : n; exit !(s <= 0.025) }'
 }
+
+# loss_fraction PERCENT: the fraction keel-bench's --impair loss= takes, with
+# no more digits than it needs (0.5 % is 0.005, 10 % is 0.1).
+loss_fraction() {
+  awk -v l="$1" 'BEGIN { s = sprintf("%.6f", l / 100); sub(/0+$/, "", s); sub(/\.$/, ".0", s); print s }'
+}
+
+# tag_lines FILE FIELDS: FILE's lines on stdout, each JSON object among them
+# with FIELDS (a JSON object, e.g. '{"case": "tail"}') set in it; other
+# lines as they are, blank ones left out (a failed run's line still counts).
+tag_lines() {
+  python3 -S - "$1" "$2" <<'PY'
+import json, sys
+path, fields = sys.argv[1], json.loads(sys.argv[2])
+for line in open(path, encoding="utf-8", errors="replace"):
+    if not line.strip():
+        continue
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict):
+        obj.update(fields)
+        line = json.dumps(obj)
+    print(line.rstrip("\n"))
+PY
+}

@@ -49,7 +49,7 @@ fi
 : >"$results"
 for seed in $seeds; do
   for loss in $losses; do
-    p=$(awk -v l="$loss" 'BEGIN { s = sprintf("%.6f", l / 100); sub(/0+$/, "", s); sub(/\.$/, ".0", s); print s }')
+    p=$(loss_fraction "$loss")
     c="loss=$p,delay=25ms,seed=$seed"
     s="loss=$p,delay=25ms,seed=$((seed + 1000))"
     for proto in rudp-bulk kcp; do

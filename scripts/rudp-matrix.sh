@@ -146,8 +146,7 @@ rm -f "$out/bulk.md"
 # impair_specs LOSS SEED: the clients' and the server's conditioner specs.
 impair_specs() {
   local p
-  # The fraction with no more digits than it needs (0.5 % is 0.005).
-  p=$(awk -v l="$1" 'BEGIN { s = sprintf("%.6f", l / 100); sub(/0+$/, "", s); sub(/\.$/, ".0", s); print s }')
+  p=$(loss_fraction "$1")
   c="loss=$p,delay=25ms,jitter=$jitter,seed=$2"
   s="loss=$p,delay=25ms,jitter=$jitter,seed=$(($2 + 1000))"
 }
@@ -163,21 +162,7 @@ run() {
   local case=$1
   shift
   "$KEEL_BENCH" "$@" --format json >"$tmp/line" || true
-  python3 -S - "$tmp/line" "$case" >>"$results" <<'PY'
-import json, sys
-path, case = sys.argv[1:]
-for line in open(path, encoding="utf-8", errors="replace"):
-    if not line.strip():
-        continue
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        obj = None
-    if isinstance(obj, dict):
-        obj["case"] = case
-        line = json.dumps(obj)
-    print(line.rstrip("\n"))
-PY
+  tag_lines "$tmp/line" "{\"case\": \"$case\"}" >>"$results"
 }
 
 for case in $cases; do

@@ -278,7 +278,7 @@ mkdir -p "$out" || die "--out: cannot create $out"
 # --seed gives the seed).
 impair_spec() {
   local p
-  p=$(awk -v l="$1" 'BEGIN { s = sprintf("%.6f", l / 100); sub(/0+$/, "", s); sub(/\.$/, ".0", s); print s }')
+  p=$(loss_fraction "$1")
   # Held datagrams: enough that a relay starved of CPU for a while delays
   # the burst it then reads rather than dropping it (every overflow is
   # still counted, relay_*_overflow).

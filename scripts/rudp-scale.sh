@@ -158,20 +158,7 @@ for c in $conns; do
         "$KEEL_BENCH" --protocol "${proto%-tick}" ${extra[@]+"${extra[@]}"} --rate "$r" --payload "$payload" \
           --clients "$c" --seconds "$secs" --warmup "$warmup" --format json >"$tmp/line" || true
         # "case": "scale" files the line in the report's scale table.
-        python3 -S - "$tmp/line" >>"$results" <<'PY'
-import json, sys
-for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
-    if not line.strip():
-        continue
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        obj = None
-    if isinstance(obj, dict):
-        obj["case"] = "scale"
-        line = json.dumps(obj)
-    print(line.rstrip("\n"))
-PY
+        tag_lines "$tmp/line" '{"case": "scale"}' >>"$results"
       done
     done
   done

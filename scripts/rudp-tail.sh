@@ -115,23 +115,13 @@ run() {
   local level=$1
   shift
   "$KEEL_BENCH" "$@" --format json >"$tmp/line" || true
-  python3 -S - "$tmp/line" "$level" >>"$results" <<'PY'
-import json, sys
-path, level = sys.argv[1:]
-for line in open(path, encoding="utf-8", errors="replace"):
-    if not line.strip():
-        continue
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        obj = None
-    if isinstance(obj, dict):
-        obj["case"] = "tail"
-        if level != "-":
-            obj["redundancy"] = level if level == "kcp" else int(level)
-        line = json.dumps(obj)
-    print(line.rstrip("\n"))
-PY
+  local fields='{"case": "tail"}'
+  case $level in
+    -) ;;
+    kcp) fields='{"case": "tail", "redundancy": "kcp"}' ;;
+    *) fields="{\"case\": \"tail\", \"redundancy\": $((10#$level))}" ;;
+  esac
+  tag_lines "$tmp/line" "$fields" >>"$results"
 }
 
 tick=(--rate 60 --payload 400 --clients "$clients" --seconds "$secs" --warmup 1)
@@ -141,7 +131,7 @@ for seed in $seeds; do
   run - --protocol rudp "${tick[@]}" --impair "loss=0,$link,seed=$seed" \
     --impair-server "loss=0,$link,seed=$((seed + 1000))"
   for loss in $losses; do
-    p=$(awk -v l="$loss" 'BEGIN { s = sprintf("%.6f", l / 100); sub(/0+$/, "", s); sub(/\.$/, ".0", s); print s }')
+    p=$(loss_fraction "$loss")
     c="loss=$p,$link,seed=$seed"
     s="loss=$p,$link,seed=$((seed + 1000))"
     for level in $levels; do
