@@ -110,25 +110,28 @@ fn ticking(ticks: u32) -> (Connection, Connection, Instant, Instant) {
     let cid = ConnectionId([3; 8]);
     let mut a = Connection::established(config(), Side::Client, cid, t0).unwrap();
     let mut b = Connection::established(config(), Side::Server, cid, t0).unwrap();
-    let mut buf = [0u8; 1500];
     let mut last = t0;
     for k in 0..ticks {
         let mut now = t0 + 20 * MS * k;
         last = now;
         a.send(0, &[1; 100]).unwrap();
-        while let Some(n) = a.poll_transmit(now, &mut buf) {
-            b.handle_datagram(now, &buf[..n]);
-        }
+        deliver(&mut a, &mut b, now);
         // b acknowledges after its max_ack_delay.
         now += 5 * MS;
         b.handle_timeout(now);
-        while let Some(n) = b.poll_transmit(now, &mut buf) {
-            a.handle_datagram(now, &buf[..n]);
-        }
+        deliver(&mut b, &mut a, now);
     }
     while a.poll_event().is_some() {}
     while b.poll_event().is_some() {}
     (a, b, t0, last)
+}
+
+/// Hands every datagram `from` has to send at `at` to `to`, at `at`.
+fn deliver(from: &mut Connection, to: &mut Connection, at: Instant) {
+    let mut buf = [0u8; 1500];
+    while let Some(n) = from.poll_transmit(at, &mut buf) {
+        to.handle_datagram(at, &buf[..n]);
+    }
 }
 
 /// Runs `c`'s timers from `from` until it sends a datagram (at most
@@ -162,12 +165,9 @@ fn a_ticking_end_that_stops_sending_still_acknowledges_within_the_bound() {
     // with no tick, leaves alone: 20 ms after the arrival, within the
     // 60 ms bound and long before the peer's probe.
     let (mut a, mut b, _, last) = ticking(10);
-    let mut buf = [0u8; 1500];
     let at = last + 5 * MS;
     b.send(0, b"from b").unwrap();
-    while let Some(n) = b.poll_transmit(at, &mut buf) {
-        a.handle_datagram(at, &buf[..n]);
-    }
+    deliver(&mut b, &mut a, at);
     let sent = next_send(&mut a, at, DEFAULT_TICK_ACK_DELAY).expect("an acknowledgement");
     let waited = sent - at;
     assert!(
@@ -181,12 +181,9 @@ fn a_ticking_end_that_stops_sending_still_acknowledges_within_the_bound() {
 fn an_end_that_never_sent_acknowledges_at_max_ack_delay() {
     // b only acknowledges (nothing of its own): no tick to wait for.
     let (mut a, mut b, _, last) = ticking(10);
-    let mut buf = [0u8; 1500];
     let at = last + 20 * MS;
     a.send(0, b"to b").unwrap();
-    while let Some(n) = a.poll_transmit(at, &mut buf) {
-        b.handle_datagram(at, &buf[..n]);
-    }
+    deliver(&mut a, &mut b, at);
     let sent = next_send(&mut b, at, DEFAULT_TICK_ACK_DELAY).expect("an acknowledgement");
     assert_eq!(sent - at, 5 * MS);
 }
@@ -203,9 +200,7 @@ fn a_packet_after_a_gap_is_acknowledged_at_once_while_ticking() {
     while b.poll_transmit(at, &mut buf).is_some() {} // dropped
     let at = at + MS;
     b.send(0, b"after the gap").unwrap();
-    while let Some(n) = b.poll_transmit(at, &mut buf) {
-        a.handle_datagram(at, &buf[..n]);
-    }
+    deliver(&mut b, &mut a, at);
     assert!(
         a.poll_transmit(at, &mut buf).is_some(),
         "no acknowledgement at once"
@@ -213,9 +208,7 @@ fn a_packet_after_a_gap_is_acknowledged_at_once_while_ticking() {
     // And a lone in-order packet in the same state does wait.
     let at = at + MS;
     b.send(0, b"in order").unwrap();
-    while let Some(n) = b.poll_transmit(at, &mut buf) {
-        a.handle_datagram(at, &buf[..n]);
-    }
+    deliver(&mut b, &mut a, at);
     assert!(
         a.poll_transmit(at + 5 * MS, &mut buf).is_none(),
         "did not wait"
@@ -272,9 +265,7 @@ fn a_probe_is_acknowledged_at_once() {
     // A first message, acknowledged: b's RTT sample.
     let at = last + MS;
     b.send(0, b"acknowledged").unwrap();
-    while let Some(n) = b.poll_transmit(at, &mut buf) {
-        a.handle_datagram(at, &buf[..n]);
-    }
+    deliver(&mut b, &mut a, at);
     let mut acked = at;
     let n = loop {
         if let Some(n) = a.poll_transmit(acked, &mut buf) {
@@ -290,9 +281,7 @@ fn a_probe_is_acknowledged_at_once() {
     assert!(b.stats().packets_acked > 0, "b's RTT sample");
     b.send(0, b"second").unwrap();
     let at = acked;
-    while let Some(n) = b.poll_transmit(at, &mut buf) {
-        a.handle_datagram(at, &buf[..n]);
-    }
+    deliver(&mut b, &mut a, at);
     next_send(&mut a, at, DEFAULT_TICK_ACK_DELAY).expect("an acknowledgement (lost)");
     // b's probe timeout passes with nothing acknowledged.
     let mut t = at;
