@@ -21,10 +21,9 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::axes::{draw_axes, AxisText, Grid, Slots, YAxis};
 use super::dims::{label, or_q, split_dims, BATCH, CLIENTS, FAMILY, LANES, PAYLOAD, WINDOW, WORK};
-use super::frame::{Header, Legend};
+use super::frame::{plot_on, Frame};
 use super::style::{
-    bold, draw_err, font, text_width, MARGIN, MAX_WIDTH, PALETTE, SEPARATOR, SUBTLE, TEXT_PX,
-    VALUE_PX,
+    bold, draw_err, font, text_width, MAX_WIDTH, PALETTE, SEPARATOR, SUBTLE, TEXT_PX, VALUE_PX,
 };
 use crate::report::input::ConfigKey;
 use crate::report::summary::{Report, Spread, Summary};
@@ -344,22 +343,16 @@ impl MarkSize {
 pub(super) fn draw(bars: &Bars, name: &str) -> Result<String, String> {
     let err = draw_err(name);
     let width = MAX_WIDTH;
-    let header = Header::new(&bars.title, &bars.subtitle, width);
     let names: Vec<&str> = bars.series.iter().map(|(n, _)| n.as_str()).collect();
-    let legend = Legend::new(&names, width);
-    let height = header.height() + legend.height() + MARGIN + PLOT_H + X_AREA + MARGIN;
+    let frame = Frame::new(&bars.title, &bars.subtitle, &names, width);
+    let height = frame.page_height(PLOT_H, X_AREA);
     let x = Slots(bars.slots.iter().map(|(p, _)| *p).collect());
 
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(&err)?;
-        let body = legend.draw(&header.draw(&root)?)?;
-        let mut chart = ChartBuilder::on(&body)
-            .margin(MARGIN)
-            .margin_right(2 * MARGIN)
-            .x_label_area_size(X_AREA)
-            .y_label_area_size(Y_AREA)
+        let body = frame.draw(&root, name)?;
+        let mut chart = plot_on(&body, X_AREA, Y_AREA)
             .build_cartesian_2d(x, bars.y_axis())
             .map_err(&err)?;
         let x_label = |v: &f64| {

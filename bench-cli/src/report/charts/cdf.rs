@@ -32,9 +32,9 @@ use plotters::prelude::*;
 
 use super::axes::{draw_axes, fmt_us, AxisText, Grid, YAxis};
 use super::dims::{self, Dim};
-use super::frame::{Header, Legend};
+use super::frame::{plot_on, Frame};
 use super::lines::LOG_SPAN;
-use super::style::{draw_err, MARGIN, MAX_WIDTH, PALETTE};
+use super::style::{draw_err, MAX_WIDTH, PALETTE};
 use crate::report::input::{HistogramFile, Run, RTT_QUANTILES};
 use crate::report::rudp::{self, RudpDim, RudpKey};
 use crate::report::stats::Spread;
@@ -358,22 +358,21 @@ pub(super) fn svg(report: &Report, name: &str) -> Result<Option<String>, String>
         shared.join(" · "),
     ];
     subtitle.retain(|s| !s.is_empty());
-    let header = Header::new("RTT distribution by configuration", &subtitle, MAX_WIDTH);
     let names: Vec<&str> = curves.iter().map(|c| c.name.as_str()).collect();
-    let legend = Legend::new(&names, MAX_WIDTH);
-    let height = header.height() + legend.height() + MARGIN + PLOT_H + X_AREA + MARGIN;
+    let frame = Frame::new(
+        "RTT distribution by configuration",
+        &subtitle,
+        &names,
+        MAX_WIDTH,
+    );
+    let height = frame.page_height(PLOT_H, X_AREA);
     let x_ticks = x.ticks().len();
 
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (MAX_WIDTH, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(&err)?;
-        let body = legend.draw(&header.draw(&root)?)?;
-        let mut chart = ChartBuilder::on(&body)
-            .margin(MARGIN)
-            .margin_right(2 * MARGIN)
-            .x_label_area_size(X_AREA)
-            .y_label_area_size(Y_AREA)
+        let body = frame.draw(&root, name)?;
+        let mut chart = plot_on(&body, X_AREA, Y_AREA)
             .build_cartesian_2d(x, y.clone())
             .map_err(&err)?;
         let text = AxisText {

@@ -1,11 +1,66 @@
 //! What frames a chart: the [`Header`] (title and subtitle) and the
-//! series [`Legend`].
+//! series [`Legend`], drawn together as a [`Frame`], and the plot's
+//! builder with the margins every chart uses ([`plot_on`]).
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::style::{bold, draw_err, font, text_width, wrap, PALETTE, SUBTLE, TEXT_PX, TITLE_PX};
+use super::style::{
+    bold, draw_err, font, text_width, wrap, MARGIN, PALETTE, SUBTLE, TEXT_PX, TITLE_PX,
+};
+
+/// A chart's page above its plot: the header, the legend under it.
+pub(super) struct Frame {
+    header: Header,
+    legend: Legend,
+}
+
+impl Frame {
+    /// The frame of a chart titled `title`, its series named `names`.
+    pub(super) fn new(title: &str, subtitle: &[String], names: &[&str], width: u32) -> Frame {
+        Frame {
+            header: Header::new(title, subtitle, width),
+            legend: Legend::new(names, width),
+        }
+    }
+
+    /// The page's height around a plot `plot_h` high with `x_area` of x
+    /// labels under it.
+    pub(super) fn page_height(&self, plot_h: u32, x_area: u32) -> u32 {
+        self.header.height() + self.legend.height() + MARGIN + plot_h + x_area + MARGIN
+    }
+
+    /// Fills `root` white, draws the header and the legend, and returns the
+    /// area below them; `name` (the file) names it in errors.
+    pub(super) fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        name: &str,
+    ) -> Result<DrawingArea<DB, Shift>, String>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE).map_err(draw_err(name))?;
+        self.legend.draw(&self.header.draw(root)?)
+    }
+}
+
+/// The plot's builder on `body`: the margins every chart uses, `x_area` and
+/// `y_area` for the axes' labels.
+pub(super) fn plot_on<'a, 'b, DB: DrawingBackend>(
+    body: &'a DrawingArea<DB, Shift>,
+    x_area: u32,
+    y_area: u32,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut builder = ChartBuilder::on(body);
+    builder
+        .margin(MARGIN)
+        .margin_right(2 * MARGIN)
+        .x_label_area_size(x_area)
+        .y_label_area_size(y_area);
+    builder
+}
 
 /// The title and the subtitle wrapped to `width`.
 pub(super) struct Header {
@@ -62,7 +117,7 @@ impl Header {
 }
 
 /// The series legend: colour swatches and names in rows under the header.
-pub(super) struct Legend {
+struct Legend {
     entries: Vec<(String, RGBColor)>,
     columns: usize,
     column_w: u32,

@@ -14,8 +14,8 @@ use plotters::coord::cartesian::Cartesian2d;
 use plotters::prelude::*;
 
 use super::axes::{draw_axes, AxisText, Grid, Through, YAxis};
-use super::frame::{Header, Legend};
-use super::style::{draw_err, MARGIN, MAX_WIDTH, PALETTE};
+use super::frame::{plot_on, Frame};
+use super::style::{draw_err, MAX_WIDTH, PALETTE};
 use crate::report::summary::Spread;
 
 const PLOT_H: u32 = 420;
@@ -98,10 +98,9 @@ type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<Through, YAxis
 pub(super) fn draw(lines: &Lines, name: &str) -> Result<String, String> {
     let err = draw_err(name);
     let width = MAX_WIDTH;
-    let header = Header::new(&lines.title, &lines.subtitle, width);
     let names: Vec<&str> = lines.series.iter().map(|s| s.name.as_str()).collect();
-    let legend = Legend::new(&names, width);
-    let height = header.height() + legend.height() + MARGIN + PLOT_H + X_AREA + MARGIN;
+    let frame = Frame::new(&lines.title, &lines.subtitle, &names, width);
+    let height = frame.page_height(PLOT_H, X_AREA);
     let xs: Vec<f64> = lines.points().map(|p| p.x).collect();
     let x = Through::of(&xs);
     let (y, log) = lines.y_axis();
@@ -111,13 +110,8 @@ pub(super) fn draw(lines: &Lines, name: &str) -> Result<String, String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(&err)?;
-        let body = legend.draw(&header.draw(&root)?)?;
-        let mut chart = ChartBuilder::on(&body)
-            .margin(MARGIN)
-            .margin_right(2 * MARGIN)
-            .x_label_area_size(X_AREA)
-            .y_label_area_size(Y_AREA)
+        let body = frame.draw(&root, name)?;
+        let mut chart = plot_on(&body, X_AREA, Y_AREA)
             .build_cartesian_2d(x, y)
             .map_err(&err)?;
         let text = AxisText {
