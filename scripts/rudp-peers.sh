@@ -150,9 +150,7 @@ for t in $tunings; do
 done
 seconds_ok SECONDS_PER_RUN "$secs" 3600
 [[ "$warmup" == 0 ]] || seconds_ok WARMUP "$warmup" 60
-[[ "$jitter" =~ ^(0|([0-9]+\.?[0-9]*|\.[0-9]+)(us|ms|s))$ ]] &&
-  awk -v v="$jitter" 'BEGIN { n = v + 0; u = substr(v, length(v) - 1);
-    s = (u == "us") ? n / 1e6 : (u == "ms") ? n / 1e3 : n; exit !(s <= 0.025) }' ||
+jitter_ok "$jitter" ||
   die "JITTER: expected a duration up to the 25 ms delay (0, 500us, 3ms, 0.02s), got \"$jitter\""
 [[ "$calibrate" == 0 || "$calibrate" == 1 ]] || die "CALIBRATE: expected 0 or 1, got \"$calibrate\""
 uint_ok SCALE_CLIENT_PROCS "$scale_procs" 1 16

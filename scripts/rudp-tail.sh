@@ -81,9 +81,7 @@ for l in $losses; do
     die "LOSSES: expected loss percentages, decimals 0 < L <= 50, got \"$l\" in \"$losses\""
 done
 for v in $levels; do uint_ok LEVELS "$v" 0 5; done
-[[ "$jitter" =~ ^(0|([0-9]+\.?[0-9]*|\.[0-9]+)(us|ms|s))$ ]] &&
-  awk -v v="$jitter" 'BEGIN { n = v + 0; u = substr(v, length(v) - 1);
-    s = (u == "us") ? n / 1e6 : (u == "ms") ? n / 1e3 : n; exit !(s <= 0.025) }' ||
+jitter_ok "$jitter" ||
   die "JITTER: expected a duration up to the 25 ms delay (0, 500us, 3ms, 0.02s), got \"$jitter\""
 if [[ -n "${KEEL_BENCH:-}" ]]; then
   [[ -f "$KEEL_BENCH" && -x "$KEEL_BENCH" ]] || die "KEEL_BENCH: $KEEL_BENCH is not an executable file"
