@@ -43,13 +43,8 @@ for seed in $seeds; do
   [[ "$seed" =~ ^[0-9]+$ && ${#seed} -le 9 ]] || die "SEEDS: expected integers, got \"$seed\" in \"$seeds\""
 done
 [[ -n "${seeds// /}" ]] || die "SEEDS: empty"
-if [[ -n "${KEEL_BENCH:-}" && ! -x "$KEEL_BENCH" ]]; then
-  die "KEEL_BENCH: $KEEL_BENCH is not an executable file"
-fi
-if [ -z "${KEEL_BENCH:-}" ]; then
-  cargo build --release -q -p keel-bench
-  KEEL_BENCH=target/release/keel-bench
-fi
+keel_bench_check
+keel_bench_ready
 echo "| mode | seed | messages | ok | avg RTT ms | max RTT ms | published avg / max ms |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
 for mode in default normal fast; do

@@ -23,6 +23,11 @@
 #                          (default 3600, keel-bench's --seconds)
 # jitter_ok VALUE          VALUE a duration up to the 25 ms delay (0, 500us,
 #                          3ms, 0.02s)
+# keel_bench_check         dies unless KEEL_BENCH is unset or names an
+#                          executable file (with the settings' checks)
+# keel_bench_ready         before the runs: KEEL_BENCH as given, or else
+#                          builds and sets the workspace's
+#                          target/release/keel-bench (exit 1 if that fails)
 #
 # The regexes $decimal and $uint are set too, for checks of their own.
 
@@ -150,4 +155,23 @@ for line in open(path, encoding="utf-8", errors="replace"):
         line = json.dumps(obj)
     print(line.rstrip("\n"))
 PY
+}
+
+# The workspace these scripts belong to (for keel_bench_ready's build).
+keel_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+keel_bench_check() {
+  if [[ -n "${KEEL_BENCH:-}" ]]; then
+    [[ -f "$KEEL_BENCH" && -x "$KEEL_BENCH" ]] || die "KEEL_BENCH: $KEEL_BENCH is not an executable file"
+  fi
+}
+
+keel_bench_ready() {
+  if [[ -z "${KEEL_BENCH:-}" ]]; then
+    (cd "$keel_root" && cargo build --release -q -p keel-bench) || {
+      echo "$PROG: building keel-bench failed" >&2
+      exit 1
+    }
+    KEEL_BENCH="$keel_root/target/release/keel-bench"
+  fi
 }

@@ -15,7 +15,8 @@ usage: [KEEL_BENCH=...] [LOSSES="0 1 5"] [SEEDS="1 2 3 4 5"] [SECONDS_PER_RUN=10
 1 MiB transfers (keel-bench --transfer 1048576, one client) at LOSSES %
 random loss each way, 25 ms each way: keel-rudp --bulk-channel against KCP
 fast --kcp-window 1024, alternated run by run, SEEDS repetitions of
-SECONDS_PER_RUN s (1 to 60; plus up to 30 s of drain each). Writes
+SECONDS_PER_RUN s (1 to 60; plus up to 30 s of drain each). KEEL_BENCH: the
+binary (default: build target/release/keel-bench). Writes
 OUT_DIR/results.jsonl and OUT_DIR/table.md (medians per loss and protocol;
 default OUT_DIR: out/rudp-bulk-loss); keeps earlier results unless
 --overwrite.
@@ -35,17 +36,17 @@ for a in "$@"; do
   esac
 done
 [[ $outs -le 1 ]] || die "one OUT_DIR at most"
-bench=${KEEL_BENCH:-target/release/keel-bench}
 losses=${LOSSES:-0 1 5}
 seeds=${SEEDS:-1 2 3 4 5}
 secs=${SECONDS_PER_RUN:-10}
-[[ -x "$bench" ]] || die "KEEL_BENCH: $bench is not an executable (build: cargo build --release -p keel-bench)"
+keel_bench_check
 [[ "$secs" =~ ^[0-9]+$ && "$secs" -ge 1 && "$secs" -le 60 ]] || die "SECONDS_PER_RUN: \"$secs\", 1 to 60 accepted"
 mkdir -p "$out"
 results="$out/results.jsonl"
 if [[ -s "$results" && $overwrite -eq 0 ]]; then
   die "$results exists; pass --overwrite or another OUT_DIR (earlier results are kept)"
 fi
+keel_bench_ready
 : >"$results"
 for seed in $seeds; do
   for loss in $losses; do
@@ -58,7 +59,7 @@ for seed in $seeds; do
         kcp) args=(--protocol kcp --kcp-mode fast --kcp-window 1024) ;;
       esac
       echo "$PROG: $proto loss=$loss% seed=$seed" >&2
-      "$bench" "${args[@]}" --transfer 1048576 --clients 1 --seconds "$secs" --warmup 0 \
+      "$KEEL_BENCH" "${args[@]}" --transfer 1048576 --clients 1 --seconds "$secs" --warmup 0 \
         --impair "$c" --impair-server "$s" --format json |
         python3 -S -c 'import json,sys
 for l in sys.stdin:

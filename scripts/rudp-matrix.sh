@@ -119,9 +119,7 @@ for p in $bulk_protocols; do
     *) die "BULK_PROTOCOLS: unknown protocol \"$p\" (accepted: rudp, rudp-bulk, kcp)" ;;
   esac
 done
-if [[ -n "${KEEL_BENCH:-}" ]]; then
-  [[ -f "$KEEL_BENCH" && -x "$KEEL_BENCH" ]] || die "KEEL_BENCH: $KEEL_BENCH is not an executable file"
-fi
+keel_bench_check
 command -v python3 >/dev/null 2>&1 || die "needs python3 for the bulk table (Debian: apt-get install python3)"
 
 results="$out/results.jsonl"
@@ -132,13 +130,7 @@ results="$out/results.jsonl"
 
 # --- the runs -------------------------------------------------------------------
 
-if [[ -z "${KEEL_BENCH:-}" ]]; then
-  (cd "$ROOT" && cargo build --release -q -p keel-bench) || {
-    echo "$PROG: building keel-bench failed" >&2
-    exit 1
-  }
-  KEEL_BENCH="$ROOT/target/release/keel-bench"
-fi
+keel_bench_ready
 mkdir -p "$out" || die "--out: cannot create $out"
 : >"$results" || die "--out: cannot write $results"
 rm -f "$out/bulk.md"

@@ -163,9 +163,7 @@ for l in $libs_asked; do
     *) die "LIBS: unknown library \"$l\" (accepted: keel-bench-rudp, keel-bench-kcp, ${peer_libs_known// /, })" ;;
   esac
 done
-if [[ -n "${KEEL_BENCH:-}" ]]; then
-  [[ -f "$KEEL_BENCH" && -x "$KEEL_BENCH" ]] || die "KEEL_BENCH: $KEEL_BENCH is not an executable file"
-fi
+keel_bench_check
 if [[ -n "${KEEL_PEER:-}" ]]; then
   [[ -f "$KEEL_PEER" && -x "$KEEL_PEER" ]] || die "KEEL_PEER: $KEEL_PEER is not an executable file"
 fi
@@ -179,13 +177,7 @@ results="$out/results.jsonl"
 
 # --- binaries -------------------------------------------------------------------
 
-if [[ -z "${KEEL_BENCH:-}" ]]; then
-  (cd "$ROOT" && cargo build --release -q -p keel-bench) || {
-    echo "$PROG: building keel-bench failed" >&2
-    exit 1
-  }
-  KEEL_BENCH="$ROOT/target/release/keel-bench"
-fi
+keel_bench_ready
 KEEL_PEER=${KEEL_PEER:-$ROOT/bench-peers/target/release/keel-peer}
 
 tmp="$(mktemp -d)"

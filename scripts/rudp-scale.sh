@@ -104,9 +104,7 @@ uint_ok PAYLOAD "$payload" 16 65507
 seconds_ok SECONDS_PER_RUN "$secs"
 decimal_ok "$warmup" 'v <= 3600' ||
   die "WARMUP: expected seconds, a decimal with 0 <= s <= 3600, got \"$warmup\""
-if [[ -n "${KEEL_BENCH:-}" ]]; then
-  [[ -f "$KEEL_BENCH" && -x "$KEEL_BENCH" ]] || die "KEEL_BENCH: $KEEL_BENCH is not an executable file"
-fi
+keel_bench_check
 command -v python3 >/dev/null 2>&1 || die "needs python3 for the table (Debian: apt-get install python3)"
 
 results="$out/results.jsonl"
@@ -129,13 +127,7 @@ fi
 
 # --- the runs -------------------------------------------------------------------
 
-if [[ -z "${KEEL_BENCH:-}" ]]; then
-  (cd "$ROOT" && cargo build --release -q -p keel-bench) || {
-    echo "$PROG: building keel-bench failed" >&2
-    exit 1
-  }
-  KEEL_BENCH="$ROOT/target/release/keel-bench"
-fi
+keel_bench_ready
 mkdir -p "$out" || die "--out: cannot create $out"
 : >"$results" || die "--out: cannot write $results"
 rm -f "$out/table.md"

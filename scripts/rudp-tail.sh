@@ -83,22 +83,14 @@ done
 for v in $levels; do uint_ok LEVELS "$v" 0 5; done
 jitter_ok "$jitter" ||
   die "JITTER: expected a duration up to the 25 ms delay (0, 500us, 3ms, 0.02s), got \"$jitter\""
-if [[ -n "${KEEL_BENCH:-}" ]]; then
-  [[ -f "$KEEL_BENCH" && -x "$KEEL_BENCH" ]] || die "KEEL_BENCH: $KEEL_BENCH is not an executable file"
-fi
+keel_bench_check
 command -v python3 >/dev/null 2>&1 || die "needs python3 for the table (Debian: apt-get install python3)"
 
 results="$out/results.jsonl"
 [[ ! -s "$results" || $overwrite -eq 1 ]] ||
   die "$results exists and is not empty (earlier results); pass --overwrite to replace them, or choose another directory"
 
-if [[ -z "${KEEL_BENCH:-}" ]]; then
-  (cd "$ROOT" && cargo build --release -q -p keel-bench) || {
-    echo "$PROG: building keel-bench failed" >&2
-    exit 1
-  }
-  KEEL_BENCH="$ROOT/target/release/keel-bench"
-fi
+keel_bench_ready
 mkdir -p "$out" || die "--out: cannot create $out"
 : >"$results" || die "--out: cannot write $results"
 
