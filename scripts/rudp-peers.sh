@@ -321,6 +321,12 @@ if procs > 1:
                      ("connect_seconds", max)):
             if nums(k):
                 client[k] = f(nums(k))
+        # RSS per connection: every process's growth over its baseline,
+        # summed, over every client.
+        rss, base = nums("rss_bytes"), nums("rss_bytes_baseline")
+        if len(rss) == len(base) == len(got) and client.get("clients"):
+            client["rss_bytes"], client["rss_bytes_baseline"] = sum(rss), sum(base)
+            client["rss_bytes_per_connection"] = (sum(rss) - sum(base)) / client["clients"]
         client["client_rtt_p50_us_each"] = [p.get("rtt_p50_us") for p in parts if p is not None]
         client["client_rtt_p99_us_each"] = [p.get("rtt_p99_us") for p in parts if p is not None]
         sent = client.get("messages_sent") or client.get("messages")
