@@ -86,7 +86,9 @@ Environment (lists are space or comma separated; checked before any run):
   SCALE_CLIENT_PROCS  client processes of the scale case, 1..16, dividing
                    1000 (default: 1); their lines merge into one record:
                    counts and CPU summed, each percentile the highest of
-                   the processes' (an upper bound), each process's p50/p99
+                   the processes' (an upper bound), RSS per connection the
+                   processes' summed growth over their baselines over
+                   every client, each process's p50/p99
                    in client_rtt_p50_us_each / client_rtt_p99_us_each
   KEEL_BENCH       keel-bench binary (default: build target/release/keel-bench)
   KEEL_PEER        keel-peer binary (default: bench-peers/target/release/keel-peer)
