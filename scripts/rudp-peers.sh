@@ -86,7 +86,9 @@ Environment (lists are space or comma separated; checked before any run):
   SCALE_CLIENT_PROCS  client processes of the scale case, 1..16, dividing
                    1000 (default: 1); their lines merge into one record:
                    counts and CPU summed, each percentile the highest of
-                   the processes' (an upper bound), each process's p50/p99
+                   the processes' (an upper bound), RSS per connection the
+                   processes' summed growth over their baselines over
+                   every client, each process's p50/p99
                    in client_rtt_p50_us_each / client_rtt_p99_us_each
   KEEL_BENCH       keel-bench binary (default: build target/release/keel-bench)
   KEEL_PEER        keel-peer binary (default: bench-peers/target/release/keel-peer)
@@ -313,6 +315,12 @@ if procs > 1:
                      ("connect_seconds", max)):
             if nums(k):
                 client[k] = f(nums(k))
+        # RSS per connection: every process's growth over its baseline,
+        # summed, over every client.
+        rss, base = nums("rss_bytes"), nums("rss_bytes_baseline")
+        if len(rss) == len(base) == len(got) and client.get("clients"):
+            client["rss_bytes"], client["rss_bytes_baseline"] = sum(rss), sum(base)
+            client["rss_bytes_per_connection"] = (sum(rss) - sum(base)) / client["clients"]
         client["client_rtt_p50_us_each"] = [p.get("rtt_p50_us") for p in parts if p is not None]
         client["client_rtt_p99_us_each"] = [p.get("rtt_p99_us") for p in parts if p is not None]
         sent = client.get("messages_sent") or client.get("messages")

@@ -8,10 +8,17 @@
 //! on. The server's admission limits (16 connections and 4 handshakes a
 //! second per source address) are off: every client is on 127.0.0.1.
 //!
-//! Pump: keel-rudp runs on keel-reactor threads of its own (server: one
-//! runtime of one thread; clients: one reactor per CPU, at most one per
-//! client); the handlers hand messages to the harness's thread through a
-//! channel, and sends go to the lanes as [`Sender`] posts.
+//! Pump: the server runs on a keel-reactor runtime of one thread of its
+//! own. The clients run as a game client on keel-rudp would
+//! (docs/rudp-guide.md, "the game tick" and "Your own loop"): one
+//! [`Reactor`] turned by the harness's thread, every client a lane of it,
+//! each sending its messages from its own [`Handler::tick`] at its slots
+//! of the harness's schedule ([`OpenLoop`]), each echo recorded in its
+//! [`Handler::message`]: nothing crosses threads. (Until this change the
+//! clients ran on a runtime of one reactor per CPU, the harness's thread
+//! posting every send through a `Sender` and taking every echo from a
+//! channel: 2-2.5x ikcp's CPU per message, docs/performance/rudp-peers.md,
+//! "keel-peer clients on the reactor".)
 //!
 //! Tuned: the clients' `max_ack_delay` at 1000/rate + 1 ms (keel-rudp's
 //! guide, "Acknowledgements that ride on your tick"), so their acks ride
@@ -19,18 +26,16 @@
 //! client 5 ms).
 
 use std::net::SocketAddr;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender as Tx};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use keel_reactor::{IoModel, Runtime};
+use keel_reactor::{IoModel, Reactor, Runtime};
 use keel_rudp::{
     Admission, ChannelConfig, ChannelKind, Client, ClientConfig, ClientSecurity, Config,
-    ConnectionHandle, Ctx, DisconnectReason, Handler, Sender, Server, ServerConfig, ServerSecurity,
-    Stats,
+    ConnectionHandle, Ctx, DisconnectReason, Handler, Server, ServerConfig, ServerSecurity, Stats,
 };
 
-use crate::{Channel, ClientArgs, Clients, Description, EchoServer, ServerArgs, Tally};
+use crate::{Channel, ClientArgs, Clients, Description, EchoServer, OpenLoop, ServerArgs, Tally};
 
 fn connection() -> Config {
     Config::new(vec![
@@ -128,107 +133,187 @@ pub fn server(
     ))
 }
 
-enum Event {
-    Connected,
-    Message(usize, Vec<u8>),
-    Gone(usize, String),
-}
-
 /// Set in the environment (to anything) to put the clients' keel-rudp
 /// counters in the client's line (`library_stats`; a diagnostic: each
 /// message then costs a stats snapshot).
 pub const STATS_ENV: &str = "KEEL_PEER_STATS";
 
-/// Each client's latest [`Stats`], when [`STATS_ENV`] is set.
-type Snapshots = Arc<Mutex<Vec<Option<Stats>>>>;
+/// What the clients' handlers share with the harness's thread. Everything
+/// runs on that one thread (the harness turns the reactor, the handlers
+/// run inside `turn`), so the lock is never contended; it is there
+/// because a [`Handler`] is `Send`.
+#[derive(Default)]
+struct Shared {
+    /// The run's schedule and records, from [`Clients::run_ticks`] on.
+    load: Option<OpenLoop>,
+    /// Clients whose handshake finished.
+    connected: usize,
+    /// The first client connection that ended, and why.
+    gone: Option<(usize, String)>,
+    /// Each client's latest [`Stats`], when [`STATS_ENV`] is set.
+    stats: Option<Vec<Option<Stats>>>,
+}
 
+fn lock(s: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    // A panic in a handler is contained by keel-rudp (the lane closes,
+    // `disconnected` runs); the data is still whole.
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One client, as a game client runs on keel-rudp: its sends from its
+/// lane's [`Handler::tick`], at its slots of the schedule, its echoes
+/// handled in [`Handler::message`].
 struct Peer {
     id: usize,
-    tx: Tx<Event>,
-    stats: Option<Snapshots>,
+    channel: u8,
+    conn: Option<ConnectionHandle>,
+    /// This client's next message (`id`, `id + N`, ...).
+    next: u64,
+    shared: Arc<Mutex<Shared>>,
 }
 
 impl Handler for Peer {
-    fn connected(&mut self, _: &mut Ctx<'_>, _: ConnectionHandle) {
-        let _ = self.tx.send(Event::Connected);
+    fn connected(&mut self, _: &mut Ctx<'_>, conn: ConnectionHandle) {
+        self.conn = Some(conn);
+        lock(&self.shared).connected += 1;
     }
 
     fn message(&mut self, ctx: &mut Ctx<'_>, conn: ConnectionHandle, _: u8, data: &[u8]) {
-        let _ = self.tx.send(Event::Message(self.id, data.to_vec()));
+        let mut sh = lock(&self.shared);
+        if let Some(load) = sh.load.as_mut() {
+            load.received(self.id, data);
+        }
         // Only when asked for: a snapshot allocates.
-        let Some(s) = &self.stats else { return };
-        if let (Some(st), Ok(mut v)) = (ctx.stats(conn), s.lock()) {
-            if let Some(slot) = v.get_mut(self.id) {
+        if let Some(v) = sh.stats.as_mut() {
+            if let (Some(st), Some(slot)) = (ctx.stats(conn), v.get_mut(self.id)) {
                 *slot = Some(st);
             }
         }
     }
 
+    fn tick(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(conn) = self.conn else { return };
+        let mut sh = lock(&self.shared);
+        let Some(load) = sh.load.as_mut() else { return };
+        let channel = self.channel;
+        // A refused send (backpressure) is a lost message; a closed
+        // connection shows up in `disconnected`.
+        load.send(self.next, |_, msg| {
+            let _ = ctx.send(conn, channel, msg);
+        });
+        self.next += load.clients() as u64;
+        // Late (the reactor was busy): at once, as the harness's loop
+        // sends a late message; nothing is skipped.
+        match load.due(self.next) {
+            Some(at) => ctx.tick_at(at),
+            None => ctx.cancel_tick(),
+        }
+    }
+
     fn disconnected(&mut self, _: &mut Ctx<'_>, _: ConnectionHandle, r: &DisconnectReason) {
-        let _ = self.tx.send(Event::Gone(self.id, format!("{r:?}")));
+        self.conn = None;
+        let mut sh = lock(&self.shared);
+        if sh.gone.is_none() {
+            sh.gone = Some((self.id, format!("{r:?}")));
+        }
     }
 }
 
 struct KeelClients {
+    /// Turned by the harness's thread: the clients' one thread.
+    reactor: Reactor,
     clients: Vec<Client<Peer>>,
-    senders: Vec<Sender>,
-    rx: Receiver<Event>,
-    channel: u8,
-    rt: Option<Runtime>,
-    stats: Option<Snapshots>,
+    shared: Arc<Mutex<Shared>>,
 }
 
 impl KeelClients {
-    fn handle(&self, ev: Event, deliver: &mut dyn FnMut(usize, &[u8])) -> Result<(), String> {
-        match ev {
-            Event::Message(i, m) => deliver(i, &m),
-            Event::Connected => {}
-            Event::Gone(i, why) => {
-                return Err(format!("keel-rudp: client {i} disconnected: {why}"))
-            }
+    fn turn(&mut self, until: Instant) -> Result<(), String> {
+        let wait = until.saturating_duration_since(Instant::now());
+        self.reactor
+            .turn(Some(wait))
+            .map(|_| ())
+            .map_err(|e| format!("keel-rudp: the clients' reactor: {e}"))
+    }
+
+    fn gone(&self) -> Result<(), String> {
+        match &lock(&self.shared).gone {
+            Some((i, why)) => Err(format!("keel-rudp: client {i} disconnected: {why}")),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
 impl Clients for KeelClients {
-    fn send(&mut self, i: usize, msg: &[u8]) -> Result<(), String> {
-        // A refused post (a closed lane) is a lost message; a closed
-        // connection shows up as Gone.
-        let _ = self.senders[i].send(self.channel, msg);
-        Ok(())
+    fn send(&mut self, _: usize, _: &[u8]) -> Result<(), String> {
+        Err("keel-rudp: the clients send on their ticks (run_ticks)".into())
     }
 
-    fn pump(
-        &mut self,
-        until: Instant,
-        deliver: &mut dyn FnMut(usize, &[u8]),
-    ) -> Result<(), String> {
-        let wait = until.saturating_duration_since(Instant::now());
-        match self.rx.recv_timeout(wait) {
-            Ok(ev) => self.handle(ev, deliver)?,
-            Err(RecvTimeoutError::Timeout) => return Ok(()),
-            Err(RecvTimeoutError::Disconnected) => return Err("keel-rudp: clients gone".into()),
+    fn pump(&mut self, until: Instant, _: &mut dyn FnMut(usize, &[u8])) -> Result<(), String> {
+        self.turn(until)
+    }
+
+    fn ticks_itself(&self) -> bool {
+        true
+    }
+
+    fn run_ticks(&mut self, load: OpenLoop) -> Result<OpenLoop, String> {
+        let firsts: Vec<Option<Instant>> = (0..self.clients.len() as u64)
+            .map(|j| load.due(j))
+            .collect();
+        let drain_end = load.drain_end();
+        lock(&self.shared).load = Some(load);
+        // Each client's first tick, asked for on its lane (a tick is asked
+        // for from the lane: this one post per client starts it; the
+        // ticks then ask for the next themselves).
+        for (c, first) in self.clients.iter().zip(firsts) {
+            let Some(at) = first else { continue };
+            c.post(move |peer, ctx| {
+                peer.next = peer.id as u64;
+                ctx.tick_at(at);
+            })
+            .map_err(|e| format!("keel-rudp: starting a client's tick: {e:?}"))?;
         }
-        while let Ok(ev) = self.rx.try_recv() {
-            self.handle(ev, deliver)?;
+        loop {
+            self.gone()?;
+            if lock(&self.shared)
+                .load
+                .as_mut()
+                .is_some_and(|l| l.finished(Instant::now()))
+            {
+                break;
+            }
+            // Returns after the lane runs of one round (a tick, an echo, a
+            // timer), so the check above sees each change.
+            self.turn(drain_end)?;
         }
-        Ok(())
+        lock(&self.shared)
+            .load
+            .take()
+            .ok_or_else(|| "keel-rudp: the load went missing".into())
     }
 
     fn close(&mut self) {
-        let stops: Vec<_> = self.clients.iter().map(|c| c.begin_stop()).collect();
-        for s in stops {
-            s.wait();
+        let mut stops: Vec<_> = self.clients.iter().map(|c| c.begin_stop()).collect();
+        let mut done = vec![false; stops.len()];
+        // Within the connections' close_timeout (2 s) and a little.
+        let deadline = Instant::now() + Duration::from_millis(2_500);
+        while done.contains(&false) && Instant::now() < deadline {
+            if self
+                .turn(deadline.min(Instant::now() + Duration::from_millis(10)))
+                .is_err()
+            {
+                break;
+            }
+            for (s, d) in stops.iter_mut().zip(&mut done) {
+                *d |= s.poll().is_some();
+            }
         }
         self.clients.clear();
-        if let Some(rt) = self.rt.take() {
-            let _ = rt.stop();
-        }
     }
 
     fn stats(&self) -> Option<serde_json::Value> {
-        let v = self.stats.as_ref()?.lock().ok()?;
+        let sh = lock(&self.shared);
+        let v = sh.stats.as_ref()?;
         let all: Vec<&Stats> = v.iter().flatten().collect();
         let sum = |f: fn(&Stats) -> u64| all.iter().map(|s| f(s)).sum::<u64>();
         let mean =
@@ -254,66 +339,67 @@ impl Clients for KeelClients {
     }
 }
 
-/// keel-rudp clients, each its own socket, connected.
+/// keel-rudp clients, each its own socket, connected, on one reactor that
+/// the harness's thread turns.
 pub fn clients(
     args: &ClientArgs,
     deadline: Instant,
 ) -> Result<(Box<dyn Clients>, Description), String> {
     let n = args.clients as usize;
-    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
-    let reactors = cpus.min(n).max(1);
-    let rt = Runtime::new(IoModel::Sharded { reactors })
-        .map_err(|e| format!("keel-rudp: starting the clients' runtime: {e}"))?;
-    let (tx, rx) = mpsc::channel();
+    let reactor =
+        Reactor::new().map_err(|e| format!("keel-rudp: creating the clients' reactor: {e}"))?;
+    let handle = reactor.handle();
     let mut conn = connection();
     let ack = (args.tuned).then(|| Duration::from_micros(1_000_000 / u64::from(args.rate) + 1_000));
     if let Some(a) = ack {
         conn.max_ack_delay = a.min(Duration::from_secs(1));
     }
-    let stats: Option<Snapshots> =
-        std::env::var_os(STATS_ENV).map(|_| Arc::new(Mutex::new(vec![None; n])));
+    let shared = Arc::new(Mutex::new(Shared {
+        stats: std::env::var_os(STATS_ENV).map(|_| vec![None; n]),
+        ..Shared::default()
+    }));
+    let channel = channel_index(args.channel);
     let mut clients = Vec::with_capacity(n);
     for id in 0..n {
         let cc = ClientConfig::new(conn.clone(), ClientSecurity::Insecure);
         let c = Client::connect(
-            rt.next_reactor(),
+            &handle,
             args.connect,
             cc,
             Peer {
                 id,
-                tx: tx.clone(),
-                stats: stats.clone(),
+                channel,
+                conn: None,
+                next: id as u64,
+                shared: shared.clone(),
             },
         )
         .map_err(|e| format!("keel-rudp: client {id}: {e}"))?;
         clients.push(c);
     }
-    drop(tx);
-    let senders = clients.iter().map(|c| c.sender()).collect();
     let mut me = KeelClients {
+        reactor,
         clients,
-        senders,
-        rx,
-        channel: channel_index(args.channel),
-        rt: Some(rt),
-        stats,
+        shared,
     };
-    let mut up = 0;
-    while up < n {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match me.rx.recv_timeout(wait) {
-            Ok(Event::Connected) => up += 1,
-            Ok(Event::Gone(i, why)) => {
-                me.close();
-                return Err(format!("keel-rudp: client {i} failed to connect: {why}"));
-            }
-            Ok(Event::Message(..)) => {}
-            Err(_) => {
-                me.close();
-                return Err(format!(
-                    "keel-rudp: {up} of {n} clients connected by the deadline"
-                ));
-            }
+    loop {
+        let up = lock(&me.shared).connected;
+        if up >= n {
+            break;
+        }
+        if let Err(e) = me.gone() {
+            me.close();
+            return Err(format!("keel-rudp: a client failed to connect: {e}"));
+        }
+        if Instant::now() >= deadline {
+            me.close();
+            return Err(format!(
+                "keel-rudp: {up} of {n} clients connected by the deadline"
+            ));
+        }
+        if let Err(e) = me.turn(deadline) {
+            me.close();
+            return Err(e);
         }
     }
     let settings = match ack {
@@ -331,7 +417,46 @@ pub fn clients(
         Box::new(me),
         Description {
             settings,
-            pump: format!("keel-reactor, {reactors} reactor threads; events by channel"),
+            pump: "keel-reactor turned by the harness's thread (one thread); each client \
+                   sends from its lane's Handler::tick at its slots; echoes in the handler"
+                .into(),
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticked_clients_send_the_whole_schedule_and_get_every_echo() {
+        let tally = Arc::new(Tally::default());
+        let sargs = ServerArgs {
+            library: "keel".into(),
+            bind: "127.0.0.1:0".parse().unwrap(),
+            tuned: false,
+        };
+        let (srv, _) = server(&sargs, tally).expect("server");
+        let args = ClientArgs {
+            library: "keel".into(),
+            connect: srv.local_addr(),
+            clients: 3,
+            rate: 50,
+            payload: 64,
+            seconds: Duration::from_millis(300),
+            warmup: Duration::from_millis(100),
+            drain: Duration::from_secs(2),
+            channel: Channel::ReliableOrdered,
+            tuned: true,
+        };
+        let (mut c, d) = clients(&args, Instant::now() + Duration::from_secs(5)).expect("clients");
+        assert!(c.ticks_itself() && d.pump.contains("Handler::tick"));
+        let run = crate::load::drive(c.as_mut(), &args, Instant::now()).expect("run");
+        c.close();
+        let n = &run.counts;
+        // 3 clients x 50 Hz: 15 warmup messages, 45 in the window, every
+        // one sent from a tick and echoed once, unchanged.
+        assert_eq!((n.warmup_sent, n.sent), (15, 45));
+        assert_eq!((n.delivered, n.duplicates, n.corrupt), (45, 0, 0));
+    }
 }

@@ -38,7 +38,13 @@
 //!   The harness timestamps a message when `send` is called and its echo
 //!   when `pump`'s callback sees it: a library that queues sends until its
 //!   next service call, or delivers from a thread of its own through a
-//!   queue, pays for that in the latency, as a game would.
+//!   queue, pays for that in the latency, as a game would. A library
+//!   whose game loop would run on its own event loop (keel-rudp's
+//!   `Handler::tick`) says so ([`Clients::ticks_itself`]) and runs the
+//!   same schedule itself through the harness's [`OpenLoop`]
+//!   ([`Clients::run_ticks`]): the same due times, payloads, timestamps
+//!   (taken by the `OpenLoop` when the tick sends, and when the handler
+//!   hands it the echo) and records.
 //!
 //! Both constructors also return a [`Description`]: the settings in words
 //! (every knob that differs from the library's defaults, and the ones that
@@ -80,6 +86,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use flags::{Channel, ClientArgs, ServerArgs};
+pub use load::OpenLoop;
 pub use server::Tally;
 
 /// The longest [`EchoServer::pump`] timeout the harness passes (so a
@@ -132,6 +139,29 @@ pub trait Clients {
 
     /// Closes every connection (bounded in time: a second or so).
     fn close(&mut self);
+
+    /// Whether the clients send on ticks of their own, as a game's loop
+    /// on the library's event loop would (keel-rudp's `Handler::tick`):
+    /// then the harness calls [`Clients::run_ticks`] instead of
+    /// [`Clients::send`] and [`Clients::pump`]. The default: `false`.
+    fn ticks_itself(&self) -> bool {
+        false
+    }
+
+    /// Runs the whole of `load` (called only if [`Clients::ticks_itself`]):
+    /// each client sends its messages at their due times
+    /// ([`OpenLoop::due`], [`OpenLoop::send`]), every echo goes to
+    /// [`OpenLoop::received`], until [`OpenLoop::finished`]; returns the
+    /// load with its records.
+    ///
+    /// # Errors
+    ///
+    /// A failure that ends the run (the default: this library has no
+    /// ticks of its own).
+    fn run_ticks(&mut self, load: OpenLoop) -> Result<OpenLoop, String> {
+        let _ = load;
+        Err("this library does not send on ticks of its own".into())
+    }
 
     /// The library's own counters summed over the clients (resends,
     /// probes...), for the client's line as `library_stats`; `None` (the
