@@ -17,7 +17,8 @@
 //!   whose client reported percentiles: an unreliable run that lost
 //!   messages still has a latency), delivered and lost (sums), wire bytes
 //!   per payload byte at the relay, whole-process CPU per message of the
-//!   clients and of the server, the server's RSS per connection (medians);
+//!   clients and of the server, the clients' and the server's RSS per
+//!   connection (medians);
 //!   then the settings of each library, as its lines say them;
 //! * the charts, per case and channel: p99 against loss, server CPU per
 //!   message against loss, wire bytes per payload byte against loss, one
@@ -317,11 +318,11 @@ pub(super) fn markdown(records: &[Value], charts: &[String]) -> String {
         let _ = writeln!(s, "## {}, {channel}\n", case_words(case));
         s.push_str(
             "| loss each way | library | runs ok | p50 ms | p99 ms | p99.9 ms | max ms | delivered \
-             | lost | wire bytes / payload byte | client CPU µs/msg | server CPU µs/msg | server \
-             RSS KiB/conn |\n",
+             | lost | wire bytes / payload byte | client CPU µs/msg | server CPU µs/msg | client \
+             RSS KiB/conn | server RSS KiB/conn |\n",
         );
         s.push_str(
-            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
         );
         let mut rows: Vec<&Group<'_>> = groups
             .iter()
@@ -332,7 +333,7 @@ pub(super) fn markdown(records: &[Value], charts: &[String]) -> String {
             let med = |k: &str| g.spread(k).map(|x| x.median);
             let _ = writeln!(
                 s,
-                "| {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 percent(g.loss),
                 g.library,
                 g.ok(),
@@ -346,6 +347,7 @@ pub(super) fn markdown(records: &[Value], charts: &[String]) -> String {
                 cell(med("wire_bytes_per_payload_byte"), 1.0, 3),
                 cell(med("cpu_us_per_message"), 1.0, 1),
                 cell(med("server_cpu_us_per_message"), 1.0, 1),
+                cell(med("rss_bytes_per_connection"), 1024.0, 1),
                 cell(med("server_rss_bytes_per_connection"), 1024.0, 1),
             );
         }

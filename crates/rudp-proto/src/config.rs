@@ -17,7 +17,12 @@ pub const DEFAULT_TICK_ACK_DELAY: Duration = Duration::from_millis(60);
 
 /// Redundancy for small reliable messages: each rides again in the next
 /// packets that carry data until it is acknowledged, so a lost packet
-/// costs one send interval rather than a loss-detection delay.
+/// costs one send interval rather than a loss-detection delay. Applied
+/// once the connection has lost a packet (any loss: a bottleneck's queue
+/// drops now and then, below the channels' levels'
+/// [`REDUNDANCY_MIN_LOSS`](crate::REDUNDANCY_MIN_LOSS)), and while a new
+/// connection assumes loss (its first hundred or so packets): on a link
+/// that has lost nothing the copies would be wire bytes for nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Redundancy {

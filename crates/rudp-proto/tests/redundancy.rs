@@ -1,7 +1,7 @@
 //! Channel redundancy (`ChannelConfig::redundancy`): a lost packet's
 //! message arrives in a later packet without a resend, level 1 repeats
 //! only resends, level 5 copies every message, and a clean link stops
-//! paying for copies. Virtual time throughout (hand-carried datagrams, or
+//! paying for copies (the channels' and the small-message budget's). Virtual time throughout (hand-carried datagrams, or
 //! the simulated link). Parity (levels 2-5) has its own tests in fec.rs.
 
 use std::time::{Duration, Instant};
@@ -126,6 +126,41 @@ fn a_clean_link_stops_sending_copies() {
     assert!(
         copies > 0 && copies < 2 * 200,
         "{copies} copies of 600 messages"
+    );
+}
+
+/// The small-message budget (`Config::redundancy`: messages up to 128
+/// bytes ride again in the next packets) is paid, as the channels'
+/// copies are, only while the measured loss justifies it: a 100-byte
+/// message at a 20 Hz tick over a clean 50 ms round trip rode twice
+/// (once more in the next tick's packet, before its acknowledgement).
+#[test]
+fn a_clean_link_stops_copying_small_messages() {
+    let link = LinkConfig::new(Impairment {
+        delay: Duration::from_millis(25),
+        ..Impairment::default()
+    });
+    let mut pair = Pair::new(config(0), config(0), link.clone(), link, 1);
+    for i in 0..400u64 {
+        let mut m = vec![0u8; 100];
+        m[..8].copy_from_slice(&i.to_be_bytes());
+        pair.a.send(0, &m).unwrap();
+        pair.run_for(Duration::from_millis(50));
+    }
+    pair.run_for(Duration::from_secs(3));
+    let got = pair
+        .b_events
+        .iter()
+        .filter(|(_, e)| matches!(e, Event::Message { .. }))
+        .count();
+    let s = pair.a.stats();
+    assert_eq!((s.retransmissions, got), (0, 400));
+    // The first ~120 packets are protected (the loss average starts at
+    // 1/16); then none of the other 280 messages rides again.
+    assert!(
+        s.redundant_copies > 0 && s.redundant_copies < 150,
+        "{} copies of 400 small messages",
+        s.redundant_copies
     );
 }
 

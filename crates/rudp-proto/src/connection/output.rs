@@ -394,8 +394,15 @@ impl Connection {
             self.write_parities(pn, &mut w, &newest);
         }
         let any_channel = lossy && self.send.iter().any(|c| c.cfg.redundancy > 0);
+        // The small-message budget's copies once the link has lost a
+        // packet (or while a new connection assumes it may): on a clean
+        // link they are bytes for nothing (a 100-byte message at a 20 Hz
+        // tick rode twice), while on one that drops now and then (a
+        // bottleneck's queue, below the 1 % the channels' levels wait
+        // for) they keep a lost game message from waiting for a resend.
+        let small_on = red.enabled() && (lossy || self.stats.packets_lost > 0);
         let mut copied = false;
-        if (had_data || copies_waiting) && (red.enabled() || any_channel) {
+        if (had_data || copies_waiting) && (small_on || any_channel) {
             let mut left = red.max_bytes_per_packet;
             for k in 0..self.order.len() {
                 let ci = self.order[k];
@@ -409,7 +416,7 @@ impl Connection {
                         continue;
                     }
                     let channel_copies = 1 + plan.extra_copies(m.resent);
-                    let small = red.enabled() && m.data.len() <= red.max_message;
+                    let small = small_on && m.data.len() <= red.max_message;
                     // Copies for the small-message budget, or for the
                     // channel's knob (whatever room the packet has left).
                     let by_channel = m.copies < channel_copies;
