@@ -89,7 +89,12 @@ pub struct ChannelConfig {
     /// packet loss is at least [`REDUNDANCY_MIN_LOSS`] (a new connection
     /// starts out assuming loss), so a clean link pays nothing after its
     /// first few hundred packets (parity: after its first 64 acknowledged,
-    /// until a loss). Only the sender reads it: the two ends may differ (a
+    /// until a loss). While the measured loss is high (a slower average at
+    /// least [`REDUNDANCY_HIGH_LOSS`], until it falls below
+    /// [`REDUNDANCY_HIGH_LOSS_END`]) each level but 0 sends its plan for
+    /// high loss (the last column): the same level's p99 at 20 % loss
+    /// each way then stays near its p99 at 10 %, at more wire bytes.
+    /// Only the sender reads it: the two ends may differ (a
     /// receiver always uses the parity it gets, and tells the sender which
     /// messages it repaired, so they are not resent). A packet carrying
     /// several new messages of the channel at once (a burst) is covered
@@ -143,10 +148,42 @@ const LEVELS: [Plan; 6] = [
     plan(true, 1, (2, 1)),
 ];
 
+/// The levels' plans while the connection's measured loss is high (from
+/// [`REDUNDANCY_HIGH_LOSS`] until it falls below
+/// [`REDUNDANCY_HIGH_LOSS_END`]): each level but 0 adds a copy of every
+/// message, level 5 a second one, so a level's p99 at 20 % loss stays
+/// near its p99 at 10 % (the table in `redundancy_levels.md`).
+const LEVELS_HIGH: [Plan; 6] = [
+    plan(false, 0, (0, 0)),
+    plan(true, 1, (0, 0)),
+    plan(true, 1, (3, 3)),
+    plan(true, 1, (4, 2)),
+    plan(true, 1, (2, 1)),
+    plan(true, 2, (2, 1)),
+];
+
+/// The packet loss above which [`ChannelConfig::redundancy`] sends its
+/// level's denser plan for high loss: 13 %. The loss is judged high once
+/// a slow average of it (a plain average of the first 512 packets judged,
+/// then a moving average over about 512; at least 64 judged) is above
+/// this by two standard errors (about 16 % after 512 packets, 19 % after
+/// 150) and the usual average (over about 64 packets, the one
+/// [`REDUNDANCY_MIN_LOSS`] is compared with) at least
+/// [`REDUNDANCY_HIGH_LOSS_END`]; so a link at 10 % loss almost never is,
+/// and one at 20 % is within its first few hundred packets.
+pub const REDUNDANCY_HIGH_LOSS: f64 = 0.13;
+
+/// The loss is no longer judged high ([`REDUNDANCY_HIGH_LOSS`]) once the
+/// usual average falls below this, 12 % (the loss dropped: within a few
+/// dozen packets), or the slow one below 14 %.
+pub const REDUNDANCY_HIGH_LOSS_END: f64 = 0.12;
+
 impl Plan {
-    /// The plan of `level` (clamped to [`MAX_REDUNDANCY`]).
-    pub(crate) fn of(level: u8) -> Plan {
-        LEVELS[usize::from(level.min(MAX_REDUNDANCY))]
+    /// The plan of `level` (clamped to [`MAX_REDUNDANCY`]); `high`: while
+    /// the connection's loss is high ([`REDUNDANCY_HIGH_LOSS`]).
+    pub(crate) fn of(level: u8, high: bool) -> Plan {
+        let table = if high { &LEVELS_HIGH } else { &LEVELS };
+        table[usize::from(level.min(MAX_REDUNDANCY))]
     }
 
     /// Extra copies message `seq` gets (`resent`: after a loss).

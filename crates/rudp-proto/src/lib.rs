@@ -79,7 +79,8 @@ pub use budget::{
     RecvBudget, SendBudget, DEFAULT_RECV_BUDGET, DEFAULT_SEND_BUDGET, SEND_MESSAGE_OVERHEAD,
 };
 pub use channel::{
-    ChannelConfig, ChannelKind, DEFAULT_REDUNDANCY, MAX_REDUNDANCY, REDUNDANCY_MIN_LOSS,
+    ChannelConfig, ChannelKind, DEFAULT_REDUNDANCY, MAX_REDUNDANCY, REDUNDANCY_HIGH_LOSS,
+    REDUNDANCY_HIGH_LOSS_END, REDUNDANCY_MIN_LOSS,
 };
 pub use close_code::CloseCode;
 pub use config::{Config, ConfigError, Redundancy, DEFAULT_MAX_DATAGRAM, DEFAULT_TICK_ACK_DELAY};

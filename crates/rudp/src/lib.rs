@@ -74,7 +74,10 @@ pub use keel_rudp_proto::{
 pub use keel_rudp_proto::{
     RecvBudget, SendBudget, DEFAULT_RECV_BUDGET, DEFAULT_SEND_BUDGET, SEND_MESSAGE_OVERHEAD,
 };
-pub use keel_rudp_proto::{DEFAULT_REDUNDANCY, MAX_REDUNDANCY, REDUNDANCY_MIN_LOSS};
+pub use keel_rudp_proto::{
+    DEFAULT_REDUNDANCY, MAX_REDUNDANCY, REDUNDANCY_HIGH_LOSS, REDUNDANCY_HIGH_LOSS_END,
+    REDUNDANCY_MIN_LOSS,
+};
 
 /// Why a `post` or a [`Sender`] refused work (keel-reactor's type).
 pub use keel_reactor::PostError;

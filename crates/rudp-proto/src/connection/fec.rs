@@ -348,9 +348,10 @@ impl Connection {
         w: &mut Writer<'_>,
         newest: &[crate::recovery::ChunkRef],
     ) {
+        let high = self.loss_watch.high();
         for r in newest {
             let ch = &mut self.send[usize::from(r.channel)];
-            let (span, interval) = Plan::of(ch.cfg.redundancy).parity;
+            let (span, interval) = Plan::of(ch.cfg.redundancy, high).parity;
             {
                 if span == 0 || r.seq % u64::from(interval) != 0 {
                     continue;

@@ -304,6 +304,7 @@ impl Connection {
                 if p.ack_eliciting {
                     self.stats.packets_acked += 1;
                     self.loss_avg -= self.loss_avg / super::LOSS_AVERAGE;
+                    self.loss_watch.on_judged(false, self.loss_avg);
                     self.cc.on_ack(now, p.time_sent, p.size);
                     // The peer acknowledges: the ack timeout starts over.
                     self.unacked_since = None;
@@ -345,6 +346,7 @@ impl Connection {
             if p.ack_eliciting {
                 self.stats.packets_lost += 1;
                 self.loss_avg += ((1 << 16) - self.loss_avg) / super::LOSS_AVERAGE;
+                self.loss_watch.on_judged(true, self.loss_avg);
                 if self.cc.on_lost(p.pn, p.time_sent, now, &self.rtt) == LossVerdict::Random {
                     self.stats.random_losses += 1;
                 }

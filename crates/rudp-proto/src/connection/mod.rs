@@ -116,6 +116,9 @@ pub struct Connection {
     /// lost), in units of 2^-16; starts at [`LOSS_START`] (channel
     /// redundancy is on until a clean link shows otherwise).
     loss_avg: u32,
+    /// Whether that loss is high, by a slower average: channel
+    /// redundancy's plans for high loss apply.
+    loss_watch: crate::fec::LossWatch,
     /// A copy asked for by a channel's redundancy did not fit in the last
     /// packet: the next `poll_transmit` sends a packet for it.
     copies_waiting: bool,
@@ -245,6 +248,7 @@ impl Connection {
             end: None,
             stats: types::Counters::default(),
             loss_avg: LOSS_START,
+            loss_watch: crate::fec::LossWatch::default(),
             copies_waiting: false,
             fec: None,
             crypto: None,

@@ -299,6 +299,8 @@ impl Connection {
             }
             scratch::give_refs(refs);
         }
+        // The levels' plans for high loss, while it is.
+        let high = self.loss_watch.high();
         // Retransmissions first, then new messages, by channel priority.
         for k in 0..self.order.len() {
             let ci = self.order[k];
@@ -306,7 +308,7 @@ impl Connection {
             if ch.cfg.bulk && !bulk_ok {
                 continue;
             }
-            let again = Plan::of(ch.cfg.redundancy).resend_copy;
+            let again = Plan::of(ch.cfg.redundancy, high).resend_copy;
             while let Some(&(seq, chunk)) = ch.retransmit.front() {
                 let Some(m) = ch.msg_mut(seq) else {
                     ch.retransmit.pop_front();
@@ -348,7 +350,7 @@ impl Connection {
                 continue;
             }
             let reliable = ch.cfg.kind.is_reliable();
-            let parity = reliable && !ch.cfg.bulk && Plan::of(ch.cfg.redundancy).parity.0 > 0;
+            let parity = reliable && !ch.cfg.bulk && Plan::of(ch.cfg.redundancy, high).parity.0 > 0;
             while let Some((seq, chunk)) = ch.peek_unsent() {
                 let Some(m) = ch.msg_mut(seq) else { break };
                 if !write_chunk(&mut w, ci, m, chunk) {
@@ -410,7 +412,7 @@ impl Connection {
                 if ch.cfg.bulk || !ch.cfg.kind.is_reliable() {
                     continue;
                 }
-                let plan = Plan::of(if lossy { ch.cfg.redundancy } else { 0 });
+                let plan = Plan::of(if lossy { ch.cfg.redundancy } else { 0 }, high);
                 for m in ch.msgs.iter_mut().take(REDUNDANCY_SCAN).flatten() {
                     if m.chunks.len() != 1 {
                         continue;
