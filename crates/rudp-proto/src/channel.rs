@@ -88,8 +88,7 @@ pub struct ChannelConfig {
     /// Copies and parity are sent only while the connection's measured
     /// packet loss is at least [`REDUNDANCY_MIN_LOSS`] (a new connection
     /// starts out assuming loss), so a clean link pays nothing after its
-    /// first few hundred packets (parity: after its first 64 acknowledged,
-    /// until a loss). While the measured loss is high (a slower average at
+    /// first 64 packets acknowledged without a loss, until a loss. While the measured loss is high (a slower average at
     /// least [`REDUNDANCY_HIGH_LOSS`], until it falls below
     /// [`REDUNDANCY_HIGH_LOSS_END`]) each level but 0 sends its plan for
     /// high loss (the last column): the same level's p99 at 20 % loss

@@ -21,7 +21,7 @@ pub const DEFAULT_TICK_ACK_DELAY: Duration = Duration::from_millis(60);
 /// once the connection has lost a packet (any loss: a bottleneck's queue
 /// drops now and then, below the channels' levels'
 /// [`REDUNDANCY_MIN_LOSS`](crate::REDUNDANCY_MIN_LOSS)), and while a new
-/// connection assumes loss (its first hundred or so packets): on a link
+/// connection assumes loss (until 64 packets are acknowledged): on a link
 /// that has lost nothing the copies would be wire bytes for nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
