@@ -8,7 +8,7 @@
 #   ab.sh fin20.jsonl 7 20 udp=X=1:/tmp/kb-base:udp rudp=X=1:/tmp/kb-base:rudp head=X=1:target/release/keel-bench:rudp
 #   python3 med.py fin20.jsonl        # medians, ranges, ratios to "udp"
 OUT=$1; REPS=$2; RATE=$3; shift 3
-ulimit -n 4096
+ulimit -n 8192
 for rep in $(seq 1 "$REPS"); do
   for spec in "$@"; do
     label=${spec%%=*}; rest=${spec#*=}; envs=${rest%%:*}; rest=${rest#*:}; bin=${rest%%:*}; proto=${rest#*:}
