@@ -8,9 +8,18 @@ use std::collections::VecDeque;
 /// `max_ranges`: past it the lowest range is forgotten and every number
 /// below the new floor counts as present (a late packet that old is taken
 /// for a duplicate and dropped, which reliability repairs).
+///
+/// The highest range is kept in place (`top`), the others in a
+/// `VecDeque`: numbers that arrive in order (a connection's packets, as a
+/// rule) only extend `top`, so a connection without gaps never allocates
+/// the deque, and a server handling such a packet once a tick does not
+/// fetch a second allocation (out of the cache by then) for it.
 #[derive(Debug, Clone)]
 pub(crate) struct RangeSet {
+    /// The ranges below `top`, ascending.
     ranges: VecDeque<(u64, u64)>,
+    /// The highest range (`None`: the set is empty above the floor).
+    top: Option<(u64, u64)>,
     max_ranges: usize,
     floor: u64,
 }
@@ -21,6 +30,7 @@ impl RangeSet {
         RangeSet {
             // Grown as ranges come (most connections see one or two).
             ranges: VecDeque::new(),
+            top: None,
             max_ranges: max_ranges.max(1),
             floor: 0,
         }
@@ -28,6 +38,48 @@ impl RangeSet {
 
     /// Adds `v`; false when it was already present (or below the floor).
     pub(crate) fn insert(&mut self, v: u64) -> bool {
+        if v < self.floor {
+            return false;
+        }
+        // `top` is `None` only when the set is empty above the floor.
+        let Some((lo, hi)) = self.top else {
+            self.top = Some((v, v));
+            return true;
+        };
+        if v >= lo {
+            if v <= hi {
+                return false;
+            }
+            if v == hi + 1 {
+                self.top = Some((lo, v));
+            } else {
+                self.ranges.push_back((lo, hi));
+                self.top = Some((v, v));
+                self.bound();
+            }
+            return true;
+        }
+        // Below `top` (a late number: rare): the whole set in the deque,
+        // as it was kept before `top`.
+        self.ranges.push_back((lo, hi));
+        self.top = None;
+        let new = self.insert_in_deque(v);
+        self.top = self.ranges.pop_back();
+        new
+    }
+
+    /// Forgets the lowest range while there are more than `max_ranges`.
+    fn bound(&mut self) {
+        while self.ranges.len() + usize::from(self.top.is_some()) > self.max_ranges {
+            match self.ranges.pop_front() {
+                Some((_, hi)) => self.floor = hi + 1,
+                None => break,
+            }
+        }
+    }
+
+    /// [`RangeSet::insert`] with every range in `ranges`.
+    fn insert_in_deque(&mut self, v: u64) -> bool {
         if v < self.floor {
             return false;
         }
@@ -65,13 +117,18 @@ impl RangeSet {
         if v < self.floor {
             return true;
         }
+        if let Some((lo, hi)) = self.top {
+            if v >= lo {
+                return v <= hi;
+            }
+        }
         let idx = self.ranges.partition_point(|&(lo, _)| lo <= v);
         idx > 0 && self.ranges[idx - 1].1 >= v
     }
 
     /// The largest number in the set.
     pub(crate) fn largest(&self) -> Option<u64> {
-        self.ranges.back().map(|&(_, hi)| hi)
+        self.top.map(|(_, hi)| hi)
     }
 
     /// Numbers below this are treated as present.
@@ -83,12 +140,14 @@ impl RangeSet {
     /// How many ranges are kept.
     #[cfg(test)]
     pub(crate) fn range_count(&self) -> usize {
-        self.ranges.len()
+        self.ranges.len() + usize::from(self.top.is_some())
     }
 
     /// Ranges, largest first.
     pub(crate) fn iter_desc(&self) -> impl Iterator<Item = (u64, u64)> + Clone + '_ {
-        self.ranges.iter().rev().copied()
+        self.top
+            .into_iter()
+            .chain(self.ranges.iter().rev().copied())
     }
 
     /// The ranges at or above `min`, largest first, the lowest one clipped
@@ -101,7 +160,8 @@ impl RangeSet {
 
     /// How many ranges reach `min` or above.
     pub(crate) fn count_from(&self, min: u64) -> usize {
-        self.ranges.len() - self.ranges.partition_point(|&(_, hi)| hi < min)
+        usize::from(self.top.is_some_and(|(_, hi)| hi >= min)) + self.ranges.len()
+            - self.ranges.partition_point(|&(_, hi)| hi < min)
     }
 
     /// Fills `out` with the ranges at or above `min`, largest first, the
@@ -177,5 +237,98 @@ mod tests {
                 prev = Some((lo, hi));
             }
         }
+
+        /// Bounded, mostly in order with gaps and late numbers (as packet
+        /// numbers come): every answer as the set kept wholly in a deque
+        /// (the layout before the highest range moved in place).
+        #[test]
+        fn matches_the_deque_layout(
+            steps in proptest::collection::vec((0u64..6, 0u64..40), 0..300),
+            max_ranges in 1usize..6,
+        ) {
+            let mut s = RangeSet::new(max_ranges);
+            let mut m = Model { ranges: VecDeque::new(), max_ranges, floor: 0 };
+            let mut next = 0u64;
+            for (kind, x) in steps {
+                // Mostly the next number; sometimes a jump ahead, or one
+                // from the past.
+                let v = match kind {
+                    0..=2 => next,
+                    3 => next + x / 8 + 1,
+                    _ => next.saturating_sub(x),
+                };
+                next = next.max(v + 1);
+                prop_assert_eq!(s.insert(v), m.insert(v));
+                prop_assert_eq!(s.largest(), m.ranges.back().map(|r| r.1));
+                prop_assert_eq!(s.floor(), m.floor);
+                prop_assert_eq!(s.range_count(), m.ranges.len());
+            }
+            let desc: Vec<_> = m.ranges.iter().rev().copied().collect();
+            prop_assert_eq!(s.iter_desc().collect::<Vec<_>>(), desc);
+            for v in 0..next + 2 {
+                prop_assert_eq!(s.contains(v), m.contains(v));
+                prop_assert_eq!(s.count_from(v), m.ranges.iter().filter(|r| r.1 >= v).count());
+            }
+        }
+    }
+
+    /// The set as it was kept before `top`: every range in the deque.
+    struct Model {
+        ranges: VecDeque<(u64, u64)>,
+        max_ranges: usize,
+        floor: u64,
+    }
+
+    impl Model {
+        fn insert(&mut self, v: u64) -> bool {
+            if v < self.floor {
+                return false;
+            }
+            let idx = self.ranges.partition_point(|&(lo, _)| lo <= v);
+            let joins_prev = if idx > 0 {
+                let (_, hi) = self.ranges[idx - 1];
+                if hi >= v {
+                    return false;
+                }
+                hi + 1 == v
+            } else {
+                false
+            };
+            let joins_next = idx < self.ranges.len() && self.ranges[idx].0 == v + 1;
+            match (joins_prev, joins_next) {
+                (true, true) => {
+                    let hi = self.ranges[idx].1;
+                    self.ranges[idx - 1].1 = hi;
+                    self.ranges.remove(idx);
+                }
+                (true, false) => self.ranges[idx - 1].1 = v,
+                (false, true) => self.ranges[idx].0 = v,
+                (false, false) => self.ranges.insert(idx, (v, v)),
+            }
+            if self.ranges.len() > self.max_ranges {
+                if let Some((_, hi)) = self.ranges.pop_front() {
+                    self.floor = hi + 1;
+                }
+            }
+            true
+        }
+
+        fn contains(&self, v: u64) -> bool {
+            if v < self.floor {
+                return true;
+            }
+            let idx = self.ranges.partition_point(|&(lo, _)| lo <= v);
+            idx > 0 && self.ranges[idx - 1].1 >= v
+        }
+    }
+
+    #[test]
+    fn in_order_numbers_allocate_nothing() {
+        let mut s = RangeSet::new(8);
+        for v in 0..1000 {
+            assert!(s.insert(v));
+        }
+        assert_eq!(s.iter_desc().collect::<Vec<_>>(), [(0, 999)]);
+        assert_eq!(s.ranges.capacity(), 0, "the highest range is in place");
     }
 }
