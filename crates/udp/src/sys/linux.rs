@@ -84,11 +84,14 @@ pub fn recv_batch(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result<usize>
     }
     // A failed call wrote back nothing; it at most looked at slot 0.
     batch.dirty = 1;
-    // SAFETY: `hdrs` holds `n` headers, each pointing (through `iovs`) at its
-    // own slot of `buf`, its own `sockaddr_storage` and its own control
-    // buffer, all owned by `batch`, with the sizes the kernel is told. None
-    // of them is touched by Rust until the call returns. A null timeout is
-    // allowed.
+    // SAFETY: `hdrs` holds `n` (= `slots`) headers, each pointing (through
+    // `iovs`) at its own slot of `buf` (which has room for `batch >= n`
+    // slots and is never reallocated), its own `sockaddr_storage` and its
+    // own control buffer, all owned by `batch`, with the sizes the kernel
+    // is told. Headers not rebuilt above were built after the last growth
+    // (growing marks them all dirty), so none points into freed storage.
+    // None of them is touched by Rust until the call returns. A null
+    // timeout is allowed.
     let got = cvt(unsafe {
         libc::recvmmsg(
             fd.as_raw_fd(),
