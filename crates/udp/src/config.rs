@@ -23,8 +23,15 @@ pub const DEFAULT_MAX_DATAGRAM: usize = 65_536;
 /// Settings every endpoint (server lane, client, datagram socket) shares.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EndpointConfig {
-    /// Datagrams per receive and send system call (`recvmmsg`/`sendmmsg`);
-    /// 1 selects the portable one-datagram-per-call path. 1..=1024.
+    /// The most datagrams per receive and send system call
+    /// (`recvmmsg`/`sendmmsg`); 1 selects the portable
+    /// one-datagram-per-call path. 1..=1024. The per-datagram state of a
+    /// call (headers, addresses, control space) is not allocated for all
+    /// of them up front: it starts with 8 slots (or `batch` if smaller)
+    /// and doubles, up to `batch`, when a call fills every slot (or a send
+    /// has more queued), never shrinking; so a socket that seldom gets
+    /// more than a few datagrams per call (a client) stays small, and
+    /// steady state allocates nothing.
     pub batch: usize,
     /// Receive slot size in bytes; a larger datagram is truncated by the
     /// kernel, then dropped and counted (`truncated`). 1..=65,536.

@@ -64,8 +64,9 @@ mod timers;
 /// keel-udp's batched system calls on any UDP socket (a `mio` or std one),
 /// for a program that runs its own event loop: `recvmmsg` into a
 /// caller-owned [`RecvBatch`](batch::RecvBatch), `sendmmsg` from a
-/// caller-owned [`SendBatch`](batch::SendBatch). Both are allocated once
-/// and reused, so neither path allocates per datagram. Each call makes one
+/// caller-owned [`SendBatch`](batch::SendBatch). Both are reused, their
+/// per-slot state growing on demand up to the batch size (starting at 8
+/// slots, never shrinking), so neither path allocates per datagram. Each call makes one
 /// system call and never blocks; a caller drains a socket by calling
 /// [`recv_batch`](batch::recv_batch) until it returns fewer than
 /// [`RecvBatch::per_call`](batch::RecvBatch::per_call) datagrams (or
@@ -101,7 +102,8 @@ mod timers;
 /// }
 /// out.clear();
 ///
-/// // 32 slots of 2 KiB, allocated once and reused by every call.
+/// // Up to 32 slots of 2 KiB, reused by every call (8 at first, more when
+/// // a call fills them all).
 /// let mut batch = RecvBatch::new(32, 2048);
 /// let mut got = Vec::new();
 /// while got.len() < 2 {

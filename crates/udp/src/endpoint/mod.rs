@@ -334,8 +334,13 @@ mod tests {
     /// so they all wait behind the lane's first (edge-triggered) readiness,
     /// then checks the lane delivers every one without another datagram
     /// arriving to raise a new edge.
+    ///
+    /// The backlog is larger than the receive slots a lane starts with (8)
+    /// and than the default batch, so the lane must also keep reading
+    /// after a full call of the smaller size while the slots grow, and
+    /// (batched) reach calls of the whole configured batch.
     fn backlog_is_drained(batch: usize, one_per_call: bool) {
-        const BACKLOG: usize = 50;
+        const BACKLOG: usize = 150;
         let cfg = EndpointConfig {
             batch,
             ..EndpointConfig::default()
@@ -368,12 +373,14 @@ mod tests {
         // in microseconds or, if the lane stops early, never.
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut got = 0;
+        let mut largest = 0;
         while got < BACKLOG {
             let left = deadline.saturating_duration_since(Instant::now());
             match sizes.recv_timeout(left) {
                 Ok(n) => {
                     assert!(n <= batch, "a batch of {n} with batch size {batch}");
                     got += n;
+                    largest = largest.max(n);
                 }
                 Err(_) => panic!(
                     "batch {batch}, one per call {one_per_call}: only {got} of the \
@@ -382,6 +389,12 @@ mod tests {
             }
         }
         assert_eq!(got, BACKLOG);
+        let expect = if one_per_call { 1 } else { batch };
+        assert_eq!(
+            largest, expect,
+            "batch {batch}, one per call {one_per_call}: the receive slots never \
+             grew to the batch"
+        );
         lane.close();
         rt.stop().unwrap();
     }

@@ -59,11 +59,16 @@ pub(crate) fn enable_pktinfo(fd: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
 /// Returns `Err(WouldBlock)` when nothing is queued. Control messages are
 /// parsed for `SO_RXQ_OVFL` on both paths.
 pub fn recv_batch(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result<usize> {
-    if batch.per_call == 1 {
+    if !batch.batched {
         return recv_one(fd, batch);
     }
+    // The last call filled every slot: more may come in bursts this large,
+    // so the slots double (up to the batch) before this call. Growing
+    // replaces the storage and marks every header dirty, so the pointers
+    // below are all re-derived from the new buffers.
+    batch.grow_if_filled();
     batch.filled = 0;
-    let n = batch.batch;
+    let n = batch.slots;
     // Only the headers the kernel wrote last time (the datagrams received,
     // plus the slot it tried next) need resetting: rebuilding all of them
     // for a call that gets one datagram was most of a client's user time.
@@ -79,11 +84,14 @@ pub fn recv_batch(fd: &impl AsRawFd, batch: &mut RecvBatch) -> io::Result<usize>
     }
     // A failed call wrote back nothing; it at most looked at slot 0.
     batch.dirty = 1;
-    // SAFETY: `hdrs` holds `n` headers, each pointing (through `iovs`) at its
-    // own slot of `buf`, its own `sockaddr_storage` and its own control
-    // buffer, all owned by `batch`, with the sizes the kernel is told. None
-    // of them is touched by Rust until the call returns. A null timeout is
-    // allowed.
+    // SAFETY: `hdrs` holds `n` (= `slots`) headers, each pointing (through
+    // `iovs`) at its own slot of `buf` (which has room for `batch >= n`
+    // slots and is never reallocated), its own `sockaddr_storage` and its
+    // own control buffer, all owned by `batch`, with the sizes the kernel
+    // is told. Headers not rebuilt above were built after the last growth
+    // (growing marks them all dirty), so none points into freed storage.
+    // None of them is touched by Rust until the call returns. A null
+    // timeout is allowed.
     let got = cvt(unsafe {
         libc::recvmmsg(
             fd.as_raw_fd(),
@@ -129,8 +137,11 @@ pub fn send_batch(fd: &impl AsRawFd, batch: &mut SendBatch, start: usize) -> io:
         return send_one(fd, batch, start);
     }
     let n = (len - start).min(batch.per_call);
+    // Grown (replaced) before any pointer into it is taken below.
+    batch.scratch.reserve(n, batch.per_call);
     let arena = batch.arena.as_ptr();
     let s = &mut batch.scratch;
+    debug_assert!(s.len() >= n);
     for (k, e) in batch.entries[start..start + n].iter().enumerate() {
         s.iovs[k] = libc::iovec {
             // The kernel only reads through this pointer (sendmmsg).

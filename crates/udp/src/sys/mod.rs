@@ -1,9 +1,11 @@
 //! Low-level socket calls: the only module of keel-udp that contains `unsafe`.
 //!
 //! Everything here works on a borrowed file descriptor (`&impl AsRawFd`) and
-//! on caller-owned buffers ([`RecvBatch`], [`SendBatch`]) that are allocated
-//! once and reused, so the receive and send paths allocate nothing per call
-//! or per datagram.
+//! on caller-owned buffers ([`RecvBatch`], [`SendBatch`]) that are reused,
+//! so the receive and send paths allocate nothing per call or per datagram.
+//! Their per-slot state starts with 8 slots and doubles on demand up to the
+//! batch size (never shrinking): after the largest burst a socket sees,
+//! nothing is allocated.
 //!
 //! * On Linux (`linux.rs`) a batch of datagrams costs one `recvmmsg` or
 //!   `sendmmsg`; with a batch size of 1 the portable one-datagram-per-call

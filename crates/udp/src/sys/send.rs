@@ -12,6 +12,8 @@ use super::base::zeroed_msghdr;
 use super::base::{cvt, std_to_sockaddr, zeroed_storage, LocalAddr, MAX_MMSG};
 #[cfg(target_os = "linux")]
 use super::cmsg::{write_pktinfo, CmsgSend};
+#[cfg(target_os = "linux")]
+use super::recv::INITIAL_SLOTS;
 
 /// One queued outgoing datagram: its destination, its source if one is
 /// pinned, and where its payload lives in the arena.
@@ -32,13 +34,17 @@ pub(super) struct SendEntry {
 ///
 /// `per_call` is how many datagrams one system call may send: with 1, each
 /// [`send_batch`](crate::batch::send_batch) call sends one datagram with `sendto` (the portable path);
-/// above 1 it uses `sendmmsg` on Linux.
+/// above 1 it uses `sendmmsg` on Linux. The `sendmmsg` headers start with
+/// room for 8 datagrams (or `per_call` if smaller) and double on demand,
+/// up to `per_call`, the first time a call has more queued; they never
+/// shrink, so steady state allocates nothing.
 pub struct SendBatch {
     pub(super) capacity: usize,
     pub(super) per_call: usize,
     pub(super) arena: Vec<u8>,
     pub(super) entries: Vec<SendEntry>,
-    /// Scratch for one `sendmmsg` call, `min(per_call, capacity)` long.
+    /// Scratch for one `sendmmsg` call: starts `min(per_call, 8)` long
+    /// (empty on the portable path) and grows on demand up to `per_call`.
     #[cfg(target_os = "linux")]
     pub(super) scratch: MmsgScratch,
 }
@@ -60,7 +66,11 @@ impl SendBatch {
             arena: Vec::new(),
             entries: Vec::with_capacity(capacity),
             #[cfg(target_os = "linux")]
-            scratch: MmsgScratch::new(if per_call > 1 { per_call } else { 0 }),
+            scratch: MmsgScratch::new(if per_call > 1 {
+                per_call.min(INITIAL_SLOTS)
+            } else {
+                0
+            }),
         }
     }
 
@@ -235,7 +245,8 @@ fn send_one_from(
 }
 
 #[cfg(target_os = "linux")]
-/// Header scratch space for one `sendmmsg` call, allocated once.
+/// Header scratch space for one `sendmmsg` call, grown on demand and never
+/// shrunk.
 pub(super) struct MmsgScratch {
     pub(super) addrs: Box<[libc::sockaddr_storage]>,
     pub(super) addr_lens: Box<[libc::socklen_t]>,
@@ -278,5 +289,24 @@ impl MmsgScratch {
                 })
                 .collect(),
         }
+    }
+
+    /// How many datagrams one call can take now.
+    pub(super) fn len(&self) -> usize {
+        self.hdrs.len()
+    }
+
+    /// Makes room for `n` datagrams (at most `max`), doubling from the
+    /// current size: replaces every array (their contents are rewritten
+    /// before each call anyway), so no pointer into the old ones survives.
+    pub(super) fn reserve(&mut self, n: usize, max: usize) {
+        let mut size = self.len().max(1);
+        if size >= n {
+            return;
+        }
+        while size < n {
+            size *= 2;
+        }
+        *self = MmsgScratch::new(size.min(max));
     }
 }

@@ -139,8 +139,87 @@ fn batch_fills_several_slots_per_call() {
     let mut batch = RecvBatch::new(16, 2048);
     let got = recv_all(&rx, &mut batch, 10, linux_recv);
     assert_eq!(got.len(), 10);
-    // Loopback delivers synchronously, so one call picks up all ten.
-    assert_eq!(batch.len(), 10);
+    // Loopback delivers synchronously, so the first call fills all eight
+    // initial slots and the next (with sixteen) picks up the last two.
+    assert_eq!(batch.len(), 2);
+    assert_eq!(batch.slots(), 16);
+}
+
+/// The receive slots are not allocated up front: a new batch holds 8 (or
+/// the whole batch if smaller), then doubles each time a call fills every
+/// slot, up to the batch, and never shrinks. A backlog larger than the
+/// initial slots is drained in calls of 8, 16, 32 then the whole batch.
+#[test]
+fn recv_slots_grow_on_demand_up_to_the_batch() {
+    assert_eq!(RecvBatch::new(64, 2048).slots(), 8);
+    assert_eq!(RecvBatch::new(5, 2048).slots(), 5);
+    assert_eq!(RecvBatch::new(1, 2048).slots(), 1);
+    let rx = big_socket(v4());
+    let tx = big_socket(v4());
+    let to = rx.local_addr().unwrap();
+    let mut batch = RecvBatch::new(64, 2048);
+    let mut sizes = Vec::new();
+    let mut next = 0;
+    // Twice: the second burst finds the slots grown (no shrinking).
+    for (backlog, expect) in [(200, &[8, 16, 32, 64, 64, 16][..]), (70, &[64, 6][..])] {
+        for i in next..next + backlog {
+            tx.send_to(&payload(i, 100), to).unwrap();
+        }
+        sizes.clear();
+        let mut seen = 0;
+        while seen < backlog {
+            // Loopback delivers synchronously: WouldBlock here is a bug.
+            let n = linux_recv(&rx, &mut batch).unwrap();
+            // What the call could return is what `was_full` judges by.
+            assert_eq!(batch.per_call(), batch.slots());
+            assert!(n <= batch.slots());
+            for k in 0..n {
+                assert_eq!(batch.data(k), payload(next + seen + k, 100));
+            }
+            sizes.push(n);
+            seen += n;
+        }
+        assert_eq!(sizes, expect);
+        assert_eq!(batch.slots(), 64);
+        next += backlog;
+    }
+    assert!(linux_recv(&rx, &mut batch).is_err());
+    // A batch of a size that is not a power of two stops at it.
+    let mut odd = RecvBatch::new(20, 64);
+    for i in 0..50 {
+        tx.send_to(&payload(i, 10), to).unwrap();
+    }
+    let mut sizes = Vec::new();
+    while let Ok(n) = linux_recv(&rx, &mut odd) {
+        sizes.push(n);
+    }
+    assert_eq!(sizes, [8, 16, 20, 6]);
+    assert_eq!(odd.slots(), 20);
+}
+
+/// The `sendmmsg` headers start with room for 8 datagrams and grow (by
+/// doubling, up to the datagrams per call) the first time more are queued;
+/// a burst larger than the initial headers still goes out in one call.
+#[test]
+fn send_headers_grow_on_demand_up_to_per_call() {
+    let rx = big_socket(v4());
+    let tx = big_socket(v4());
+    let to = rx.local_addr().unwrap();
+    let mut batch = SendBatch::new(64, 64);
+    assert_eq!(batch.scratch.len(), 8);
+    assert_eq!(SendBatch::new(64, 3).scratch.len(), 3);
+    assert_eq!(SendBatch::new(64, 1).scratch.len(), 0);
+    let sent = fill(&mut batch, Some(to), 40);
+    assert_eq!(send_batch(&tx, &mut batch, 0).unwrap(), 40);
+    assert_eq!(batch.scratch.len(), 64);
+    assert_eq!(recv_payloads(&rx, 40), sent);
+    batch.clear();
+    let mut odd = SendBatch::new(64, 20);
+    let sent = fill(&mut odd, Some(to), 30);
+    assert_eq!(send_batch(&tx, &mut odd, 0).unwrap(), 20);
+    assert_eq!(odd.scratch.len(), 20);
+    assert_eq!(send_batch(&tx, &mut odd, 20).unwrap(), 10);
+    assert_eq!(recv_payloads(&rx, 30), sent);
 }
 
 /// A batch without sources (a connected socket's) receives the same bytes
