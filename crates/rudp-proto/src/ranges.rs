@@ -80,36 +80,7 @@ impl RangeSet {
 
     /// [`RangeSet::insert`] with every range in `ranges`.
     fn insert_in_deque(&mut self, v: u64) -> bool {
-        if v < self.floor {
-            return false;
-        }
-        let idx = self.ranges.partition_point(|&(lo, _)| lo <= v);
-        let joins_prev = if idx > 0 {
-            let (_, hi) = self.ranges[idx - 1];
-            if hi >= v {
-                return false;
-            }
-            hi + 1 == v
-        } else {
-            false
-        };
-        let joins_next = idx < self.ranges.len() && self.ranges[idx].0 == v + 1;
-        match (joins_prev, joins_next) {
-            (true, true) => {
-                let hi = self.ranges[idx].1;
-                self.ranges[idx - 1].1 = hi;
-                self.ranges.remove(idx);
-            }
-            (true, false) => self.ranges[idx - 1].1 = v,
-            (false, true) => self.ranges[idx].0 = v,
-            (false, false) => self.ranges.insert(idx, (v, v)),
-        }
-        if self.ranges.len() > self.max_ranges {
-            if let Some((_, hi)) = self.ranges.pop_front() {
-                self.floor = hi + 1;
-            }
-        }
-        true
+        insert_sorted(&mut self.ranges, &mut self.floor, self.max_ranges, v)
     }
 
     /// True when `v` is in the set or below the floor.
@@ -122,8 +93,7 @@ impl RangeSet {
                 return v <= hi;
             }
         }
-        let idx = self.ranges.partition_point(|&(lo, _)| lo <= v);
-        idx > 0 && self.ranges[idx - 1].1 >= v
+        sorted_contains(&self.ranges, v)
     }
 
     /// The largest number in the set.
@@ -178,6 +148,53 @@ impl RangeSet {
         }
         n
     }
+}
+
+/// Adds `v` to ascending, disjoint, non-adjacent `ranges` holding at most
+/// `max_ranges` (past it the lowest is forgotten and `floor` raised);
+/// false when it was already present or below `floor`.
+fn insert_sorted(
+    ranges: &mut VecDeque<(u64, u64)>,
+    floor: &mut u64,
+    max_ranges: usize,
+    v: u64,
+) -> bool {
+    if v < *floor {
+        return false;
+    }
+    let idx = ranges.partition_point(|&(lo, _)| lo <= v);
+    let joins_prev = if idx > 0 {
+        let (_, hi) = ranges[idx - 1];
+        if hi >= v {
+            return false;
+        }
+        hi + 1 == v
+    } else {
+        false
+    };
+    let joins_next = idx < ranges.len() && ranges[idx].0 == v + 1;
+    match (joins_prev, joins_next) {
+        (true, true) => {
+            let hi = ranges[idx].1;
+            ranges[idx - 1].1 = hi;
+            ranges.remove(idx);
+        }
+        (true, false) => ranges[idx - 1].1 = v,
+        (false, true) => ranges[idx].0 = v,
+        (false, false) => ranges.insert(idx, (v, v)),
+    }
+    if ranges.len() > max_ranges {
+        if let Some((_, hi)) = ranges.pop_front() {
+            *floor = hi + 1;
+        }
+    }
+    true
+}
+
+/// Whether one of ascending `ranges` holds `v`.
+fn sorted_contains(ranges: &VecDeque<(u64, u64)>, v: u64) -> bool {
+    let idx = ranges.partition_point(|&(lo, _)| lo <= v);
+    idx > 0 && ranges[idx - 1].1 >= v
 }
 
 #[cfg(test)]
@@ -272,7 +289,8 @@ mod tests {
         }
     }
 
-    /// The set as it was kept before `top`: every range in the deque.
+    /// The set as it was kept before `top`: every range in the deque (the
+    /// same deque operations, so what the test checks is `top`'s split).
     struct Model {
         ranges: VecDeque<(u64, u64)>,
         max_ranges: usize,
@@ -281,44 +299,11 @@ mod tests {
 
     impl Model {
         fn insert(&mut self, v: u64) -> bool {
-            if v < self.floor {
-                return false;
-            }
-            let idx = self.ranges.partition_point(|&(lo, _)| lo <= v);
-            let joins_prev = if idx > 0 {
-                let (_, hi) = self.ranges[idx - 1];
-                if hi >= v {
-                    return false;
-                }
-                hi + 1 == v
-            } else {
-                false
-            };
-            let joins_next = idx < self.ranges.len() && self.ranges[idx].0 == v + 1;
-            match (joins_prev, joins_next) {
-                (true, true) => {
-                    let hi = self.ranges[idx].1;
-                    self.ranges[idx - 1].1 = hi;
-                    self.ranges.remove(idx);
-                }
-                (true, false) => self.ranges[idx - 1].1 = v,
-                (false, true) => self.ranges[idx].0 = v,
-                (false, false) => self.ranges.insert(idx, (v, v)),
-            }
-            if self.ranges.len() > self.max_ranges {
-                if let Some((_, hi)) = self.ranges.pop_front() {
-                    self.floor = hi + 1;
-                }
-            }
-            true
+            insert_sorted(&mut self.ranges, &mut self.floor, self.max_ranges, v)
         }
 
         fn contains(&self, v: u64) -> bool {
-            if v < self.floor {
-                return true;
-            }
-            let idx = self.ranges.partition_point(|&(lo, _)| lo <= v);
-            idx > 0 && self.ranges[idx - 1].1 >= v
+            v < self.floor || sorted_contains(&self.ranges, v)
         }
     }
 
