@@ -92,6 +92,11 @@ Environment (lists are space or comma separated; checked before any run):
                    in client_rtt_p50_us_each / client_rtt_p99_us_each
   KEEL_BENCH       keel-bench binary (default: build target/release/keel-bench)
   KEEL_PEER        keel-peer binary (default: bench-peers/target/release/keel-peer)
+  KEEL_REDUNDANCY  keel-peer keel's reliable-ordered redundancy level, 0..5,
+                   both ends (--redundancy; default: keel-rudp's, 2); in
+                   keel's records as keel_redundancy. One level per run of
+                   the script: the report merges a library's rows, so give
+                   each level its own --out
 
 The full matrix is long (hours: libraries x tunings x 4 cases x 2 channels x
 5 losses x 3 seeds, about SECONDS_PER_RUN + 5 s each); --quick takes minutes.
@@ -128,6 +133,8 @@ warmup=${WARMUP:-1}
 jitter=${JITTER:-3ms}
 calibrate=${CALIBRATE:-0}
 scale_procs=${SCALE_CLIENT_PROCS:-1}
+keel_redundancy=${KEEL_REDUNDANCY:-}
+export KEEL_REDUNDANCY=$keel_redundancy
 libs_asked=$(list LIBS "")
 
 for c in $cases; do
@@ -156,6 +163,7 @@ jitter_ok "$jitter" ||
   die "JITTER: expected a duration up to the 25 ms delay (0, 500us, 3ms, 0.02s), got \"$jitter\""
 [[ "$calibrate" == 0 || "$calibrate" == 1 ]] || die "CALIBRATE: expected 0 or 1, got \"$calibrate\""
 uint_ok SCALE_CLIENT_PROCS "$scale_procs" 1 16
+[[ -z "$keel_redundancy" ]] || uint_ok KEEL_REDUNDANCY "$keel_redundancy" 0 5
 ((1000 % 10#$scale_procs == 0)) ||
   die "SCALE_CLIENT_PROCS: expected a divisor of the scale case's 1000 clients (1, 2, 4, 5, 8, 10), got \"$scale_procs\""
 peer_libs_known="enet gns quinn quinn-streams kcp ikcp keel renet"
@@ -361,6 +369,8 @@ if all(isinstance(rec.get(k), (int, float)) for k in ("messages_sent", "clients"
         and rec["clients"] * rec["rate_hz"] * rec["window_seconds"] > 0:
     rec["offered_fraction"] = rec["messages_sent"] / (rec["clients"] * rec["rate_hz"] * rec["window_seconds"])
 rec["tuned"] = tuned == "1"
+if lib == "keel" and os.environ.get("KEEL_REDUNDANCY"):
+    rec["keel_redundancy"] = int(os.environ["KEEL_REDUNDANCY"])
 rec["case"] = case
 rec["loss"] = float(loss) / 100
 rec["seed"] = int(seed)
@@ -408,6 +418,7 @@ one() {
     *)
       local t=()
       [[ $tuned == 1 ]] && t=(--tuned)
+      [[ $lib == keel && -n "$keel_redundancy" ]] && t+=(--redundancy "$keel_redundancy")
       server_cmd=("$KEEL_PEER" "$lib" server "${t[@]}")
       client_cmd=("$KEEL_PEER" "$lib" client "${t[@]}" --channel "$channel")
       ;;

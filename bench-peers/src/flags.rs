@@ -1,9 +1,10 @@
 //! The command line (lexopt), validated into a [`Command`].
 //!
 //! ```text
-//! keel-peer LIB server --bind ADDR [--tuned]
+//! keel-peer LIB server --bind ADDR [--tuned] [--redundancy LEVEL]
 //! keel-peer LIB client --connect ADDR --clients N --rate HZ --payload BYTES \
 //!     --seconds S [--warmup S] [--drain S] [--channel reliable-ordered|unreliable] [--tuned]
+//!     [--redundancy LEVEL]
 //! keel-peer --help | --version
 //! ```
 //!
@@ -70,6 +71,9 @@ pub struct ServerArgs {
     pub bind: SocketAddr,
     /// `--tuned`: the game tuning of issue 22 instead of the defaults.
     pub tuned: bool,
+    /// `--redundancy` (keel only): the reliable-ordered channel's level,
+    /// `None` for keel-rudp's default.
+    pub redundancy: Option<u8>,
 }
 
 /// `keel-peer LIB client ...`.
@@ -95,6 +99,8 @@ pub struct ClientArgs {
     pub channel: Channel,
     /// `--tuned`.
     pub tuned: bool,
+    /// `--redundancy` (keel only), as for the server.
+    pub redundancy: Option<u8>,
 }
 
 /// What the command line asks for.
@@ -115,10 +121,11 @@ pub const HELP: &str = "\
 keel-peer: an echo peer of one reliable-UDP library, for keel-bench relay (issue 22)
 
 usage:
-  keel-peer LIB server --bind ADDR [--tuned]
+  keel-peer LIB server --bind ADDR [--tuned] [--redundancy LEVEL]
   keel-peer LIB client --connect ADDR --clients N --rate HZ --payload BYTES
                        --seconds S [--warmup S] [--drain S]
                        [--channel reliable-ordered|unreliable] [--tuned]
+                       [--redundancy LEVEL]
   keel-peer --help | --version
 
 LIB: keel, kcp (the kcp crate), ikcp (KCP's C ikcp.c), quinn, quinn-streams,
@@ -140,7 +147,14 @@ drain for the echoes, prints one JSON line; exit 0 iff ok.
   --drain S          after the window, no sends, waiting for echoes (default 2)
   --channel C        reliable-ordered (default) or unreliable
   --tuned            the game tuning of issue 22 (see bench-peers/README.md)
+  --redundancy L     keel only: the reliable-ordered channel's redundancy level
+                     (keel-rudp's ChannelConfig::with_redundancy), 0..=5; give
+                     the same level to the server and the client (default:
+                     keel-rudp's, 2)
 ";
+
+/// Highest `--redundancy` (keel-rudp's `MAX_REDUNDANCY`; a test checks).
+pub const MAX_REDUNDANCY_FLAG: u8 = 5;
 
 /// A flag error in words: the flag and what it accepts.
 pub type FlagError = String;
@@ -211,6 +225,7 @@ where
                     "--warmup",
                     "--drain",
                     "--channel",
+                    "--redundancy",
                 ];
                 if !TAKES.contains(&flag.as_str()) {
                     return Err(format!("{flag}: unknown flag (see --help)"));
@@ -251,6 +266,15 @@ where
         let i = values.iter().position(|(f, _)| f == flag)?;
         Some(values.remove(i).1)
     };
+    let redundancy = match take(&mut values, "--redundancy") {
+        None => None,
+        Some(_) if library != "keel" => {
+            return Err(format!(
+                "--redundancy: keel-rudp's level, for LIB keel only (got LIB {library:?})"
+            ))
+        }
+        Some(v) => Some(uint("--redundancy", &v, 0, MAX_REDUNDANCY_FLAG.into())? as u8),
+    };
     let cmd = match role {
         "server" => {
             let bind = take(&mut values, "--bind").ok_or("server: --bind ADDR is required")?;
@@ -258,6 +282,7 @@ where
                 library,
                 bind: addr("--bind", &bind)?,
                 tuned,
+                redundancy,
             })
         }
         "client" => {
@@ -310,6 +335,7 @@ where
                 drain,
                 channel,
                 tuned,
+                redundancy,
             })
         }
         other => return Err(format!("role: expected server or client, got {other:?}")),
@@ -341,6 +367,27 @@ mod tests {
         assert_eq!(c.drain, Duration::from_secs(2));
         assert_eq!(c.channel, Channel::ReliableOrdered);
         assert!(!c.tuned);
+    }
+
+    #[test]
+    fn redundancy_is_keels_and_bounded() {
+        let base = "client --connect 127.0.0.1:9 --clients 8 --rate 60 --payload 400 --seconds 3";
+        let Command::Client(c) = p(&format!("keel {base} --redundancy 0")).unwrap() else {
+            panic!("not a client")
+        };
+        assert_eq!(c.redundancy, Some(0));
+        let Command::Server(s) = p("keel server --bind 127.0.0.1:0 --redundancy=5").unwrap() else {
+            panic!("not a server")
+        };
+        assert_eq!(s.redundancy, Some(5));
+        let Command::Client(c) = p(&format!("keel {base}")).unwrap() else {
+            panic!("not a client")
+        };
+        assert_eq!(c.redundancy, None);
+        let e = p(&format!("keel {base} --redundancy 6")).unwrap_err();
+        assert!(e.contains("--redundancy") && e.contains("0..=5"), "{e}");
+        let e = p(&format!("ikcp {base} --redundancy 1")).unwrap_err();
+        assert!(e.contains("--redundancy") && e.contains("keel only"), "{e}");
     }
 
     #[test]

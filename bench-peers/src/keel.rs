@@ -33,15 +33,19 @@ use keel_reactor::{IoModel, Reactor, Runtime};
 use keel_rudp::{
     Admission, ChannelConfig, ChannelKind, Client, ClientConfig, ClientSecurity, Config,
     ConnectionHandle, Ctx, DisconnectReason, Handler, Server, ServerConfig, ServerSecurity, Stats,
+    DEFAULT_REDUNDANCY,
 };
 
 use crate::{Channel, ClientArgs, Clients, Description, EchoServer, OpenLoop, ServerArgs, Tally};
 
-fn connection() -> Config {
-    Config::new(vec![
-        ChannelConfig::new(ChannelKind::ReliableOrdered),
-        ChannelConfig::new(ChannelKind::Unreliable),
-    ])
+/// Both ends' channels; `redundancy` (`--redundancy`) sets the
+/// reliable-ordered channel's level, keel-rudp's default otherwise.
+fn connection(redundancy: Option<u8>) -> Config {
+    let mut reliable = ChannelConfig::new(ChannelKind::ReliableOrdered);
+    if let Some(level) = redundancy {
+        reliable = reliable.with_redundancy(level);
+    }
+    Config::new(vec![reliable, ChannelConfig::new(ChannelKind::Unreliable)])
 }
 
 fn channel_index(c: Channel) -> u8 {
@@ -105,6 +109,15 @@ impl Drop for KeelServer {
     }
 }
 
+/// The level in a [`Description`]'s settings, so a record says which
+/// point of keel-rudp's latency/overhead curve it is.
+fn redundancy_setting(redundancy: Option<u8>) -> String {
+    match redundancy {
+        Some(level) => format!("reliable-ordered redundancy level {level}"),
+        None => format!("reliable-ordered redundancy level {DEFAULT_REDUNDANCY} (default)"),
+    }
+}
+
 /// The keel-rudp echo server.
 pub fn server(
     args: &ServerArgs,
@@ -112,7 +125,7 @@ pub fn server(
 ) -> Result<(Box<dyn EchoServer>, Description), String> {
     let rt = Runtime::new(IoModel::Shared { threads: 1 })
         .map_err(|e| format!("keel-rudp: starting the runtime: {e}"))?;
-    let mut sc = ServerConfig::new(connection(), ServerSecurity::Insecure);
+    let mut sc = ServerConfig::new(connection(args.redundancy), ServerSecurity::Insecure);
     sc.admission = Admission::OFF;
     sc.max_connections = 16_384;
     let server = Server::bind(rt.handles(), args.bind, sc, move |_| Echo {
@@ -125,9 +138,11 @@ pub fn server(
             rt: Some(rt),
         }),
         Description {
-            settings: "insecure; server max_ack_delay 25 ms (default); admission off; \
-                       channels reliable-ordered, unreliable"
-                .into(),
+            settings: format!(
+                "insecure; server max_ack_delay 25 ms (default); admission off; \
+                 channels reliable-ordered, unreliable; {}",
+                redundancy_setting(args.redundancy)
+            ),
             pump: "keel-reactor, 1 thread (its own)".into(),
         },
     ))
@@ -349,7 +364,7 @@ pub fn clients(
     let reactor =
         Reactor::new().map_err(|e| format!("keel-rudp: creating the clients' reactor: {e}"))?;
     let handle = reactor.handle();
-    let mut conn = connection();
+    let mut conn = connection(args.redundancy);
     let ack = (args.tuned).then(|| Duration::from_micros(1_000_000 / u64::from(args.rate) + 1_000));
     if let Some(a) = ack {
         conn.max_ack_delay = a.min(Duration::from_secs(1));
@@ -404,13 +419,15 @@ pub fn clients(
     }
     let settings = match ack {
         Some(a) => format!(
-            "insecure; client max_ack_delay {} ms (1000/rate + 1); channel {}",
+            "insecure; client max_ack_delay {} ms (1000/rate + 1); channel {}; {}",
             a.as_millis(),
-            args.channel.name()
+            args.channel.name(),
+            redundancy_setting(args.redundancy)
         ),
         None => format!(
-            "insecure; client max_ack_delay 5 ms (default); channel {}",
-            args.channel.name()
+            "insecure; client max_ack_delay 5 ms (default); channel {}; {}",
+            args.channel.name(),
+            redundancy_setting(args.redundancy)
         ),
     };
     Ok((
@@ -429,12 +446,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_redundancy_flag_sets_the_reliable_channel_and_matches_keel_rudp() {
+        assert_eq!(crate::flags::MAX_REDUNDANCY_FLAG, keel_rudp::MAX_REDUNDANCY);
+        assert_eq!(
+            connection(None).channels[0],
+            ChannelConfig::new(ChannelKind::ReliableOrdered)
+        );
+        assert_eq!(
+            connection(Some(0)).channels[0],
+            ChannelConfig::new(ChannelKind::ReliableOrdered).with_redundancy(0)
+        );
+        assert_ne!(
+            connection(Some(0)).channels[0],
+            connection(None).channels[0]
+        );
+    }
+
+    #[test]
     fn ticked_clients_send_the_whole_schedule_and_get_every_echo() {
         let tally = Arc::new(Tally::default());
         let sargs = ServerArgs {
             library: "keel".into(),
             bind: "127.0.0.1:0".parse().unwrap(),
             tuned: false,
+            redundancy: None,
         };
         let (srv, _) = server(&sargs, tally).expect("server");
         let args = ClientArgs {
@@ -448,6 +483,7 @@ mod tests {
             drain: Duration::from_secs(2),
             channel: Channel::ReliableOrdered,
             tuned: true,
+            redundancy: None,
         };
         let (mut c, d) = clients(&args, Instant::now() + Duration::from_secs(5)).expect("clients");
         assert!(c.ticks_itself() && d.pump.contains("Handler::tick"));

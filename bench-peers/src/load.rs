@@ -500,6 +500,7 @@ mod tests {
             drain: Duration::from_millis(500),
             channel: crate::Channel::ReliableOrdered,
             tuned: false,
+            redundancy: None,
         }
     }
 

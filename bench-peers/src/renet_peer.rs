@@ -479,6 +479,7 @@ mod tests {
                 library: "renet".into(),
                 bind: "127.0.0.1:0".parse().expect("address"),
                 tuned: true,
+                redundancy: None,
             };
             let tally = Arc::new(Tally::default());
             let mut e = echo(&args, tally.clone()).expect("renet server");
@@ -501,6 +502,7 @@ mod tests {
             drain: Duration::ZERO,
             channel: Channel::ReliableOrdered,
             tuned: true,
+            redundancy: None,
         };
         let (mut c, _) = clients(&args, Instant::now() + Duration::from_secs(10)).expect("connect");
         let msg = vec![7u8; 64];
