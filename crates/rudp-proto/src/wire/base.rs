@@ -258,8 +258,12 @@ impl<'a> Writer<'a> {
     /// of the caller and are clamped (debug builds assert).
     pub fn varint(&mut self, v: u64) -> Result<(), BufferTooSmall> {
         debug_assert!(v <= varint::MAX, "varint {v} over 2^62 - 1");
-        let mut tmp = [0u8; 8];
-        let n = varint::encode(v.min(varint::MAX), &mut tmp);
-        self.bytes(&tmp[..n])
+        let v = v.min(varint::MAX);
+        let end = self.pos + varint::len(v);
+        let Some(out) = self.buf.get_mut(self.pos..end) else {
+            return Err(BufferTooSmall);
+        };
+        self.pos += varint::encode(v, out);
+        Ok(())
     }
 }

@@ -24,16 +24,21 @@ pub fn len(v: u64) -> usize {
 ///
 /// If `out` is shorter than [`len`]`(v)`: callers size it (8 bytes always fit).
 pub fn encode(v: u64, out: &mut [u8]) -> usize {
-    let n = len(v);
-    let tag: u64 = match n {
-        1 => 0,
-        2 => 1,
-        4 => 2,
-        _ => 3,
-    };
-    let bytes = (v | tag << (8 * n as u32 - 2)).to_be_bytes();
-    out[..n].copy_from_slice(&bytes[8 - n..]);
-    n
+    // Fixed-size stores per length: a copy of a variable length would be a
+    // call to memcpy, and a packet writes a dozen varints.
+    if v < 1 << 6 {
+        out[0] = v as u8;
+        1
+    } else if v < 1 << 14 {
+        out[..2].copy_from_slice(&(v as u16 | 0x4000).to_be_bytes());
+        2
+    } else if v < 1 << 30 {
+        out[..4].copy_from_slice(&(v as u32 | 0x8000_0000).to_be_bytes());
+        4
+    } else {
+        out[..8].copy_from_slice(&(v | 0xc000_0000_0000_0000).to_be_bytes());
+        8
+    }
 }
 
 /// Decodes a varint from the front of `buf`: the value and its length, or
