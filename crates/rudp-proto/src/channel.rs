@@ -293,6 +293,18 @@ impl SendChannel {
         }
     }
 
+    /// Prefetches the oldest message's slot and, once that is loaded, what
+    /// it points to (its chunk states): what an acknowledgement of it
+    /// reads.
+    pub(crate) fn prefetch_oldest(&self) {
+        if let Some(slot) = self.msgs.front() {
+            crate::sys::prefetch_lines(slot);
+            if let Some(m) = slot {
+                crate::sys::prefetch(m.chunks.as_ptr());
+            }
+        }
+    }
+
     /// Queues a message cut into chunks of at most `chunk_size` bytes;
     /// returns its sequence number.
     pub(crate) fn push(&mut self, data: &[u8], chunk_size: usize, free: &mut Vec<OutMsg>) -> u64 {

@@ -393,9 +393,21 @@ impl Target {
             d[1..9].copy_from_slice(&a.cid.0);
         }
         let from = self.attackers[0].addr;
+        // The receive path's look-ahead sees every datagram first.
+        let other = self.corpus_sample();
+        self.ep.prefetch([d.as_slice(), &other]);
         timed(&mut self.max_call, || {
             self.ep.handle(self.now, from, &d, &mut self.reply)
         });
+    }
+
+    /// A datagram of the corpus (or none), beside another in a batch.
+    fn corpus_sample(&mut self) -> Vec<u8> {
+        if self.corpus.is_empty() {
+            return Vec::new();
+        }
+        let i = (self.rng.next_u64() as usize) % self.corpus.len();
+        self.corpus[i].clone()
     }
 
     fn mutated_corpus(&mut self) {
@@ -406,6 +418,7 @@ impl Target {
         let mut d = self.corpus[i].clone();
         mutate(&mut self.rng, &mut d);
         let from = self.attackers[1].addr;
+        self.ep.prefetch([d.as_slice()]);
         timed(&mut self.max_call, || {
             self.ep.handle(self.now, from, &d, &mut self.reply)
         });
@@ -558,6 +571,7 @@ impl Target {
         };
         d.truncate(n);
         let from = a.addr;
+        self.ep.prefetch([d.as_slice()]);
         timed(&mut self.max_call, || {
             self.ep.handle(self.now, from, &d, &mut self.reply)
         });

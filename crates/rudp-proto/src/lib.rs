@@ -69,6 +69,7 @@ mod scratch;
 mod security;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
+mod sys;
 mod token_format;
 #[cfg(test)]
 mod vectors;
@@ -90,8 +91,8 @@ pub use connection::{
 };
 pub use endpoint::{
     ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Handled, CLOSE_HANDLER_PANIC,
-    CLOSE_REPLACED, CLOSE_STOPPED, COOKIE_LEN, REFUSE_ADDRESS_LIMIT, REFUSE_CONFIG_MISMATCH,
-    REFUSE_FULL, REFUSE_RATE_LIMIT, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN,
+    CLOSE_REPLACED, CLOSE_STOPPED, COOKIE_LEN, PREFETCH_BATCH, REFUSE_ADDRESS_LIMIT,
+    REFUSE_CONFIG_MISMATCH, REFUSE_FULL, REFUSE_RATE_LIMIT, REFUSE_SECURITY_MISMATCH, REFUSE_TOKEN,
 };
 pub use recovery::PACKET_THRESHOLD;
 pub use rtt::GRANULARITY;

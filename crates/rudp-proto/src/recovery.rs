@@ -124,6 +124,29 @@ impl Recovery {
         }
     }
 
+    /// Prefetches the sent table's oldest and newest entries: what the
+    /// next acknowledgement most likely reads.
+    pub(crate) fn prefetch_ends(&self) {
+        if let Some(p) = self.sent.front() {
+            crate::sys::prefetch_lines(p);
+        }
+        if let Some(p) = self.sent.back() {
+            crate::sys::prefetch_lines(p);
+        }
+    }
+
+    /// Prefetches the chunk lists of the sent table's oldest and newest
+    /// packets (after [`prefetch_ends`](Self::prefetch_ends)).
+    pub(crate) fn prefetch_chunks(&self) {
+        for p in [self.sent.front(), self.sent.back()]
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            crate::sys::prefetch(p.chunks.as_ptr());
+        }
+    }
+
     /// The number the next packet gets.
     pub(crate) fn next_pn(&self) -> u64 {
         self.next_pn

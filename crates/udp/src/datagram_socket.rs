@@ -27,6 +27,16 @@ pub trait DatagramSocketHandler: Send + 'static {
         let _ = ctx;
     }
 
+    /// A batch of more than one datagram was received and goes to
+    /// [`datagram`](Self::datagram) next, one by one: a look-ahead for a
+    /// handler that keeps state per peer, to start loading the state of the
+    /// whole batch at once (keel-rudp prefetches its connections'). The
+    /// bytes are those `datagram` will get, before the receive conditioner
+    /// (if any) drops, delays or copies some.
+    fn batch_start(&mut self, datagrams: &mut dyn Iterator<Item = &[u8]>) {
+        let _ = datagrams;
+    }
+
     /// A datagram from `from`.
     fn datagram(&mut self, ctx: &mut DatagramSocketCtx<'_>, from: SocketAddr, data: &[u8]);
 
@@ -186,6 +196,9 @@ impl<H: DatagramSocketHandler> Endpoint for SocketLane<H> {
     }
 
     fn batch(&mut self, cx: &mut LaneCtx<'_, Self>, n: usize) -> bool {
+        if n > 1 {
+            self.handler.batch_start(&mut self.rx.batch_data(n));
+        }
         let (handler, tx, lane) = (&mut self.handler, &mut self.tx, self.lane);
         self.rx
             .deliver_batch(n, true, |d| Self::deliver(handler, tx, lane, cx, d));

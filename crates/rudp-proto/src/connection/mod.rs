@@ -534,6 +534,36 @@ impl Connection {
 
     // ---- timers ------------------------------------------------------
 
+    /// [`Endpoint::prefetch`](crate::Endpoint::prefetch)'s second pass:
+    /// the allocations this connection's own lines point to that handling a
+    /// packet and sending the answer read (channels, the oldest and newest
+    /// packets in flight, the event queue, the chunk-list pool).
+    pub(crate) fn prefetch_children(&self) {
+        use crate::sys::{prefetch, prefetch_span};
+        prefetch_span(
+            self.send.as_ptr().cast(),
+            std::mem::size_of_val(self.send.as_slice()),
+        );
+        prefetch_span(
+            self.recv.as_ptr().cast(),
+            std::mem::size_of_val(self.recv.as_slice()),
+        );
+        prefetch(self.order.as_ptr());
+        prefetch(self.events.as_slices().0.as_ptr());
+        prefetch(self.chunk_pool.as_ptr_range().end.wrapping_sub(1));
+        self.recovery.prefetch_ends();
+    }
+
+    /// [`Endpoint::prefetch`](crate::Endpoint::prefetch)'s third pass: what
+    /// the second pass's lines point to (the oldest message of each channel,
+    /// the chunk lists of the packets in flight).
+    pub(crate) fn prefetch_grandchildren(&self) {
+        for c in &self.send {
+            c.prefetch_oldest();
+        }
+        self.recovery.prefetch_chunks();
+    }
+
     /// The next instant [`Connection::handle_timeout`] must run, if any.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let soon = self.now_hint;

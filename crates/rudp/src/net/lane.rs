@@ -592,6 +592,10 @@ impl<H: Handler> DatagramSocketHandler for LaneState<H> {
         self.pump(ctx);
     }
 
+    fn batch_start(&mut self, datagrams: &mut dyn Iterator<Item = &[u8]>) {
+        self.conns.prefetch(datagrams);
+    }
+
     fn datagram(&mut self, ctx: &mut DatagramSocketCtx<'_>, from: SocketAddr, data: &[u8]) {
         let now = Instant::now();
         let local = ctx.arrived_at();

@@ -119,6 +119,16 @@ impl Rx {
         }
     }
 
+    /// The bytes of the first `n` datagrams of the batch just received,
+    /// truncated ones left out, before the conditioner (if any) decides
+    /// them: what [`deliver_batch`](Self::deliver_batch) will hand on, for
+    /// a handler's look-ahead.
+    pub(crate) fn batch_data(&self, n: usize) -> impl Iterator<Item = &[u8]> + '_ {
+        (0..n)
+            .filter(|&i| !self.batch.truncated(i))
+            .map(|i| self.batch.data(i))
+    }
+
     /// The receive conditioner's timer fired: hands what is due to
     /// `deliver`, as if just received (without its local address: a held
     /// datagram does not keep it), nothing more once it returns false.

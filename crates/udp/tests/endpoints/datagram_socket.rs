@@ -97,3 +97,75 @@ fn cast_sends_anywhere_and_reports_senders_ipv4() {
 fn cast_sends_anywhere_and_reports_senders_ipv6() {
     cast_talks_to_anyone(v6());
 }
+
+/// What the look-ahead saw and what was delivered, in order.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    BatchStart(Vec<Vec<u8>>),
+    Datagram(Vec<u8>),
+}
+
+/// Holds its first datagram until the test has queued a burst behind it,
+/// so that the burst arrives as one received batch.
+struct LookAhead {
+    seen: mpsc::Sender<Seen>,
+    held: Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>,
+}
+
+impl DatagramSocketHandler for LookAhead {
+    fn batch_start(&mut self, datagrams: &mut dyn Iterator<Item = &[u8]>) {
+        let all = datagrams.map(<[u8]>::to_vec).collect();
+        self.seen.send(Seen::BatchStart(all)).unwrap();
+    }
+
+    fn datagram(&mut self, _: &mut DatagramSocketCtx<'_>, _: SocketAddr, data: &[u8]) {
+        self.seen.send(Seen::Datagram(data.to_vec())).unwrap();
+        if let Some((blocked, resume)) = self.held.take() {
+            blocked.send(()).unwrap();
+            resume.recv().unwrap();
+        }
+    }
+}
+
+#[test]
+fn batch_start_sees_a_batch_before_its_datagrams() {
+    let rt = runtime(IoModel::Shared { threads: 1 });
+    let (seen_tx, seen) = mpsc::channel();
+    let (blocked_tx, blocked) = mpsc::channel();
+    let (resume, resume_rx) = mpsc::channel();
+    let handler = LookAhead {
+        seen: seen_tx,
+        held: Some((blocked_tx, resume_rx)),
+    };
+    let socket =
+        DatagramSocket::bind(rt.handle(), v4(), EndpointConfig::default(), handler).unwrap();
+    let me = socket.local_addr();
+    let peer = std_client(me);
+    peer.send_to(b"first", me).unwrap();
+    recv_within(&blocked, "the first datagram held in the handler");
+    let burst: Vec<Vec<u8>> = (0..8).map(|i| format!("burst {i}").into_bytes()).collect();
+    for d in &burst {
+        peer.send_to(d, me).unwrap();
+    }
+    // The burst is in the socket's receive queue before the lane reads on.
+    resume.send(()).unwrap();
+
+    assert_eq!(
+        recv_within(&seen, "the first datagram"),
+        Seen::Datagram(b"first".to_vec())
+    );
+    // The lane's next receive takes the whole burst (8 is below every
+    // batch size): the look-ahead first, with every datagram, in order.
+    assert_eq!(
+        recv_within(&seen, "the burst's look-ahead"),
+        Seen::BatchStart(burst.clone())
+    );
+    for d in &burst {
+        assert_eq!(
+            recv_within(&seen, "a burst datagram"),
+            Seen::Datagram(d.clone())
+        );
+    }
+    socket.close();
+    rt.stop().unwrap();
+}
