@@ -474,6 +474,7 @@ mod tests {
                 library: "gns".into(),
                 bind: "127.0.0.1:0".parse().unwrap(),
                 tuned: true,
+                redundancy: None,
             };
             let mut s = match new_server(&args, tally2) {
                 Ok(s) => s,
@@ -497,6 +498,7 @@ mod tests {
             drain: Duration::ZERO,
             channel: Channel::ReliableOrdered,
             tuned: true,
+            redundancy: None,
         };
         let mut c = new_clients(&args, Instant::now() + Duration::from_secs(10)).unwrap();
         let unreliable = send_flags(false, true);
