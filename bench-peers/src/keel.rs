@@ -417,19 +417,15 @@ pub fn clients(
             return Err(e);
         }
     }
-    let settings = match ack {
-        Some(a) => format!(
-            "insecure; client max_ack_delay {} ms (1000/rate + 1); channel {}; {}",
-            a.as_millis(),
-            args.channel.name(),
-            redundancy_setting(args.redundancy)
-        ),
-        None => format!(
-            "insecure; client max_ack_delay 5 ms (default); channel {}; {}",
-            args.channel.name(),
-            redundancy_setting(args.redundancy)
-        ),
+    let ack_setting = match ack {
+        Some(a) => format!("client max_ack_delay {} ms (1000/rate + 1)", a.as_millis()),
+        None => "client max_ack_delay 5 ms (default)".to_owned(),
     };
+    let settings = format!(
+        "insecure; {ack_setting}; channel {}; {}",
+        args.channel.name(),
+        redundancy_setting(args.redundancy)
+    );
     Ok((
         Box::new(me),
         Description {
