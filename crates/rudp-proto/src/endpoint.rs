@@ -730,13 +730,10 @@ impl Endpoint {
         let mut idx = [0usize; PREFETCH_BATCH];
         let mut n = 0;
         for data in datagrams.into_iter().take(PREFETCH_BATCH) {
-            // A short header: the fixed bit set, the long-header bit not.
-            let Some(cid) = data.get(1..9).filter(|_| data[0] & 0xc0 == 0x40) else {
+            let Ok(Header::Short { cid, .. }) = Header::decode(&mut Reader::new(data)) else {
                 continue;
             };
-            let mut id = [0u8; 8];
-            id.copy_from_slice(cid);
-            let Some(&i) = self.by_cid.get(&ConnectionId(id)) else {
+            let Some(&i) = self.by_cid.get(&cid) else {
                 continue;
             };
             if let Some(slot) = self.slots[i].as_deref() {

@@ -414,8 +414,7 @@ impl Target {
         if self.corpus.is_empty() {
             return;
         }
-        let i = (self.rng.next_u64() as usize) % self.corpus.len();
-        let mut d = self.corpus[i].clone();
+        let mut d = self.corpus_sample();
         mutate(&mut self.rng, &mut d);
         let from = self.attackers[1].addr;
         self.ep.prefetch([d.as_slice()]);

@@ -127,8 +127,6 @@ impl Conns {
         }
     }
 
-    /// The next datagram to send: where to, from which local address, and
-    /// its length in `buf`.
     /// A batch's look-ahead ([`Endpoint::prefetch`]; a client has one
     /// connection, whose state its own datagrams keep warm).
     pub(crate) fn prefetch(&self, datagrams: &mut dyn Iterator<Item = &[u8]>) {
@@ -137,6 +135,8 @@ impl Conns {
         }
     }
 
+    /// The next datagram to send: where to, from which local address, and
+    /// its length in `buf`.
     pub(crate) fn poll_transmit(
         &mut self,
         now: Instant,

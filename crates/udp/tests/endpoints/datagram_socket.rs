@@ -154,8 +154,9 @@ fn batch_start_sees_a_batch_before_its_datagrams() {
         recv_within(&seen, "the first datagram"),
         Seen::Datagram(b"first".to_vec())
     );
-    // The lane's next receive takes the whole burst (8 is below every
-    // batch size): the look-ahead first, with every datagram, in order.
+    // The lane's next receive takes the whole burst (8 is below the
+    // default batch, 64): the look-ahead first, with every datagram, in
+    // order.
     assert_eq!(
         recv_within(&seen, "the burst's look-ahead"),
         Seen::BatchStart(burst.clone())
