@@ -1244,6 +1244,42 @@ mod tests {
     use std::hash::BuildHasher;
 
     #[test]
+    fn prefetch_looks_at_a_bounded_part_of_a_batch_of_any_size() {
+        let config = Config::new(vec![crate::ChannelConfig::new(
+            crate::ChannelKind::ReliableOrdered,
+        )]);
+        let now = Instant::now();
+        let mut server = Endpoint::new(
+            EndpointConfig::new(0, [7; 32], config.clone(), ServerSecurity::Insecure),
+            now,
+        )
+        .unwrap();
+        let mut client =
+            Connection::connect(config, crate::ClientSecurity::Insecure, [1; 16], now).unwrap();
+        let addr = "192.0.2.1:5000".parse().unwrap();
+        let (mut buf, mut reply) = ([0u8; 1500], [0u8; 1500]);
+        for _ in 0..2 {
+            let n = client.poll_transmit(now, &mut buf).unwrap();
+            match server.handle(now, addr, &buf[..n], &mut reply) {
+                Handled::Reply(m) | Handled::Accepted(_, m) => {
+                    client.handle_datagram(now, &reply[..m])
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        client.send(0, b"hi").unwrap();
+        let n = client.poll_transmit(now, &mut buf).unwrap();
+        // A receive batch may hold up to 1,024 datagrams, all of one
+        // known connection; the look-ahead keeps to its fixed room.
+        let batch = vec![&buf[..n]; 4 * PREFETCH_BATCH];
+        server.prefetch(batch.iter().copied());
+        assert!(matches!(
+            server.handle(now, addr, &buf[..n], &mut reply),
+            Handled::Routed(_)
+        ));
+    }
+
+    #[test]
     fn cid_hashes_spread_keys_of_one_lane_over_the_tables_buckets() {
         // IDs as `new_cid` makes them: one lane byte, seven MAC bytes.
         let build = BuildHasherDefault::<CidHasher>::default();
