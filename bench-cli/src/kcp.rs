@@ -78,7 +78,7 @@ use crate::peer::{
     ServerCounts, ServerProbe, ServerTally,
 };
 use crate::procstats::rss_bytes;
-use crate::socket_client::{Clients, Transport, WakeTimer};
+use crate::socket_client::{Clients, Outbound, Transport, Wake};
 
 /// KCP's packet size (its default MTU), the most a client socket takes.
 const KCP_MTU: usize = 1400;
@@ -106,6 +106,12 @@ impl Write for Out {
 }
 
 impl Out {
+    /// Sends every queued packet through `out`.
+    fn drain_to(&self, out: &mut Outbound<'_, '_>) -> u64 {
+        let packets = std::mem::take(&mut *self.packets.lock().unwrap_or_else(|p| p.into_inner()));
+        packets.iter().map(|p| u64::from(!out.send(p))).sum()
+    }
+
     /// Sends every queued packet to `to`.
     fn drain(&self, ctx: &mut DatagramSocketCtx<'_>, to: SocketAddr) -> u64 {
         let packets = std::mem::take(&mut *self.packets.lock().unwrap_or_else(|p| p.into_inner()));
@@ -397,15 +403,10 @@ struct KcpClient {
 impl Transport for KcpClient {
     const ARM_AFTER_DATAGRAM: bool = true;
 
-    fn pump(
-        &mut self,
-        driver: &mut Driver,
-        ctx: &mut DatagramSocketCtx<'_>,
-        server: SocketAddr,
-    ) -> u64 {
+    fn pump(&mut self, driver: &mut Driver, out: &mut Outbound<'_, '_>) -> u64 {
         let kcp = &mut self.kcp.kcp;
         driver.pump(&mut |msg| kcp_send(kcp, msg));
-        self.out.drain(ctx, server)
+        self.out.drain_to(out)
     }
 
     fn receive(&mut self, driver: &mut Driver, data: &[u8], now: Instant) -> bool {
@@ -419,23 +420,14 @@ impl Transport for KcpClient {
         taken
     }
 
-    /// Arms the wake-up for the earlier of KCP's next `update` and the
-    /// open loop's next send, unless it is armed that early already.
-    fn arm(
-        &mut self,
-        wake: &mut WakeTimer,
-        ctx: &mut DatagramSocketCtx<'_>,
-        next: Option<Instant>,
-    ) {
+    /// The earlier of KCP's next `update` and the open loop's next send,
+    /// unless a wake-up is armed that early already.
+    fn wake(&mut self, next: Option<Instant>) -> Wake {
         let kcp = instant(self.epoch, self.kcp.reschedule(ms(self.epoch)));
-        let at = match next {
-            Some(send) => send.min(kcp),
-            None => kcp,
-        };
-        wake.set_earlier(ctx, at);
+        Wake::NoLaterThan(next.map_or(kcp, |send| send.min(kcp)))
     }
 
-    fn woken(&mut self) {
+    fn woken(&mut self, _: &mut Driver, _: Instant) {
         self.kcp.update_if_due(ms(self.epoch));
     }
 }

@@ -595,6 +595,11 @@ pub struct PeerSettings {
     /// only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kcp_window: Option<u16>,
+    /// `--client-sockets` (rudp and kcp lines, and udp lines with
+    /// `--rate`): "per-client" (a socket each) or "shared" (one per client
+    /// thread, batched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_sockets: Option<&'static str>,
 }
 
 /// The bulk case (`--transfer`; `transfer_bytes`, `goodput_bytes_per_second`):
@@ -736,6 +741,8 @@ impl RunReport {
             peer: PeerSettings {
                 bulk_channel: (cfg.protocol == Protocol::Rudp).then_some(cfg.bulk_channel),
                 kcp_window: (cfg.protocol == Protocol::Kcp).then_some(cfg.kcp_window),
+                client_sockets: (cfg.protocol != Protocol::Udp || cfg.rate_hz.is_some())
+                    .then(|| cfg.client_sockets.as_str()),
                 ack_delay_ms: (cfg.protocol == Protocol::Rudp).then_some(cfg.ack_delay_ms),
                 redundancy: (cfg.protocol == Protocol::Rudp).then(|| {
                     cfg.redundancy

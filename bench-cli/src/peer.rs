@@ -27,7 +27,7 @@ use crate::output::RunReport;
 use crate::procstats::{cpu_percent, peak_rss_bytes, process_cpu_time, rss_bytes, ThreadSet};
 use crate::stats::Rtt;
 use keel_reactor::Runtime;
-use keel_udp::{CounterSnapshot, DatagramSocket, DatagramSocketCtx, DatagramSocketHandler};
+use keel_udp::CounterSnapshot;
 
 /// How long a message on an unreliable channel may go unanswered before it
 /// counts as lost and (closed loop) frees its window slot.
@@ -588,15 +588,20 @@ pub(crate) fn collect_tallies<X: Send + 'static>(
     (tally, rest)
 }
 
-/// A client on a keel-udp socket whose [`Driver`] makes the messages
-/// (`--protocol kcp`, `--protocol udp --rate`), as [`drive_sockets`]
-/// drives it.
-pub(crate) trait SocketClient: DatagramSocketHandler {
-    /// Does `job` from the main thread.
-    fn job(&mut self, ctx: &mut DatagramSocketCtx<'_>, job: Job);
-    /// The final tally ([`Driver::take`]), with the sends the socket
-    /// refused.
-    fn take(&mut self) -> Tally;
+/// The clients of a run on keel-udp sockets (`--protocol kcp`, `--protocol
+/// udp --rate`, `--protocol rudp --client-sockets shared`), each with a
+/// [`Driver`] that makes the messages, as [`drive_sockets`] drives them
+/// (`crate::socket_client::BoundClients`).
+pub(crate) trait ClientSet {
+    /// How many clients.
+    fn len(&self) -> usize;
+    /// Has client `i` do `job`.
+    fn post_job(&self, i: usize, job: Job);
+    /// Has client `i` send its final tally ([`Driver::take`], with the
+    /// sends its socket refused) to `tx`.
+    fn post_take(&self, i: usize, tx: mpsc::Sender<(Tally, ())>);
+    /// Closes the sockets; their counters, summed.
+    fn close(&self) -> CounterSnapshot;
 }
 
 /// What the clients of a run on keel-udp sockets reported to
@@ -643,18 +648,16 @@ impl SocketClients {
 /// Runs `clients` through the run ([`drive`], each posted its [`Job`]s;
 /// `connected`, `drained` and `server` as there), then collects their
 /// tallies, takes the run's round trips from `rtt` and closes them.
-pub(crate) fn drive_sockets<H: SocketClient>(
+pub(crate) fn drive_sockets(
     cfg: &RunConfig,
     report: &mut RunReport,
-    clients: &[DatagramSocket<H>],
+    clients: &dyn ClientSet,
     connected: &AtomicUsize,
     drained: &AtomicUsize,
     server: &ServerProbe<'_>,
     rtt: &SharedRtt,
 ) -> SocketClients {
-    let post = |i: usize, job: Job| {
-        let _ = clients[i].post(move |h, ctx| h.job(ctx, job));
-    };
+    let post = |i: usize, job: Job| clients.post_job(i, job);
     let measured = drive(
         cfg,
         report,
@@ -664,16 +667,9 @@ pub(crate) fn drive_sockets<H: SocketClient>(
         server,
         &post,
     );
-    let (tally, reported) = collect_tallies(clients.len(), |i, tx| {
-        let _ = clients[i].post(move |h, _| {
-            let _ = tx.send((h.take(), ()));
-        });
-    });
+    let (tally, reported) = collect_tallies(clients.len(), |i, tx| clients.post_take(i, tx));
     let rtt = lock(rtt).clone();
-    let udp = clients.iter().fold(CounterSnapshot::default(), |sum, c| {
-        c.close();
-        sum + c.counters()
-    });
+    let udp = clients.close();
     SocketClients {
         measured,
         tally,

@@ -26,7 +26,7 @@
 //! them): those fields are null.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use std::net::SocketAddr;
@@ -36,17 +36,19 @@ use keel_rudp::{
     Ctx, DisconnectReason, Handler, Server, ServerConfig, ServerSecurity, Stats, TokenMinter,
     TokenSpec,
 };
+use keel_rudp_proto::{os_random, Connection, Event};
 use keel_udp::{CounterSnapshot, Impairment, SocketOptions};
 
-use crate::flags::{ChannelChoice, RunConfig, DEFAULT_ACK_DELAY_MS};
+use crate::flags::{ChannelChoice, ClientSocketsChoice, RunConfig, DEFAULT_ACK_DELAY_MS};
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
+use crate::peer::ClientSet;
 use crate::peer::{
     collect_tallies, drive, lock, record, record_server, record_sockets, runtimes, shared_rtt,
-    Driver, Job, ServerCounts, ServerProbe, ServerTally, SharedRtt, Tally, COLLECT,
+    Driver, Job, Measured, ServerCounts, ServerProbe, ServerTally, SharedRtt, Tally, COLLECT,
     UNRELIABLE_LOSS_TIMEOUT,
 };
 use crate::procstats::rss_bytes;
-use crate::socket_client::client_endpoint;
+use crate::socket_client::{client_endpoint, Clients, Outbound, Transport, Wake};
 use crate::stats::Rtt;
 
 /// The one channel of a run.
@@ -202,6 +204,92 @@ impl Handler for BenchPeer {
             t.disconnect_reason = Some(format!("a keel-rudp connection ended: {reason:?}"));
         }
         self.driver.finished();
+    }
+}
+
+/// A client's keel-rudp-proto connection on a shared socket
+/// (`--client-sockets shared`): what keel-rudp's [`Client`] does for the
+/// connection on a socket of its own (send, poll its datagrams, its
+/// timeouts and events), on the group's socket.
+struct RudpConn {
+    conn: Box<Connection>,
+    /// A datagram being written (reused).
+    buf: Vec<u8>,
+    connected: bool,
+    /// Where the connection's stats go when the run is over.
+    stats: Arc<Mutex<StatSum>>,
+}
+
+impl RudpConn {
+    /// The connection's events: the handshake's end, echoes for the
+    /// driver, the end of the connection.
+    fn events(&mut self, driver: &mut Driver, now: Instant) {
+        while let Some(event) = self.conn.poll_event() {
+            match event {
+                Event::Connected => self.connected = true,
+                Event::Message { data, .. } => {
+                    driver.echo(&data, now);
+                    self.conn.recycle(data);
+                }
+                Event::Disconnected(reason) => {
+                    self.connected = false;
+                    let t = &mut driver.tally;
+                    t.disconnects += 1;
+                    if t.disconnect_reason.is_none() {
+                        t.disconnect_reason =
+                            Some(format!("a keel-rudp connection ended: {reason:?}"));
+                    }
+                    driver.finished();
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl Transport for RudpConn {
+    const ARM_AFTER_DATAGRAM: bool = true;
+
+    fn pump(&mut self, driver: &mut Driver, out: &mut Outbound<'_, '_>) -> u64 {
+        if self.connected {
+            let conn = &mut self.conn;
+            driver.pump(&mut |msg| conn.send(CHANNEL, msg).is_ok());
+        }
+        let now = Instant::now();
+        let mut refused = 0;
+        while let Some(n) = self.conn.poll_transmit(now, &mut self.buf) {
+            refused += u64::from(!out.send(&self.buf[..n]));
+        }
+        refused
+    }
+
+    fn receive(&mut self, driver: &mut Driver, data: &[u8], now: Instant) -> bool {
+        self.conn.handle_datagram(now, data);
+        self.events(driver, now);
+        true
+    }
+
+    fn wake(&mut self, next: Option<Instant>) -> Wake {
+        Wake::At(match (next, self.conn.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
+    }
+
+    fn woken(&mut self, driver: &mut Driver, now: Instant) {
+        if self.conn.poll_timeout().is_some_and(|t| t <= now) {
+            self.conn.handle_timeout(now);
+        }
+        self.events(driver, now);
+    }
+
+    fn connected(&self) -> bool {
+        self.connected
+    }
+
+    fn finish(&mut self) {
+        lock(&self.stats).add(&self.conn.stats());
+        self.conn.close(Instant::now(), 0, "the run is over");
     }
 }
 
@@ -390,55 +478,42 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     };
     let server_addr = server.as_ref().map_or(server_addr, |s| s.local_addr());
 
-    let connected = Arc::new(AtomicUsize::new(0));
-    let drained = Arc::new(AtomicUsize::new(0));
-    let rtt = shared_rtt();
-    let mut clients = Vec::with_capacity(cfg.clients as usize);
-    for id in 0..cfg.clients {
-        let mut cc = ClientConfig::new(client_connection_config(cfg), security.client(id)?);
-        cc.udp = client_endpoint(
-            cfg.impair.as_ref().map(|imp| Impairment {
-                seed: imp.seed.wrapping_add(u64::from(id)),
-                ..(**imp).clone()
-            }),
-            cc.connection.max_datagram_size,
-        );
-        let peer = BenchPeer {
-            driver: Driver::new(cfg, id, drained.clone(), rtt.clone()),
-            conn: None,
-            connected: connected.clone(),
-        };
-        let reactor = client_rt.next_reactor();
-        let client = Client::connect(reactor, server_addr, cc, peer)
-            .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
-        clients.push(client);
-    }
-
-    let post = |i: usize, job: Job| {
-        let _ = clients[i].post(move |h, ctx| h.job(ctx, job));
-    };
     let received = || counts.received.load(Ordering::Relaxed);
     let probe = ServerProbe {
         threads: &server_threads,
         received: &received,
     };
-    let result = drive(
-        cfg,
-        report,
-        clients.len(),
-        &connected,
-        &drained,
-        &probe,
-        &post,
-    );
-    let (tally, rtt, client_stats, client_udp) = collect_clients(&clients, &rtt);
-    let server_stats = server.as_ref().map(collect_server).unwrap_or_default();
-    // All at once: each stop waits for its CLOSE to be acknowledged (at
-    // most close_timeout), so one after the other could add up.
-    let stops: Vec<_> = clients.iter().map(|c| c.begin_stop()).collect();
-    for s in stops {
-        s.wait();
-    }
+    // Before the clients close: a connection that ends leaves the count.
+    let server_stats = || server.as_ref().map(collect_server).unwrap_or_default();
+    let run = match cfg.client_sockets {
+        ClientSocketsChoice::PerClient => run_own_sockets(
+            cfg,
+            report,
+            &client_rt,
+            server_addr,
+            &security,
+            &probe,
+            &server_stats,
+        )?,
+        ClientSocketsChoice::Shared => run_shared_sockets(
+            cfg,
+            report,
+            &client_rt,
+            server_addr,
+            &security,
+            &probe,
+            &server_stats,
+        )?,
+    };
+    let ClientsRun {
+        measured: result,
+        tally,
+        rtt,
+        stats: client_stats,
+        udp: client_udp,
+        clients,
+        server_stats,
+    } = run;
     let server_udp = server
         .as_ref()
         .map(|s| s.udp_counters())
@@ -457,7 +532,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
     if let Ok(m) = &result {
         // After `record`: throughput is messages over elapsed.
         report.set_throughput(m.elapsed);
-        record_server(report, m, rss_before, clients.len());
+        record_server(report, m, rss_before, clients);
     }
     let stats = client_stats + server_stats;
     report.delivery.messages_resent = Some(stats.retransmissions);
@@ -490,6 +565,158 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// What the clients of a run measured and reported, on their sockets of
+/// their own or shared.
+struct ClientsRun {
+    measured: Result<Measured, String>,
+    tally: Tally,
+    rtt: Rtt,
+    /// The clients' connection stats, summed.
+    stats: StatSum,
+    udp: CounterSnapshot,
+    clients: usize,
+    /// The server's connection stats, summed before the clients closed.
+    server_stats: StatSum,
+}
+
+/// The run's clients, each a keel-rudp [`Client`] on a socket of its own
+/// (`--client-sockets per-client`), driven and then stopped.
+fn run_own_sockets(
+    cfg: &RunConfig,
+    report: &mut RunReport,
+    client_rt: &keel_reactor::Runtime,
+    server_addr: SocketAddr,
+    security: &Security,
+    probe: &ServerProbe<'_>,
+    server_stats: &dyn Fn() -> StatSum,
+) -> Result<ClientsRun, String> {
+    let connected = Arc::new(AtomicUsize::new(0));
+    let drained = Arc::new(AtomicUsize::new(0));
+    let rtt = shared_rtt();
+    let mut clients = Vec::with_capacity(cfg.clients as usize);
+    for id in 0..cfg.clients {
+        let mut cc = ClientConfig::new(client_connection_config(cfg), security.client(id)?);
+        cc.udp = client_endpoint(
+            cfg.impair.as_ref().map(|imp| Impairment {
+                seed: imp.seed.wrapping_add(u64::from(id)),
+                ..(**imp).clone()
+            }),
+            cc.connection.max_datagram_size,
+        );
+        let peer = BenchPeer {
+            driver: Driver::new(cfg, id, drained.clone(), rtt.clone()),
+            conn: None,
+            connected: connected.clone(),
+        };
+        let reactor = client_rt.next_reactor();
+        let client = Client::connect(reactor, server_addr, cc, peer)
+            .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
+        clients.push(client);
+    }
+
+    let post = |i: usize, job: Job| {
+        let _ = clients[i].post(move |h, ctx| h.job(ctx, job));
+    };
+    let result = drive(
+        cfg,
+        report,
+        clients.len(),
+        &connected,
+        &drained,
+        probe,
+        &post,
+    );
+    let (tally, rtt, client_stats, client_udp) = collect_clients(&clients, &rtt);
+    let server_stats = server_stats();
+    // All at once: each stop waits for its CLOSE to be acknowledged (at
+    // most close_timeout), so one after the other could add up.
+    let stops: Vec<_> = clients.iter().map(|c| c.begin_stop()).collect();
+    for s in stops {
+        s.wait();
+    }
+    Ok(ClientsRun {
+        measured: result,
+        tally,
+        rtt,
+        stats: client_stats,
+        udp: client_udp,
+        clients: clients.len(),
+        server_stats,
+    })
+}
+
+/// The run's clients on shared sockets (`--client-sockets shared`): each a
+/// keel-rudp-proto [`Connection`] carried by [`RudpConn`] from an address
+/// of its own (`crate::socket_client`), driven as kcp's and udp's clients
+/// are; each closes its connection when the run is over.
+fn run_shared_sockets(
+    cfg: &RunConfig,
+    report: &mut RunReport,
+    client_rt: &keel_reactor::Runtime,
+    server_addr: SocketAddr,
+    security: &Security,
+    probe: &ServerProbe<'_>,
+    server_stats: &dyn Fn() -> StatSum,
+) -> Result<ClientsRun, String> {
+    let connected = Arc::new(AtomicUsize::new(0));
+    let drained = Arc::new(AtomicUsize::new(0));
+    let rtt = shared_rtt();
+    let stats = Arc::new(Mutex::new(StatSum::default()));
+    let config = client_connection_config(cfg);
+    let now = Instant::now();
+    let mut conns = Vec::with_capacity(cfg.clients as usize);
+    for id in 0..cfg.clients {
+        let nonce = os_random().map_err(|e| format!("--clients: a nonce for client {id}: {e}"))?;
+        let conn = Connection::connect(config.clone(), security.client(id)?, nonce, now)
+            .map_err(|e| format!("--clients: client {id}'s connection: {e}"))?;
+        conns.push(Some(conn));
+    }
+    let clients = Clients {
+        cfg,
+        runtime: client_rt,
+        server: server_addr,
+        max_datagram: config.max_datagram_size,
+        lossy: false,
+        connected: &connected,
+        drained: &drained,
+        rtt: &rtt,
+    }
+    .bind(|id| RudpConn {
+        conn: Box::new(
+            conns[id as usize]
+                .take()
+                .expect("one connection per client"),
+        ),
+        buf: vec![0; config.max_datagram_size],
+        connected: false,
+        stats: stats.clone(),
+    })?;
+    let post = |i: usize, job: Job| clients.post_job(i, job);
+    let n = clients.len();
+    let measured = drive(cfg, report, n, &connected, &drained, probe, &post);
+    let server_stats = server_stats();
+    // Each client's tally and stats; its connection closes.
+    let (mut tally, reported) = collect_tallies(n, |i, tx| clients.post_take(i, tx));
+    if reported.len() < n {
+        tally.disconnects += (n - reported.len()) as u64;
+        tally
+            .disconnect_reason
+            .get_or_insert_with(|| format!("{} clients did not report", n - reported.len()));
+    }
+    let rtt = lock(&rtt).clone();
+    let udp = clients.close();
+    let stats = *lock(&stats);
+    Ok(ClientsRun {
+        measured,
+        tally,
+        rtt,
+        stats,
+        udp,
+        clients: n,
+        server_stats,
+    })
 }
 
 /// Every client's tally (what is still outstanding counts as lost), the

@@ -14,12 +14,11 @@
 //! not required in order. As there, the server runs on its own runtime,
 //! apart from the clients', so its CPU time per message is measured alone.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use keel_udp::{DatagramSocketCtx, LaneSteering};
+use keel_udp::LaneSteering;
 
 use crate::echo::{EchoMode, EchoStats};
 use crate::flags::RunConfig;
@@ -30,7 +29,7 @@ use crate::peer::{
     ServerProbe, ServerTally, UNRELIABLE_LOSS_TIMEOUT,
 };
 use crate::procstats::rss_bytes;
-use crate::socket_client::{Clients, Transport};
+use crate::socket_client::{Clients, Outbound, Transport};
 
 /// Plain datagrams: a message is sent as it is, an echo is the datagram.
 struct Datagrams;
@@ -38,15 +37,10 @@ struct Datagrams;
 impl Transport for Datagrams {
     const ARM_AFTER_DATAGRAM: bool = false;
 
-    fn pump(
-        &mut self,
-        driver: &mut Driver,
-        ctx: &mut DatagramSocketCtx<'_>,
-        server: SocketAddr,
-    ) -> u64 {
+    fn pump(&mut self, driver: &mut Driver, out: &mut Outbound<'_, '_>) -> u64 {
         let mut refused = 0;
         driver.pump(&mut |msg| {
-            let ok = ctx.send_to(server, msg).is_ok();
+            let ok = out.send(msg);
             refused += u64::from(!ok);
             ok
         });

@@ -255,6 +255,29 @@ pub enum LaneSteeringChoice {
     Port,
 }
 
+/// `--client-sockets`: where the clients of an open-loop run live.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ClientSocketsChoice {
+    /// Each client on a socket of its own, a system call per datagram, as
+    /// game clients send.
+    #[default]
+    PerClient,
+    /// One socket per client thread, each client sending from a loopback
+    /// address of its own (127.1.x.y), batched system calls: the load
+    /// generator of the scale case.
+    Shared,
+}
+
+impl ClientSocketsChoice {
+    /// The flag's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientSocketsChoice::PerClient => "per-client",
+            ClientSocketsChoice::Shared => "shared",
+        }
+    }
+}
+
 /// `serve --full-policy`: what a lane does with a new peer when its session
 /// table is full (keel-udp's `FullPolicy`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -413,6 +436,8 @@ pub struct RunConfig {
     /// (`ChannelConfig::redundancy`, `--protocol rudp` only); `None`:
     /// keel-rudp's default for the channel.
     pub redundancy: Option<u8>,
+    /// `--client-sockets`: a socket per client, or shared.
+    pub client_sockets: ClientSocketsChoice,
     /// `--output FILE`: the JSON line goes to this file (created or
     /// truncated) instead of stdout.
     pub output: Option<PathBuf>,
@@ -453,6 +478,7 @@ impl Default for RunConfig {
             bulk_channel: false,
             ack_delay_ms: DEFAULT_ACK_DELAY_MS,
             redundancy: None,
+            client_sockets: ClientSocketsChoice::PerClient,
             output: None,
             histogram: None,
         }

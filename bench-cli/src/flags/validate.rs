@@ -7,23 +7,23 @@
 use std::path::PathBuf;
 
 use super::config::{
-    AddressFamily, ChannelChoice, Command, CompareConfig, FullPolicyChoice, IoModel, KcpMode,
-    LaneSteeringChoice, OutputFormat, Protocol, RelayConfig, ReportConfig, RunConfig, ServeConfig,
-    Shell, DEFAULT_BATCH, DEFAULT_BULK_DRAIN, DEFAULT_IO_THREADS, DEFAULT_KCP_WINDOW,
-    DEFAULT_MAX_FLOWS, DEFAULT_MAX_SESSIONS, DEFAULT_PAYLOAD, DEFAULT_SERVER_LANES,
-    DEFAULT_SERVE_IDLE_TIMEOUT, DEFAULT_WORK, MAX_ACK_DELAY_MS, MAX_CLIENTS_CLOSED_LOOP,
-    MAX_CLIENTS_OPEN_LOOP, MAX_IN_FLIGHT_BYTES, MAX_MAX_FLOWS, MAX_MAX_SESSIONS, MAX_REDUNDANCY,
-    MIN_PAYLOAD,
+    AddressFamily, ChannelChoice, ClientSocketsChoice, Command, CompareConfig, FullPolicyChoice,
+    IoModel, KcpMode, LaneSteeringChoice, OutputFormat, Protocol, RelayConfig, ReportConfig,
+    RunConfig, ServeConfig, Shell, DEFAULT_BATCH, DEFAULT_BULK_DRAIN, DEFAULT_IO_THREADS,
+    DEFAULT_KCP_WINDOW, DEFAULT_MAX_FLOWS, DEFAULT_MAX_SESSIONS, DEFAULT_PAYLOAD,
+    DEFAULT_SERVER_LANES, DEFAULT_SERVE_IDLE_TIMEOUT, DEFAULT_WORK, MAX_ACK_DELAY_MS,
+    MAX_CLIENTS_CLOSED_LOOP, MAX_CLIENTS_OPEN_LOOP, MAX_IN_FLIGHT_BYTES, MAX_MAX_FLOWS,
+    MAX_MAX_SESSIONS, MAX_REDUNDANCY, MIN_PAYLOAD,
 };
 use super::error::FlagError;
 use super::number::{parse_seconds, parse_u32, parse_uint};
 use super::raw::{HelpLength, RawArgs, RawFlag};
 use super::table::{find_flag, Subcommand};
 use super::values::{
-    parse_addr, parse_batch, parse_channel, parse_family, parse_format, parse_full_policy,
-    parse_idle_timeout, parse_impair, parse_io_model, parse_kcp_mode, parse_kcp_window,
-    parse_lane_steering, parse_lanes, parse_payload, parse_protocol, parse_server_rcvbuf,
-    parse_threads, parse_transfer, parse_work,
+    parse_addr, parse_batch, parse_channel, parse_client_sockets, parse_family, parse_format,
+    parse_full_policy, parse_idle_timeout, parse_impair, parse_io_model, parse_kcp_mode,
+    parse_kcp_window, parse_lane_steering, parse_lanes, parse_payload, parse_protocol,
+    parse_server_rcvbuf, parse_threads, parse_transfer, parse_work,
 };
 
 /// Validates [`RawArgs`] into a [`Command`]: values, ranges, scope of each
@@ -150,10 +150,50 @@ fn validate_run(raw: &RawArgs) -> Result<RunConfig, FlagError> {
     check_bytes_in_flight(&cfg)?;
     check_protocol_flags(raw, &cfg)?;
     check_transfer_flags(raw, &cfg)?;
+    check_client_sockets(raw, &cfg)?;
     if cfg.transfer.is_some() && !has(raw, "drain") {
         cfg.drain = DEFAULT_BULK_DRAIN;
     }
     Ok(cfg)
+}
+
+/// `--client-sockets shared`: clients of this process on IPv4 loopback,
+/// each sending from an address of its own, through no conditioner.
+fn check_client_sockets(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError> {
+    if cfg.client_sockets != ClientSocketsChoice::Shared {
+        return Ok(());
+    }
+    let refuse = |why: &str| {
+        Err(FlagError::new(
+            "--client-sockets",
+            format!("shared {why}; leave it out (per-client) for that run"),
+        ))
+    };
+    if cfg.protocol == Protocol::Udp && cfg.rate_hz.is_none() {
+        return refuse(
+            "applies to --protocol rudp and kcp, and to --protocol udp with --rate (the \
+             closed-loop UDP echo has clients of its own)",
+        );
+    }
+    if cfg.address_family != AddressFamily::Ipv4 {
+        return refuse(
+            "needs --address-family ipv4: each client sends from an address of its own in \
+             127.1.0.0/16",
+        );
+    }
+    if cfg.connect.is_some() {
+        return refuse(
+            "is not for --connect: the clients' own addresses (127.1.x.y) reach only a server \
+             on this host's loopback",
+        );
+    }
+    if has(raw, "impair") && cfg.impair.is_some() {
+        return refuse(
+            "is not for --impair: the conditioner would send a datagram it held back from the \
+             kernel's choice of address, not the client's",
+        );
+    }
+    Ok(())
 }
 
 /// A keel-rudp flag `--name` given with `--protocol kcp`: refused, saying
@@ -393,6 +433,7 @@ fn set_run_flag(cfg: &mut RunConfig, name: &str, v: &str) -> Result<(), FlagErro
         "bulk-channel" => cfg.bulk_channel = true,
         "ack-delay" => cfg.ack_delay_ms = parse_u32("ack-delay", v, 0, MAX_ACK_DELAY_MS)?,
         "redundancy" => cfg.redundancy = Some(parse_u32("redundancy", v, 0, MAX_REDUNDANCY)? as u8),
+        "client-sockets" => cfg.client_sockets = parse_client_sockets(v)?,
         other => unreachable!("flag --{other} is not in the run scope"),
     }
     Ok(())
@@ -750,6 +791,7 @@ mod tests {
             "kcp-mode" => "default",
             "transfer" => "65536",
             "impair" | "impair-server" => "loss=0.1,delay=1ms",
+            "client-sockets" => "shared",
             _ => "1",
         };
         for f in FLAGS.iter().filter(|f| f.name != "help") {
@@ -767,6 +809,7 @@ mod tests {
                     "bulk-channel",
                     "ack-delay",
                     "redundancy",
+                    "client-sockets",
                 ]
                 .contains(&f.name)
             {
@@ -1015,5 +1058,68 @@ mod tests {
         let m = rejected(&["--protocol", "kcp", "--bulk-channel"], "--bulk-channel");
         assert!(m.contains("rudp only"), "{m}");
         rejected(&["--bulk-channel"], "--bulk-channel");
+    }
+
+    #[test]
+    fn client_sockets_shared_is_for_this_hosts_ipv4_loopback_without_a_conditioner() {
+        use ClientSocketsChoice::{PerClient, Shared};
+        assert_eq!(run_cfg(&["--protocol", "rudp"]).client_sockets, PerClient);
+        for p in ["rudp", "kcp"] {
+            let c = run_cfg(&["--protocol", p, "--client-sockets", "shared"]);
+            assert_eq!(c.client_sockets, Shared);
+        }
+        let c = run_cfg(&["--rate", "20", "--client-sockets", "shared"]);
+        assert_eq!(c.client_sockets, Shared);
+        let m = rejected(&["--client-sockets", "both"], "--client-sockets");
+        assert!(m.contains("per-client or shared"), "{m}");
+        for (args, says) in [
+            (&["--client-sockets", "shared"][..], "with --rate"),
+            (
+                &[
+                    "--protocol",
+                    "rudp",
+                    "--client-sockets",
+                    "shared",
+                    "--address-family",
+                    "ipv6",
+                ],
+                "ipv4",
+            ),
+            (
+                &[
+                    "--protocol",
+                    "kcp",
+                    "--client-sockets",
+                    "shared",
+                    "--connect",
+                    "127.0.0.1:9",
+                ],
+                "--connect",
+            ),
+            (
+                &[
+                    "--protocol",
+                    "rudp",
+                    "--client-sockets",
+                    "shared",
+                    "--impair",
+                    "loss=0.1",
+                ],
+                "--impair",
+            ),
+        ] {
+            let m = rejected(args, "--client-sockets");
+            assert!(m.contains(says), "{args:?}: {m}");
+        }
+        // A conditioner that does nothing is no conditioner.
+        let c = run_cfg(&[
+            "--protocol",
+            "rudp",
+            "--client-sockets",
+            "shared",
+            "--impair",
+            "loss=0",
+        ]);
+        assert_eq!(c.client_sockets, Shared);
     }
 }

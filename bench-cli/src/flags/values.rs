@@ -9,9 +9,9 @@ use std::time::Duration;
 use keel_udp::Impairment;
 
 use super::config::{
-    AddressFamily, ChannelChoice, FullPolicyChoice, IoModel, KcpMode, LaneSteeringChoice,
-    OutputFormat, Protocol, MAX_IDLE_TIMEOUT_SECS, MAX_KCP_WINDOW, MAX_PAYLOAD_IPV4,
-    MAX_PAYLOAD_IPV6, MAX_TRANSFER, MIN_PAYLOAD, MIN_TRANSFER,
+    AddressFamily, ChannelChoice, ClientSocketsChoice, FullPolicyChoice, IoModel, KcpMode,
+    LaneSteeringChoice, OutputFormat, Protocol, MAX_IDLE_TIMEOUT_SECS, MAX_KCP_WINDOW,
+    MAX_PAYLOAD_IPV4, MAX_PAYLOAD_IPV6, MAX_TRANSFER, MIN_PAYLOAD, MIN_TRANSFER,
 };
 use super::error::FlagError;
 use super::number::{parse_seconds, parse_u32, parse_uint};
@@ -84,6 +84,17 @@ pub fn parse_impair(flag: &str, value: &str) -> Result<Option<Box<Impairment>>, 
         FlagError::new(format!("--{flag}"), e.to_string())
     })?;
     Ok((!imp.is_off()).then(|| Box::new(imp)))
+}
+
+pub(crate) fn parse_client_sockets(value: &str) -> Result<ClientSocketsChoice, FlagError> {
+    match value {
+        "per-client" => Ok(ClientSocketsChoice::PerClient),
+        "shared" => Ok(ClientSocketsChoice::Shared),
+        _ => Err(FlagError::new(
+            "--client-sockets",
+            format!("expected per-client or shared, got {value:?}"),
+        )),
+    }
 }
 
 pub(crate) fn parse_lane_steering(value: &str) -> Result<LaneSteeringChoice, FlagError> {

@@ -72,8 +72,10 @@ impl DatagramSocketCtx<'_> {
     }
 
     /// The local address the datagram being handled was sent to, on a
-    /// socket bound to a wildcard address (`0.0.0.0`, `[::]`; Linux
-    /// `IP_PKTINFO`); `None` otherwise and outside
+    /// socket of [`DatagramSocket::bind_lanes`] bound to a wildcard address
+    /// (`0.0.0.0`, `[::]`; Linux `IP_PKTINFO`, a group of one lane will
+    /// do); `None` otherwise (a socket of [`DatagramSocket::bind`] does not
+    /// ask the kernel for it) and outside
     /// [`DatagramSocketHandler::datagram`]. Pass it to
     /// [`send_from`](Self::send_from) so replies leave from the address the
     /// peer sent to.
