@@ -19,6 +19,10 @@
 # acknowledgement of an echo rides on its next message
 # (docs/rudp-guide.md). Repetitions run the protocols alternately (udp,
 # rudp, kcp, udp, ...) so drift on a shared machine touches them alike.
+# CLIENT_SOCKETS=shared runs every cell with `keel-bench --client-sockets
+# shared`: the clients on one socket per client thread, each from a
+# loopback address of its own, their datagrams batched, so that 5,000
+# clients at 60 Hz do not outrun the load generator before the server.
 #
 # Writes OUT_DIR/results.jsonl (one keel-bench line per run, with "case":
 # "scale" added, which files it in `keel-bench report`'s "Scale" table
@@ -61,6 +65,8 @@ Environment (lists are space or comma separated; checked before any run):
   PAYLOAD          bytes per message, 16..65507      (default: 400)
   SECONDS_PER_RUN  measured phase, s, 0 < s <= 3600  (default: 10)
   WARMUP           warm-up, s, 0 <= s <= 3600        (default: 2)
+  CLIENT_SOCKETS   per-client or shared: keel-bench --client-sockets
+                   (default: per-client; shared: a batched load generator)
   KEEL_BENCH       keel-bench binary (default: build target/release/keel-bench)
 
 Exit status: 0 the runs ran (failed runs are results, counted in "runs ok");
@@ -86,6 +92,7 @@ reps=${REPS:-3}
 payload=${PAYLOAD:-400}
 secs=${SECONDS_PER_RUN:-10}
 warmup=${WARMUP:-2}
+client_sockets=${CLIENT_SOCKETS:-per-client}
 
 for c in $conns; do
   uint_ok CONNS "$c" 1 10000
@@ -99,6 +106,10 @@ for p in $protocols; do
     *) die "PROTOCOLS: unknown protocol \"$p\" (accepted: udp, rudp, rudp-tick, kcp)" ;;
   esac
 done
+case $client_sockets in
+  per-client | shared) ;;
+  *) die "CLIENT_SOCKETS: expected per-client or shared, got \"$client_sockets\"" ;;
+esac
 uint_ok REPS "$reps" 1 1000
 uint_ok PAYLOAD "$payload" 16 65507
 seconds_ok SECONDS_PER_RUN "$secs"
@@ -148,7 +159,8 @@ for c in $conns; do
         fi
         # A failed run still prints its line (ok: false); keep going.
         "$KEEL_BENCH" --protocol "${proto%-tick}" ${extra[@]+"${extra[@]}"} --rate "$r" --payload "$payload" \
-          --clients "$c" --seconds "$secs" --warmup "$warmup" --format json >"$tmp/line" || true
+          --clients "$c" --seconds "$secs" --warmup "$warmup" --client-sockets "$client_sockets" \
+          --format json >"$tmp/line" || true
         # "case": "scale" files the line in the report's scale table.
         tag_lines "$tmp/line" '{"case": "scale"}' >>"$results"
       done
@@ -161,7 +173,7 @@ done
   exit 1
 }
 
-python3 - "$results" >"$out/table.md" <<'PY'
+python3 - "$results" "$client_sockets" >"$out/table.md" <<'PY'
 import json, statistics, sys
 rows = []
 for l in open(sys.argv[1]):
@@ -183,6 +195,7 @@ def kind(r):
     return r.get("protocol")
 def ms(x):
     return None if x is None else x / 1000
+print(f"Client sockets: {sys.argv[2]} (CLIENT_SOCKETS)\n")
 names = {"udp": "keel-udp (plain)", "rudp": "keel-rudp reliable-ordered",
          "rudp-tick": "keel-rudp, ack delay above the tick", "kcp": "KCP fast"}
 print("| connections | rate Hz | protocol | runs ok | messages/s | server CPU µs/message | "

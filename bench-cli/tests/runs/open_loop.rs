@@ -69,6 +69,43 @@ fn every_protocol_runs_open_loop_and_reports_the_servers_cost() {
     }
 }
 
+/// `--client-sockets shared`: a socket per client thread, each client
+/// sending from its own 127.1.x.y. A reply routed to the wrong client, or
+/// clients that share a source address (the server would see one peer:
+/// echoes to one address, a keel-rudp connection replaced by the next
+/// hello), shows as unexpected, lost or disconnected.
+#[test]
+fn shared_client_sockets_keep_every_client_apart() {
+    for proto in ["udp", "rudp", "kcp"] {
+        let (code, v) = run(&[
+            "--protocol",
+            proto,
+            "--rate",
+            "100",
+            "--clients",
+            "64",
+            "--payload",
+            "100",
+            "--seconds",
+            "0.6",
+            "--warmup",
+            "0.1",
+            "--client-sockets",
+            "shared",
+        ]);
+        assert_eq!(code, 0, "{v}");
+        assert_eq!(v["ok"], true, "{v}");
+        assert_eq!(v["client_sockets"], "shared", "{v}");
+        let sent = u(&v, "messages_sent");
+        assert!((960..=4_544).contains(&sent), "{proto}: {sent} sent: {v}");
+        assert_eq!(u(&v, "messages"), sent, "{v}");
+        assert_eq!(u(&v, "udp_lost_messages"), 0, "{v}");
+        assert_eq!(u(&v, "unexpected_messages"), 0, "{v}");
+        assert_eq!(u(&v, "disconnect_errors"), 0, "{v}");
+        assert_eq!(u(&v, "order_errors"), 0, "{v}");
+    }
+}
+
 #[test]
 fn the_open_loop_takes_thousands_of_clients_the_closed_loop_does_not() {
     let (code, v) = run(&[

@@ -192,6 +192,12 @@ fn bad_arguments_and_settings_exit_2_before_any_run() {
         ),
         (SCALE, &[], &[("SECONDS_PER_RUN", "-1")], "SECONDS_PER_RUN"),
         (SCALE, &[], &[("WARMUP", "x")], "WARMUP"),
+        (
+            SCALE,
+            &[],
+            &[("CLIENT_SOCKETS", "one")],
+            "CLIENT_SOCKETS: expected per-client or shared, got \"one\"",
+        ),
     ];
     for (i, (name, args, env, want)) in cases.iter().enumerate() {
         let dir = scratch(module_path!(), &format!("bad-{i}"));
@@ -335,6 +341,25 @@ fn rudp_scale_files_small_runs_as_scale_with_a_vs_udp_column() {
     let replaced = script(SCALE, &dir, &["--overwrite"], &one);
     assert_eq!(replaced.status.code(), Some(0), "{}", stderr(&replaced));
     assert_eq!(lines(&out.join("results.jsonl")).len(), 1);
+    assert!(bench_calls(&dir)[5].ends_with("--client-sockets per-client --format json"));
+    assert!(std::fs::read_to_string(out.join("table.md"))
+        .unwrap()
+        .starts_with("Client sockets: per-client (CLIENT_SOCKETS)"));
+
+    // CLIENT_SOCKETS=shared: every run with the batched clients.
+    let shared = [
+        one[0],
+        one[1],
+        one[2],
+        one[3],
+        one[4],
+        one[5],
+        ("CLIENT_SOCKETS", "shared"),
+    ];
+    let o = script(SCALE, &dir, &["--overwrite"], &shared);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(bench_calls(&dir)[7].contains("--client-sockets shared"));
+    assert!(stdout(&o).starts_with("Client sockets: shared (CLIENT_SOCKETS)"));
 }
 
 #[test]
