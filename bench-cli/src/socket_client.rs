@@ -242,6 +242,13 @@ impl<T: Transport> SocketPeer<T> {
 
     fn rearm(&mut self, now: Instant) -> Rearm {
         let want = match self.transport.wake(self.driver.next_wake(now)) {
+            // On a shared socket every wanted time is a latest one: a
+            // member woken early looks again, which costs less than
+            // queueing every move of a keel-rudp connection's timers.
+            Wake::At(at) if self.from.is_some() => match at {
+                Some(at) if self.armed.is_none_or(|t| at < t) => Some(at),
+                _ => return None,
+            },
             Wake::At(at) => at,
             Wake::NoLaterThan(at) if self.armed.is_some_and(|t| t <= at) => return None,
             Wake::NoLaterThan(at) => Some(at),
