@@ -139,6 +139,19 @@ fn client_of(ip: IpAddr) -> Option<u32> {
     }
 }
 
+/// The end of the [`GROUP_TICK`] (counted from `epoch`) that `at` falls
+/// in: a group wakes once for every member due in it, so their datagrams
+/// share system calls (each is sent up to a tick late; the driver stamps
+/// it when it leaves).
+fn tick_end(epoch: Instant, at: Instant) -> Instant {
+    let tick = GROUP_TICK.as_nanos();
+    let ticks = at
+        .saturating_duration_since(epoch)
+        .as_nanos()
+        .div_ceil(tick);
+    epoch + Duration::from_nanos((ticks * tick) as u64)
+}
+
 /// When a peer wants its next wake-up ([`Transport::wake`]).
 pub(crate) enum Wake {
     /// Then (`None`: not at all), whatever was armed before.
@@ -388,19 +401,11 @@ impl<T: Transport> ClientGroup<T> {
             }
             self.due.pop();
         }
-        let next = self.due.peek().map(|&Reverse((at, _))| self.slot_end(at));
+        let next = self
+            .due
+            .peek()
+            .map(|&Reverse((at, _))| tick_end(self.epoch, at));
         self.wake.set(ctx, next);
-    }
-
-    /// The end of the [`GROUP_TICK`] that `at` falls in: the group wakes
-    /// once for every member due in it, so their datagrams share system
-    /// calls (each is sent up to a tick late; the driver stamps it when
-    /// it leaves).
-    fn slot_end(&self, at: Instant) -> Instant {
-        let tick = GROUP_TICK.as_nanos();
-        let since = at.saturating_duration_since(self.epoch).as_nanos();
-        let slots = since.div_ceil(tick);
-        self.epoch + Duration::from_nanos((slots * tick) as u64)
     }
 
     fn member_of(&self, local: Option<LocalAddr>) -> Option<u32> {
@@ -627,7 +632,14 @@ impl Clients<'_> {
         // Validation allows neither (`--client-sockets shared`).
         debug_assert!(cfg.impair.is_none() && cfg.clients <= MAX_SHARED_CLIENTS);
         let handles = self.runtime.handles();
-        let groups = handles.len().min(cfg.clients as usize).max(1);
+        // The cores the server's threads leave, one socket and thread each:
+        // a client thread more than that would take the server's core, and
+        // its socket would overflow while it waits (seen at 5,000 x 20 Hz
+        // on 2 cores: two client threads, the server at half a core, its
+        // 8 MiB receive queue full).
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let spare = cpus.saturating_sub(cfg.io_threads as usize).max(1);
+        let groups = spare.min(handles.len()).min(cfg.clients as usize).max(1);
         let mut members: Vec<Vec<SocketPeer<T>>> = (0..groups).map(|_| Vec::new()).collect();
         for id in 0..cfg.clients {
             let from = LocalAddr {
@@ -669,5 +681,35 @@ impl Clients<'_> {
             groups: sockets,
             clients: cfg.clients as usize,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_client_has_an_address_of_its_own_and_is_found_by_it() {
+        for id in [0, 1, 255, 256, 9_999, MAX_SHARED_CLIENTS - 1] {
+            let ip = client_address(id);
+            assert_eq!(ip.octets()[..2], [127, 1]);
+            assert_eq!(client_of(IpAddr::V4(ip)), Some(id), "{ip}");
+        }
+        assert_ne!(client_address(1), client_address(256));
+        assert_eq!(client_of(IpAddr::V4(Ipv4Addr::LOCALHOST)), None);
+        assert_eq!(client_of(IpAddr::V4(Ipv4Addr::new(127, 2, 0, 1))), None);
+        assert_eq!(client_of("::1".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn a_wake_up_waits_for_the_end_of_its_tick() {
+        let epoch = Instant::now();
+        let ms = Duration::from_millis(1);
+        assert_eq!(tick_end(epoch, epoch), epoch);
+        assert_eq!(tick_end(epoch, epoch + Duration::from_nanos(1)), epoch + ms);
+        assert_eq!(tick_end(epoch, epoch + ms), epoch + ms);
+        assert_eq!(tick_end(epoch, epoch + ms * 3 / 2), epoch + ms * 2);
+        // A time before the epoch: the epoch.
+        assert_eq!(tick_end(epoch + ms, epoch), epoch + ms);
     }
 }
