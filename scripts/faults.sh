@@ -177,6 +177,13 @@ for side in "$ns_srv $veth_srv" "$ns_cli $veth_cli"; do
     need "this kernel lacks RPS, needed to keep the veth link in order: $(tr '\n' ' ' <"$work/err")"
   fi
 done
+# Known neighbours, so no ARP: the datagrams sent before an ARP reply wait
+# in the neighbour's queue, and the ones sent while that queue is flushed
+# can overtake them (order errors in the first window of the first fault).
+mac_srv=$(in_srv cat "/sys/class/net/$veth_srv/address")
+mac_cli=$(in_cli cat "/sys/class/net/$veth_cli/address")
+in_cli ip neigh replace "$srv_ip" lladdr "$mac_srv" dev "$veth_cli" nud permanent
+in_srv ip neigh replace "$cli_ip" lladdr "$mac_cli" dev "$veth_srv" nud permanent
 
 # Probe that the kernel really has what the faults use, so a missing
 # feature is a clear message rather than a half-applied fault.
