@@ -2,7 +2,8 @@
 # Real kernel faults between two hosts: two network namespaces joined by a
 # veth pair (192.0.2.0/24, TEST-NET-1, never routed), `keel-bench serve` in
 # one, `keel-bench --connect` clients in the other, and one kernel-side fault
-# at a time on the link. Prints one line per fault on stdout:
+# at a time on the link. Without a fault the link keeps order: each veth's
+# receive goes to one CPU (RPS). Prints one line per fault on stdout:
 #
 #   fault=loss sent=N echoed=N completed=N lost=N late=N order=N duplicate=N
 #     content=N kernel_dropped=N kernel_copies=N rps=N p50_us=N elapsed_s=S
@@ -60,11 +61,11 @@
 #   after --         extra client flags (default client flags: --clients 4
 #                   --window 16 --payload 1024 --warmup 0 --loss-timeout 200)
 #
-# Needs root (network namespaces, nftables, tc), iproute2, python3; installs
-# nftables with apt-get when `nft` is missing. Always removes the namespaces
-# it made (trap), whatever happens. Every load is bounded: one client run of
-# --seconds per fault (killed, a failed check, if it is still running
-# --seconds + 30 s later), a server that ends by itself after a bound.
+# Needs root (network namespaces, nftables, tc, RPS), iproute2, python3;
+# installs nftables with apt-get when `nft` is missing. Always removes the
+# namespaces it made (trap), whatever happens. Every load is bounded: one
+# client run of --seconds per fault (killed, a failed check, if it is still
+# running --seconds + 30 s later), a server that ends by itself after a bound.
 # Progress goes to stderr, two lines per fault: "[k/n] FAULT: ..." as it
 # starts, "[k/n] FAULT: checks ok, N rt/s, N sent, N lost, ..." (or FAILED) when it
 # ends; stdout holds only the data lines above.
@@ -161,6 +162,28 @@ ip -n "$ns_cli" link set "$veth_cli" up
 
 in_srv() { ip netns exec "$ns_srv" "$@"; }
 in_cli() { ip netns exec "$ns_cli" "$@"; }
+
+# The order checks need a link that keeps order, and a veth pair alone does
+# not: each packet goes to the receive backlog of the CPU that sent it (the
+# sender's, or whichever CPU ran the tbf or htb qdisc), the two CPUs' backlogs
+# drain independently, and when one stalls (a starved ksoftirqd, a preempted
+# vCPU) the other delivers later packets first. Under tbf that gave 1 to 4
+# order errors in about 1 run of the rate fault in 10. With RPS on each
+# veth's receive queue, every packet goes to CPU 0's backlog in the order it
+# left the peer. (Only the htb of the reorder fault reorders, on purpose.)
+for side in "$ns_srv $veth_srv" "$ns_cli $veth_cli"; do
+  read -r ns dev <<<"$side"
+  if ! ip netns exec "$ns" sh -c "echo 1 >/sys/class/net/$dev/queues/rx-0/rps_cpus" 2>"$work/err"; then
+    need "this kernel lacks RPS, needed to keep the veth link in order: $(tr '\n' ' ' <"$work/err")"
+  fi
+done
+# Known neighbours, so no ARP: the datagrams sent before an ARP reply wait
+# in the neighbour's queue, and the ones sent while that queue is flushed
+# can overtake them (order errors in the first window of the first fault).
+mac_srv=$(in_srv cat "/sys/class/net/$veth_srv/address")
+mac_cli=$(in_cli cat "/sys/class/net/$veth_cli/address")
+in_cli ip neigh replace "$srv_ip" lladdr "$mac_srv" dev "$veth_cli" nud permanent
+in_srv ip neigh replace "$cli_ip" lladdr "$mac_cli" dev "$veth_srv" nud permanent
 
 # Probe that the kernel really has what the faults use, so a missing
 # feature is a clear message rather than a half-applied fault.
