@@ -699,12 +699,7 @@ fn run_shared_sockets(
     let server_stats = server_stats();
     // Each client's tally and stats; its connection closes.
     let (mut tally, reported) = collect_tallies(n, |i, tx| clients.post_take(i, tx));
-    if reported.len() < n {
-        tally.disconnects += (n - reported.len()) as u64;
-        tally
-            .disconnect_reason
-            .get_or_insert_with(|| format!("{} clients did not report", n - reported.len()));
-    }
+    count_unreported(&mut tally, n, reported.len());
     let rtt = lock(&rtt).clone();
     let udp = clients.close();
     let stats = *lock(&stats);
@@ -739,13 +734,20 @@ fn collect_clients(
     let udp = clients
         .iter()
         .fold(CounterSnapshot::default(), |sum, c| sum + c.udp_counters());
-    if got < clients.len() {
-        tally.disconnects += (clients.len() - got) as u64;
+    count_unreported(&mut tally, clients.len(), got);
+    (tally, lock(rtt).clone(), sum, udp)
+}
+
+/// Clients that did not report their tally count as disconnected, so the
+/// run fails with the reason instead of reading as short of messages.
+fn count_unreported(tally: &mut Tally, clients: usize, reported: usize) {
+    if reported < clients {
+        let missing = clients - reported;
+        tally.disconnects += missing as u64;
         tally
             .disconnect_reason
-            .get_or_insert_with(|| format!("{} clients did not report", clients.len() - got));
+            .get_or_insert_with(|| format!("{missing} of {clients} clients did not report"));
     }
-    (tally, lock(rtt).clone(), sum, udp)
 }
 
 /// The server connections' stats, summed over lanes.
