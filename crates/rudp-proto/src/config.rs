@@ -122,7 +122,8 @@ pub struct Config {
     /// datagram per message. An end that stops sending falls back to
     /// `max_ack_delay` within one interval. What loss recovery needs is
     /// still acknowledged at once (a packet out of order, one after a gap,
-    /// every second packet). The handshake announces the larger of this
+    /// every second packet; every third while waiting for the tick on a
+    /// link whose measured loss is below 1 %). The handshake announces the larger of this
     /// and `max_ack_delay` as this end's max ack delay, so the peer's probe
     /// timeout allows for it (RFC 9000, section 13.2.1: an end acknowledges
     /// within the delay it announced).

@@ -106,6 +106,14 @@ fn a_tick_slower_than_the_bound_keeps_max_ack_delay() {
 /// at once (`b` sends nothing of its own, so its acknowledgements leave at
 /// `max_ack_delay`). Returns the ends and the time of `a`'s last send.
 fn ticking(ticks: u32) -> (Connection, Connection, Instant, Instant) {
+    ticking_losing(ticks, |_| false)
+}
+
+/// [`ticking`], with `a`'s packets of the ticks where `lost(k)` dropped.
+fn ticking_losing(
+    ticks: u32,
+    lost: impl Fn(u32) -> bool,
+) -> (Connection, Connection, Instant, Instant) {
     let t0 = Instant::now();
     let cid = ConnectionId([3; 8]);
     let mut a = Connection::established(config(), Side::Client, cid, t0).unwrap();
@@ -115,7 +123,12 @@ fn ticking(ticks: u32) -> (Connection, Connection, Instant, Instant) {
         let mut now = t0 + 20 * MS * k;
         last = now;
         a.send(0, &[1; 100]).unwrap();
-        deliver(&mut a, &mut b, now);
+        if lost(k) {
+            let mut buf = [0u8; 1500];
+            while a.poll_transmit(now, &mut buf).is_some() {}
+        } else {
+            deliver(&mut a, &mut b, now);
+        }
         // b acknowledges after its max_ack_delay.
         now += 5 * MS;
         b.handle_timeout(now);
@@ -212,6 +225,65 @@ fn a_packet_after_a_gap_is_acknowledged_at_once_while_ticking() {
     assert!(
         a.poll_transmit(at + 5 * MS, &mut buf).is_none(),
         "did not wait"
+    );
+}
+
+/// `b` sends two messages 2 and 4 ms after `a`'s last tick (a peer's
+/// tick that jitter put between two of `a`'s); returns whether `a`
+/// acknowledged them at once, in a packet of its own.
+fn pair_between_ticks_acknowledged_at_once(
+    a: &mut Connection,
+    b: &mut Connection,
+    last: Instant,
+) -> bool {
+    let mut buf = [0u8; 1500];
+    for (i, at) in [last + 2 * MS, last + 4 * MS].into_iter().enumerate() {
+        b.send(0, &[i as u8; 100]).unwrap();
+        deliver(b, a, at);
+    }
+    a.poll_transmit(last + 4 * MS, &mut buf).is_some()
+}
+
+#[test]
+fn on_a_clean_link_two_packets_between_ticks_wait_for_the_tick() {
+    // 150 ticks without a loss bring a's measured loss below 1 % (it
+    // starts at 6.25 %).
+    let (mut a, mut b, _, last) = ticking(150);
+    assert!(
+        !pair_between_ticks_acknowledged_at_once(&mut a, &mut b, last),
+        "two packets between ticks were acknowledged alone"
+    );
+    // The acknowledgement rides on the next tick (20 ms after the last)
+    // instead, within a quarter tick.
+    let sent =
+        next_send(&mut a, last + 4 * MS, DEFAULT_TICK_ACK_DELAY).expect("an acknowledgement");
+    assert!(
+        sent >= last + 20 * MS && sent <= last + 25 * MS,
+        "{:?}",
+        sent - last
+    );
+    // A third packet before the tick is acknowledged at once.
+    let (mut a, mut b, _, last) = ticking(150);
+    let _ = pair_between_ticks_acknowledged_at_once(&mut a, &mut b, last);
+    b.send(0, b"third").unwrap();
+    deliver(&mut b, &mut a, last + 6 * MS);
+    let mut buf = [0u8; 1500];
+    assert!(
+        a.poll_transmit(last + 6 * MS, &mut buf).is_some(),
+        "the third waited"
+    );
+}
+
+#[test]
+fn under_loss_two_packets_between_ticks_are_acknowledged_at_once() {
+    // The same, but a lost one of its packets: its measured loss is above
+    // 1 %, so every second packet is acknowledged at once (the peer's loss
+    // detection learns of a pair sooner).
+    let (mut a, mut b, _, last) = ticking_losing(150, |k| k == 140);
+    assert_eq!(a.stats().packets_lost, 1);
+    assert!(
+        pair_between_ticks_acknowledged_at_once(&mut a, &mut b, last),
+        "a lossy link's pair waited for the tick"
     );
 }
 

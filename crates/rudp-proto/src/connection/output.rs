@@ -186,8 +186,32 @@ impl Connection {
     fn ack_due(&self, now: Instant) -> bool {
         self.ack_eliciting_unacked > 0
             && (self.ack_immediate
-                || self.ack_eliciting_unacked >= 2
+                || self.ack_eliciting_unacked >= self.ack_count_threshold()
                 || self.ack_deadline().is_some_and(|d| now >= d))
+    }
+
+    /// How many ack-eliciting packets are acknowledged at once: 2 (RFC
+    /// 9000, section 13.2.2), or [`TICK_ACK_PACKETS`](super::TICK_ACK_PACKETS)
+    /// while the acknowledgement can ride on this end's next tick
+    /// ([`Self::ack_deadline`]) and the measured loss is below
+    /// [`REDUNDANCY_MIN_LOSS`](crate::REDUNDANCY_MIN_LOSS).
+    pub(super) fn ack_count_threshold(&self) -> u32 {
+        let clean = f64::from(self.loss_avg) / 65536.0 < crate::channel::REDUNDANCY_MIN_LOSS;
+        if clean && self.tick_us != 0 && self.rides_on_tick() {
+            super::TICK_ACK_PACKETS
+        } else {
+            2
+        }
+    }
+
+    /// Whether this end's next tick comes within `tick_ack_delay` of the
+    /// first packet not yet acknowledged.
+    fn rides_on_tick(&self) -> bool {
+        let Some(first) = self.first_unacked_at else {
+            return false;
+        };
+        let tick = Duration::from_micros(self.tick_us.into());
+        self.last_eliciting_sent + tick <= first + self.cfg.tick_ack_delay
     }
 
     /// Measures the interval between this end's ack-eliciting packets (one
