@@ -246,8 +246,13 @@ fn pair_between_ticks_acknowledged_at_once(
 
 #[test]
 fn on_a_clean_link_two_packets_between_ticks_wait_for_the_tick() {
-    // 150 ticks without a loss bring a's measured loss below 1 % (it
-    // starts at 6.25 %).
+    // From the start (nothing lost yet) and after 150 ticks without a
+    // loss (the measured loss below 1 %; it starts at 6.25 %).
+    let (mut a, mut b, _, last) = ticking(5);
+    assert!(
+        !pair_between_ticks_acknowledged_at_once(&mut a, &mut b, last),
+        "a new connection's pair was acknowledged alone"
+    );
     let (mut a, mut b, _, last) = ticking(150);
     assert!(
         !pair_between_ticks_acknowledged_at_once(&mut a, &mut b, last),

@@ -193,10 +193,13 @@ impl Connection {
     /// How many ack-eliciting packets are acknowledged at once: 2 (RFC
     /// 9000, section 13.2.2), or [`TICK_ACK_PACKETS`](super::TICK_ACK_PACKETS)
     /// while the acknowledgement can ride on this end's next tick
-    /// ([`Self::ack_deadline`]) and the measured loss is below
-    /// [`REDUNDANCY_MIN_LOSS`](crate::REDUNDANCY_MIN_LOSS).
+    /// ([`Self::ack_deadline`]) on a clean link: nothing lost yet, or a
+    /// measured loss below [`REDUNDANCY_MIN_LOSS`](crate::REDUNDANCY_MIN_LOSS).
     pub(super) fn ack_count_threshold(&self) -> u32 {
-        let clean = f64::from(self.loss_avg) / 65536.0 < crate::channel::REDUNDANCY_MIN_LOSS;
+        // The average starts high (for redundancy's sake): a link that has
+        // lost nothing yet is clean.
+        let clean = self.stats.packets_lost == 0
+            || f64::from(self.loss_avg) / 65536.0 < crate::channel::REDUNDANCY_MIN_LOSS;
         if clean && self.tick_us != 0 && self.rides_on_tick() {
             super::TICK_ACK_PACKETS
         } else {
