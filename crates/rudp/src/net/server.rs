@@ -36,9 +36,10 @@ use keel_rudp_proto::{Endpoint, EndpointConfig, EndpointStats};
 /// 16.7 ms) and sends its snapshots at its own tick (20 to 60 Hz). With
 /// 5 ms, most inputs are acknowledged in a packet of their own before
 /// the next snapshot leaves; with 25 ms most acknowledgements ride on a
-/// snapshot at 60 Hz, and at 20 Hz one packet of its own covers two
-/// inputs (every second packet is acknowledged at once, whatever the
-/// delay): 39 % and 30 % fewer datagrams from a server of 200 clients,
+/// snapshot at 60 Hz, and at 20 Hz one packet of its own covers two or
+/// three inputs (every second packet is acknowledged at once, every third
+/// while the acknowledgement waits for the snapshot tick on a clean
+/// link): 39 % and 30 % fewer datagrams from a server of 200 clients,
 /// `docs/performance/rudp.md` ("Server acknowledgements at a game
 /// tick"). The cost: the client's probe of a lost last packet
 /// waits up to 20 ms longer; losses amid traffic are still reported at
