@@ -15,6 +15,10 @@ use super::cmsg::{write_pktinfo, CmsgSend};
 #[cfg(target_os = "linux")]
 use super::recv::INITIAL_SLOTS;
 
+/// Entries a [`SendBatch`] reserves at first; more are allocated (and
+/// kept) the first time more are queued at once.
+const INITIAL_ENTRIES: usize = 8;
+
 /// One queued outgoing datagram: its destination, its source if one is
 /// pinned, and where its payload lives in the arena.
 #[derive(Clone, Copy, Debug)]
@@ -30,7 +34,9 @@ pub(super) struct SendEntry {
 ///
 /// [`push_from`](Self::push_from) copies the payload into one reusable byte arena;
 /// [`clear`](Self::clear) empties it but keeps every allocation, so after
-/// warm-up queuing and sending allocate nothing.
+/// warm-up queuing and sending allocate nothing. Room for 8 entries is
+/// reserved at first and grows (and stays grown) the first time more are
+/// queued at once, up to `capacity`.
 ///
 /// `per_call` is how many datagrams one system call may send: with 1, each
 /// [`send_batch`](crate::batch::send_batch) call sends one datagram with `sendto` (the portable path);
@@ -64,7 +70,10 @@ impl SendBatch {
             capacity,
             per_call,
             arena: Vec::new(),
-            entries: Vec::with_capacity(capacity),
+            // Grown on demand (doubling, kept): a queue of 1,024 entries
+            // reserved up front is 78 KB a socket that a client sending one
+            // datagram a tick never fills.
+            entries: Vec::with_capacity(capacity.min(INITIAL_ENTRIES)),
             #[cfg(target_os = "linux")]
             scratch: MmsgScratch::new(if per_call > 1 {
                 per_call.min(INITIAL_SLOTS)

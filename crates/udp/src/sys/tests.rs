@@ -222,6 +222,41 @@ fn send_headers_grow_on_demand_up_to_per_call() {
     assert_eq!(recv_payloads(&rx, 30), sent);
 }
 
+/// The queue's entries start at 8 whatever the capacity (a client's 1,024
+/// reserved up front were 78 KB a socket), grow when more are queued, up to
+/// the capacity, and are kept: a second burst as large reallocates nothing.
+#[test]
+fn send_entries_grow_on_demand_and_are_kept() {
+    let rx = big_socket(v4());
+    let tx = big_socket(v4());
+    let to = rx.local_addr().unwrap();
+    let mut batch = SendBatch::new(1024, 64);
+    assert!(
+        batch.entries.capacity() <= 8,
+        "{}",
+        batch.entries.capacity()
+    );
+    assert_eq!(SendBatch::new(3, 3).entries.capacity(), 3);
+    let sent = fill(&mut batch, Some(to), 40);
+    let grown = batch.entries.capacity();
+    assert!((40..1024).contains(&grown), "{grown}");
+    assert_eq!(send_batch(&tx, &mut batch, 0).unwrap(), 40);
+    assert_eq!(recv_payloads(&rx, 40), sent);
+    batch.clear();
+    let ptr = batch.entries.as_ptr();
+    let sent = fill(&mut batch, Some(to), 40);
+    assert_eq!(
+        (batch.entries.as_ptr(), batch.entries.capacity()),
+        (ptr, grown)
+    );
+    assert_eq!(send_batch(&tx, &mut batch, 0).unwrap(), 40);
+    assert_eq!(recv_payloads(&rx, 40), sent);
+    // Still bounded by the capacity.
+    let mut small = SendBatch::new(10, 10);
+    assert_eq!(fill(&mut small, Some(to), 10).len(), 10);
+    assert!(!small.push(Some(to), b"one too many"));
+}
+
 /// A batch without sources (a connected socket's) receives the same bytes
 /// on every path, and the kernel writes no source address into it (the
 /// header asked for none).
