@@ -193,28 +193,35 @@ impl Connection {
     /// How many ack-eliciting packets are acknowledged at once: 2 (RFC
     /// 9000, section 13.2.2), or [`TICK_ACK_PACKETS`](super::TICK_ACK_PACKETS)
     /// while the acknowledgement can ride on this end's next tick
-    /// ([`Self::ack_deadline`]) on a clean link: nothing lost yet, or a
+    /// ([`Self::riding_tick`]) on a clean link: nothing lost yet, or a
     /// measured loss below [`REDUNDANCY_MIN_LOSS`](crate::REDUNDANCY_MIN_LOSS).
     pub(super) fn ack_count_threshold(&self) -> u32 {
         // The average starts high (for redundancy's sake): a link that has
         // lost nothing yet is clean.
-        let clean = self.stats.packets_lost == 0
-            || f64::from(self.loss_avg) / 65536.0 < crate::channel::REDUNDANCY_MIN_LOSS;
-        if clean && self.tick_us != 0 && self.rides_on_tick() {
+        let clean = self.stats.packets_lost == 0 || !self.loss_justifies_redundancy();
+        if clean && self.riding_tick().is_some() {
             super::TICK_ACK_PACKETS
         } else {
             2
         }
     }
 
-    /// Whether this end's next tick comes within `tick_ack_delay` of the
-    /// first packet not yet acknowledged.
-    fn rides_on_tick(&self) -> bool {
-        let Some(first) = self.first_unacked_at else {
-            return false;
-        };
+    /// This end's tick, while it sends at one and its next packet is due
+    /// within `tick_ack_delay` of the first packet not yet acknowledged:
+    /// an acknowledgement can wait for that packet.
+    fn riding_tick(&self) -> Option<Duration> {
+        let first = self.first_unacked_at?;
+        if self.tick_us == 0 {
+            return None;
+        }
         let tick = Duration::from_micros(self.tick_us.into());
-        self.last_eliciting_sent + tick <= first + self.cfg.tick_ack_delay
+        (self.last_eliciting_sent + tick <= first + self.cfg.tick_ack_delay).then_some(tick)
+    }
+
+    /// Whether the measured loss is at least
+    /// [`REDUNDANCY_MIN_LOSS`](crate::REDUNDANCY_MIN_LOSS).
+    fn loss_justifies_redundancy(&self) -> bool {
+        f64::from(self.loss_avg) / 65536.0 >= crate::channel::REDUNDANCY_MIN_LOSS
     }
 
     /// Measures the interval between this end's ack-eliciting packets (one
@@ -251,15 +258,11 @@ impl Connection {
     pub(super) fn ack_deadline(&self) -> Option<Instant> {
         let first = self.first_unacked_at?;
         let base = first + self.cfg.max_ack_delay;
-        if self.tick_us == 0 {
+        let Some(tick) = self.riding_tick() else {
             return Some(base);
-        }
+        };
         let cap = first + self.cfg.tick_ack_delay;
-        let tick = Duration::from_micros(self.tick_us.into());
         let next = self.last_eliciting_sent + tick;
-        if next > cap {
-            return Some(base);
-        }
         let slack = (tick / 4).max(crate::rtt::GRANULARITY * 2);
         Some(base.max((next + slack).min(cap)))
     }
@@ -414,7 +417,7 @@ impl Connection {
         }
         let red = self.cfg.redundancy;
         // Channel redundancy: while the measured loss justifies it.
-        let lossy = f64::from(self.loss_avg) / 65536.0 >= crate::channel::REDUNDANCY_MIN_LOSS;
+        let lossy = self.loss_justifies_redundancy();
         // Copies and parity protect a new connection's first packets, then
         // wait for a first loss: a clean link stops paying for them after
         // PROTECT_UNTIL_ACKED packets, not when the loss average has fallen
