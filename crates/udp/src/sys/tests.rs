@@ -28,6 +28,14 @@ fn big_socket(addr: SocketAddr) -> mio::net::UdpSocket {
     };
     bind(addr, &opts).unwrap().0
 }
+/// A receiver, a sender and the receiver's address, both sockets bound on
+/// `family`'s loopback.
+fn loopback_pair(family: SocketAddr) -> (mio::net::UdpSocket, mio::net::UdpSocket, SocketAddr) {
+    let rx = big_socket(family);
+    let tx = big_socket(family);
+    let to = rx.local_addr().unwrap();
+    (rx, tx, to)
+}
 
 /// A payload of `len` bytes that differs per datagram index `i`.
 fn payload(i: usize, len: usize) -> Vec<u8> {
@@ -130,9 +138,7 @@ fn batched_and_one_per_call_agree_ipv6() {
 
 #[test]
 fn batch_fills_several_slots_per_call() {
-    let rx = big_socket(v4());
-    let tx = big_socket(v4());
-    let to = rx.local_addr().unwrap();
+    let (rx, tx, to) = loopback_pair(v4());
     for i in 0..10 {
         tx.send_to(&payload(i, 100), to).unwrap();
     }
@@ -154,9 +160,7 @@ fn recv_slots_grow_on_demand_up_to_the_batch() {
     assert_eq!(RecvBatch::new(64, 2048).slots(), 8);
     assert_eq!(RecvBatch::new(5, 2048).slots(), 5);
     assert_eq!(RecvBatch::new(1, 2048).slots(), 1);
-    let rx = big_socket(v4());
-    let tx = big_socket(v4());
-    let to = rx.local_addr().unwrap();
+    let (rx, tx, to) = loopback_pair(v4());
     let mut batch = RecvBatch::new(64, 2048);
     let mut sizes = Vec::new();
     let mut next = 0;
@@ -202,9 +206,7 @@ fn recv_slots_grow_on_demand_up_to_the_batch() {
 /// a burst larger than the initial headers still goes out in one call.
 #[test]
 fn send_headers_grow_on_demand_up_to_per_call() {
-    let rx = big_socket(v4());
-    let tx = big_socket(v4());
-    let to = rx.local_addr().unwrap();
+    let (rx, tx, to) = loopback_pair(v4());
     let mut batch = SendBatch::new(64, 64);
     assert_eq!(batch.scratch.len(), 8);
     assert_eq!(SendBatch::new(64, 3).scratch.len(), 3);
@@ -227,9 +229,7 @@ fn send_headers_grow_on_demand_up_to_per_call() {
 /// the capacity, and are kept: a second burst as large reallocates nothing.
 #[test]
 fn send_entries_grow_on_demand_and_are_kept() {
-    let rx = big_socket(v4());
-    let tx = big_socket(v4());
-    let to = rx.local_addr().unwrap();
+    let (rx, tx, to) = loopback_pair(v4());
     let mut batch = SendBatch::new(1024, 64);
     assert!(
         batch.entries.capacity() <= 8,
@@ -262,9 +262,7 @@ fn send_entries_grow_on_demand_and_are_kept() {
 /// header asked for none).
 #[test]
 fn batch_without_sources_gets_the_data_and_no_address() {
-    let rx = big_socket(v4());
-    let tx = big_socket(v4());
-    let to = rx.local_addr().unwrap();
+    let (rx, tx, to) = loopback_pair(v4());
     for (batch, recv) in [
         (RecvBatch::new(8, 2048), linux_recv as fn(&_, &mut _) -> _),
         (RecvBatch::new(1, 2048), linux_recv),
@@ -310,9 +308,7 @@ fn would_block_on_empty_socket() {
 
 #[test]
 fn truncation_is_flagged_on_both_paths() {
-    let rx = big_socket(v6());
-    let tx = big_socket(v6());
-    let to = rx.local_addr().unwrap();
+    let (rx, tx, to) = loopback_pair(v6());
     for mut batch in [RecvBatch::new(4, 100), RecvBatch::new(1, 100)] {
         let big = payload(1, 250);
         let fits = payload(2, 100);
@@ -329,9 +325,7 @@ fn truncation_is_flagged_on_both_paths() {
 
 #[test]
 fn zero_size_slots_flag_every_nonempty_datagram() {
-    let rx = big_socket(v4());
-    let tx = big_socket(v4());
-    let to = rx.local_addr().unwrap();
+    let (rx, tx, to) = loopback_pair(v4());
     tx.send_to(&[], to).unwrap();
     tx.send_to(b"x", to).unwrap();
     let mut batch = RecvBatch::new(2, 0);
@@ -441,9 +435,7 @@ fn recv_payloads(rx: &mio::net::UdpSocket, want: usize) -> Vec<Vec<u8>> {
 
 #[test]
 fn send_batch_sends_in_order_on_all_paths() {
-    let rx = big_socket(v4());
-    let to = rx.local_addr().unwrap();
-    let tx = big_socket(v4());
+    let (rx, tx, to) = loopback_pair(v4());
     type Send = fn(&mio::net::UdpSocket, &mut SendBatch, usize) -> io::Result<usize>;
     let linux: Send = |s, b, i| send_batch(s, b, i);
     let portable: Send = |s, b, i| portable::send_batch(s, b, i);
@@ -473,9 +465,7 @@ fn send_batch_sends_in_order_on_all_paths() {
 
 #[test]
 fn send_batch_resumes_from_start() {
-    let rx = big_socket(v6());
-    let to = rx.local_addr().unwrap();
-    let tx = big_socket(v6());
+    let (rx, tx, to) = loopback_pair(v6());
     for per_call in [16, 1] {
         let mut batch = SendBatch::new(8, per_call);
         let sent = fill(&mut batch, Some(to), 8);
@@ -497,9 +487,7 @@ fn send_batch_resumes_from_start() {
 /// the caller skips it and resumes with the rest.
 #[test]
 fn partial_send_reports_error_then_resumes() {
-    let rx = big_socket(v4());
-    let to = rx.local_addr().unwrap();
-    let tx = big_socket(v4());
+    let (rx, tx, to) = loopback_pair(v4());
     for per_call in [16, 1] {
         let mut batch = SendBatch::new(8, per_call);
         let oversized = vec![0u8; MAX_PAYLOAD_V4 + 1];
