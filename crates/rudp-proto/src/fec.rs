@@ -18,6 +18,16 @@ pub(crate) const FEC_PENDING: usize = 4;
 pub(crate) const FEC_MAX_BYTES: usize = 16 * 1024;
 /// Bytes counted per kept message or parity besides its data.
 pub(crate) const FEC_ENTRY_OVERHEAD: usize = 64;
+/// Messages of watched channels taken with no PARITY frame arriving, after
+/// which a connection stops keeping them and lets their bytes go: the
+/// sender has stopped sending parity (on a clean link, once a new
+/// connection's first packets are through). Four times the most messages
+/// a parity covers ([`MAX_PARITY_SPAN`](crate::wire::MAX_PARITY_SPAN)); a
+/// sender packing more messages than that between two parities covers
+/// only the last few before each, in the parity's own packet, and the
+/// parity watches its channel again before that packet's messages are
+/// taken.
+pub(crate) const FEC_QUIET: u32 = 4 * crate::wire::MAX_PARITY_SPAN as u32;
 /// REPAIRED frames waiting to be sent per connection at most (the oldest
 /// is dropped, and counted, past it: the sender then resends that
 /// message).
@@ -116,6 +126,8 @@ pub(crate) struct FecRecv {
     /// Bytes counted for `kept` and `pending` (with their overhead), also
     /// taken from the connection's receive memory.
     pub(crate) held: usize,
+    /// Messages kept since the last PARITY frame (see [`FEC_QUIET`]).
+    pub(crate) quiet: u32,
     /// REPAIRED frames to send: `(channel, seq, times sent)`; each goes
     /// in [`REPORT_TIMES`] packets (a lost one costs the sender a resend).
     pub(crate) reports: VecDeque<(u8, u64, u8)>,
@@ -124,6 +136,15 @@ pub(crate) struct FecRecv {
 impl FecRecv {
     pub(crate) fn watches(&self, channel: u8) -> bool {
         self.channels[usize::from(channel / 64)] & (1 << (channel % 64)) != 0
+    }
+
+    /// Nothing kept, waiting or to report, no channel watched: the state
+    /// can go.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.channels == [0; 4]
+            && self.kept.is_empty()
+            && self.pending.is_empty()
+            && self.reports.is_empty()
     }
 
     pub(crate) fn find(&self, channel: u8, seq: u64) -> Option<&Kept> {
