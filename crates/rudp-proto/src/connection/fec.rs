@@ -447,52 +447,10 @@ impl Connection {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
 
     use super::*;
-    use crate::channel::{ChannelConfig, ChannelKind};
-    use crate::config::Config;
-    use crate::connection::Side;
-    use crate::wire::{ConnectionId, Header, Reader};
-
-    const CID: ConnectionId = ConnectionId([7; 8]);
-
-    fn receiver() -> (Connection, Instant) {
-        let now = Instant::now();
-        let cfg = Config::new(vec![
-            ChannelConfig::new(ChannelKind::ReliableOrdered),
-            ChannelConfig::new(ChannelKind::Unreliable),
-        ]);
-        let c = Connection::established(cfg, Side::Server, CID, now).unwrap();
-        (c, now)
-    }
-
-    /// An insecure short packet `pn` carrying `frames`.
-    fn packet(pn: u64, frames: &[Frame<'_>]) -> Vec<u8> {
-        let mut buf = vec![0u8; 65_536];
-        let mut w = Writer::new(&mut buf);
-        Header::Short {
-            cid: CID,
-            pn,
-            pn_len: 4,
-        }
-        .encode(&mut w)
-        .unwrap();
-        for f in frames {
-            f.encode(&mut w).unwrap();
-        }
-        let n = w.len();
-        buf.truncate(n);
-        buf
-    }
-
-    fn msg(seq: u64, payload: &[u8]) -> Frame<'_> {
-        Frame::Message {
-            channel: 0,
-            seq,
-            payload,
-        }
-    }
+    use crate::connection::packets::{msg, packet, receiver};
+    use crate::wire::{Header, Reader};
 
     fn parity(first: u64, count: u8, len_xor: u32, payload: &[u8]) -> Frame<'_> {
         Frame::Parity {

@@ -17,6 +17,54 @@ use super::types::{DisconnectReason, Event, Side, State};
 use super::Connection;
 use crate::security::PacketCrypto;
 
+/// Frames of a packet its validation pass keeps for acting on, so each is
+/// decoded once: most packets carry a few (an ACK, a message or two, a
+/// parity). Frames past the first [`KEPT_FRAMES`] are decoded again.
+const KEPT_FRAMES: usize = 6;
+
+/// A validated packet's frames, in order: the kept ones, then the rest
+/// decoded from the packet.
+struct PacketFrames<'a> {
+    kept: [Frame<'a>; KEPT_FRAMES],
+    len: usize,
+    next: usize,
+    /// The packet after the last kept frame.
+    rest: Reader<'a>,
+}
+
+impl<'a> PacketFrames<'a> {
+    fn new(packet: Reader<'a>) -> Self {
+        PacketFrames {
+            kept: [Frame::Ping; KEPT_FRAMES],
+            len: 0,
+            next: 0,
+            rest: packet,
+        }
+    }
+
+    /// `frame` was decoded; `after` is the packet after it.
+    fn keep(&mut self, frame: Frame<'a>, after: &Reader<'a>) {
+        if self.len < KEPT_FRAMES {
+            self.kept[self.len] = frame;
+            self.len += 1;
+            self.rest = after.clone();
+        }
+    }
+
+    fn next(&mut self) -> Option<Frame<'a>> {
+        if self.next < self.len {
+            self.next += 1;
+            return Some(self.kept[self.next - 1]);
+        }
+        if self.rest.is_empty() {
+            return None;
+        }
+        // Validated already: an error here cannot happen, and would end
+        // the packet as a truncated one did before.
+        Frame::decode(&mut self.rest).ok()
+    }
+}
+
 impl Connection {
     /// Processes one datagram from the peer. Malformed input is counted in
     /// [`Stats::malformed_packets`](super::Stats::malformed_packets) and otherwise ignored.
@@ -87,8 +135,11 @@ impl Connection {
                 // Validate every frame before acting on any.
                 let mut check = r.clone();
                 let mut parity = false;
+                let mut frames = PacketFrames::new(r.clone());
                 while !check.is_empty() {
-                    match Frame::decode(&mut check)? {
+                    let frame = Frame::decode(&mut check)?;
+                    frames.keep(frame, &check);
+                    match frame {
                         Frame::Hello { .. } | Frame::Retry { .. } | Frame::Accept { .. } => {
                             return Err(Drop::Malformed(DecodeError::Invalid(
                                 "handshake frame in a short packet",
@@ -148,21 +199,18 @@ impl Connection {
                     self.on_packet_at_end(now, pn, r);
                     return Ok(());
                 }
-                self.on_short(now, pn, r);
+                self.on_short(now, pn, frames);
                 Ok(())
             }
         }
     }
 
-    fn on_short(&mut self, now: Instant, pn: u64, mut r: Reader<'_>) {
+    fn on_short(&mut self, now: Instant, pn: u64, mut frames: PacketFrames<'_>) {
         let mut eliciting = false;
         let mut ping = false;
         let mut refuse = false;
         let mut invalid = false;
-        while !r.is_empty() {
-            let Ok(frame) = Frame::decode(&mut r) else {
-                break;
-            };
+        while let Some(frame) = frames.next() {
             match frame {
                 Frame::Padding { .. } => {}
                 Frame::Ping => {
@@ -446,5 +494,68 @@ enum Drop {
 impl From<DecodeError> for Drop {
     fn from(e: DecodeError) -> Self {
         Drop::Malformed(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::packets::{msg, packet, receiver};
+    use super::super::Event;
+    use super::KEPT_FRAMES;
+    use crate::wire::Frame;
+
+    /// The messages `c` delivered, in order.
+    fn delivered(c: &mut super::Connection) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        while let Some(e) = c.poll_event() {
+            if let Event::Message { data, .. } = e {
+                got.push(data);
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn every_frame_of_a_packet_is_acted_on_once_in_order() {
+        // Fewer frames than are kept, exactly as many, and more: the ones
+        // past KEPT_FRAMES are decoded again.
+        let (mut c, now) = receiver();
+        let mut seq = 0u64;
+        for (pn, n) in [1, KEPT_FRAMES, KEPT_FRAMES + 1, 3 * KEPT_FRAMES + 2]
+            .into_iter()
+            .enumerate()
+        {
+            let bodies: Vec<[u8; 3]> = (seq..seq + n as u64).map(|s| [s as u8; 3]).collect();
+            let mut frames: Vec<Frame<'_>> = vec![Frame::Ping];
+            for (i, b) in bodies.iter().enumerate() {
+                frames.push(msg(seq + i as u64, b));
+            }
+            c.handle_datagram(now, &packet(pn as u64, &frames));
+            let got = delivered(&mut c);
+            let want: Vec<Vec<u8>> = bodies.iter().map(|b| b.to_vec()).collect();
+            assert_eq!(got, want, "a packet of {} frames", n + 1);
+            seq += n as u64;
+        }
+        let s = c.stats();
+        assert_eq!(s.messages_delivered, seq);
+        assert_eq!(s.duplicate_messages, 0, "a frame acted on twice");
+        assert_eq!((s.packets_received, s.malformed_packets), (4, 0));
+    }
+
+    #[test]
+    fn a_malformed_frame_past_the_kept_ones_drops_the_whole_packet() {
+        let (mut c, now) = receiver();
+        let bodies = [[1u8; 3]; KEPT_FRAMES + 2];
+        let mut frames: Vec<Frame<'_>> = Vec::new();
+        for (i, b) in bodies.iter().enumerate() {
+            frames.push(msg(i as u64, b));
+        }
+        let mut p = packet(0, &frames);
+        // A message frame for a channel that does not exist, last.
+        p.extend_from_slice(&[0x03, 9, 0, 1, 0xaa]);
+        c.handle_datagram(now, &p);
+        assert!(delivered(&mut c).is_empty(), "nothing of it is acted on");
+        let s = c.stats();
+        assert_eq!((s.malformed_packets, s.messages_delivered), (1, 0));
     }
 }

@@ -8,6 +8,8 @@ mod fec;
 mod input;
 mod output;
 #[cfg(test)]
+mod packets;
+#[cfg(test)]
 mod size;
 mod types;
 
