@@ -447,7 +447,6 @@ impl Connection {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
     use crate::connection::packets::{msg, packet, receiver};
     use crate::wire::{Header, Reader};
