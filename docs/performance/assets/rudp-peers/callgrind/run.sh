@@ -24,10 +24,13 @@ mkdir -p "$out"
 ulimit -n 8192
 tag="$role-$lib-$clients-$rate-$payload"
 # The address of a "ready ADDR:PORT" line once it is whole (a process
-# under valgrind writes it slowly).
+# under valgrind writes it slowly): the line found and the file ending in
+# a newline.
 wait_ready() {
   for _ in $(seq 300); do
-    grep -qE 'ready [0-9.]+:[0-9]+[^0-9]' "$1" && break
+    if grep -qE 'ready [0-9.]+:[0-9]+' "$1" && [[ -z "$(tail -c1 "$1")" ]]; then
+      break
+    fi
     sleep 0.1
   done
   grep -oE 'ready [0-9.]+:[0-9]+' "$1" | head -1 | cut -d' ' -f2
