@@ -103,9 +103,7 @@ impl Connection {
                 // A parity dropped unused.
                 self.stats.parity_unusable += 1;
             }
-            let n = data.len() + FEC_ENTRY_OVERHEAD;
-            f.held -= n;
-            self.recv_mem.give(n);
+            self.fec_forget(f, data.len());
             self.pool.give(data);
         }
         if self.recv_mem.take(cost, false).is_err() {
@@ -143,14 +141,22 @@ impl Connection {
     fn fec_unwatch(&mut self, f: &mut FecRecv) {
         f.channels = [0; 4];
         f.quiet = 0;
-        let kept = f.kept.drain(..).map(|k| k.data);
-        let pending = f.pending.drain(..).map(|p| p.data);
-        for data in kept.chain(pending) {
-            let n = data.len() + FEC_ENTRY_OVERHEAD;
-            f.held -= n;
-            self.recv_mem.give(n);
-            self.pool.give(data);
+        while let Some(k) = f.kept.pop_front() {
+            self.fec_forget(f, k.data.len());
+            self.pool.give(k.data);
         }
+        while let Some(p) = f.pending.pop_front() {
+            self.fec_forget(f, p.data.len());
+            self.pool.give(p.data);
+        }
+    }
+
+    /// A kept message or waiting parity of `bytes` goes: what was counted
+    /// for it, in `f` and in the receive memory, is given back.
+    fn fec_forget(&mut self, f: &mut FecRecv, bytes: usize) {
+        let n = bytes + FEC_ENTRY_OVERHEAD;
+        f.held -= n;
+        self.recv_mem.give(n);
     }
 
     /// Before a packet's frames are acted on: each channel a PARITY in it
@@ -306,9 +312,7 @@ impl Connection {
             }
             let Some(i) = ready else { return };
             let Some(p) = f.pending.remove(i) else { return };
-            let n = p.data.len() + FEC_ENTRY_OVERHEAD;
-            f.held -= n;
-            self.recv_mem.give(n);
+            self.fec_forget(f, p.data.len());
             match self.use_parity(f, p.channel, p.first, p.count, p.len_xor, &p.data) {
                 Use::Unusable => self.stats.parity_unusable += 1,
                 Use::Invalid => self.stats.parity_invalid += 1,
@@ -448,7 +452,7 @@ impl Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::connection::packets::{msg, packet, receiver};
+    use crate::connection::packets::{feeder, msg, packet, receiver};
     use crate::wire::{Header, Reader};
 
     fn parity(first: u64, count: u8, len_xor: u32, payload: &[u8]) -> Frame<'_> {
@@ -468,11 +472,7 @@ mod tests {
     #[test]
     fn kept_messages_are_bounded_in_count_and_bytes() {
         let (mut c, now) = receiver();
-        let mut pn = 0;
-        let mut next = |frames: &[Frame<'_>], c: &mut Connection| {
-            c.handle_datagram(now, &packet(pn, frames));
-            pn += 1;
-        };
+        let mut next = feeder(now);
         // A parity that is not needed turns keeping on for channel 0, and
         // one every eighth packet keeps it on.
         next(&[msg(0, &[1; 10]), parity(0, 1, 10, &[1; 10])], &mut c);
@@ -506,11 +506,7 @@ mod tests {
     #[test]
     fn a_sender_that_stops_sending_parity_is_no_longer_kept_for() {
         let (mut c, now) = receiver();
-        let mut pn = 0;
-        let mut next = |frames: &[Frame<'_>], c: &mut Connection| {
-            c.handle_datagram(now, &packet(pn, frames));
-            pn += 1;
-        };
+        let mut next = feeder(now);
         next(&[msg(0, &[1; 400]), parity(0, 1, 400, &[1; 400])], &mut c);
         // Up to FEC_QUIET messages after the last parity are kept...
         for seq in 1..=u64::from(FEC_QUIET) {
