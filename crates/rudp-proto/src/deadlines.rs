@@ -129,6 +129,62 @@ mod tests {
         assert_eq!(d.next(), None);
     }
 
+    /// Seeded random sets, clears and pops against a scan of every slot.
+    #[test]
+    fn agrees_with_a_scan_of_every_slot() {
+        let t0 = Instant::now();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut d = Deadlines::default();
+        let mut model: Vec<Option<Instant>> = vec![None; 40];
+        let mut now = t0;
+        for step in 0..200_000 {
+            let slot = rand(40) as usize;
+            match rand(10) {
+                0 => {
+                    d.set(slot, None);
+                    model[slot] = None;
+                }
+                1..=6 => {
+                    let t = now + Duration::from_micros(rand(5_000));
+                    d.set(slot, Some(t));
+                    model[slot] = Some(t);
+                }
+                7 => now += Duration::from_micros(rand(1_000)),
+                _ => {
+                    let due = d.pop_due(now);
+                    let earliest = model.iter().flatten().min().copied();
+                    match due {
+                        Some(s) => {
+                            assert_eq!(
+                                model[s], earliest,
+                                "step {step}: slot {s} not the earliest"
+                            );
+                            assert!(earliest.is_some_and(|t| t <= now), "step {step}");
+                            model[s] = None;
+                        }
+                        None => assert!(earliest.is_none_or(|t| t > now), "step {step}: missed"),
+                    }
+                }
+            }
+            assert_eq!(
+                d.next(),
+                model.iter().flatten().min().copied(),
+                "step {step}"
+            );
+            assert!(
+                d.heap_len() <= 2 * 40 + 64 + 1,
+                "step {step}: {}",
+                d.heap_len()
+            );
+        }
+    }
+
     #[test]
     fn stale_entries_stay_bounded() {
         let t0 = Instant::now();

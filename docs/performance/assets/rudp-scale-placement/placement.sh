@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The scale case's server CPU per message (scripts/rudp-scale.sh's cell:
+# CONNS clients at RATE Hz, 100 B echoes, keel-bench in one process)
+# under four placements of its threads, pinned with taskset once the run
+# has started (the clients connect in under a second; the measured phase
+# starts after a 2 s warm-up):
+#   free    nothing pinned (what rudp-scale.sh measures)
+#   server  the server's thread (keel-shared-0) on CPU 0, the rest free
+#   split   the server's thread on CPU 0, every other thread on CPU 1
+#   one     every thread on CPU 0
+# Repetitions alternate the protocols and placements, so drift touches
+# them alike.
+#
+#   OUT=DIR CONNS=1000 RATE=20 REPS=5 SECS=6 MODES="free server split one" \
+#     PROTOCOLS="udp rudp" KEEL_BENCH=target/release/keel-bench placement.sh
+#
+# Writes DIR/results.jsonl (keel-bench's JSON line per run with
+# "placement" added) and prints, per placement, the median
+# server_cpu_us_per_message of each protocol and the ratio rudp / udp.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." && pwd)"
+kb=${KEEL_BENCH:-$ROOT/target/release/keel-bench}
+out=${OUT:-$ROOT/out/rudp-scale-placement}
+conns=${CONNS:-1000} rate=${RATE:-20} reps=${REPS:-5} secs=${SECS:-6}
+modes=${MODES:-free server split one} protocols=${PROTOCOLS:-udp rudp}
+mkdir -p "$out"
+: >"$out/results.jsonl"
+ulimit -n $((conns * 2 + 256))
+pin() { # pin PID MODE
+  local t c
+  for t in /proc/"$1"/task/*; do
+    c=$(cat "$t/comm" 2>/dev/null) || continue
+    case $2 in
+      server) [[ $c == keel-shared-0 ]] && taskset -p -c 0 "${t##*/}" >/dev/null ;;
+      split) if [[ $c == keel-shared-0 ]]; then taskset -p -c 0 "${t##*/}" >/dev/null
+             else taskset -p -c 1 "${t##*/}" >/dev/null; fi ;;
+      one) taskset -p -c 0 "${t##*/}" >/dev/null ;;
+    esac
+  done
+}
+for rep in $(seq "$reps"); do
+  for mode in $modes; do
+    for proto in $protocols; do
+      echo "placement.sh: $proto $conns x $rate Hz, $mode, repetition $rep" >&2
+      "$kb" --protocol "$proto" --rate "$rate" --payload 100 --clients "$conns" \
+        --seconds "$secs" --warmup 2 --format json >"$out/line" &
+      pid=$!
+      sleep 1
+      pin "$pid" "$mode" || true
+      wait "$pid" || true
+      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r["placement"]=sys.argv[2]; print(json.dumps(r))' \
+        "$out/line" "$mode" >>"$out/results.jsonl"
+    done
+  done
+done
+rm -f "$out/line"
+python3 - "$out/results.jsonl" <<'PY'
+import json, statistics, sys, collections
+rows = [json.loads(l) for l in open(sys.argv[1])]
+cpu = collections.defaultdict(list)
+for r in rows:
+    if r.get("ok") and r.get("server_cpu_us_per_message"):
+        cpu[(r["placement"], r["protocol"])].append(r["server_cpu_us_per_message"])
+print("| placement | keel-udp µs/msg | keel-rudp µs/msg | rudp / udp (medians) | runs |")
+print("| --- | ---: | ---: | ---: | --- |")
+for mode in dict.fromkeys(r["placement"] for r in rows):
+    u, d = cpu.get((mode, "udp"), []), cpu.get((mode, "rudp"), [])
+    if u and d:
+        mu, md = statistics.median(u), statistics.median(d)
+        print(f"| {mode} | {mu:.2f} ({min(u):.1f}-{max(u):.1f}) | {md:.2f} ({min(d):.1f}-{max(d):.1f}) | {md/mu:.2f} | {len(u)}+{len(d)} |")
+PY
