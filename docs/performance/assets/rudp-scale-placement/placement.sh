@@ -12,7 +12,9 @@
 # them alike.
 #
 #   OUT=DIR CONNS=1000 RATE=20 REPS=5 SECS=6 MODES="free server split one" \
-#     PROTOCOLS="udp rudp" KEEL_BENCH=target/release/keel-bench placement.sh
+#     PROTOCOLS="udp rudp" CLIENT_SOCKETS=per-client KEEL_BENCH=target/release/keel-bench placement.sh
+# (CLIENT_SOCKETS=shared: keel-bench --client-sockets shared, the load
+# generator that keeps up with 5,000 clients)
 #
 # Writes DIR/results.jsonl (keel-bench's JSON line per run with
 # "placement" added) and prints, per placement, the median
@@ -23,6 +25,7 @@ kb=${KEEL_BENCH:-$ROOT/target/release/keel-bench}
 out=${OUT:-$ROOT/out/rudp-scale-placement}
 conns=${CONNS:-1000} rate=${RATE:-20} reps=${REPS:-5} secs=${SECS:-6}
 modes=${MODES:-free server split one} protocols=${PROTOCOLS:-udp rudp}
+sockets=${CLIENT_SOCKETS:-per-client}
 mkdir -p "$out"
 : >"$out/results.jsonl"
 ulimit -n $((conns * 2 + 256))
@@ -43,7 +46,7 @@ for rep in $(seq "$reps"); do
     for proto in $protocols; do
       echo "placement.sh: $proto $conns x $rate Hz, $mode, repetition $rep" >&2
       "$kb" --protocol "$proto" --rate "$rate" --payload 100 --clients "$conns" \
-        --seconds "$secs" --warmup 2 --format json >"$out/line" &
+        --seconds "$secs" --warmup 2 --client-sockets "$sockets" --format json >"$out/line" &
       pid=$!
       sleep 1
       pin "$pid" "$mode" || true
