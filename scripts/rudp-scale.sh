@@ -23,6 +23,12 @@
 # shared`: the clients on one socket per client thread, each from a
 # loopback address of its own, their datagrams batched, so that 5,000
 # clients at 60 Hz do not outrun the load generator before the server.
+# PLACEMENT pins the run's threads with taskset as soon as they exist
+# (before the warm-up's end): the server's CPU per message at a light load
+# depends on whether its wake-ups cross CPUs (docs/performance/rudp.md,
+# "the 1,000 x 20 Hz ratio is where the threads run"); free leaves it to
+# the scheduler, as before. Each line records "placement" and
+# "placement_applied" (the server's thread read back on CPU 0 alone).
 #
 # Writes OUT_DIR/results.jsonl (one keel-bench line per run, with "case":
 # "scale" added, which files it in `keel-bench report`'s "Scale" table
@@ -67,6 +73,11 @@ Environment (lists are space or comma separated; checked before any run):
   WARMUP           warm-up, s, 0 <= s <= 3600        (default: 2)
   CLIENT_SOCKETS   per-client or shared: keel-bench --client-sockets
                    (default: per-client; shared: a batched load generator)
+  PLACEMENT        where the threads run (default: free, the scheduler's
+                   choice); server = the server's thread alone on CPU 0,
+                   the rest free; split = the server's on CPU 0, every other
+                   thread on the other CPUs; one = every thread on CPU 0
+                   (taskset, Linux)
   KEEL_BENCH       keel-bench binary (default: build target/release/keel-bench)
 
 Exit status: 0 the runs ran (failed runs are results, counted in "runs ok");
@@ -93,6 +104,7 @@ payload=${PAYLOAD:-400}
 secs=${SECONDS_PER_RUN:-10}
 warmup=${WARMUP:-2}
 client_sockets=${CLIENT_SOCKETS:-per-client}
+placement=${PLACEMENT:-free}
 
 for c in $conns; do
   uint_ok CONNS "$c" 1 10000
@@ -110,6 +122,17 @@ case $client_sockets in
   per-client | shared) ;;
   *) die "CLIENT_SOCKETS: expected per-client or shared, got \"$client_sockets\"" ;;
 esac
+case $placement in
+  free | server | split | one) ;;
+  *) die "PLACEMENT: expected free, server, split or one, got \"$placement\"" ;;
+esac
+cpus=$(nproc 2>/dev/null || echo 1)
+if [ "$placement" != free ]; then
+  command -v taskset >/dev/null 2>&1 ||
+    die "PLACEMENT=$placement needs taskset (Debian: apt-get install util-linux)"
+  [ "$placement" != split ] || [ "$cpus" -ge 2 ] ||
+    die "PLACEMENT=split needs at least 2 CPUs; this machine has $cpus"
+fi
 uint_ok REPS "$reps" 1 1000
 uint_ok PAYLOAD "$payload" 16 65507
 seconds_ok SECONDS_PER_RUN "$secs"
@@ -148,6 +171,38 @@ trap 'rm -rf "$tmp"' EXIT
 # Ctrl-C / kill: the runs so far stay in results.jsonl (the one in progress
 # is not recorded); `keel-bench report` reads them.
 trap 'echo "$PROG: interrupted; the runs so far are in $results" >&2; exit 130' INT TERM
+
+# Pins the threads of the keel-bench run $1 as PLACEMENT says, once its
+# server's thread (keel-shared-0) and its clients' (keel-shard-*) exist;
+# placed=true once the server's thread is seen on CPU 0 alone; false if
+# not, or if the run ended without those threads (a failed run).
+place() {
+  local pid=$1 t c
+  placed=false
+  until grep -qx keel-shared-0 /proc/"$pid"/task/*/comm 2>/dev/null &&
+    grep -q '^keel-shard-' /proc/"$pid"/task/*/comm 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.02
+  done
+  for t in /proc/"$pid"/task/*; do
+    c=$(cat "$t/comm" 2>/dev/null) || continue
+    case $placement in
+      server) [ "$c" != keel-shared-0 ] || taskset -p -c 0 "${t##*/}" >/dev/null 2>&1 || true ;;
+      split)
+        if [ "$c" = keel-shared-0 ]; then
+          taskset -p -c 0 "${t##*/}" >/dev/null 2>&1 || true
+        else
+          taskset -p -c "1-$((cpus - 1))" "${t##*/}" >/dev/null 2>&1 || true
+        fi
+        ;;
+      one) taskset -p -c 0 "${t##*/}" >/dev/null 2>&1 || true ;;
+    esac
+    # Applied only if the server's thread now runs on CPU 0 alone.
+    if [ "$c" = keel-shared-0 ] && [ "$(taskset -cp "${t##*/}" 2>/dev/null | sed 's/.*: *//')" = 0 ]; then
+      placed=true
+    fi
+  done
+}
 for c in $conns; do
   for r in $rates; do
     for rep in $(seq 1 "$reps"); do
@@ -160,9 +215,13 @@ for c in $conns; do
         # A failed run still prints its line (ok: false); keep going.
         "$KEEL_BENCH" --protocol "${proto%-tick}" ${extra[@]+"${extra[@]}"} --rate "$r" --payload "$payload" \
           --clients "$c" --seconds "$secs" --warmup "$warmup" --client-sockets "$client_sockets" \
-          --format json >"$tmp/line" || true
+          --format json >"$tmp/line" &
+        bench=$!
+        placed=true
+        [ "$placement" = free ] || place "$bench"
+        wait "$bench" || true
         # "case": "scale" files the line in the report's scale table.
-        tag_lines "$tmp/line" '{"case": "scale"}' >>"$results"
+        tag_lines "$tmp/line" "{\"case\": \"scale\", \"placement\": \"$placement\", \"placement_applied\": $placed}" >>"$results"
       done
     done
   done
@@ -173,7 +232,7 @@ done
   exit 1
 }
 
-python3 - "$results" "$client_sockets" >"$out/table.md" <<'PY'
+python3 - "$results" "$client_sockets" "$placement" >"$out/table.md" <<'PY'
 import json, statistics, sys
 rows = []
 for l in open(sys.argv[1]):
@@ -196,6 +255,7 @@ def kind(r):
 def ms(x):
     return None if x is None else x / 1000
 print(f"Client sockets: {sys.argv[2]} (CLIENT_SOCKETS)\n")
+print(f"Placement: {sys.argv[3]} (PLACEMENT)\n")
 names = {"udp": "keel-udp (plain)", "rudp": "keel-rudp reliable-ordered",
          "rudp-tick": "keel-rudp, ack delay above the tick", "kcp": "KCP fast"}
 print("| connections | rate Hz | protocol | runs ok | messages/s | server CPU µs/message | "

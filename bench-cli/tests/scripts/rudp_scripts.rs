@@ -46,6 +46,8 @@ fn script(script: &str, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Outp
         "REPS",
         "PAYLOAD",
         "WARMUP",
+        "CLIENT_SOCKETS",
+        "PLACEMENT",
     ] {
         cmd.env_remove(k);
     }
@@ -197,6 +199,12 @@ fn bad_arguments_and_settings_exit_2_before_any_run() {
             &[],
             &[("CLIENT_SOCKETS", "one")],
             "CLIENT_SOCKETS: expected per-client or shared, got \"one\"",
+        ),
+        (
+            SCALE,
+            &[],
+            &[("PLACEMENT", "cores")],
+            "PLACEMENT: expected free, server, split or one, got \"cores\"",
         ),
     ];
     for (i, (name, args, env, want)) in cases.iter().enumerate() {
@@ -360,6 +368,48 @@ fn rudp_scale_files_small_runs_as_scale_with_a_vs_udp_column() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(bench_calls(&dir)[7].contains("--client-sockets shared"));
     assert!(stdout(&o).starts_with("Client sockets: shared (CLIENT_SOCKETS)"));
+}
+
+/// PLACEMENT: each line says the placement asked for and whether it was
+/// applied (the server's thread read back on CPU 0 alone: the fake has no
+/// keel threads to pin, the real keel-bench has).
+#[test]
+fn rudp_scale_pins_the_threads_as_placement_says() {
+    let dir = scratch(module_path!(), "placement");
+    let env = [
+        ("CONNS", "4"),
+        ("RATES", "20"),
+        ("REPS", "1"),
+        ("PROTOCOLS", "udp"),
+        ("SECONDS_PER_RUN", "0.5"),
+        ("WARMUP", "0"),
+    ];
+    let lines_of = |o: &Output, place: &str| {
+        assert_eq!(o.status.code(), Some(0), "{place}: {}", stderr(o));
+        assert!(stdout(o).contains(&format!("Placement: {place} (PLACEMENT)")));
+        lines(&dir.join("out/rudp-scale/results.jsonl"))
+    };
+    let o = script(SCALE, &dir, &[], &env);
+    let rows = lines_of(&o, "free");
+    assert_eq!(rows[0]["placement"], "free");
+    assert_eq!(rows[0]["placement_applied"], true);
+
+    let mut one = env.to_vec();
+    one.push(("PLACEMENT", "one"));
+    let o = script(SCALE, &dir, &["--overwrite"], &one);
+    let rows = lines_of(&o, "one");
+    assert_eq!(rows[0]["placement"], "one");
+    assert_eq!(
+        rows[0]["placement_applied"], false,
+        "the fake has no threads to pin"
+    );
+
+    // The real benchmark: its threads exist and are pinned.
+    one.push(("KEEL_BENCH", BIN));
+    let o = script(SCALE, &dir, &["--overwrite"], &one);
+    let rows = lines_of(&o, "one");
+    assert_eq!(rows[0]["placement_applied"], true, "{:?}", rows[0]);
+    assert_eq!(rows[0]["ok"], true, "{:?}", rows[0]);
 }
 
 #[test]
