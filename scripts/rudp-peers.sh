@@ -90,6 +90,12 @@ Environment (lists are space or comma separated; checked before any run):
                    processes' summed growth over their baselines over
                    every client, each process's p50/p99
                    in client_rtt_p50_us_each / client_rtt_p99_us_each
+  RELAY_CPU        a CPU for the relay alone: the relay runs on it, the
+                   servers and clients on the other CPUs (taskset; needs 2
+                   CPUs or more; in each relayed run's record as relay_cpu;
+                   relay-cost and the calibration's in-process runs are not
+                   pinned; default: none, every process where the scheduler
+                   puts it)
   KEEL_BENCH       keel-bench binary (default: build target/release/keel-bench)
   KEEL_PEER        keel-peer binary (default: bench-peers/target/release/keel-peer)
   KEEL_REDUNDANCY  keel-peer keel's reliable-ordered redundancy level, 0..5,
@@ -134,6 +140,7 @@ jitter=${JITTER:-3ms}
 calibrate=${CALIBRATE:-0}
 scale_procs=${SCALE_CLIENT_PROCS:-1}
 keel_redundancy=${KEEL_REDUNDANCY:-}
+relay_cpu=${RELAY_CPU:-}
 export KEEL_REDUNDANCY=$keel_redundancy
 libs_asked=$(list LIBS "")
 
@@ -166,6 +173,19 @@ uint_ok SCALE_CLIENT_PROCS "$scale_procs" 1 16
 [[ -z "$keel_redundancy" ]] || uint_ok KEEL_REDUNDANCY "$keel_redundancy" 0 5
 ((1000 % 10#$scale_procs == 0)) ||
   die "SCALE_CLIENT_PROCS: expected a divisor of the scale case's 1000 clients (1, 2, 4, 5, 8, 10), got \"$scale_procs\""
+relay_pin=() other_pin=()
+if [[ -n "$relay_cpu" ]]; then
+  ncpu=$(nproc 2>/dev/null || echo 1)
+  ((ncpu >= 2)) || die "RELAY_CPU: needs at least 2 CPUs (one for the relay, one for the rest); this machine has $ncpu"
+  uint_ok RELAY_CPU "$relay_cpu" 0 $((ncpu - 1))
+  command -v taskset >/dev/null 2>&1 || die "RELAY_CPU needs taskset (Debian: apt-get install util-linux)"
+  others=""
+  for ((k = 0; k < ncpu; k++)); do
+    ((k == 10#$relay_cpu)) || others+="${others:+,}$k"
+  done
+  relay_pin=(taskset -c "$((10#$relay_cpu))") other_pin=(taskset -c "$others")
+fi
+export RELAY_CPU=$relay_cpu
 peer_libs_known="enet gns quinn quinn-streams kcp ikcp keel renet"
 for l in $libs_asked; do
   case " keel-bench-rudp keel-bench-kcp $peer_libs_known " in
@@ -369,6 +389,7 @@ if all(isinstance(rec.get(k), (int, float)) for k in ("messages_sent", "clients"
         and rec["clients"] * rec["rate_hz"] * rec["window_seconds"] > 0:
     rec["offered_fraction"] = rec["messages_sent"] / (rec["clients"] * rec["rate_hz"] * rec["window_seconds"])
 rec["tuned"] = tuned == "1"
+rec["relay_cpu"] = int(os.environ["RELAY_CPU"]) if os.environ.get("RELAY_CPU") else None
 if lib == "keel" and os.environ.get("KEEL_REDUNDANCY"):
     rec["keel_redundancy"] = int(os.environ["KEEL_REDUNDANCY"])
 rec["case"] = case
@@ -425,7 +446,7 @@ one() {
   esac
   impair_spec "$loss"
   echo "$PROG: $case $lib$([[ $tuned == 1 ]] && echo ' tuned') $channel loss=$loss% seed=$seed" >&2
-  timeout $((${secs%.*} + 120)) "${server_cmd[@]}" --bind 127.0.0.1:0 >"$tmp/server.json" 2>"$tmp/server.err" &
+  timeout $((${secs%.*} + 120)) ${other_pin[@]+"${other_pin[@]}"} "${server_cmd[@]}" --bind 127.0.0.1:0 >"$tmp/server.json" 2>"$tmp/server.err" &
   sp=$!
   pids=("$sp")
   addr=$(wait_ready "$tmp/server.err" "$sp")
@@ -436,7 +457,7 @@ one() {
     merge "$case" "$lib" "$tuned" "$loss" "$seed" "$channel" "$payload"
     return
   fi
-  timeout $((${secs%.*} + 120)) "$KEEL_BENCH" relay --bind 127.0.0.1:0 --upstream "$addr" \
+  timeout $((${secs%.*} + 120)) ${relay_pin[@]+"${relay_pin[@]}"} "$KEEL_BENCH" relay --bind 127.0.0.1:0 --upstream "$addr" \
     --impair "$spec" --impair-server "$spec" --seed "$seed" >"$tmp/relay.json" 2>"$tmp/relay.err" &
   rp=$!
   pids=("$sp" "$rp")
@@ -446,7 +467,7 @@ one() {
     echo "$procs" >"$tmp/client-procs"
     cps=()
     for ((k = 1; k <= procs; k++)); do
-      timeout $((${secs%.*} + ${warmup%.*} + drain + 60)) "${client_cmd[@]}" --connect "$raddr" \
+      timeout $((${secs%.*} + ${warmup%.*} + drain + 60)) ${other_pin[@]+"${other_pin[@]}"} "${client_cmd[@]}" --connect "$raddr" \
         --clients $((clients / procs)) --rate "$rate" --payload "$payload" --seconds "$secs" \
         --warmup "$warmup" --drain "$drain" >"$tmp/client-$k.json" 2>"$tmp/client-$k.err" &
       cps+=($!)
@@ -455,7 +476,7 @@ one() {
     for k in "${cps[@]}"; do wait "$k" || true; done
     cat "$tmp"/client-*.err >"$tmp/client.err" 2>/dev/null || true
   elif [[ -n "$raddr" ]]; then
-    timeout $((${secs%.*} + ${warmup%.*} + drain + 60)) "${client_cmd[@]}" --connect "$raddr" \
+    timeout $((${secs%.*} + ${warmup%.*} + drain + 60)) ${other_pin[@]+"${other_pin[@]}"} "${client_cmd[@]}" --connect "$raddr" \
       --clients "$clients" --rate "$rate" --payload "$payload" --seconds "$secs" \
       --warmup "$warmup" --drain "$drain" >"$tmp/client.json" 2>"$tmp/client.err" || true
   else

@@ -48,6 +48,7 @@ fn script(script: &str, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Outp
         "WARMUP",
         "CLIENT_SOCKETS",
         "PLACEMENT",
+        "RELAY_CPU",
     ] {
         cmd.env_remove(k);
     }
@@ -200,6 +201,8 @@ fn bad_arguments_and_settings_exit_2_before_any_run() {
             &[("CLIENT_SOCKETS", "one")],
             "CLIENT_SOCKETS: expected per-client or shared, got \"one\"",
         ),
+        (PEERS, &[], &[("RELAY_CPU", "99")], "RELAY_CPU"),
+        (PEERS, &[], &[("RELAY_CPU", "x")], "RELAY_CPU"),
         (
             SCALE,
             &[],
