@@ -9,7 +9,9 @@
 #     ROLE client: callgrind on the client process, the server native
 #     ROLE server: callgrind on the server process, the clients native
 #   KEEL_PEER (default bench-peers/target/release/keel-peer),
-#   KEEL_BENCH (default target/release/keel-bench), OUT (default out/callgrind)
+#   KEEL_BENCH (default target/release/keel-bench), OUT (default out/callgrind),
+#   WARMUP (default 1 s; past a connection's protected start, its first 64
+#   packets acknowledged, for a steady state at a slow rate: at 2 Hz, 40)
 #
 # Prints one JSON line: role, lib, clients, rate, payload, messages, and
 # per message ir, i1_misses, d1_misses, ll_misses (with the cache options
@@ -47,7 +49,7 @@ for secs in 2 5; do
   rpid=$!
   raddr=$(wait_ready "$out/$tag-relay.err")
   "${cl[@]}" "$kp" "$lib" client --connect "$raddr" --clients "$clients" --rate "$rate" \
-    --payload "$payload" --seconds "$secs" --warmup 1 --drain 1 --tuned \
+    --payload "$payload" --seconds "$secs" --warmup "${WARMUP:-1}" --drain 1 --tuned \
     >"$out/$tag-$secs-client.json" 2>"$out/$tag-$secs-client.err"
   kill -INT "$spid" "$rpid"; wait "$spid" "$rpid" 2>/dev/null || true
 done
