@@ -28,6 +28,15 @@
 # keel_bench_ready         before the runs: KEEL_BENCH as given, or else
 #                          builds and sets the workspace's
 #                          target/release/keel-bench (exit 1 if that fails)
+# place_threads PID PLACEMENT
+#                          pins keel-bench run PID's threads once its server's
+#                          (keel-shared-0) and clients' (keel-shard-*) exist:
+#                          free nothing; server the server's thread on CPU 0;
+#                          split that, and every other thread on CPUs 1..;
+#                          one every thread on CPU 0 (taskset). Sets placed
+#                          to true if the server's thread then runs on CPU 0
+#                          alone (free: always), false if not or if the run
+#                          ended first
 #
 # The regexes $decimal and $uint are set too, for checks of their own.
 
@@ -174,4 +183,34 @@ keel_bench_ready() {
     }
     KEEL_BENCH="$keel_root/target/release/keel-bench"
   fi
+}
+
+place_threads() {
+  local pid=$1 how=$2 t c n
+  placed=true
+  [[ $how == free ]] && return 0
+  placed=false
+  n=$(nproc 2>/dev/null || echo 1)
+  until grep -qx keel-shared-0 /proc/"$pid"/task/*/comm 2>/dev/null &&
+    grep -q '^keel-shard-' /proc/"$pid"/task/*/comm 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.02
+  done
+  for t in /proc/"$pid"/task/*; do
+    c=$(cat "$t/comm" 2>/dev/null) || continue
+    case $how in
+      server) [[ $c != keel-shared-0 ]] || taskset -p -c 0 "${t##*/}" >/dev/null 2>&1 || true ;;
+      split)
+        if [[ $c == keel-shared-0 ]]; then
+          taskset -p -c 0 "${t##*/}" >/dev/null 2>&1 || true
+        else
+          taskset -p -c "1-$((n - 1))" "${t##*/}" >/dev/null 2>&1 || true
+        fi
+        ;;
+      one) taskset -p -c 0 "${t##*/}" >/dev/null 2>&1 || true ;;
+    esac
+    if [[ $c == keel-shared-0 && "$(taskset -cp "${t##*/}" 2>/dev/null | sed 's/.*: *//')" == 0 ]]; then
+      placed=true
+    fi
+  done
 }

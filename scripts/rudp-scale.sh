@@ -171,38 +171,6 @@ trap 'rm -rf "$tmp"' EXIT
 # Ctrl-C / kill: the runs so far stay in results.jsonl (the one in progress
 # is not recorded); `keel-bench report` reads them.
 trap 'echo "$PROG: interrupted; the runs so far are in $results" >&2; exit 130' INT TERM
-
-# Pins the threads of the keel-bench run $1 as PLACEMENT says, once its
-# server's thread (keel-shared-0) and its clients' (keel-shard-*) exist;
-# placed=true once the server's thread is seen on CPU 0 alone; false if
-# not, or if the run ended without those threads (a failed run).
-place() {
-  local pid=$1 t c
-  placed=false
-  until grep -qx keel-shared-0 /proc/"$pid"/task/*/comm 2>/dev/null &&
-    grep -q '^keel-shard-' /proc/"$pid"/task/*/comm 2>/dev/null; do
-    kill -0 "$pid" 2>/dev/null || return 0
-    sleep 0.02
-  done
-  for t in /proc/"$pid"/task/*; do
-    c=$(cat "$t/comm" 2>/dev/null) || continue
-    case $placement in
-      server) [ "$c" != keel-shared-0 ] || taskset -p -c 0 "${t##*/}" >/dev/null 2>&1 || true ;;
-      split)
-        if [ "$c" = keel-shared-0 ]; then
-          taskset -p -c 0 "${t##*/}" >/dev/null 2>&1 || true
-        else
-          taskset -p -c "1-$((cpus - 1))" "${t##*/}" >/dev/null 2>&1 || true
-        fi
-        ;;
-      one) taskset -p -c 0 "${t##*/}" >/dev/null 2>&1 || true ;;
-    esac
-    # Applied only if the server's thread now runs on CPU 0 alone.
-    if [ "$c" = keel-shared-0 ] && [ "$(taskset -cp "${t##*/}" 2>/dev/null | sed 's/.*: *//')" = 0 ]; then
-      placed=true
-    fi
-  done
-}
 for c in $conns; do
   for r in $rates; do
     for rep in $(seq 1 "$reps"); do
@@ -217,8 +185,7 @@ for c in $conns; do
           --clients "$c" --seconds "$secs" --warmup "$warmup" --client-sockets "$client_sockets" \
           --format json >"$tmp/line" &
         bench=$!
-        placed=true
-        [ "$placement" = free ] || place "$bench"
+        place_threads "$bench" "$placement"
         wait "$bench" || true
         # "case": "scale" files the line in the report's scale table.
         tag_lines "$tmp/line" "{\"case\": \"scale\", \"placement\": \"$placement\", \"placement_applied\": $placed}" >>"$results"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The scale case's server CPU per message (scripts/rudp-scale.sh's cell:
 # CONNS clients at RATE Hz, 100 B echoes, keel-bench in one process)
-# under four placements of its threads, pinned with taskset once the run
-# has started (the clients connect in under a second; the measured phase
-# starts after a 2 s warm-up):
+# under four placements of its threads, pinned with taskset as soon as
+# they exist (scripts/lib.sh's place_threads; the measured phase starts
+# after a 2 s warm-up):
 #   free    nothing pinned (what rudp-scale.sh measures)
 #   server  the server's thread (keel-shared-0) on CPU 0, the rest free
 #   split   the server's thread on CPU 0, every other thread on CPU 1
@@ -17,10 +17,13 @@
 # generator that keeps up with 5,000 clients)
 #
 # Writes DIR/results.jsonl (keel-bench's JSON line per run with
-# "placement" added) and prints, per placement, the median
+# "placement" and "placement_applied" added) and prints, per placement, the median
 # server_cpu_us_per_message of each protocol and the ratio rudp / udp.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." && pwd)"
+PROG=placement.sh
+# shellcheck source=../../../../scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
 kb=${KEEL_BENCH:-$ROOT/target/release/keel-bench}
 out=${OUT:-$ROOT/out/rudp-scale-placement}
 conns=${CONNS:-1000} rate=${RATE:-20} reps=${REPS:-5} secs=${SECS:-6}
@@ -29,18 +32,6 @@ sockets=${CLIENT_SOCKETS:-per-client}
 mkdir -p "$out"
 : >"$out/results.jsonl"
 ulimit -n $((conns * 2 + 256))
-pin() { # pin PID MODE
-  local t c
-  for t in /proc/"$1"/task/*; do
-    c=$(cat "$t/comm" 2>/dev/null) || continue
-    case $2 in
-      server) [[ $c == keel-shared-0 ]] && taskset -p -c 0 "${t##*/}" >/dev/null ;;
-      split) if [[ $c == keel-shared-0 ]]; then taskset -p -c 0 "${t##*/}" >/dev/null
-             else taskset -p -c 1 "${t##*/}" >/dev/null; fi ;;
-      one) taskset -p -c 0 "${t##*/}" >/dev/null ;;
-    esac
-  done
-}
 for rep in $(seq "$reps"); do
   for mode in $modes; do
     for proto in $protocols; do
@@ -48,11 +39,10 @@ for rep in $(seq "$reps"); do
       "$kb" --protocol "$proto" --rate "$rate" --payload 100 --clients "$conns" \
         --seconds "$secs" --warmup 2 --client-sockets "$sockets" --format json >"$out/line" &
       pid=$!
-      sleep 1
-      pin "$pid" "$mode" || true
+      place_threads "$pid" "$mode"
       wait "$pid" || true
-      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r["placement"]=sys.argv[2]; print(json.dumps(r))' \
-        "$out/line" "$mode" >>"$out/results.jsonl"
+      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r["placement"]=sys.argv[2]; r["placement_applied"]=sys.argv[3]=="true"; print(json.dumps(r))' \
+        "$out/line" "$mode" "$placed" >>"$out/results.jsonl"
     done
   done
 done

@@ -10,26 +10,25 @@
 #   user-sys.sh PROTOCOL CONNS RATE [PLACEMENT]
 #   e.g. user-sys.sh rudp 1000 20 split
 set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." && pwd)"
+PROG=user-sys.sh
+# shellcheck source=../../../../scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
 proto=$1 conns=$2 rate=$3 mode=${4:-free}
-kb=${KEEL_BENCH:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." && pwd)/target/release/keel-bench}
+kb=${KEEL_BENCH:-$ROOT/target/release/keel-bench}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 ulimit -n $((conns * 2 + 256))
 "$kb" --protocol "$proto" --rate "$rate" --payload 100 --clients "$conns" --seconds 12 \
   --warmup 2 --format json >"$tmp/line" &
 pid=$!
-sleep 1
+place_threads "$pid" "$mode"
 server=""
-for t in /proc/$pid/task/*; do
-  c=$(cat "$t/comm"); tid=${t##*/}
-  [[ $c == keel-shared-0 ]] && server=$tid
-  case $mode in
-    server) [[ $c == keel-shared-0 ]] && taskset -p -c 0 "$tid" >/dev/null ;;
-    split) if [[ $c == keel-shared-0 ]]; then taskset -p -c 0 "$tid" >/dev/null
-           else taskset -p -c 1 "$tid" >/dev/null; fi ;;
-    one) taskset -p -c 0 "$tid" >/dev/null ;;
-  esac
+until [[ -n $server ]]; do
+  kill -0 "$pid" 2>/dev/null || { echo "$PROG: keel-bench ended: $(cat "$tmp/line")" >&2; exit 1; }
+  sleep 0.02
+  server=$(grep -lx keel-shared-0 /proc/"$pid"/task/*/comm 2>/dev/null | head -1 | cut -d/ -f5)
 done
-sleep 3
+sleep 4
 read -r u1 s1 < <(awk '{print $14, $15}' /proc/$pid/task/$server/stat)
 if [[ ${SYSCALLS:-0} == 1 ]]; then
   ev=context-switches
