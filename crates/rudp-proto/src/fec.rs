@@ -18,9 +18,10 @@ pub(crate) const FEC_PENDING: usize = 4;
 pub(crate) const FEC_MAX_BYTES: usize = 16 * 1024;
 /// Bytes counted per kept message or parity besides its data.
 pub(crate) const FEC_ENTRY_OVERHEAD: usize = 64;
-/// Messages of watched channels taken with no PARITY frame arriving, after
-/// which a connection stops keeping them and lets their bytes go: the
-/// sender has stopped sending parity (on a clean link, once a new
+/// Messages of a watched channel taken with no PARITY frame for it
+/// arriving, after which a connection stops keeping that channel's
+/// messages and lets their bytes go (other channels' parities do not
+/// count): the sender has stopped sending it parity (on a clean link, once a new
 /// connection's first packets are through). Four times the most messages
 /// a parity covers ([`MAX_PARITY_SPAN`](crate::wire::MAX_PARITY_SPAN)); a
 /// sender packing more messages than that between two parities covers
@@ -126,8 +127,10 @@ pub(crate) struct FecRecv {
     /// Bytes counted for `kept` and `pending` (with their overhead), also
     /// taken from the connection's receive memory.
     pub(crate) held: usize,
-    /// Messages kept since the last PARITY frame (see [`FEC_QUIET`]).
-    pub(crate) quiet: u32,
+    /// Per watched channel, its messages taken since its last PARITY
+    /// frame (see [`FEC_QUIET`]): one entry per channel in `channels`, so
+    /// at most the connection's configured channels.
+    pub(crate) quiet: Vec<(u8, u32)>,
     /// REPAIRED frames to send: `(channel, seq, times sent)`; each goes
     /// in [`REPORT_TIMES`] packets (a lost one costs the sender a resend).
     pub(crate) reports: VecDeque<(u8, u64, u8)>,
@@ -136,6 +139,35 @@ pub(crate) struct FecRecv {
 impl FecRecv {
     pub(crate) fn watches(&self, channel: u8) -> bool {
         self.channels[usize::from(channel / 64)] & (1 << (channel % 64)) != 0
+    }
+
+    /// A parity came for `channel`: its messages are kept, its quiet count
+    /// starts over.
+    pub(crate) fn watch(&mut self, channel: u8) {
+        self.channels[usize::from(channel / 64)] |= 1 << (channel % 64);
+        match self.quiet.iter_mut().find(|(c, _)| *c == channel) {
+            Some((_, n)) => *n = 0,
+            None => self.quiet.push((channel, 0)),
+        }
+    }
+
+    /// One more message of watched `channel` without a parity; true once
+    /// that makes more than [`FEC_QUIET`] (its sender stopped parity).
+    pub(crate) fn quiet_after_one_more(&mut self, channel: u8) -> bool {
+        match self.quiet.iter_mut().find(|(c, _)| *c == channel) {
+            Some((_, n)) => {
+                *n += 1;
+                *n > FEC_QUIET
+            }
+            None => false,
+        }
+    }
+
+    /// `channel` is no longer watched (its entries are the caller's to
+    /// drop).
+    pub(crate) fn forget_channel(&mut self, channel: u8) {
+        self.channels[usize::from(channel / 64)] &= !(1 << (channel % 64));
+        self.quiet.retain(|(c, _)| *c != channel);
     }
 
     /// Nothing kept, waiting or to report, no channel watched: the state

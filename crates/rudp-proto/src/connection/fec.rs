@@ -8,9 +8,10 @@
 //! [`FEC_KEEP`] messages and [`FEC_PENDING`] parities waiting for a second
 //! lost message, together at most [`FEC_MAX_BYTES`] (also drawn from the
 //! connection's receive memory and the endpoint's budget), and
-//! [`FEC_REPORTS`] REPAIRED frames to send; and once [`FEC_QUIET`]
-//! messages of the watched channels came without a parity, nothing (the
-//! sender stopped sending it; keeping a copy of every message cost a
+//! [`FEC_REPORTS`] REPAIRED frames to send; and once
+//! [`FEC_QUIET`](crate::fec::FEC_QUIET)
+//! messages of a watched channel came without a parity for it, nothing of
+//! that channel (the sender stopped sending it parity; keeping a copy of every message cost a
 //! clean link's receiver about 5 % of its instructions a message). A parity spans at most
 //! [`MAX_PARITY_SPAN`] messages, so using one costs at most that many
 //! look-ups in [`FEC_KEEP`] entries and one pass over its bytes per
@@ -19,8 +20,8 @@
 
 use crate::channel::{ChunkState, Plan};
 use crate::fec::{
-    FecRecv, Kept, Pending, FEC_ENTRY_OVERHEAD, FEC_KEEP, FEC_MAX_BYTES, FEC_PENDING, FEC_QUIET,
-    FEC_REPORTS, REPORT_TIMES,
+    FecRecv, Kept, Pending, FEC_ENTRY_OVERHEAD, FEC_KEEP, FEC_MAX_BYTES, FEC_PENDING, FEC_REPORTS,
+    REPORT_TIMES,
 };
 use crate::scratch;
 use crate::wire::{parity_frame_len, Frame, Writer, MAX_PARITY_SPAN};
@@ -118,9 +119,8 @@ impl Connection {
         if !f.watches(channel) || f.find(channel, seq).is_some() {
             return;
         }
-        f.quiet += 1;
-        if f.quiet > FEC_QUIET {
-            self.fec_unwatch(f);
+        if f.quiet_after_one_more(channel) {
+            self.fec_unwatch(f, channel);
             return;
         }
         if !self.fec_make_room(f, data.len(), false) {
@@ -135,19 +135,33 @@ impl Connection {
         });
     }
 
-    /// The sender stopped sending parity: no channel is watched, and what
-    /// was kept or waits goes (its bytes back to the receive memory and
-    /// the pool). REPAIRED reports still to send stay.
-    fn fec_unwatch(&mut self, f: &mut FecRecv) {
-        f.channels = [0; 4];
-        f.quiet = 0;
-        while let Some(k) = f.kept.pop_front() {
-            self.fec_forget(f, k.data.len());
-            self.pool.give(k.data);
+    /// The sender stopped sending `channel` parity: the channel is no
+    /// longer watched, and what was kept or waits for it goes (its bytes
+    /// back to the receive memory and the pool; at most FEC_KEEP +
+    /// FEC_PENDING entries looked at). REPAIRED reports still to send stay.
+    fn fec_unwatch(&mut self, f: &mut FecRecv, channel: u8) {
+        f.forget_channel(channel);
+        let mut i = 0;
+        while i < f.kept.len() {
+            if f.kept[i].channel != channel {
+                i += 1;
+                continue;
+            }
+            if let Some(k) = f.kept.remove(i) {
+                self.fec_forget(f, k.data.len());
+                self.pool.give(k.data);
+            }
         }
-        while let Some(p) = f.pending.pop_front() {
-            self.fec_forget(f, p.data.len());
-            self.pool.give(p.data);
+        let mut i = 0;
+        while i < f.pending.len() {
+            if f.pending[i].channel != channel {
+                i += 1;
+                continue;
+            }
+            if let Some(p) = f.pending.remove(i) {
+                self.fec_forget(f, p.data.len());
+                self.pool.give(p.data);
+            }
         }
     }
 
@@ -169,9 +183,7 @@ impl Connection {
             };
             if let Frame::Parity { channel, .. } = frame {
                 if self.recv[usize::from(channel)].kind().is_reliable() {
-                    let f = self.fec.get_or_insert_with(Box::default);
-                    f.channels[usize::from(channel / 64)] |= 1 << (channel % 64);
-                    f.quiet = 0;
+                    self.fec.get_or_insert_with(Box::default).watch(channel);
                 }
             }
         }
@@ -201,11 +213,10 @@ impl Connection {
         payload: &[u8],
     ) {
         let mut f = self.fec.take().unwrap_or_default();
-        f.quiet = 0;
         if !self.recv[usize::from(channel)].kind().is_reliable() {
             self.stats.parity_unusable += 1;
         } else {
-            f.channels[usize::from(channel / 64)] |= 1 << (channel % 64);
+            f.watch(channel);
             match self.use_parity(&mut f, channel, first, count, len_xor, payload) {
                 Use::Repaired => self.fec_retry(&mut f),
                 Use::Waits => {
@@ -453,6 +464,7 @@ impl Connection {
 mod tests {
     use super::*;
     use crate::connection::packets::{feeder, msg, packet, receiver};
+    use crate::fec::FEC_QUIET;
     use crate::wire::{Header, Reader};
 
     fn parity(first: u64, count: u8, len_xor: u32, payload: &[u8]) -> Frame<'_> {
@@ -553,6 +565,51 @@ mod tests {
         let pn = 4 * u64::from(FEC_QUIET) + 1;
         c.handle_datagram(now, &packet(pn, &[msg(1, &[6; 10])]));
         assert_eq!(fec(&c).kept_len(), 2);
+    }
+
+    /// Channel 2's sender stops parity while channel 0's goes on: channel
+    /// 2's copies go after FEC_QUIET of its messages, channel 0's stay.
+    #[test]
+    fn a_channel_whose_parity_stopped_is_let_go_while_another_keeps_it() {
+        let (mut c, now) = receiver();
+        let mut next = feeder(now);
+        let on2 = |seq, payload| Frame::Message {
+            channel: 2,
+            seq,
+            payload,
+        };
+        let parity2 = |first| Frame::Parity {
+            channel: 2,
+            first,
+            count: 1,
+            len_xor: 10,
+            payload: &[3; 10],
+        };
+        next(&[on2(0, &[3; 10]), parity2(0)], &mut c);
+        let of = |c: &Connection, ch| fec(c).kept.iter().filter(|k| k.channel == ch).count();
+        for seq in 0..=u64::from(FEC_QUIET) {
+            // Channel 0 with a parity in every packet, channel 2 without.
+            next(
+                &[
+                    msg(seq, &[1; 10]),
+                    parity(seq, 1, 10, &[1; 10]),
+                    on2(seq + 1, &[2; 10]),
+                ],
+                &mut c,
+            );
+        }
+        assert!(fec(&c).watches(0));
+        assert!(!fec(&c).watches(2), "channel 2 still watched");
+        assert_eq!(of(&c, 2), 0, "channel 2's copies kept");
+        assert!(of(&c, 0) > 0);
+        // Its messages are no longer kept...
+        next(&[on2(u64::from(FEC_QUIET) + 2, &[2; 10])], &mut c);
+        assert_eq!(of(&c, 2), 0);
+        // ...until its next parity.
+        let seq = u64::from(FEC_QUIET) + 3;
+        next(&[on2(seq, &[3; 10]), parity2(seq)], &mut c);
+        assert_eq!(of(&c, 2), 1);
+        assert_eq!(c.stats().messages_delivered, 2 * u64::from(FEC_QUIET) + 5);
     }
 
     #[test]

@@ -10,12 +10,14 @@ use crate::wire::{ConnectionId, Frame, Header, Writer};
 
 const CID: ConnectionId = ConnectionId([7; 8]);
 
-/// A connected server end: channel 0 reliable-ordered, 1 unreliable.
+/// A connected server end: channel 0 reliable-ordered, 1 unreliable, 2
+/// reliable-ordered.
 pub(super) fn receiver() -> (Connection, Instant) {
     let now = Instant::now();
     let cfg = Config::new(vec![
         ChannelConfig::new(ChannelKind::ReliableOrdered),
         ChannelConfig::new(ChannelKind::Unreliable),
+        ChannelConfig::new(ChannelKind::ReliableOrdered),
     ]);
     let c = Connection::established(cfg, Side::Server, CID, now).unwrap();
     (c, now)
