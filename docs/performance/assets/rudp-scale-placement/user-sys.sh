@@ -5,7 +5,8 @@
 # the measured phase; and, with SYSCALLS=1, the system calls and context
 # switches of the server's thread per message over those 5 s (perf stat
 # on the tracepoints of the system calls an echo can make; needs perf and
-# root).
+# root). Tracing slows each call, which changes how many datagrams a
+# wake-up finds: read the counts, not the times, of a SYSCALLS=1 run.
 #
 #   user-sys.sh PROTOCOL CONNS RATE [PLACEMENT]
 #   e.g. user-sys.sh rudp 1000 20 split
