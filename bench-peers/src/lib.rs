@@ -57,7 +57,7 @@
 //! lost by the harness); errors are `String`s naming the library and the
 //! call.
 //!
-//! `unsafe` lives only in `sys` modules ([`sys`] for getrusage, and one per
+//! `unsafe` lives only in `sys` modules ([`sys`] for getrusage and sysconf, and one per
 //! C library: [`ikcp::sys`], `enet::sys`, `gns::sys`); the crate root denies it everywhere else.
 
 #![deny(unsafe_code)]

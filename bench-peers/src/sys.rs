@@ -1,5 +1,5 @@
-//! The process's CPU time from getrusage(2): the one libc call of the
-//! harness.
+//! The harness's libc calls: the process's CPU time (getrusage(2)), the
+//! page size, and poll(2) for C libraries' sockets.
 #![allow(unsafe_code)]
 
 use std::time::Duration;
@@ -21,6 +21,14 @@ pub fn process_cpu() -> Option<Duration> {
         Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
     };
     Some(tv(ru.ru_utime) + tv(ru.ru_stime))
+}
+
+/// The system's page size in bytes (`sysconf(_SC_PAGESIZE)`).
+pub fn page_size() -> Option<u64> {
+    // SAFETY: sysconf takes any name and has no memory effects; it returns
+    // -1 for a name it does not know.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(n).ok().filter(|&n| n > 0)
 }
 
 /// Waits with poll(2) until one of a set of file descriptors is readable
