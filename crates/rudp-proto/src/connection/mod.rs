@@ -118,7 +118,7 @@ pub struct Connection {
     /// The interval between this end's ack-eliciting packets, a moving
     /// average in µs (0: not sending at a steady interval within
     /// `tick_ack_delay`): an acknowledgement may wait for the next one
-    /// (`ack_deadline`).
+    /// (`ack_wait`).
     tick_us: u32,
     largest_recv_time: Option<Instant>,
     probes_pending: u8,
@@ -611,10 +611,15 @@ impl Connection {
         };
         at(self.recovery.timeout(&self.rtt));
         if self.ack_eliciting_unacked > 0 {
-            if self.ack_immediate || self.ack_eliciting_unacked >= self.ack_count_threshold() {
+            let (threshold, deadline) = if self.ack_immediate {
+                (0, None)
+            } else {
+                self.ack_wait()
+            };
+            if self.ack_eliciting_unacked >= threshold {
                 at(Some(soon));
             } else {
-                at(self.ack_deadline());
+                at(deadline);
             }
         }
         if self.probes_pending > 0 {

@@ -184,38 +184,62 @@ impl Connection {
     }
 
     fn ack_due(&self, now: Instant) -> bool {
-        self.ack_eliciting_unacked > 0
-            && (self.ack_immediate
-                || self.ack_eliciting_unacked >= self.ack_count_threshold()
-                || self.ack_deadline().is_some_and(|d| now >= d))
+        if self.ack_eliciting_unacked == 0 {
+            return false;
+        }
+        if self.ack_immediate {
+            return true;
+        }
+        let (threshold, deadline) = self.ack_wait();
+        self.ack_eliciting_unacked >= threshold || deadline.is_some_and(|d| now >= d)
     }
 
-    /// How many ack-eliciting packets are acknowledged at once: 2 (RFC
-    /// 9000, section 13.2.2), or [`TICK_ACK_PACKETS`](super::TICK_ACK_PACKETS)
-    /// while the acknowledgement can ride on this end's next tick
-    /// ([`Self::riding_tick`]) on a clean link: nothing lost yet, or a
-    /// measured loss below [`REDUNDANCY_MIN_LOSS`](crate::REDUNDANCY_MIN_LOSS).
-    pub(super) fn ack_count_threshold(&self) -> u32 {
+    /// How many ack-eliciting packets are acknowledged at once, and when
+    /// the acknowledgement of fewer is due (`None` with nothing to
+    /// acknowledge): both from one pass over the tick's arithmetic, which
+    /// `ack_due` and `flow_timeout` each need whole.
+    ///
+    /// The count is 2 (RFC 9000, section 13.2.2), or
+    /// [`TICK_ACK_PACKETS`](super::TICK_ACK_PACKETS) while the
+    /// acknowledgement can ride on this end's next tick ([`Self::riding_tick`])
+    /// on a clean link: nothing lost yet, or a measured loss below
+    /// [`REDUNDANCY_MIN_LOSS`](crate::REDUNDANCY_MIN_LOSS).
+    ///
+    /// The deadline is `max_ack_delay` after the first packet not yet
+    /// acknowledged arrived, or, while this end sends at a steady interval
+    /// whose next packet is expected within `tick_ack_delay` of that
+    /// arrival, when that packet is due and a quarter interval more (at
+    /// least two timer granularities, at most `tick_ack_delay` after the
+    /// arrival), so the acknowledgement rides on it. An end that stops
+    /// sending acknowledges at that bound.
+    pub(super) fn ack_wait(&self) -> (u32, Option<Instant>) {
+        let Some(first) = self.first_unacked_at else {
+            return (2, None);
+        };
+        let base = first + self.cfg.max_ack_delay;
+        let Some((tick, next, cap)) = self.riding_tick(first) else {
+            return (2, Some(base));
+        };
         // The average starts high (for redundancy's sake): a link that has
         // lost nothing yet is clean.
         let clean = self.stats.packets_lost == 0 || !self.loss_justifies_redundancy();
-        if clean && self.riding_tick().is_some() {
-            super::TICK_ACK_PACKETS
-        } else {
-            2
-        }
+        let threshold = if clean { super::TICK_ACK_PACKETS } else { 2 };
+        let slack = (tick / 4).max(crate::rtt::GRANULARITY * 2);
+        (threshold, Some(base.max((next + slack).min(cap))))
     }
 
     /// This end's tick, while it sends at one and its next packet is due
-    /// within `tick_ack_delay` of the first packet not yet acknowledged:
-    /// an acknowledgement can wait for that packet.
-    fn riding_tick(&self) -> Option<Duration> {
-        let first = self.first_unacked_at?;
+    /// within `tick_ack_delay` of `first`, the first packet not yet
+    /// acknowledged (an acknowledgement can wait for that packet): the
+    /// tick, when that packet is due, and that bound.
+    fn riding_tick(&self, first: Instant) -> Option<(Duration, Instant, Instant)> {
         if self.tick_us == 0 {
             return None;
         }
         let tick = Duration::from_micros(self.tick_us.into());
-        (self.last_eliciting_sent + tick <= first + self.cfg.tick_ack_delay).then_some(tick)
+        let next = self.last_eliciting_sent + tick;
+        let cap = first + self.cfg.tick_ack_delay;
+        (next <= cap).then_some((tick, next, cap))
     }
 
     /// Whether the measured loss is at least
@@ -246,25 +270,6 @@ impl Connection {
                 t => ((u64::from(t) * 7 + u64::from(us)) / 8) as u32,
             }
         };
-    }
-
-    /// When the acknowledgement of a lone ack-eliciting packet is due:
-    /// `max_ack_delay` after it arrived, or, while this end sends at a
-    /// steady interval whose next packet is expected within
-    /// `tick_ack_delay` of that arrival, when that packet is due and a
-    /// quarter interval more (at least two timer granularities, at most
-    /// `tick_ack_delay` after the arrival), so the acknowledgement rides
-    /// on it. An end that stops sending acknowledges at that bound.
-    pub(super) fn ack_deadline(&self) -> Option<Instant> {
-        let first = self.first_unacked_at?;
-        let base = first + self.cfg.max_ack_delay;
-        let Some(tick) = self.riding_tick() else {
-            return Some(base);
-        };
-        let cap = first + self.cfg.tick_ack_delay;
-        let next = self.last_eliciting_sent + tick;
-        let slack = (tick / 4).max(crate::rtt::GRANULARITY * 2);
-        Some(base.max((next + slack).min(cap)))
     }
 
     fn bulk_allowed(&mut self, now: Instant, size: usize) -> bool {
