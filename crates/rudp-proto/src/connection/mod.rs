@@ -118,7 +118,7 @@ pub struct Connection {
     /// The interval between this end's ack-eliciting packets, a moving
     /// average in µs (0: not sending at a steady interval within
     /// `tick_ack_delay`): an acknowledgement may wait for the next one
-    /// (`ack_wait`).
+    /// (`ack_due_at`).
     tick_us: u32,
     largest_recv_time: Option<Instant>,
     probes_pending: u8,
@@ -610,18 +610,7 @@ impl Connection {
             }
         };
         at(self.recovery.timeout(&self.rtt));
-        if self.ack_eliciting_unacked > 0 {
-            let (threshold, deadline) = if self.ack_immediate {
-                (0, None)
-            } else {
-                self.ack_wait()
-            };
-            if self.ack_eliciting_unacked >= threshold {
-                at(Some(soon));
-            } else {
-                at(deadline);
-            }
-        }
+        at(self.ack_due_at(soon));
         if self.probes_pending > 0 {
             at(Some(soon));
         }

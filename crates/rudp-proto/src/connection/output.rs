@@ -184,20 +184,32 @@ impl Connection {
     }
 
     fn ack_due(&self, now: Instant) -> bool {
+        self.ack_due_at(now).is_some_and(|d| now >= d)
+    }
+
+    /// When the acknowledgement of the ack-eliciting packets received
+    /// since the last ACK is due: `soon` when it is due at once (asked
+    /// for, or as many packets as [`Self::ack_wait`] counts), else its
+    /// deadline; `None` with nothing to acknowledge.
+    pub(super) fn ack_due_at(&self, soon: Instant) -> Option<Instant> {
         if self.ack_eliciting_unacked == 0 {
-            return false;
+            return None;
         }
         if self.ack_immediate {
-            return true;
+            return Some(soon);
         }
         let (threshold, deadline) = self.ack_wait();
-        self.ack_eliciting_unacked >= threshold || deadline.is_some_and(|d| now >= d)
+        if self.ack_eliciting_unacked >= threshold {
+            Some(soon)
+        } else {
+            deadline
+        }
     }
 
     /// How many ack-eliciting packets are acknowledged at once, and when
     /// the acknowledgement of fewer is due (`None` with nothing to
     /// acknowledge): both from one pass over the tick's arithmetic, which
-    /// `ack_due` and `flow_timeout` each need whole.
+    /// [`Self::ack_due_at`] needs whole.
     ///
     /// The count is 2 (RFC 9000, section 13.2.2), or
     /// [`TICK_ACK_PACKETS`](super::TICK_ACK_PACKETS) while the
@@ -212,7 +224,7 @@ impl Connection {
     /// least two timer granularities, at most `tick_ack_delay` after the
     /// arrival), so the acknowledgement rides on it. An end that stops
     /// sending acknowledges at that bound.
-    pub(super) fn ack_wait(&self) -> (u32, Option<Instant>) {
+    fn ack_wait(&self) -> (u32, Option<Instant>) {
         let Some(first) = self.first_unacked_at else {
             return (2, None);
         };
