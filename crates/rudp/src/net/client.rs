@@ -13,7 +13,7 @@ use crate::net::conns::{Conns, CLIENT_CONN};
 use crate::net::handler::{Ctx, Handler};
 use crate::net::lane::LaneState;
 use crate::net::sender::{Job, Post, Sender};
-use crate::net::server::{invalid, os_random};
+use crate::net::server::{invalid, os_random, udp_defaults};
 use crate::net::stop::{StopReport, Stopping};
 use keel_rudp_proto::ClientSecurity;
 use keel_rudp_proto::Config;
@@ -27,7 +27,9 @@ pub struct ClientConfig {
     /// The local address to bind; `None` (the default): the unspecified
     /// address of the server's family, port 0.
     pub local: Option<SocketAddr>,
-    /// keel-udp settings of the socket (the link conditioner for tests).
+    /// keel-udp settings of the socket (the link conditioner for tests);
+    /// Don't Fragment on by default on Linux, as for
+    /// [`ServerConfig::udp`](crate::ServerConfig::udp).
     pub udp: UdpConfig,
     /// The connect token from the game's backend, or insecure by name.
     pub security: ClientSecurity,
@@ -40,7 +42,7 @@ impl ClientConfig {
         ClientConfig {
             connection,
             local: None,
-            udp: UdpConfig::default(),
+            udp: udp_defaults(),
             security,
         }
     }

@@ -77,7 +77,12 @@ pub struct ServerConfig {
     /// that must accept the others' cookies.
     pub key: Option<[u8; 32]>,
     /// keel-udp settings of each lane's socket (batch sizes, queues, the
-    /// link conditioner for tests).
+    /// link conditioner for tests). The default sets Don't Fragment on
+    /// Linux (`udp.socket.dont_fragment`): keel-rudp splits messages into
+    /// datagrams of at most `connection.max_datagram_size` itself, and IP
+    /// fragments would only lose more (one lost fragment loses the whole
+    /// datagram); a `max_datagram_size` above the interface MTU then fails
+    /// to send (counted in the socket's send errors) instead of fragmenting.
     pub udp: UdpConfig,
     /// Connect tokens and sealed packets, or insecure by name.
     pub security: ServerSecurity,
@@ -120,7 +125,7 @@ impl ServerConfig {
             admission: Admission::default(),
             cookie_lifetime: Duration::from_secs(10),
             key: None,
-            udp: UdpConfig::default(),
+            udp: udp_defaults(),
             recv_budget: keel_rudp_proto::DEFAULT_RECV_BUDGET,
             send_budget: keel_rudp_proto::DEFAULT_SEND_BUDGET,
         }
@@ -128,6 +133,14 @@ impl ServerConfig {
 }
 
 pub(crate) use keel_rudp_proto::os_random;
+
+/// keel-udp's defaults with Don't Fragment where keel-udp can set it
+/// (Linux): see [`ServerConfig::udp`].
+pub(crate) fn udp_defaults() -> UdpConfig {
+    let mut udp = UdpConfig::default();
+    udp.socket.dont_fragment = cfg!(target_os = "linux");
+    udp
+}
 
 pub(crate) fn invalid(what: &str, e: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("{what}: {e}"))

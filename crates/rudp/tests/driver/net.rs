@@ -360,3 +360,19 @@ fn each_lane_holds_one_reactor_timer_however_its_deadlines_move() {
         assert!(done.iter().all(|d| *d), "stops reported within 10 s");
     }
 }
+
+/// keel-rudp keeps its datagrams within `max_datagram_size` itself, so
+/// its sockets forbid IP fragmentation by default where keel-udp can set
+/// that (Linux; keel-udp's own tests read the option back from a socket).
+#[test]
+fn sockets_set_dont_fragment_by_default() {
+    let sc = ServerConfig::new(config(), keel_rudp::ServerSecurity::Insecure);
+    let cc = ClientConfig::new(config(), keel_rudp::ClientSecurity::Insecure);
+    let linux = cfg!(target_os = "linux");
+    assert_eq!(sc.udp.socket.dont_fragment, linux);
+    assert_eq!(cc.udp.socket.dont_fragment, linux);
+    // The rest of keel-udp's defaults is unchanged.
+    let mut plain = keel_udp::EndpointConfig::default();
+    plain.socket.dont_fragment = linux;
+    assert_eq!(sc.udp.socket, plain.socket);
+}

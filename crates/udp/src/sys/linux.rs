@@ -14,19 +14,79 @@ use super::send::{send_one, SendBatch};
 
 /// `setsockopt(level, name, 1)`.
 fn enable(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> io::Result<()> {
-    let one: libc::c_int = 1;
-    // SAFETY: `one` is a live c_int and the length passed is its size; the
-    // kernel only reads it.
+    set_int(fd, level, name, 1)
+}
+
+/// `setsockopt(level, name, value)` for an `int` option.
+fn set_int(
+    fd: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: `value` is a live c_int and the length passed is its size;
+    // the kernel only reads it.
     cvt(unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
             level,
             name,
-            ptr::addr_of!(one).cast(),
+            ptr::addr_of!(value).cast(),
             mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     })?;
     Ok(())
+}
+
+/// `getsockopt(level, name)` for an `int` option.
+#[cfg(test)]
+fn get_int(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `value` and `len` are live and `len` holds `value`'s size;
+    // the kernel writes at most that many bytes and the length back.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            ptr::addr_of_mut!(value).cast(),
+            ptr::addr_of_mut!(len),
+        )
+    })?;
+    Ok(value)
+}
+
+/// Sets the Don't Fragment bit on every IPv4 datagram the socket sends
+/// and forbids IPv6 fragmentation by this host: `IP_MTU_DISCOVER` (and on
+/// an IPv6 socket also `IPV6_MTU_DISCOVER`, for both families of a
+/// dual-stack socket) set to `PMTUDISC_PROBE`, which sets DF but sizes by
+/// the interface MTU, not by the kernel's path-MTU cache (which a forged
+/// ICMP message could shrink): a datagram larger than the interface MTU
+/// fails with `EMSGSIZE` instead of leaving in fragments. With DF the
+/// kernel also skips the IPv4 identification generator (a keyed hash and
+/// an atomic on a table shared by every socket) on each send.
+pub(crate) fn set_dont_fragment(fd: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
+    if ipv6 {
+        set_int(
+            fd,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+            libc::IPV6_PMTUDISC_PROBE,
+        )?;
+    }
+    set_int(
+        fd,
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        libc::IP_PMTUDISC_PROBE,
+    )
+}
+
+/// Whether [`set_dont_fragment`] is in effect (IPv4's setting).
+#[cfg(test)]
+pub(crate) fn dont_fragment(fd: &impl AsRawFd) -> io::Result<bool> {
+    Ok(get_int(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER)? == libc::IP_PMTUDISC_PROBE)
 }
 
 /// Asks the kernel to attach the socket's cumulative receive-buffer drop

@@ -33,8 +33,12 @@ pub use send::SendBatch;
 
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(all(target_os = "linux", test))]
+pub(crate) use linux::dont_fragment;
 #[cfg(target_os = "linux")]
-pub(crate) use linux::{attach_payload_steering, attach_port_steering, enable_pktinfo};
+pub(crate) use linux::{
+    attach_payload_steering, attach_port_steering, enable_pktinfo, set_dont_fragment,
+};
 #[cfg(target_os = "linux")]
 pub use linux::{enable_rxq_ovfl, kernel_drops_now, recv_batch, send_batch};
 
@@ -43,7 +47,9 @@ pub use linux::{enable_rxq_ovfl, kernel_drops_now, recv_batch, send_batch};
 #[cfg_attr(all(target_os = "linux", test), allow(unreachable_pub))]
 mod portable;
 #[cfg(not(target_os = "linux"))]
-pub(crate) use portable::{attach_payload_steering, attach_port_steering, enable_pktinfo};
+pub(crate) use portable::{
+    attach_payload_steering, attach_port_steering, enable_pktinfo, set_dont_fragment,
+};
 #[cfg(not(target_os = "linux"))]
 pub use portable::{enable_rxq_ovfl, kernel_drops_now, recv_batch, send_batch};
 

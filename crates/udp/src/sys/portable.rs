@@ -43,6 +43,17 @@ pub(crate) fn enable_pktinfo(fd: &impl AsRawFd, _ipv6: bool) -> io::Result<()> {
     ))
 }
 
+/// Don't Fragment is only set on Linux here: returns
+/// `ErrorKind::Unsupported` (socket setup reports it for a socket that
+/// asked for it).
+pub(crate) fn set_dont_fragment(fd: &impl AsRawFd, _ipv6: bool) -> io::Result<()> {
+    let _ = fd.as_raw_fd();
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "Don't Fragment (IP_MTU_DISCOVER) is only set on Linux",
+    ))
+}
+
 /// Steering a reuseport group by port needs Linux's
 /// `SO_ATTACH_REUSEPORT_CBPF`: returns `ErrorKind::Unsupported`.
 pub(crate) fn attach_port_steering(fd: &impl AsRawFd, _lanes: u32) -> io::Result<()> {
