@@ -17,8 +17,12 @@
 # add to it). "rudp-tick" is keel-rudp with the clients' max_ack_delay
 # just above the tick (--ack-delay 1000/RATE + 1 ms), so a client's
 # acknowledgement of an echo rides on its next message
-# (docs/rudp-guide.md). Repetitions run the protocols alternately (udp,
-# rudp, kcp, udp, ...) so drift on a shared machine touches them alike.
+# (docs/rudp-guide.md). "udp-df" is plain keel-udp with --dont-fragment:
+# its sockets set Don't Fragment as keel-rudp's do by default, which
+# spares the kernel the IPv4 identification generator on each send; the
+# table's "vs udp-df" is the like-for-like ratio. Repetitions run the
+# protocols alternately (udp, udp-df, rudp, ..., udp, ...) so drift on a
+# shared machine touches them alike.
 # CLIENT_SOCKETS=shared runs every cell with `keel-bench --client-sockets
 # shared`: the clients on one socket per client thread, each from a
 # loopback address of its own, their datagrams batched, so that 5,000
@@ -66,7 +70,7 @@ and DIR/rudp-scale.svg (keel-bench report), DIR/table.md (medians, printed).
 Environment (lists are space or comma separated; checked before any run):
   CONNS            connections per cell, 1..10000   (default: "1000 5000")
   RATES            messages per second per client, 1..10000 (default: "20 60")
-  PROTOCOLS        among "udp rudp rudp-tick kcp"    (default: all four)
+  PROTOCOLS        among "udp udp-df rudp rudp-tick kcp" (default: all five)
   REPS             repetitions, >= 1                 (default: 3)
   PAYLOAD          bytes per message, 16..65507      (default: 400)
   SECONDS_PER_RUN  measured phase, s, 0 < s <= 3600  (default: 10)
@@ -98,7 +102,7 @@ out=${out:-out/rudp-scale}
 
 conns=$(list CONNS "1000 5000")
 rates=$(list RATES "20 60")
-protocols=$(list PROTOCOLS "udp rudp rudp-tick kcp")
+protocols=$(list PROTOCOLS "udp udp-df rudp rudp-tick kcp")
 reps=${REPS:-3}
 payload=${PAYLOAD:-400}
 secs=${SECONDS_PER_RUN:-10}
@@ -114,8 +118,8 @@ for r in $rates; do
 done
 for p in $protocols; do
   case $p in
-    udp | rudp | rudp-tick | kcp) ;;
-    *) die "PROTOCOLS: unknown protocol \"$p\" (accepted: udp, rudp, rudp-tick, kcp)" ;;
+    udp | udp-df | rudp | rudp-tick | kcp) ;;
+    *) die "PROTOCOLS: unknown protocol \"$p\" (accepted: udp, udp-df, rudp, rudp-tick, kcp)" ;;
   esac
 done
 case $client_sockets in
@@ -179,9 +183,11 @@ for c in $conns; do
         extra=()
         if [ "$proto" = rudp-tick ]; then
           extra=(--ack-delay $((1000 / r + 1)))
+        elif [ "$proto" = udp-df ]; then
+          extra=(--dont-fragment)
         fi
         # A failed run still prints its line (ok: false); keep going.
-        "$KEEL_BENCH" --protocol "${proto%-tick}" ${extra[@]+"${extra[@]}"} --rate "$r" --payload "$payload" \
+        "$KEEL_BENCH" --protocol "${proto%-*}" ${extra[@]+"${extra[@]}"} --rate "$r" --payload "$payload" \
           --clients "$c" --seconds "$secs" --warmup "$warmup" --client-sockets "$client_sockets" \
           --format json >"$tmp/line" &
         bench=$!
@@ -218,33 +224,37 @@ def kind(r):
     # A rudp line without ack_delay_ms ran at keel-rudp's default (5 ms).
     if r.get("protocol") == "rudp" and (r.get("ack_delay_ms") or 5) != 5:
         return "rudp-tick"
+    if r.get("protocol") == "udp" and r.get("dont_fragment"):
+        return "udp-df"
     return r.get("protocol")
 def ms(x):
     return None if x is None else x / 1000
 print(f"Client sockets: {sys.argv[2]} (CLIENT_SOCKETS)\n")
 print(f"Placement: {sys.argv[3]} (PLACEMENT)\n")
-names = {"udp": "keel-udp (plain)", "rudp": "keel-rudp reliable-ordered",
+names = {"udp": "keel-udp (plain)", "udp-df": "keel-udp, Don't Fragment", "rudp": "keel-rudp reliable-ordered",
          "rudp-tick": "keel-rudp, ack delay above the tick", "kcp": "KCP fast"}
 print("| connections | rate Hz | protocol | runs ok | messages/s | server CPU µs/message | "
-      "vs udp | server datagrams/message | server CPU % | RSS/connection KiB | lost | p50 ms | p99 ms |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+      "vs udp | vs udp-df | server datagrams/message | server CPU % | RSS/connection KiB | lost | p50 ms | p99 ms |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 cells = sorted({(r["clients"], r["rate_hz"]) for r in rows})
 for c, hz in cells:
     cell = [r for r in rows if r["clients"] == c and r["rate_hz"] == hz]
     # The baseline: plain keel-udp's median in the same cell (whatever the
     # order of PROTOCOLS); "-" when the cell has no udp run with a figure.
     base = med([r.get("server_cpu_us_per_message") for r in cell if kind(r) == "udp"])
-    for proto in ["udp", "rudp", "rudp-tick", "kcp"]:
+    base_df = med([r.get("server_cpu_us_per_message") for r in cell if kind(r) == "udp-df"])
+    for proto in ["udp", "udp-df", "rudp", "rudp-tick", "kcp"]:
         rs = [r for r in cell if kind(r) == proto]
         if not rs:
             continue
         ok = sum(1 for r in rs if r.get("ok"))
         cpu = med([r.get("server_cpu_us_per_message") for r in rs])
         ratio = None if (cpu is None or not base) else cpu / base
+        ratio_df = None if (cpu is None or not base_df) else cpu / base_df
         rss = med([r.get("rss_bytes_per_connection") for r in rs])
         print(f"| {c} | {hz} | {names[proto]} | {ok}/{len(rs)} | "
               f"{fmt(med([r.get('roundtrips_per_second') for r in rs]), '.0f')} | "
-              f"{fmt(cpu, '.2f')} | {fmt(ratio, '.2f')} | "
+              f"{fmt(cpu, '.2f')} | {fmt(ratio, '.2f')} | {fmt(ratio_df, '.2f')} | "
               f"{fmt(med([r.get('server_datagrams_per_message') for r in rs]), '.2f')} | "
               f"{fmt(med([r.get('server_cpu_percent') for r in rs]), '.0f')} | "
               f"{fmt(None if rss is None else rss / 1024, '.1f')} | "

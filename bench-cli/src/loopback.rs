@@ -135,6 +135,7 @@ fn start_run_server(
         mode: EchoMode::Bench,
         steering,
         sessions: SessionPolicy::default(),
+        dont_fragment: cfg.dont_fragment,
     };
     start_server_impaired(
         rt,
@@ -190,6 +191,7 @@ fn client_config(cfg: &RunConfig) -> ClientConfig {
             socket: SocketOptions {
                 send_buffer: Some(UDP_SEND_BUFFER_REQUEST as usize),
                 recv_buffer: Some(UDP_RECEIVE_BUFFER_REQUEST as usize),
+                dont_fragment: cfg.dont_fragment,
                 ..SocketOptions::default()
             },
             // Set per client below (`--impair`).

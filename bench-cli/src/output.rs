@@ -148,6 +148,7 @@ pub const KEEL_FIELDS: &[&str] = &[
     "conditioner_dropped",
     "conditioner_duplicated",
     "lane_steering",
+    "dont_fragment",
     "rtt_min_us",
     "rtt_stddev_us",
 ];
@@ -600,6 +601,11 @@ pub struct PeerSettings {
     /// thread, batched).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_sockets: Option<&'static str>,
+    /// Whether the echo server's sockets set Don't Fragment: udp lines
+    /// `--dont-fragment`, rudp lines keel-rudp's default (true on Linux),
+    /// kcp lines false (keel-udp's default); null in a report that never
+    /// got to a run.
+    pub dont_fragment: Option<bool>,
 }
 
 /// The bulk case (`--transfer`; `transfer_bytes`, `goodput_bytes_per_second`):
@@ -743,6 +749,19 @@ impl RunReport {
                 kcp_window: (cfg.protocol == Protocol::Kcp).then_some(cfg.kcp_window),
                 client_sockets: (cfg.protocol != Protocol::Udp || cfg.rate_hz.is_some())
                     .then(|| cfg.client_sockets.as_str()),
+                dont_fragment: Some(match cfg.protocol {
+                    Protocol::Udp => cfg.dont_fragment,
+                    Protocol::Rudp => {
+                        keel_rudp::ServerConfig::new(
+                            keel_rudp::Config::new(Vec::new()),
+                            keel_rudp::ServerSecurity::Insecure,
+                        )
+                        .udp
+                        .socket
+                        .dont_fragment
+                    }
+                    Protocol::Kcp => false,
+                }),
                 ack_delay_ms: (cfg.protocol == Protocol::Rudp).then_some(cfg.ack_delay_ms),
                 redundancy: (cfg.protocol == Protocol::Rudp).then(|| {
                     cfg.redundancy

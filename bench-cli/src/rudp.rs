@@ -37,7 +37,7 @@ use keel_rudp::{
     TokenSpec,
 };
 use keel_rudp_proto::{os_random, Connection, Event};
-use keel_udp::{CounterSnapshot, Impairment, SocketOptions};
+use keel_udp::{CounterSnapshot, Impairment};
 
 use crate::flags::{ChannelChoice, ClientSocketsChoice, RunConfig, DEFAULT_ACK_DELAY_MS};
 use crate::output::{RunReport, UDP_RECEIVE_BUFFER_REQUEST, UDP_SEND_BUFFER_REQUEST};
@@ -95,14 +95,6 @@ fn connection_config_of(cfg: &RunConfig, max_ack_delay: Duration) -> Config {
     config.max_recv_buffer = config.max_recv_buffer.max(4 * in_flight);
     config.max_ack_delay = max_ack_delay;
     config
-}
-
-fn socket_options() -> SocketOptions {
-    SocketOptions {
-        send_buffer: Some(UDP_SEND_BUFFER_REQUEST as usize),
-        recv_buffer: Some(UDP_RECEIVE_BUFFER_REQUEST as usize),
-        ..SocketOptions::default()
-    }
 }
 
 // ---------------------------------------------------------------- server
@@ -429,7 +421,9 @@ pub(crate) fn start_server(
     // Every client is on loopback, one address: the per-address limits
     // (16 connections, 4 handshakes a second) would refuse most of them.
     sc.admission = keel_rudp::Admission::OFF;
-    sc.udp.socket = socket_options();
+    // Buffers only: the rest (Don't Fragment) stays keel-rudp's default.
+    sc.udp.socket.send_buffer = Some(UDP_SEND_BUFFER_REQUEST as usize);
+    sc.udp.socket.recv_buffer = Some(UDP_RECEIVE_BUFFER_REQUEST as usize);
     sc.udp.send_impairment = cfg.impair_server.as_deref().cloned();
     let (work, transfer) = (cfg.work, cfg.transfer);
     Server::bind(rt.handles(), addr, sc, move |_| EchoPeer {

@@ -203,6 +203,7 @@ fn echo_spec(cfg: &ServeConfig) -> EchoServerSpec {
                 FullPolicyChoice::EvictIdlest => FullPolicy::EvictIdlest,
             },
         },
+        dont_fragment: false,
     }
 }
 

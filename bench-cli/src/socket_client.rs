@@ -616,7 +616,8 @@ impl Clients<'_> {
             };
             let reactor = self.runtime.next_reactor();
             let local = SocketAddr::new(cfg.address_family.loopback(), 0);
-            let endpoint = client_endpoint(impair, self.max_datagram);
+            let mut endpoint = client_endpoint(impair, self.max_datagram);
+            endpoint.socket.dont_fragment = cfg.dont_fragment;
             let client = DatagramSocket::bind(reactor, local, endpoint, peer)
                 .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
             clients.push(client);
@@ -664,7 +665,11 @@ impl Clients<'_> {
             // each datagram came to (IP_PKTINFO), which tells the client.
             let lanes = LanesConfig {
                 lanes: 1,
-                endpoint: group_endpoint(self.max_datagram),
+                endpoint: {
+                    let mut e = group_endpoint(self.max_datagram);
+                    e.socket.dont_fragment = cfg.dont_fragment;
+                    e
+                },
                 ..LanesConfig::default()
             };
             let local = SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0));

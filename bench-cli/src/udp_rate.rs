@@ -83,6 +83,7 @@ fn run_into(cfg: &RunConfig, report: &mut RunReport) -> Result<(), String> {
                 .max(cfg.clients as usize),
             ..SessionPolicy::default()
         },
+        dont_fragment: cfg.dont_fragment,
     };
     let server = start_server_impaired(
         &rt,

@@ -47,6 +47,7 @@ fn benchmark_echo_path_allocates_nothing_per_echo() {
         mode: EchoMode::Bench,
         steering: keel_udp::LaneSteering::KernelHash,
         sessions: SessionPolicy::default(),
+        dont_fragment: false,
     };
     let server = start_server(&rt, &spec, stats.clone()).unwrap();
     let latch = Arc::new(DrainLatch::default());

@@ -419,6 +419,9 @@ pub struct RunConfig {
     pub kcp_mode: KcpMode,
     /// `--encrypt` (`--protocol rudp` only).
     pub encrypt: bool,
+    /// `--dont-fragment` (`--protocol udp` only): the echo's keel-udp
+    /// sockets set Don't Fragment, as keel-rudp's do by default.
+    pub dont_fragment: bool,
     /// `--transfer`: the bulk case, each client sends one message of this
     /// many bytes at a time and waits for the server's receipt; `None` =
     /// the echo (`--protocol rudp` and `kcp` only; see `crate::bulk`).
@@ -473,6 +476,7 @@ impl Default for RunConfig {
             rate_hz: None,
             kcp_mode: KcpMode::Fast,
             encrypt: false,
+            dont_fragment: false,
             transfer: None,
             kcp_window: DEFAULT_KCP_WINDOW,
             bulk_channel: false,

@@ -250,6 +250,13 @@ fn check_protocol_flags(raw: &RawArgs, cfg: &RunConfig) -> Result<(), FlagError>
         }
         return Ok(());
     }
+    if has(raw, "dont-fragment") {
+        return Err(FlagError::new(
+            "--dont-fragment",
+            "applies to --protocol udp only (keel-rudp's sockets set Don't Fragment by \
+             default; KCP's keep keel-udp's default)",
+        ));
+    }
     rudp_only(raw, cfg, "encrypt", "KCP has no encryption")?;
     if cfg.protocol == Protocol::Rudp {
         if let Some(name) = ["kcp-mode", "kcp-window"]
@@ -427,6 +434,7 @@ fn set_run_flag(cfg: &mut RunConfig, name: &str, v: &str) -> Result<(), FlagErro
         "channel" => cfg.channel = parse_channel(v)?,
         "kcp-mode" => cfg.kcp_mode = parse_kcp_mode(v)?,
         "encrypt" => cfg.encrypt = true,
+        "dont-fragment" => cfg.dont_fragment = true,
         "rate" => cfg.rate_hz = Some(parse_u32("rate", v, 1, 10_000)?),
         "transfer" => cfg.transfer = Some(parse_transfer(v)?),
         "kcp-window" => cfg.kcp_window = parse_kcp_window(v)?,
@@ -1001,6 +1009,18 @@ mod tests {
 
     /// The keel-rudp flags refused with --protocol kcp, each message word
     /// for word (one helper writes them all).
+    #[test]
+    fn dont_fragment_is_for_the_udp_echo_only() {
+        assert!(run_cfg(&["--dont-fragment"]).dont_fragment);
+        assert!(!run_cfg(&[]).dont_fragment);
+        assert!(run_cfg(&["--dont-fragment", "--rate", "20"]).dont_fragment);
+        for proto in ["rudp", "kcp"] {
+            let e = parse(vec!["--protocol", proto, "--dont-fragment"]).unwrap_err();
+            assert_eq!(e.flag, "--dont-fragment", "{proto}");
+            assert!(e.message.contains("applies to --protocol udp only"), "{e}");
+        }
+    }
+
     #[test]
     fn rudp_only_flags_say_what_kcp_has_instead() {
         for (args, flag, want) in [

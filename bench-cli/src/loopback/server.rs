@@ -44,6 +44,8 @@ pub struct EchoServerSpec {
     pub steering: LaneSteering,
     /// Session timeout and table bound.
     pub sessions: SessionPolicy,
+    /// `--dont-fragment`: the sockets set Don't Fragment.
+    pub dont_fragment: bool,
 }
 
 /// How the echo server treats its sessions (one per peer address).
@@ -102,6 +104,7 @@ pub fn start_server_impaired(
         mode,
         steering,
         sessions,
+        dont_fragment,
     } = spec.clone();
     let mut config = ServerConfig {
         lanes: lanes as usize,
@@ -111,6 +114,7 @@ pub fn start_server_impaired(
             socket: SocketOptions {
                 send_buffer: Some(UDP_SEND_BUFFER_REQUEST as usize),
                 recv_buffer: Some(receive_buffer.unwrap_or(UDP_RECEIVE_BUFFER_REQUEST) as usize),
+                dont_fragment,
                 ..SocketOptions::default()
             },
             send_impairment,

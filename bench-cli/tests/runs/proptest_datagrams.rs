@@ -86,6 +86,7 @@ fn echo_server_counts_every_invalid_datagram_and_keeps_echoing() {
         mode: EchoMode::Bench,
         steering: keel_udp::LaneSteering::KernelHash,
         sessions: SessionPolicy::default(),
+        dont_fragment: false,
     };
     let server = start_server(&rt, &spec, stats.clone()).unwrap();
     let target = server.local_addr();
@@ -169,6 +170,7 @@ fn sockperf_echo_mode_classifies_arbitrary_datagrams_without_crashing() {
         mode: EchoMode::Sockperf,
         steering: keel_udp::LaneSteering::KernelHash,
         sessions: SessionPolicy::default(),
+        dont_fragment: false,
     };
     let server = start_server(&rt, &spec, stats.clone()).unwrap();
     let target = server.local_addr();

@@ -184,7 +184,7 @@ fn bad_arguments_and_settings_exit_2_before_any_run() {
             SCALE,
             &[],
             &[("PROTOCOLS", "udp tcp")],
-            "PROTOCOLS: unknown protocol \"tcp\" (accepted: udp, rudp, rudp-tick, kcp)",
+            "PROTOCOLS: unknown protocol \"tcp\" (accepted: udp, udp-df, rudp, rudp-tick, kcp)",
         ),
         (SCALE, &[], &[("REPS", "0")], "REPS"),
         (
@@ -314,7 +314,7 @@ fn rudp_scale_files_small_runs_as_scale_with_a_vs_udp_column() {
         ("RATES", "20"),
         ("REPS", "1"),
         // udp last: the baseline does not depend on the order.
-        ("PROTOCOLS", "rudp rudp-tick kcp udp"),
+        ("PROTOCOLS", "rudp rudp-tick kcp udp-df udp"),
         ("SECONDS_PER_RUN", "0.5"),
         ("WARMUP", "0"),
     ];
@@ -322,19 +322,21 @@ fn rudp_scale_files_small_runs_as_scale_with_a_vs_udp_column() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = dir.join("out/rudp-scale");
     let rows = lines(&out.join("results.jsonl"));
-    assert_eq!(rows.len(), 4);
+    assert_eq!(rows.len(), 5);
     assert!(rows.iter().all(|r| r["case"] == "scale"), "{rows:?}");
     let calls = bench_calls(&dir);
-    assert_eq!(calls.len(), 5, "4 runs and the report: {calls:?}");
+    assert_eq!(calls.len(), 6, "5 runs and the report: {calls:?}");
     assert!(calls[1].contains("--protocol rudp --ack-delay 51 --rate 20"));
+    assert!(calls[3].contains("--protocol udp --dont-fragment --rate 20"));
 
     let table = std::fs::read_to_string(out.join("table.md")).unwrap();
     assert_eq!(stdout(&o), table);
     for row in [
-        "| 4 | 20 | keel-udp (plain) | 1/1 | 100 | 2.00 | 1.00 |",
-        "| 4 | 20 | keel-rudp reliable-ordered | 1/1 | 100 | 5.00 | 2.50 |",
-        "| 4 | 20 | keel-rudp, ack delay above the tick | 1/1 | 100 | 5.00 | 2.50 |",
-        "| 4 | 20 | KCP fast | 1/1 | 100 | 3.00 | 1.50 |",
+        "| 4 | 20 | keel-udp (plain) | 1/1 | 100 | 2.00 | 1.00 | 1.25 |",
+        "| 4 | 20 | keel-udp, Don't Fragment | 1/1 | 100 | 1.60 | 0.80 | 1.00 |",
+        "| 4 | 20 | keel-rudp reliable-ordered | 1/1 | 100 | 5.00 | 2.50 | 3.12 |",
+        "| 4 | 20 | keel-rudp, ack delay above the tick | 1/1 | 100 | 5.00 | 2.50 | 3.12 |",
+        "| 4 | 20 | KCP fast | 1/1 | 100 | 3.00 | 1.50 | 1.88 |",
     ] {
         assert!(table.contains(row), "lacks {row:?}:\n{table}");
     }
@@ -352,7 +354,7 @@ fn rudp_scale_files_small_runs_as_scale_with_a_vs_udp_column() {
     let replaced = script(SCALE, &dir, &["--overwrite"], &one);
     assert_eq!(replaced.status.code(), Some(0), "{}", stderr(&replaced));
     assert_eq!(lines(&out.join("results.jsonl")).len(), 1);
-    assert!(bench_calls(&dir)[5].ends_with("--client-sockets per-client --format json"));
+    assert!(bench_calls(&dir)[6].ends_with("--client-sockets per-client --format json"));
     assert!(std::fs::read_to_string(out.join("table.md"))
         .unwrap()
         .starts_with("Client sockets: per-client (CLIENT_SOCKETS)"));
@@ -369,7 +371,7 @@ fn rudp_scale_files_small_runs_as_scale_with_a_vs_udp_column() {
     ];
     let o = script(SCALE, &dir, &["--overwrite"], &shared);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(bench_calls(&dir)[7].contains("--client-sockets shared"));
+    assert!(bench_calls(&dir)[8].contains("--client-sockets shared"));
     assert!(stdout(&o).starts_with("Client sockets: shared (CLIENT_SOCKETS)"));
 }
 
