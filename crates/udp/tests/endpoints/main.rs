@@ -2,7 +2,8 @@
 //! (one link instead of nine), a module per topic: echo through every IO
 //! model and the payload limits, the client, datagram sockets, the game
 //! API, sessions, lanes, one server per port, the reply's source address,
-//! and a handler's panic contained to its server.
+//! Don't Fragment on a small-MTU path, and a handler's panic contained to
+//! its server.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -10,6 +11,7 @@ mod common;
 mod client;
 mod containment;
 mod datagram_socket;
+mod dont_fragment;
 mod echo;
 mod game_api;
 mod lanes;
