@@ -16,7 +16,30 @@ use crate::sys;
 /// Options applied to a UDP socket before it is bound.
 ///
 /// The default changes nothing: the kernel's default buffer sizes, no
-/// address or port reuse, and the system default for `IPV6_V6ONLY`.
+/// address or port reuse, the system default for `IPV6_V6ONLY`, and IP
+/// fragmentation left to the kernel.
+///
+/// # Examples
+///
+/// A server whose lanes ask for 4 MiB receive buffers and never send IP
+/// fragments (Linux), for datagrams kept within the path MTU:
+///
+/// ```
+/// use keel_udp::{EndpointConfig, ServerConfig, SocketOptions};
+///
+/// let config = ServerConfig {
+///     endpoint: EndpointConfig {
+///         socket: SocketOptions {
+///             recv_buffer: Some(4 << 20),
+///             dont_fragment: cfg!(target_os = "linux"),
+///             ..SocketOptions::default()
+///         },
+///         ..EndpointConfig::default()
+///     },
+///     ..ServerConfig::default()
+/// };
+/// # let _ = config;
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SocketOptions {
     /// Requested send buffer size in bytes (`SO_SNDBUF`); `None` keeps the

@@ -83,6 +83,7 @@ pub struct ServerConfig {
     /// fragments would only lose more (one lost fragment loses the whole
     /// datagram); a `max_datagram_size` above the interface MTU then fails
     /// to send (counted in the socket's send errors) instead of fragmenting.
+    /// `config.udp.socket.dont_fragment = false` leaves it to the kernel.
     pub udp: UdpConfig,
     /// Connect tokens and sealed packets, or insecure by name.
     pub security: ServerSecurity,

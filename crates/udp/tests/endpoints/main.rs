@@ -1,5 +1,5 @@
 //! What keel-udp's endpoints do over loopback sockets, one test binary
-//! (one link instead of nine), a module per topic: echo through every IO
+//! (one link instead of ten), a module per topic: echo through every IO
 //! model and the payload limits, the client, datagram sockets, the game
 //! API, sessions, lanes, one server per port, the reply's source address,
 //! Don't Fragment on a small-MTU path, and a handler's panic contained to
