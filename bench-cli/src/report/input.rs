@@ -253,10 +253,19 @@ pub(super) const OTHER_SETTINGS: &[&str] = &[
     "drain_seconds",
 ];
 
-/// The UDP echo matrix's configuration of a line.
+/// The UDP echo matrix's configuration of a line. A UDP line with
+/// `dont_fragment` true is protocol `udp-df` (`--dont-fragment`, as
+/// `scripts/rudp-scale.sh` names it): another configuration, not pooled
+/// with the kernel's default.
 fn key(f: &Fields<'_>) -> ConfigKey {
+    let mut protocol = f.text("protocol");
+    if protocol.as_deref() == Some("udp")
+        && f.field("dont_fragment").and_then(|v| v.as_bool()) == Some(true)
+    {
+        protocol = Some("udp-df".to_string());
+    }
     ConfigKey {
-        protocol: f.text("protocol"),
+        protocol,
         address_family: f.text("address_family"),
         payload_bytes: f.int("payload_bytes"),
         clients: f.int("clients"),

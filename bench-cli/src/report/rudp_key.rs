@@ -200,6 +200,11 @@ pub(super) struct RudpKey {
     pub ack_delay_ms: Option<u64>,
     /// `kcp_window` (KCP's windows, packets).
     pub kcp_window: Option<u64>,
+    /// `dont_fragment` on a keel-udp line (`--dont-fragment`): true sets
+    /// it apart; false or absent (lines from before the field) pool
+    /// together; always false for keel-rudp and KCP, whose sockets the
+    /// flag does not change.
+    pub dont_fragment: bool,
     /// `rate_hz` (open loop); `None` in closed loop.
     pub rate_hz: Option<u64>,
     /// `transfer_bytes` (the bulk case).
@@ -243,7 +248,7 @@ impl RudpKey {
     ) -> (
         (Option<u64>, Option<u64>),
         (u8, &Option<String>, &Option<String>, &Option<String>),
-        (Option<bool>, Option<bool>, Option<u64>, Option<u64>),
+        (Option<bool>, Option<bool>, Option<u64>, Option<u64>, bool),
         (Option<u64>, Option<u64>, Option<u64>, Option<u64>),
         Option<u64>,
         (&Option<String>, Option<u64>),
@@ -262,6 +267,7 @@ impl RudpKey {
                 self.bulk_channel,
                 self.ack_delay_ms,
                 self.kcp_window,
+                self.dont_fragment,
             ),
             (
                 self.transfer_bytes,
@@ -296,7 +302,8 @@ impl RudpKey {
     /// reliable-ordered, encrypted`, `keel-rudp reliable-ordered, bulk
     /// channel`, `keel-rudp reliable-ordered, ack delay 51 ms` (an ack
     /// delay other than the default 5 ms), `KCP fast`, `KCP fast, window
-    /// 1024` (a window other than the default 128), `keel-udp`.
+    /// 1024` (a window other than the default 128), `keel-udp`, `keel-udp,
+    /// Don't Fragment`.
     pub(super) fn protocol_label(&self) -> String {
         match self.protocol.as_deref() {
             Some("rudp") => {
@@ -321,6 +328,7 @@ impl RudpKey {
                 }
                 _ => format!("KCP {}", opt(&self.kcp_mode)),
             },
+            Some("udp") if self.dont_fragment => "keel-udp, Don't Fragment".to_string(),
             Some("udp") => "keel-udp".to_string(),
             Some(other) => other.to_string(),
             None => "?".to_string(),
@@ -607,6 +615,8 @@ impl RudpRun {
             (protocol.as_deref() == Some("rudp"))
                 .then_some(u64::from(crate::flags::DEFAULT_ACK_DELAY_MS))
         });
+        let dont_fragment = protocol.as_deref() == Some("udp")
+            && f.field("dont_fragment").and_then(|v| v.as_bool()) == Some(true);
         RudpRun {
             key: RudpKey {
                 protocol,
@@ -616,6 +626,7 @@ impl RudpRun {
                 bulk_channel: f.field("bulk_channel").and_then(|v| v.as_bool()),
                 ack_delay_ms,
                 kcp_window: f.int("kcp_window"),
+                dont_fragment,
                 rate_hz: f.int("rate_hz"),
                 transfer_bytes: f.int("transfer_bytes"),
                 payload_bytes: f.int("payload_bytes"),

@@ -862,3 +862,46 @@ fn lines_far_apart_get_a_log_axis() {
         .unwrap();
     assert!(!linear.contains("log scale"));
 }
+
+/// keel-udp with `--dont-fragment` is its own configuration, in the scale
+/// table and in the UDP matrix; lines without the field (older ones) and
+/// with it false pool as before.
+#[test]
+fn dont_fragment_udp_lines_are_a_configuration_of_their_own() {
+    let mut df = scale("udp", 1000, 1, 2.0);
+    df["dont_fragment"] = json!(true);
+    let mut plain = scale("udp", 1000, 2, 3.0);
+    plain["dont_fragment"] = json!(false);
+    let old = scale("udp", 1000, 3, 3.0);
+    let r = report_of(&[df, plain, old]);
+    let mut labels: Vec<_> = r
+        .rudp
+        .iter()
+        .map(|g| (g.key.protocol_label(), g.runs.len()))
+        .collect();
+    labels.sort();
+    assert_eq!(
+        labels,
+        [
+            ("keel-udp".to_string(), 2),
+            ("keel-udp, Don't Fragment".to_string(), 1)
+        ]
+    );
+    // A rudp line's dont_fragment (keel-rudp's own default) changes nothing.
+    let mut rudp_df = scale("rudp", 1000, 1, 5.0);
+    rudp_df["dont_fragment"] = json!(true);
+    let r = report_of(&[rudp_df, scale("rudp", 1000, 2, 5.0)]);
+    assert_eq!(r.rudp.len(), 1);
+
+    // The closed-loop matrix: udp-df beside udp.
+    let mut u = udp(1);
+    u["dont_fragment"] = json!(true);
+    let r = report_of(&[udp(1), u]);
+    let mut protocols: Vec<_> = r
+        .groups
+        .iter()
+        .map(|g| g.key.protocol.clone().unwrap())
+        .collect();
+    protocols.sort();
+    assert_eq!(protocols, ["udp", "udp-df"]);
+}
