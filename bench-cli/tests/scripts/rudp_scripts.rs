@@ -344,6 +344,12 @@ fn rudp_scale_files_small_runs_as_scale_with_a_vs_udp_column() {
     assert!(md.contains("### Scale"), "{md}");
     assert!(!md.contains("Latency under loss"), "{md}");
     assert!(md.contains("| 4 | 20 Hz | keel-rudp reliable-ordered | 1/1 | 5.00 |"));
+    // udp and udp-df stay apart in the report too.
+    assert!(md.contains("| 4 | 20 Hz | keel-udp | 1/1 | 2.00 |"), "{md}");
+    assert!(
+        md.contains("| 4 | 20 Hz | keel-udp, Don't Fragment | 1/1 | 1.60 |"),
+        "{md}"
+    );
     assert!(out.join("rudp-scale.svg").exists());
 
     // A rerun is refused, and --overwrite replaces the results.
