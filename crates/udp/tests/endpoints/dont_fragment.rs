@@ -3,25 +3,9 @@
 //! by the kernel (`EMSGSIZE`, counted in `send_errors`) with Don't
 //! Fragment, and leaves in fragments without it.
 
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
-
 use crate::common::*;
 use keel_reactor::IoModel;
-use keel_udp::SocketOptions;
-use keel_udp::{EndpointConfig, Server, ServerConfig, ServerCtx, ServerHandler, Session};
-
-struct Echo;
-
-impl ServerHandler for Echo {
-    type SessionState = ();
-    fn accept(&mut self, _: &mut ServerCtx<'_, ()>, _: SocketAddr, _: &[u8]) -> Option<()> {
-        Some(())
-    }
-    fn datagram(&mut self, s: &mut Session<'_, ()>, data: &[u8]) {
-        // A refusal by the kernel is counted by the send path.
-        let _ = s.send(data);
-    }
-}
+use keel_udp::{EndpointConfig, ServerConfig, SocketOptions};
 
 #[test]
 fn an_echo_above_the_mtu_is_refused_with_dont_fragment_and_fragmented_without_in_netns() {
@@ -48,29 +32,22 @@ fn an_echo_above_the_mtu_is_refused_with_dont_fragment_and_fragmented_without_in
             },
             ..ServerConfig::default()
         };
-        let server = Server::bind(
-            rt.handles(),
-            SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-            config,
-            |_| Echo,
-        )
-        .unwrap();
+        let (server, _) = echo_server(&rt, v4(), config);
         // The client's own datagrams may be fragmented (std's defaults).
-        let client = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let client = std_client(server.local_addr());
         client.connect(server.local_addr()).unwrap();
-        client.set_read_timeout(Some(LIMIT)).unwrap();
         let (big, small) = ([0xB1u8; 1400], [0x5Au8; 100]);
         client.send(&big).unwrap();
         client.send(&small).unwrap();
         let mut buf = [0u8; 2048];
-        let n = client.recv(&mut buf).expect("an echo");
+        let (n, _) = recv_from(&client, &mut buf, "an echo");
         if dont_fragment {
             // The big echo never left: the first to come back is the small one.
             assert_eq!(&buf[..n], &small[..], "dont_fragment: {dont_fragment}");
             assert_eq!(server.counters().send_errors, 1);
         } else {
             assert_eq!(&buf[..n], &big[..], "dont_fragment: {dont_fragment}");
-            let n = client.recv(&mut buf).expect("the second echo");
+            let (n, _) = recv_from(&client, &mut buf, "the second echo");
             assert_eq!(&buf[..n], &small[..]);
             assert_eq!(server.counters().send_errors, 0);
         }
