@@ -58,6 +58,15 @@ impl<'a> Fields<'a> {
         self.field(name).and_then(Value::as_u64)
     }
 
+    /// A keel-udp line run with `--dont-fragment` (`dont_fragment` true):
+    /// a configuration apart from the kernel's default. False for other
+    /// protocols, whose `dont_fragment` the flag does not set, and for
+    /// lines from before the field.
+    pub(super) fn udp_dont_fragment(&self) -> bool {
+        self.text("protocol").as_deref() == Some("udp")
+            && self.field("dont_fragment").and_then(Value::as_bool) == Some(true)
+    }
+
     /// A measured number (never from `requested`), if finite.
     pub(super) fn measured(&self, name: &str) -> Option<f64> {
         finite(self.obj.get(name))

@@ -258,14 +258,12 @@ pub(super) const OTHER_SETTINGS: &[&str] = &[
 /// `scripts/rudp-scale.sh` names it): another configuration, not pooled
 /// with the kernel's default.
 fn key(f: &Fields<'_>) -> ConfigKey {
-    let mut protocol = f.text("protocol");
-    if protocol.as_deref() == Some("udp")
-        && f.field("dont_fragment").and_then(|v| v.as_bool()) == Some(true)
-    {
-        protocol = Some("udp-df".to_string());
-    }
     ConfigKey {
-        protocol,
+        protocol: if f.udp_dont_fragment() {
+            Some("udp-df".to_string())
+        } else {
+            f.text("protocol")
+        },
         address_family: f.text("address_family"),
         payload_bytes: f.int("payload_bytes"),
         clients: f.int("clients"),

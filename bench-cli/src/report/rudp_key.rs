@@ -615,8 +615,6 @@ impl RudpRun {
             (protocol.as_deref() == Some("rudp"))
                 .then_some(u64::from(crate::flags::DEFAULT_ACK_DELAY_MS))
         });
-        let dont_fragment = protocol.as_deref() == Some("udp")
-            && f.field("dont_fragment").and_then(|v| v.as_bool()) == Some(true);
         RudpRun {
             key: RudpKey {
                 protocol,
@@ -626,7 +624,7 @@ impl RudpRun {
                 bulk_channel: f.field("bulk_channel").and_then(|v| v.as_bool()),
                 ack_delay_ms,
                 kcp_window: f.int("kcp_window"),
-                dont_fragment,
+                dont_fragment: f.udp_dont_fragment(),
                 rate_hz: f.int("rate_hz"),
                 transfer_bytes: f.int("transfer_bytes"),
                 payload_bytes: f.int("payload_bytes"),
