@@ -598,6 +598,7 @@ fn run_own_sockets(
                 ..(**imp).clone()
             }),
             cc.connection.max_datagram_size,
+            cfg.dont_fragment,
         );
         let peer = BenchPeer {
             driver: Driver::new(cfg, id, drained.clone(), rtt.clone()),

@@ -62,8 +62,13 @@ const _: () = assert!(crate::flags::MAX_CLIENTS_OPEN_LOOP <= MAX_SHARED_CLIENTS)
 const _: () = assert!(crate::flags::MAX_CLIENTS_CLOSED_LOOP <= MAX_SHARED_CLIENTS);
 
 /// A load-generating client socket: small batches and queues, since the
-/// scale case runs thousands of them and measures the server.
-pub(crate) fn client_endpoint(impair: Option<Impairment>, max_datagram: usize) -> EndpointConfig {
+/// scale case runs thousands of them and measures the server; Don't
+/// Fragment only with `--dont-fragment`, whatever the protocol's default.
+pub(crate) fn client_endpoint(
+    impair: Option<Impairment>,
+    max_datagram: usize,
+    dont_fragment: bool,
+) -> EndpointConfig {
     EndpointConfig {
         batch: CLIENT_BATCH,
         max_datagram,
@@ -71,6 +76,7 @@ pub(crate) fn client_endpoint(impair: Option<Impairment>, max_datagram: usize) -
         socket: SocketOptions {
             send_buffer: Some(UDP_SEND_BUFFER_REQUEST as usize),
             recv_buffer: Some(UDP_RECEIVE_BUFFER_REQUEST as usize),
+            dont_fragment,
             ..SocketOptions::default()
         },
         send_impairment: impair,
@@ -111,11 +117,11 @@ impl WakeTimer {
 /// A shared client socket: batches of [`GROUP_BATCH`], a queue for a
 /// burst of the group's sends, no conditioner (it would send a held
 /// datagram from the kernel's choice of address, not the client's).
-fn group_endpoint(max_datagram: usize) -> EndpointConfig {
+fn group_endpoint(max_datagram: usize, dont_fragment: bool) -> EndpointConfig {
     EndpointConfig {
         batch: GROUP_BATCH,
         send_queue_datagrams: GROUP_SEND_QUEUE,
-        ..client_endpoint(None, max_datagram)
+        ..client_endpoint(None, max_datagram, dont_fragment)
     }
 }
 
@@ -616,8 +622,7 @@ impl Clients<'_> {
             };
             let reactor = self.runtime.next_reactor();
             let local = SocketAddr::new(cfg.address_family.loopback(), 0);
-            let mut endpoint = client_endpoint(impair, self.max_datagram);
-            endpoint.socket.dont_fragment = cfg.dont_fragment;
+            let endpoint = client_endpoint(impair, self.max_datagram, cfg.dont_fragment);
             let client = DatagramSocket::bind(reactor, local, endpoint, peer)
                 .map_err(|e| format!("--clients: creating client {id} of {}: {e}", cfg.clients))?;
             clients.push(client);
@@ -665,11 +670,7 @@ impl Clients<'_> {
             // each datagram came to (IP_PKTINFO), which tells the client.
             let lanes = LanesConfig {
                 lanes: 1,
-                endpoint: {
-                    let mut e = group_endpoint(self.max_datagram);
-                    e.socket.dont_fragment = cfg.dont_fragment;
-                    e
-                },
+                endpoint: group_endpoint(self.max_datagram, cfg.dont_fragment),
                 ..LanesConfig::default()
             };
             let local = SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0));
